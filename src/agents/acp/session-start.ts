@@ -1,0 +1,127 @@
+/**
+ * Opening the ACP session a conversation runs in: `initialize`, then `session/load` of the
+ * session's saved agent session when the agent can load one, otherwise (or when loading fails)
+ * `session/new` (SPEC section 6, resume failure → one fresh start).
+ */
+import type { ClientConnection } from "@agentclientprotocol/sdk";
+import type { Logger } from "pino";
+import { AgentFailure, type ResumeCursor, type TurnSink } from "../driver.js";
+import { drainReceived, initializeRequest } from "./connection.js";
+import { type AgentProcess, describeExit } from "./process.js";
+import { EXIT_SETTLE_MS, StepFailure, step } from "./step.js";
+
+export const RESUME_FAILED_NOTICE = "Session context was too large to resume — starting fresh.";
+export const CANNOT_RESUME_NOTICE =
+  "This agent cannot reload earlier conversations, so its previous context was lost — starting fresh.";
+
+/** Agents that boot slowly (npx, containers) still answer within this; a hung one does not. */
+const START_STEP_TIMEOUT_MS = 60_000;
+
+export interface StartContext {
+  agentName: string;
+  workspace: string;
+  conn: ClientConnection;
+  proc: AgentProcess;
+  cursor: ResumeCursor;
+  sink: TurnSink;
+  signal: AbortSignal;
+  log: Logger;
+}
+
+export interface StartedSession {
+  agentSessionId: string;
+  /** The cursor to continue from: the given one, or a cleared one after a fresh start. */
+  cursor: ResumeCursor;
+}
+
+export async function startAgentSession(ctx: StartContext): Promise<StartedSession> {
+  const { conn, proc, signal } = ctx;
+  const ask = <T>(request: Promise<T>) => step(request, proc, { signal, timeoutMs: START_STEP_TIMEOUT_MS });
+
+  const init = await ask(conn.agent.request("initialize", initializeRequest)).catch(async (err) => {
+    throw await startFailure(ctx, "initialize", err);
+  });
+  const canLoad = init.agentCapabilities?.loadSession === true;
+  const previous = ctx.cursor.agentSessionId;
+  if (previous === null) return { agentSessionId: await newSession(ctx, ask), cursor: ctx.cursor };
+
+  if (!canLoad) {
+    ctx.log.warn(
+      { agentSessionId: previous, cwd: ctx.workspace },
+      "agent cannot load sessions; starting fresh",
+    );
+    return freshStart(ctx, ask, CANNOT_RESUME_NOTICE);
+  }
+
+  ctx.log.info({ agentSessionId: previous, cwd: ctx.workspace }, "resuming agent session");
+  try {
+    await ask(
+      conn.agent.request("session/load", { sessionId: previous, cwd: ctx.workspace, mcpServers: [] }),
+    );
+  } catch (err) {
+    // Only the agent's own "cannot load that" justifies dropping the conversation; a cancelled
+    // turn (shutdown) or a dead agent keeps the cursor for the next attempt.
+    if (!(err instanceof StepFailure) || err.kind !== "error")
+      throw await startFailure(ctx, "session/load", err);
+    ctx.log.error(
+      {
+        agentSessionId: previous,
+        err: err.message,
+        code: (err.cause as { code?: unknown })?.code,
+        cwd: ctx.workspace,
+      },
+      "agent session resume failed; starting fresh",
+    );
+    return freshStart(ctx, ask, RESUME_FAILED_NOTICE);
+  }
+  // The agent replays its history as session/update before answering; let it pass unrecorded.
+  await drainReceived();
+  ctx.log.info({ agentSessionId: previous }, "agent session resumed");
+  return { agentSessionId: previous, cursor: ctx.cursor };
+}
+
+type Ask = <T>(request: Promise<T>) => Promise<T>;
+
+async function freshStart(ctx: StartContext, ask: Ask, notice: string): Promise<StartedSession> {
+  const old = ctx.cursor;
+  const cleared: ResumeCursor = {
+    agentSessionId: null,
+    turnCount: 0,
+    lastAssistantMessageId: null,
+    pastAgentSessionIds: old.agentSessionId
+      ? [...old.pastAgentSessionIds, old.agentSessionId]
+      : old.pastAgentSessionIds,
+  };
+  // The old conversation is known to be unusable: forget it even if the fresh start fails too.
+  await ctx.sink.saveCursor(cleared);
+  const agentSessionId = await newSession(ctx, ask);
+  ctx.log.info({ agentSessionId, previousAgentSessionId: old.agentSessionId }, "fresh agent session started");
+  ctx.sink.emit({ type: "session.reset", reason: "resume_failed", notice });
+  return { agentSessionId, cursor: cleared };
+}
+
+async function newSession(ctx: StartContext, ask: Ask): Promise<string> {
+  try {
+    const created = await ask(ctx.conn.agent.request("session/new", { cwd: ctx.workspace, mcpServers: [] }));
+    await drainReceived();
+    return created.sessionId;
+  } catch (err) {
+    throw await startFailure(ctx, "session/new", err);
+  }
+}
+
+async function startFailure(ctx: StartContext, what: string, err: unknown): Promise<AgentFailure> {
+  if (err instanceof StepFailure && err.kind === "aborted") {
+    return new AgentFailure("CANCELLED", "The turn was cancelled while the agent was starting.");
+  }
+  const exit =
+    err instanceof StepFailure && err.kind === "broken" ? await ctx.proc.waitForExit(EXIT_SETTLE_MS) : null;
+  const why = exit
+    ? describeExit(exit)
+    : `${what} failed: ${err instanceof Error ? err.message : String(err)}`;
+  ctx.log.error(
+    { step: what, err: err instanceof Error ? err.message : String(err), stderr: ctx.proc.stderrTail() },
+    "agent failed to start",
+  );
+  return new AgentFailure("AGENT_START_FAILED", `The agent "${ctx.agentName}" could not start: ${why}.`);
+}

@@ -1,0 +1,61 @@
+/**
+ * What a client may choose for a claude-code session: only options that cannot make the gateway run
+ * something the operator did not allow.
+ */
+import type { AgentEntry } from "../registry.js";
+
+export interface ClaudeCodeConfig {
+  model?: string;
+  permissionMode?: string;
+  /** Append `[ctx: NN%]` to each turn's final text. */
+  contextSuffix?: boolean;
+}
+
+type Validation = { ok: true; config: Record<string, unknown> } | { ok: false; problem: string };
+
+export function validateClaudeCodeConfig(entry: AgentEntry, config: Record<string, unknown>): Validation {
+  const cleaned: ClaudeCodeConfig = {};
+  for (const [field, value] of Object.entries(config)) {
+    if (value === undefined) continue;
+    switch (field) {
+      case "model": {
+        if (typeof value !== "string" || value.trim() === "") {
+          return { ok: false, problem: "agentConfig.model must be a non-empty string" };
+        }
+        if (entry.models && !entry.models.includes(value)) {
+          return { ok: false, problem: `agentConfig.model must be one of: ${entry.models.join(", ")}` };
+        }
+        cleaned.model = value;
+        break;
+      }
+      case "permissionMode": {
+        // Permission modes widen what the agent may do unasked, so the operator opts in to each.
+        const allowed = entry.permissionModes ?? ["default"];
+        if (typeof value !== "string" || !allowed.includes(value)) {
+          return { ok: false, problem: `agentConfig.permissionMode must be one of: ${allowed.join(", ")}` };
+        }
+        cleaned.permissionMode = value;
+        break;
+      }
+      case "contextSuffix": {
+        if (typeof value !== "boolean") {
+          return { ok: false, problem: "agentConfig.contextSuffix must be a boolean" };
+        }
+        cleaned.contextSuffix = value;
+        break;
+      }
+      default:
+        return { ok: false, problem: `agentConfig.${field} is not allowed for claude-code` };
+    }
+  }
+  return { ok: true, config: { ...cleaned } };
+}
+
+/** Reads a config that already passed validation. */
+export function readClaudeCodeConfig(config: Record<string, unknown>): ClaudeCodeConfig {
+  return {
+    model: typeof config.model === "string" ? config.model : undefined,
+    permissionMode: typeof config.permissionMode === "string" ? config.permissionMode : undefined,
+    contextSuffix: config.contextSuffix === true,
+  };
+}

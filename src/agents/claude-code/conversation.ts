@@ -1,0 +1,317 @@
+/**
+ * One mooring session's conversation with Claude Code: a warm CLI process, the resume cursor, and
+ * the recovery rules of SPEC section 6 (never resume a conversation that was proven unsaved; start
+ * fresh once when a resume fails).
+ */
+import { randomUUID } from "node:crypto";
+import { stat } from "node:fs/promises";
+import type { Logger } from "pino";
+import { contextPercent, contextWindowFor, withContextSuffix } from "../../domain/context.js";
+import {
+  AgentFailure,
+  type AgentConversation,
+  type OpenConversationOptions,
+  type ResumeCursor,
+  type RunTurnOptions,
+  type TurnOutcome,
+  type TurnSink,
+} from "../driver.js";
+import { type ClaudeCodeConfig, readClaudeCodeConfig } from "./config.js";
+import { judgeTurn, type TurnVerdict } from "./outcome.js";
+import { AgentProcess } from "./process.js";
+import { type StreamLine, streamJsonArgs, userMessage } from "./protocol.js";
+import {
+  claudeConfigDir,
+  expectedTranscriptPath,
+  findTranscript,
+  type TranscriptLookup,
+} from "./transcript.js";
+import { TurnTranslator } from "./events.js";
+import { waitForTurnEnd } from "./turn.js";
+
+export const unsavedNotice =
+  "The agent never saved the previous conversation (the server stopped before it did), so its context was lost. This message starts a fresh conversation.";
+export const resumeFailedNotice = "Session context was too large to resume — starting fresh.";
+
+/** A verdict together with what the turn observed, so the caller can report usage and text. */
+interface Attempt {
+  verdict: TurnVerdict;
+  translator: TurnTranslator;
+  result: StreamLine | null;
+}
+
+export class ClaudeConversation implements AgentConversation {
+  private proc: AgentProcess | null = null;
+  private cursor: ResumeCursor;
+  private closed = false;
+  private busy = false;
+  /** The process was started with `--resume` and has not finished a turn: a failure is a failed resume. */
+  private resuming = false;
+  private model: string | undefined;
+  private saving: Promise<void> = Promise.resolve();
+  private readonly config: ClaudeCodeConfig;
+  private readonly env: NodeJS.ProcessEnv;
+  private readonly log: Logger;
+
+  constructor(private readonly options: OpenConversationOptions) {
+    this.cursor = structuredClone(options.cursor);
+    this.config = readClaudeCodeConfig(options.agentConfig);
+    this.env = { ...process.env, ...options.entry.env };
+    this.log = options.log.child({ sessionId: options.sessionId, agent: options.entry.name });
+  }
+
+  get alive(): boolean {
+    return !this.closed && (this.proc === null || this.proc.alive);
+  }
+
+  /** pid of the current CLI process, if one runs (diagnostics and tests). */
+  get pid(): number | undefined {
+    return this.proc?.alive ? this.proc.pid : undefined;
+  }
+
+  async runTurn({ prompt, sink, signal }: RunTurnOptions): Promise<TurnOutcome> {
+    if (this.closed) throw new AgentFailure("AGENT_CRASHED", "The agent conversation was already closed.");
+    if (this.busy) throw new Error("claude-code runs one turn at a time per conversation");
+    this.busy = true;
+    try {
+      const first = await this.attempt(prompt, sink, signal, true);
+      if (first.verdict.kind !== "resume_failed") return this.conclude(first, sink);
+      return await this.startOver(first.verdict.error, prompt, sink, signal);
+    } finally {
+      await this.saving;
+      this.busy = false;
+    }
+  }
+
+  async close(mode: "graceful" | "kill"): Promise<void> {
+    this.closed = true;
+    try {
+      await this.proc?.close(mode);
+    } catch (err) {
+      this.log.warn({ err }, "claude-code close failed");
+    }
+  }
+
+  /** Run the prompt on the warm process, starting (or resuming) one first when there is none. */
+  private async attempt(
+    prompt: string,
+    sink: TurnSink,
+    signal: AbortSignal,
+    countTurn: boolean,
+  ): Promise<Attempt> {
+    const cancelled = (translator: TurnTranslator): Attempt => ({
+      verdict: { kind: "cancelled" },
+      translator,
+      result: null,
+    });
+    if (signal.aborted) return cancelled(new TurnTranslator(noHooks));
+    if (!this.proc?.alive) await this.start(sink);
+    const proc = this.proc as AgentProcess;
+    if (this.closed) {
+      // Closed while the transcript check ran: the process just started must not outlive it.
+      await proc.close("kill");
+      return cancelled(new TurnTranslator(noHooks));
+    }
+    const translator = new TurnTranslator(
+      {
+        emit: (event) => sink.emit(event),
+        sessionId: (id) => {
+          if (id === this.cursor.agentSessionId) return;
+          this.cursor.agentSessionId = id;
+          void this.save(sink);
+        },
+        assistantMessage: (uuid) => {
+          this.cursor.lastAssistantMessageId = uuid;
+          void this.save(sink);
+        },
+      },
+      this.model,
+    );
+    if (signal.aborted) return cancelled(translator);
+    // Counted before the prompt leaves: if we crash now, the cursor shows a turn that may be unsaved.
+    if (countTurn) this.cursor.turnCount += 1;
+    await this.save(sink);
+    const ended = waitForTurnEnd(proc, signal, (line) => translator.handle(line));
+    proc.send(userMessage(prompt));
+    const end = await ended;
+    if (translator.model) this.model = translator.model;
+    const verdict = judgeTurn(end, {
+      aborted: signal.aborted,
+      resuming: this.resuming,
+      stderr: proc.stderrTail(),
+      apiErrorText: translator.apiErrorText,
+    });
+    if (verdict.kind !== "resume_failed") this.resuming = false;
+    if (verdict.kind === "failed" && verdict.failure.code === "AGENT_CRASHED") {
+      this.log.error(
+        { pid: proc.pid, stderr: proc.stderrTail(), message: verdict.failure.message },
+        "claude-code crashed",
+      );
+    }
+    return { verdict, translator, result: end.kind === "result" ? end.line : null };
+  }
+
+  /**
+   * Start a process for the cursor: resume its conversation unless the transcript check proves the
+   * agent never saved it (an assistant message observed is proof enough; SPEC section 6).
+   */
+  private async start(sink: TurnSink): Promise<void> {
+    const id = this.cursor.agentSessionId;
+    if (!id) return this.spawnFresh();
+    const configDir = claudeConfigDir(this.env);
+    const saved = this.cursor.lastAssistantMessageId !== null;
+    const lookup = saved
+      ? await this.quickLookup(configDir, id)
+      : await findTranscript(configDir, this.options.workspace, id);
+    if (!saved && lookup.state === "absent") {
+      this.log.warn(
+        { agentSessionId: id, turnCount: this.cursor.turnCount, configDir },
+        "claude-code conversation was never saved; starting fresh",
+      );
+      this.forget(id);
+      sink.emit({ type: "session.reset", reason: "unsaved", notice: unsavedNotice });
+      return this.spawnFresh();
+    }
+    this.log.info({ agentSessionId: id, ...describeTranscript(lookup) }, "claude-code resuming conversation");
+    this.spawn(["--resume", id], id);
+    this.resuming = true;
+  }
+
+  /** A resume failed: log it, clear the cursor, and run the turn once in a fresh conversation. */
+  private async startOver(
+    error: string,
+    prompt: string,
+    sink: TurnSink,
+    signal: AbortSignal,
+  ): Promise<TurnOutcome> {
+    const oldId = this.cursor.agentSessionId;
+    const proc = this.proc as AgentProcess;
+    const transcript = oldId
+      ? await findTranscript(claudeConfigDir(this.env), this.options.workspace, oldId)
+      : undefined;
+    this.log.error(
+      {
+        agentSessionId: oldId,
+        error,
+        stderr: proc.stderrTail(),
+        cwd: this.options.workspace,
+        ...(transcript ? describeTranscript(transcript) : {}),
+      },
+      "claude-code resume failed",
+    );
+    await proc.close("kill");
+    this.resuming = false;
+    if (oldId) this.forget(oldId);
+    await this.save(sink);
+    if (signal.aborted) return this.cancelledOutcome(null);
+    sink.emit({ type: "session.reset", reason: "resume_failed", notice: resumeFailedNotice });
+    this.spawnFresh();
+    this.log.warn(
+      {
+        oldAgentSessionId: oldId,
+        newAgentSessionId: this.cursor.agentSessionId,
+        cwd: this.options.workspace,
+      },
+      "claude-code fresh fallback",
+    );
+    const second = await this.attempt(prompt, sink, signal, false);
+    const { verdict } = second;
+    if (verdict.kind === "ok" || verdict.kind === "cancelled") return this.conclude(second, sink);
+    const reason = verdict.kind === "failed" ? verdict.failure.message : verdict.error;
+    throw new AgentFailure(
+      "AGENT_START_FAILED",
+      `Could not start a fresh Claude Code conversation: ${reason}`,
+    );
+  }
+
+  /** Turn a verdict into the driver's answer, reporting usage and the context indicator. */
+  private conclude({ verdict, translator, result }: Attempt, sink: TurnSink): TurnOutcome {
+    const usage = translator.usage(result);
+    let percent: number | null = null;
+    if (usage) {
+      sink.emit({ type: "usage", usage });
+      const window = contextWindowFor(usage.model, this.options.settings.contextWindow);
+      percent = contextPercent(usage, window);
+      this.log.info(
+        {
+          agentSessionId: this.cursor.agentSessionId,
+          inputTokens: usage.inputTokens,
+          percent,
+          contextWindow: window,
+        },
+        "claude-code turn context",
+      );
+    }
+    if (verdict.kind === "failed") throw verdict.failure;
+    if (verdict.kind === "resume_failed") throw new AgentFailure("AGENT_START_FAILED", verdict.error);
+    if (verdict.kind === "cancelled") return this.cancelledOutcome(usage, translator.text());
+    let text = verdict.text ?? translator.text();
+    if (this.config.contextSuffix && percent !== null) text = withContextSuffix(text, percent);
+    return { text, stopReason: verdict.stopReason, usage };
+  }
+
+  private cancelledOutcome(usage: TurnOutcome["usage"], text = ""): TurnOutcome {
+    return { text, stopReason: "cancelled", usage };
+  }
+
+  private spawnFresh(): void {
+    // Choosing the id ourselves puts it in the cursor before the prompt is sent.
+    const id = randomUUID();
+    this.cursor.agentSessionId = id;
+    this.cursor.lastAssistantMessageId = null;
+    this.spawn(["--session-id", id], "new");
+  }
+
+  private spawn(sessionArgs: string[], logId: string): void {
+    const { entry, workspace } = this.options;
+    const args = [...entry.args, ...streamJsonArgs, ...sessionArgs];
+    if (this.config.model) args.push("--model", this.config.model);
+    if (this.config.permissionMode) args.push("--permission-mode", this.config.permissionMode);
+    const proc = new AgentProcess(
+      { command: entry.command ?? "claude", args, cwd: workspace, env: this.env },
+      this.log,
+    );
+    this.proc = proc;
+    this.log.info(
+      { cwd: workspace, agentSessionId: logId, model: this.config.model ?? "default", pid: proc.pid },
+      "claude-code spawned",
+    );
+    void proc.exited.then((exit) => {
+      this.log.info({ pid: proc.pid, code: exit.code, signal: exit.signal }, "claude-code exited");
+    });
+  }
+
+  /** Drop a conversation id from the cursor, remembering it; the turn count carries over. */
+  private forget(id: string): void {
+    this.cursor.agentSessionId = null;
+    this.cursor.lastAssistantMessageId = null;
+    if (!this.cursor.pastAgentSessionIds.includes(id)) this.cursor.pastAgentSessionIds.push(id);
+  }
+
+  /** Where the transcript is expected, for logs; no scan of other folders. */
+  private async quickLookup(configDir: string, id: string): Promise<TranscriptLookup> {
+    const path = expectedTranscriptPath(configDir, this.options.workspace, id);
+    try {
+      return { state: "found", path, bytes: (await stat(path)).size };
+    } catch (err) {
+      return { state: "unknown", reason: `${path}: ${(err as NodeJS.ErrnoException).code ?? "unreadable"}` };
+    }
+  }
+
+  /** Saves are chained so they land in order; a failed save is logged, never fatal to the turn. */
+  private save(sink: TurnSink): Promise<void> {
+    const snapshot = structuredClone(this.cursor);
+    this.saving = this.saving
+      .then(() => sink.saveCursor(snapshot))
+      .catch((err) => this.log.warn({ err }, "claude-code could not save the resume cursor"));
+    return this.saving;
+  }
+}
+
+const noHooks = { emit: () => {}, sessionId: () => {}, assistantMessage: () => {} };
+
+function describeTranscript(lookup: TranscriptLookup): Record<string, unknown> {
+  if (lookup.state === "found") return { transcriptPath: lookup.path, transcriptBytes: lookup.bytes };
+  if (lookup.state === "absent") return { transcript: "absent" };
+  return { transcript: "unknown", transcriptProblem: lookup.reason };
+}

@@ -1,0 +1,158 @@
+/**
+ * The contract between the turn pipeline and an agent.
+ *
+ * A driver turns one agent's own protocol (a simulated script, the Claude Code CLI's stream-json,
+ * the Agent Client Protocol) into the normalized events of SPEC section 5. The pipeline owns
+ * everything durable (tasks, the event log, the resume cursor in Postgres); a driver owns only the
+ * agent process. One `AgentConversation` exists per mooring session at a time and runs one turn
+ * at a time; the pipeline keeps it warm between turns and closes it when idle.
+ */
+import type { Logger } from "pino";
+import type { AgentEntry } from "./registry.js";
+
+/** What the agent reported about how to continue its conversation later (SPEC section 6). */
+export interface ResumeCursor {
+  /** The agent's own conversation id; null when no conversation was started yet. */
+  agentSessionId: string | null;
+  /** Turns sent to this conversation (written before the prompt is sent, so not proof of saving). */
+  turnCount: number;
+  /** Id of the last assistant message observed from the agent: the only proof the agent saved it. */
+  lastAssistantMessageId: string | null;
+  /** Conversation ids this session used before a fresh start replaced them. */
+  pastAgentSessionIds: string[];
+}
+
+export const emptyCursor = (): ResumeCursor => ({
+  agentSessionId: null,
+  turnCount: 0,
+  lastAssistantMessageId: null,
+  pastAgentSessionIds: [],
+});
+
+/** Token usage of a model call, as the agent reported it. */
+export interface AgentUsage {
+  inputTokens: number;
+  outputTokens: number;
+  cacheCreationInputTokens: number;
+  cacheReadInputTokens: number;
+  /** Model id when known; a model id containing `[1m]` has a 1,000,000-token window. */
+  model?: string;
+}
+
+/**
+ * A normalized event a driver emits while a turn runs. The pipeline assigns `seq`, makes previews
+ * of large tool input/output and commits them to the event log before any client sees them.
+ */
+export type AgentEvent =
+  | { type: "message.delta"; text: string }
+  /** A complete assistant message; `messageId` proves the agent saved the conversation. */
+  | { type: "message"; text: string; messageId?: string }
+  | { type: "tool.call"; id: string; name: string; input: unknown }
+  /** `output` is the full tool output; the pipeline stores it and streams a preview. */
+  | { type: "tool.result"; id: string; isError: boolean; output: unknown }
+  /** Usage of the last model call; the pipeline derives the context percentage from it. */
+  | { type: "usage"; usage: AgentUsage }
+  | { type: "session.reset"; reason: "unsaved" | "resume_failed"; notice: string }
+  | { type: "session.notice"; message: string };
+
+/** Where a running turn sends what it observes. */
+export interface TurnSink {
+  /** Queue an event for the event log. Never throws; ordering is preserved. */
+  emit(event: AgentEvent): void;
+  /**
+   * Persist a new resume cursor (a guarded write: it changes nothing if this turn no longer owns
+   * the task). Drivers call it as soon as the agent reports a conversation id or an assistant
+   * message, so a crash right after still resumes the right conversation.
+   */
+  saveCursor(cursor: ResumeCursor): Promise<void>;
+}
+
+/** How a turn ended when it did not fail. */
+export interface TurnOutcome {
+  /** Final assistant text of the turn. */
+  text: string;
+  /** e.g. `end_turn`, `max_tokens`, `cancelled`, `refusal`. */
+  stopReason: string;
+  /** Usage of the last model call of the turn, when the agent reported it. */
+  usage: AgentUsage | null;
+}
+
+/** Codes a driver may fail a turn with (a subset of SPEC section 3's terminal codes). */
+export type AgentFailureCode =
+  | "AGENT_START_FAILED"
+  | "AGENT_CRASHED"
+  | "AGENT_ERROR"
+  | "CONTEXT_TOO_LARGE"
+  | "TURN_TIMEOUT"
+  | "CANCELLED";
+
+/** A failed turn. `message` is fit to show a person; diagnostics go to the log. */
+export class AgentFailure extends Error {
+  constructor(
+    readonly code: AgentFailureCode,
+    message: string,
+    readonly reason?: string,
+  ) {
+    super(message);
+    this.name = "AgentFailure";
+  }
+}
+
+/** Everything a driver needs to open a conversation for one mooring session. */
+export interface OpenConversationOptions {
+  /** mooring session id (for logs and per-session state). */
+  sessionId: string;
+  /** Normalized absolute workspace path; the agent process runs there. */
+  workspace: string;
+  /** The registry entry the session names (launch settings chosen by the operator). */
+  entry: AgentEntry;
+  /** The session's client-chosen options, already validated against the driver's schema. */
+  agentConfig: Record<string, unknown>;
+  /** The resume cursor stored on the session. */
+  cursor: ResumeCursor;
+  /** Gateway-wide settings drivers need. */
+  settings: { contextWindow: number };
+  log: Logger;
+}
+
+/** Options of one turn. */
+export interface RunTurnOptions {
+  prompt: string;
+  sink: TurnSink;
+  /**
+   * Aborted when the turn must stop (cancel, deadline, shutdown). The driver should stop the agent
+   * gracefully and settle the returned promise promptly; the pipeline calls `close("kill")` if it
+   * does not within a few seconds.
+   */
+  signal: AbortSignal;
+}
+
+/** One live conversation with an agent, possibly backed by a warm process. */
+export interface AgentConversation {
+  /**
+   * Run one turn. Resolves with the outcome; rejects with `AgentFailure` (any other error is
+   * treated as `AGENT_CRASHED`). When `signal` aborted, resolve with stopReason `cancelled` or
+   * reject with `AgentFailure("CANCELLED")`.
+   */
+  runTurn(options: RunTurnOptions): Promise<TurnOutcome>;
+  /**
+   * Stop the agent. `graceful` lets it save (idle reap, shutdown); `kill` is the last resort of a
+   * cancel escalation. Idempotent; never throws.
+   */
+  close(mode: "graceful" | "kill"): Promise<void>;
+  /** False once the underlying process died; the pipeline then opens a new conversation. */
+  readonly alive: boolean;
+}
+
+/** A kind of agent (`simulated`, `claude-code`, `acp`). */
+export interface AgentDriver {
+  readonly name: "simulated" | "claude-code" | "acp";
+  /**
+   * Validate a client's `agentConfig` for a session on `entry`. Returns the cleaned config or a
+   * human-readable problem naming the offending field. Clients may only choose what the driver and
+   * the entry allow; they can never name a program to run.
+   */
+  validateConfig(entry: AgentEntry, config: Record<string, unknown>): { ok: true; config: Record<string, unknown> } | { ok: false; problem: string };
+  /** Open a conversation. Must not block on the agent; starting the process may happen lazily in runTurn. */
+  open(options: OpenConversationOptions): AgentConversation;
+}

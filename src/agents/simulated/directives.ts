@@ -1,0 +1,55 @@
+/**
+ * The simulated agent's script language: bracketed directives in the prompt, run in order.
+ *
+ *   [sleep MS]        wait MS milliseconds (a cancel interrupts it)
+ *   [deltas N]        stream N text deltas
+ *   [tool BYTES]      call a tool whose result is BYTES bytes long
+ *   [tokens N]        report N input tokens for the model call
+ *   [fail CODE]       fail the turn with CODE (AGENT_ERROR, CONTEXT_TOO_LARGE, AGENT_START_FAILED, ...)
+ *   [crash]           the agent process dies mid-turn (AGENT_CRASHED)
+ *   [hang]            never finish; only a cancel or the deadline ends the turn
+ *   [stubborn]        like hang, and ignore cancel too, so the gateway has to kill it
+ *
+ * Text outside directives is ignored; a prompt without directives gets one short answer.
+ */
+export type Directive =
+  | { kind: "sleep"; ms: number }
+  | { kind: "deltas"; count: number }
+  | { kind: "tool"; bytes: number }
+  | { kind: "tokens"; count: number }
+  | { kind: "fail"; code: string }
+  | { kind: "crash" }
+  | { kind: "hang" }
+  | { kind: "stubborn" };
+
+const pattern = /\[(sleep|deltas|tool|tokens|fail|crash|hang|stubborn)(?:\s+([A-Za-z0-9_]+))?\]/g;
+
+const MAX_NUMBER = 100_000_000;
+
+export function parseDirectives(prompt: string): Directive[] {
+  const directives: Directive[] = [];
+  for (const match of prompt.matchAll(pattern)) {
+    const [, kind, arg] = match;
+    const n = Math.min(Math.max(Number.parseInt(arg ?? "0", 10) || 0, 0), MAX_NUMBER);
+    switch (kind) {
+      case "sleep":
+        directives.push({ kind, ms: n });
+        break;
+      case "deltas":
+        directives.push({ kind, count: n });
+        break;
+      case "tool":
+        directives.push({ kind, bytes: n });
+        break;
+      case "tokens":
+        directives.push({ kind, count: n });
+        break;
+      case "fail":
+        directives.push({ kind, code: arg ?? "AGENT_ERROR" });
+        break;
+      default:
+        directives.push({ kind: kind as "crash" | "hang" | "stubborn" });
+    }
+  }
+  return directives;
+}

@@ -1,0 +1,158 @@
+/**
+ * Every option of the gateway, with its default and what it means (SPEC section 1). Read once at
+ * start; a bad value stops the process with a message naming the variable and what it accepts.
+ */
+import { isAbsolute, resolve } from "node:path";
+
+export interface Config {
+  /** Tasks running at once, across all instances. Default 5. */
+  maxActive: number;
+  /** Tasks waiting at once, across all instances; one more is refused with GATEWAY_BUSY. Default 20. */
+  maxQueued: number;
+  /** A task still queued after this ends `expired` (GATEWAY_BUSY / queue_timeout). Default 600000. */
+  queueTimeoutMs: number;
+  /** Default run deadline of a turn. Default 600000 (the `short` load class). */
+  turnTimeoutMs: number;
+  /** How long an instance owns a running task without renewing its lease. Default 30000. */
+  leaseMs: number;
+  /** How often an instance renews its leases and its instance row. Default 5000. */
+  heartbeatMs: number;
+  /** How often expired leases and queue timeouts are settled. Default 10000. */
+  sweepMs: number;
+  /** A warm agent process with no turn is reaped after this. Default 900000. */
+  agentIdleMs: number;
+  /** Context window in tokens for the context indicator (`[1m]` models use 1000000). Default 200000. */
+  contextWindow: number;
+  /** On SIGTERM, running turns may finish this long before they are interrupted. Default 20000. */
+  shutdownGraceMs: number;
+  /** What an interrupted turn becomes: `fail` (settle only) or `continue` (queue a continuation). Default fail. */
+  recovery: "fail" | "continue";
+  /** Postgres URL; unset starts an embedded Postgres under `dataDir`. */
+  databaseUrl: string | undefined;
+  /** Where the embedded Postgres keeps its data. Default ./.mooring. */
+  dataDir: string;
+  /** Listening address. Default 127.0.0.1. */
+  host: string;
+  /** Listening port (0 picks a free one). Default 8787. */
+  port: number;
+  /** Bearer tokens; when set every route but health needs one. Default unset. */
+  apiTokens: string[];
+  /** Roots a session workspace must lie inside; empty allows any. Default unset. */
+  workspaceRoots: string[];
+  /** The agent registry: JSON or a JSON file path (SPEC section 7). Default unset (built-ins only). */
+  agents: string | undefined;
+  /** pino level. Default info. */
+  logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+  /** Largest accepted request body in bytes; larger answers 413. Default 1048576. */
+  bodyLimitBytes: number;
+  /** Largest accepted prompt in characters. Default 200000. */
+  maxPromptChars: number;
+  /** Events older than this many per session may be pruned; a cursor before them gets RESYNC_REQUIRED. Default 0 (keep all). */
+  eventRetention: number;
+  /** Event log flush interval in ms (writes are batched). Default 20. */
+  eventFlushMs: number;
+  /** Event log flush size: a flush happens at this many buffered events even before the interval. Default 64. */
+  eventFlushMax: number;
+  /** Polling backstop for queued work and subscribed sessions, in ms. Default 1000. */
+  pollMs: number;
+  /** Bytes a WebSocket client may leave unread before it is closed with 4008. Default 4194304. */
+  wsMaxBufferedBytes: number;
+  /** Largest accepted WebSocket frame in bytes; larger closes the socket with 1009. Default 1048576. */
+  wsMaxPayloadBytes: number;
+  /** Server ping interval on WebSockets in ms; a peer silent for twice this is dropped. Default 15000. */
+  wsPingMs: number;
+  /** Instance id reported in hello and /readyz; defaults to `<hostname>:<port>`-like random id. */
+  instanceId: string | undefined;
+}
+
+type Parser<T> = (name: string, raw: string) => T;
+
+export class ConfigError extends Error {}
+
+const integer =
+  (min: number, max = Number.MAX_SAFE_INTEGER): Parser<number> =>
+  (name, raw) => {
+    const n = Number(raw);
+    if (raw.trim() === "" || !Number.isInteger(n) || n < min || n > max) {
+      throw new ConfigError(`${name}=${JSON.stringify(raw)} is invalid: expected an integer from ${min} to ${max}`);
+    }
+    return n;
+  };
+
+const oneOf =
+  <T extends string>(...values: T[]): Parser<T> =>
+  (name, raw) => {
+    if (!values.includes(raw as T)) {
+      throw new ConfigError(`${name}=${JSON.stringify(raw)} is invalid: accepted values are ${values.join(", ")}`);
+    }
+    return raw as T;
+  };
+
+const text: Parser<string> = (_name, raw) => raw;
+const list =
+  (separator: string): Parser<string[]> =>
+  (_name, raw) =>
+    raw
+      .split(separator)
+      .map((s) => s.trim())
+      .filter((s) => s !== "");
+
+const absolutePaths: Parser<string[]> = (name, raw) => {
+  const roots = list(":")(name, raw);
+  for (const root of roots) {
+    if (!isAbsolute(root)) {
+      throw new ConfigError(`${name} contains ${JSON.stringify(root)}: every root must be an absolute path`);
+    }
+  }
+  return roots;
+};
+
+function read<T>(env: NodeJS.ProcessEnv, name: string, parse: Parser<T>, fallback: T): T {
+  const raw = env[name];
+  return raw === undefined || raw === "" ? fallback : parse(name, raw);
+}
+
+/** Build the configuration from an environment (default `process.env`). Throws ConfigError. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const config: Config = {
+    maxActive: read(env, "MOORING_MAX_ACTIVE", integer(1, 100000), 5),
+    maxQueued: read(env, "MOORING_MAX_QUEUED", integer(0, 1000000), 20),
+    queueTimeoutMs: read(env, "MOORING_QUEUE_TIMEOUT_MS", integer(1), 600_000),
+    turnTimeoutMs: read(env, "MOORING_TURN_TIMEOUT_MS", integer(1, 3_600_000), 600_000),
+    leaseMs: read(env, "MOORING_LEASE_MS", integer(100), 30_000),
+    heartbeatMs: read(env, "MOORING_HEARTBEAT_MS", integer(10), 5_000),
+    sweepMs: read(env, "MOORING_SWEEP_MS", integer(10), 10_000),
+    agentIdleMs: read(env, "MOORING_AGENT_IDLE_MS", integer(1), 900_000),
+    contextWindow: read(env, "MOORING_CONTEXT_WINDOW", integer(1), 200_000),
+    shutdownGraceMs: read(env, "MOORING_SHUTDOWN_GRACE_MS", integer(0), 20_000),
+    recovery: read(env, "MOORING_RECOVERY", oneOf("fail", "continue"), "fail"),
+    databaseUrl: read<string | undefined>(env, "DATABASE_URL", text, undefined),
+    dataDir: resolve(read(env, "MOORING_DATA_DIR", text, "./.mooring")),
+    host: read(env, "HOST", text, "127.0.0.1"),
+    port: read(env, "PORT", integer(0, 65535), 8787),
+    apiTokens: read(env, "MOORING_API_TOKENS", list(","), []),
+    workspaceRoots: read(env, "MOORING_WORKSPACE_ROOTS", absolutePaths, []),
+    agents: read<string | undefined>(env, "MOORING_AGENTS", text, undefined),
+    logLevel: read(env, "LOG_LEVEL", oneOf("fatal", "error", "warn", "info", "debug", "trace", "silent"), "info"),
+    bodyLimitBytes: read(env, "MOORING_BODY_LIMIT_BYTES", integer(1024), 1_048_576),
+    maxPromptChars: read(env, "MOORING_MAX_PROMPT_CHARS", integer(1), 200_000),
+    eventRetention: read(env, "MOORING_EVENT_RETENTION", integer(0), 0),
+    eventFlushMs: read(env, "MOORING_EVENT_FLUSH_MS", integer(1, 1000), 20),
+    eventFlushMax: read(env, "MOORING_EVENT_FLUSH_MAX", integer(1, 10000), 64),
+    pollMs: read(env, "MOORING_POLL_MS", integer(10), 1000),
+    wsMaxBufferedBytes: read(env, "MOORING_WS_MAX_BUFFERED_BYTES", integer(1024), 4_194_304),
+    wsMaxPayloadBytes: read(env, "MOORING_WS_MAX_PAYLOAD_BYTES", integer(1024), 1_048_576),
+    wsPingMs: read(env, "MOORING_WS_PING_MS", integer(10), 15_000),
+    instanceId: read<string | undefined>(env, "MOORING_INSTANCE_ID", text, undefined),
+  };
+  if (config.heartbeatMs >= config.leaseMs) {
+    throw new ConfigError(
+      `MOORING_HEARTBEAT_MS (${config.heartbeatMs}) must be smaller than MOORING_LEASE_MS (${config.leaseMs})`,
+    );
+  }
+  return config;
+}
+
+export function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || host.startsWith("127.");
+}

@@ -1,0 +1,142 @@
+/**
+ * The durable state of mooring (drizzle schema; `npm run db:generate` writes the migration SQL).
+ * Sessions own a gap-free event sequence; tasks are the turns; instances are the gateway
+ * processes that own running tasks through leases.
+ */
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  bigserial,
+  boolean,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from "drizzle-orm/pg-core";
+
+const ts = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
+
+export const sessions = pgTable(
+  "sessions",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    /** Normalized absolute path (SPEC section 2). */
+    workspace: text("workspace").notNull(),
+    /** Registered agent name. */
+    agent: text("agent").notNull(),
+    agentConfig: jsonb("agent_config").$type<Record<string, unknown>>().notNull().default({}),
+    title: text("title"),
+    metadata: jsonb("metadata").$type<Record<string, unknown>>().notNull().default({}),
+    archivedAt: ts("archived_at"),
+    /** Resume cursor (SPEC section 6), written by guarded updates from what the agent reports. */
+    agentSessionId: text("agent_session_id"),
+    turnCount: integer("turn_count").notNull().default(0),
+    lastAssistantMessageId: text("last_assistant_message_id"),
+    pastAgentSessionIds: jsonb("past_agent_session_ids").$type<string[]>().notNull().default([]),
+    contextUsage: jsonb("context_usage").$type<{ inputTokens: number; contextWindow: number; percent: number }>(),
+    /** Last event seq handed out; the next event of the session gets lastSeq + 1. */
+    lastSeq: bigint("last_seq", { mode: "number" }).notNull().default(0),
+    /** Events with seq <= this were pruned; a cursor before it must resync. */
+    prunedSeq: bigint("pruned_seq", { mode: "number" }).notNull().default(0),
+    /** Turns submitted so far; the next task gets this as its turnIndex. */
+    nextTurnIndex: integer("next_turn_index").notNull().default(0),
+    /** Bumped by every guarded write of the cursor/context fields. */
+    version: integer("version").notNull().default(0),
+    createdAt: ts("created_at").notNull().defaultNow(),
+    updatedAt: ts("updated_at").notNull().defaultNow(),
+    lastActivityAt: ts("last_activity_at").notNull().defaultNow(),
+  },
+  (t) => [
+    index("sessions_workspace_idx").on(t.workspace),
+    index("sessions_created_idx").on(t.createdAt, t.id),
+  ],
+);
+
+export const tasks = pgTable(
+  "tasks",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    sessionId: uuid("session_id")
+      .notNull()
+      .references(() => sessions.id),
+    turnIndex: integer("turn_index").notNull(),
+    /** queued | running | cancelling | completed | failed | cancelled | expired | interrupted */
+    status: text("status").notNull(),
+    prompt: text("prompt").notNull(),
+    idempotencyKey: text("idempotency_key"),
+    /** Global FIFO order of admission. */
+    queueOrder: bigserial("queue_order", { mode: "number" }).notNull(),
+    /** Set by ifBusy=interrupt: runs before the session's other waiting turns. */
+    jumpsQueue: boolean("jumps_queue").notNull().default(false),
+    loadClass: text("load_class"),
+    timeoutMs: integer("timeout_ms").notNull(),
+    createdAt: ts("created_at").notNull().defaultNow(),
+    queueDeadlineAt: ts("queue_deadline_at").notNull(),
+    startedAt: ts("started_at"),
+    deadlineAt: ts("deadline_at"),
+    finishedAt: ts("finished_at"),
+    /** Incremented by every claim; fences writes of an older run. */
+    attempt: integer("attempt").notNull().default(0),
+    ownerInstance: text("owner_instance"),
+    ownerBoot: uuid("owner_boot"),
+    leaseExpiresAt: ts("lease_expires_at"),
+    cancelRequestedAt: ts("cancel_requested_at"),
+    result: jsonb("result"),
+    error: jsonb("error"),
+    firstSeq: bigint("first_seq", { mode: "number" }),
+    lastSeq: bigint("last_seq", { mode: "number" }),
+    /** The interrupted task this one continues (MOORING_RECOVERY=continue). */
+    continuesTaskId: uuid("continues_task_id"),
+    version: integer("version").notNull().default(0),
+  },
+  (t) => [
+    uniqueIndex("tasks_idempotency_idx").on(t.sessionId, t.idempotencyKey),
+    index("tasks_queued_idx")
+      .on(t.queueOrder)
+      .where(sql`status = 'queued'`),
+    index("tasks_session_queued_idx")
+      .on(t.sessionId, t.queueOrder)
+      .where(sql`status = 'queued'`),
+    index("tasks_active_idx")
+      .on(t.sessionId)
+      .where(sql`status in ('running', 'cancelling')`),
+    index("tasks_lease_idx")
+      .on(t.leaseExpiresAt)
+      .where(sql`status in ('running', 'cancelling')`),
+    index("tasks_session_idx").on(t.sessionId, t.turnIndex),
+    index("tasks_created_idx").on(t.createdAt, t.id),
+  ],
+);
+
+export const events = pgTable(
+  "events",
+  {
+    sessionId: uuid("session_id").notNull(),
+    seq: bigint("seq", { mode: "number" }).notNull(),
+    taskId: uuid("task_id"),
+    type: text("type").notNull(),
+    at: ts("at").notNull().defaultNow(),
+    /** What clients see: large tool input/output replaced by previews. */
+    data: jsonb("data").notNull(),
+    /** The full payload behind a preview, fetched on demand; null when nothing was cut. */
+    payload: jsonb("payload"),
+  },
+  (t) => [primaryKey({ columns: [t.sessionId, t.seq] })],
+);
+
+export const instances = pgTable("instances", {
+  /** One row per process start. */
+  bootId: uuid("boot_id").primaryKey(),
+  instanceId: text("instance_id").notNull(),
+  host: text("host").notNull(),
+  pid: integer("pid").notNull(),
+  version: text("version").notNull(),
+  startedAt: ts("started_at").notNull().defaultNow(),
+  heartbeatAt: ts("heartbeat_at").notNull().defaultNow(),
+  stoppedAt: ts("stopped_at"),
+});

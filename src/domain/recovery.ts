@@ -1,0 +1,85 @@
+/**
+ * What an interrupted turn becomes (SPEC section 6, MOORING_RECOVERY). With `fail` it stays
+ * interrupted. With `continue`, a session whose agent conversation was saved gets a queued turn
+ * "Continue where you left off." linked to the interrupted one; an unsaved one gets a
+ * `session.reset` notice instead, since continuing into an empty conversation makes no sense.
+ */
+import type { Tx } from "../db/client.js";
+import { appendEvents, type StoredEvent } from "../sql/append-events.js";
+import { countActiveAndQueued } from "../sql/gate-status.js";
+import { insertTask } from "../sql/insert-task.js";
+import type { TaskRow } from "../sql/task-row.js";
+import type { Runtime } from "./runtime.js";
+import { CONTINUE_PROMPT, queuedEvent, UNSAVED_NOTICE } from "./task-events.js";
+
+export class Recovery {
+  constructor(private readonly rt: Runtime) {}
+
+  /** Whether settling an interruption needs the gate lock (it may queue a continuation). */
+  get needsGateLock(): boolean {
+    return this.rt.config.recovery === "continue";
+  }
+
+  /**
+   * Apply the policy to tasks just settled `interrupted` in `tx`. The caller holds the gate lock
+   * when `needsGateLock`, so a continuation is admitted under the same exact limits as any turn.
+   */
+  async afterInterrupted(tx: Tx, rows: TaskRow[]): Promise<StoredEvent[]> {
+    if (this.rt.config.recovery !== "continue") return [];
+    const events: StoredEvent[] = [];
+    for (const row of rows) {
+      const [session] = await tx<{ agentSessionId: string | null; lastAssistantMessageId: string | null; archivedAt: Date | null }[]>`
+        select agent_session_id, last_assistant_message_id, archived_at from sessions where id = ${row.sessionId}`;
+      if (!session || session.archivedAt) continue;
+      const saved = session.agentSessionId !== null && session.lastAssistantMessageId !== null;
+      if (!saved) {
+        events.push(
+          ...(await appendEvents(tx, row.sessionId, [
+            { taskId: row.id, type: "session.reset", data: { reason: "unsaved", notice: UNSAVED_NOTICE } },
+          ])),
+        );
+        this.rt.log.info({ sessionId: row.sessionId, taskId: row.id }, "recovery: conversation was not saved; reset");
+        continue;
+      }
+      events.push(...(await this.queueContinuation(tx, row)));
+    }
+    return events;
+  }
+
+  private async queueContinuation(tx: Tx, interrupted: TaskRow): Promise<StoredEvent[]> {
+    try {
+      return await tx.savepoint(async (sp) => {
+        const row = await insertTask(sp as unknown as Tx, {
+          sessionId: interrupted.sessionId,
+          prompt: CONTINUE_PROMPT,
+          idempotencyKey: `continue:${interrupted.id}`,
+          jumpsQueue: true,
+          loadClass: interrupted.loadClass,
+          timeoutMs: interrupted.timeoutMs,
+          queueTimeoutMs: this.rt.config.queueTimeoutMs,
+          continuesTaskId: interrupted.id,
+        });
+        if (!row) return [];
+        const { queued } = await countActiveAndQueued(sp);
+        if (queued > this.rt.config.maxQueued) throw new QueueFull();
+        this.rt.log.info(
+          { sessionId: interrupted.sessionId, taskId: row.id, continues: interrupted.id },
+          "recovery: continuation queued",
+        );
+        return appendEvents(sp, interrupted.sessionId, [queuedEvent(row, queued)]);
+      });
+    } catch (err) {
+      if (!(err instanceof QueueFull)) throw err;
+      this.rt.log.warn({ sessionId: interrupted.sessionId }, "recovery: queue full, continuation not queued");
+      return appendEvents(tx, interrupted.sessionId, [
+        {
+          taskId: interrupted.id,
+          type: "session.notice",
+          data: { message: "The gateway restarted during this turn and was too busy to continue it; send your message again." },
+        },
+      ]);
+    }
+  }
+}
+
+class QueueFull extends Error {}

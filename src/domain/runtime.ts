@@ -1,0 +1,26 @@
+/**
+ * What every domain service shares: configuration, the database, the log, the change bus, the
+ * event log and who this process is.
+ */
+import type { Logger } from "pino";
+import type { Config } from "../config.js";
+import type { Database } from "../db/client.js";
+import type { ChangeBus } from "../stream/change-bus.js";
+import type { EventLog } from "../stream/event-log.js";
+
+export interface Identity {
+  instanceId: string;
+  bootId: string;
+  host: string;
+  pid: number;
+  version: string;
+}
+
+export interface Runtime {
+  config: Config;
+  db: Database;
+  log: Logger;
+  bus: ChangeBus;
+  eventLog: EventLog;
+  identity: Identity;
+}

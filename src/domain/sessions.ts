@@ -1,0 +1,122 @@
+/**
+ * Sessions: create, read, list, archive. A session names a registered agent and a normalized
+ * workspace; clients choose only what the agent's driver allows.
+ */
+import type { Logger } from "pino";
+import type { AgentDriver } from "../agents/driver.js";
+import type { AgentRegistry, DriverName } from "../agents/registry.js";
+import type { Database, Queryable } from "../db/client.js";
+import { sessions } from "../db/schema.js";
+import { invalid, MooringError } from "../errors.js";
+import { queuePositions } from "../sql/gate-status.js";
+import type { TaskRow } from "../sql/task-row.js";
+import { decodeCursor, encodeCursor } from "./page-cursor.js";
+import { compactTurn, type SessionRow, type SessionStatus, sessionView } from "./views.js";
+import { acceptWorkspace, normalizeWorkspace } from "./workspace.js";
+
+export interface CreateSessionInput {
+  workspace: string;
+  agent: string;
+  agentConfig?: Record<string, unknown>;
+  title?: string;
+  metadata?: Record<string, unknown>;
+}
+
+/** Turns included in a session snapshot. */
+const SNAPSHOT_TURNS = 20;
+
+export class SessionService {
+  constructor(
+    private readonly db: Database,
+    private readonly registry: AgentRegistry,
+    private readonly drivers: Record<DriverName, AgentDriver>,
+    private readonly workspaceRoots: string[],
+    private readonly log: Logger,
+  ) {}
+
+  async create(input: CreateSessionInput) {
+    const entry = this.registry.get(input.agent);
+    if (!entry) {
+      throw invalid(
+        `agent ${JSON.stringify(input.agent)} is not registered (registered: ${[...this.registry.keys()].join(", ")})`,
+        "agent",
+      );
+    }
+    const checked = this.drivers[entry.driver].validateConfig(entry, input.agentConfig ?? {});
+    if (!checked.ok) throw invalid(checked.problem, "agentConfig");
+    const workspace = acceptWorkspace(input.workspace, this.workspaceRoots, this.log);
+    const [row] = await this.db.orm
+      .insert(sessions)
+      .values({
+        workspace,
+        agent: input.agent,
+        agentConfig: checked.config,
+        title: input.title ?? null,
+        metadata: input.metadata ?? {},
+      })
+      .returning({ id: sessions.id });
+    this.log.info({ sessionId: row.id, workspace, agent: input.agent }, "session created");
+    return this.get(row.id, { withTurns: false });
+  }
+
+  /** The session row with its derived status, or SESSION_NOT_FOUND. */
+  async row(id: string, q: Queryable = this.db.sql): Promise<SessionRow> {
+    if (!isUuid(id)) throw new MooringError("SESSION_NOT_FOUND", `session ${id} does not exist`);
+    const [row] = await q<SessionRow[]>`select ${statusColumn(q)}, s.* from sessions s where s.id = ${id}`;
+    if (!row) throw new MooringError("SESSION_NOT_FOUND", `session ${id} does not exist`);
+    return row;
+  }
+
+  async get(id: string, options: { withTurns: boolean } = { withTurns: true }) {
+    const row = await this.row(id);
+    const view = sessionView(row);
+    if (!options.withTurns) return view;
+    const recent = await this.db.sql<TaskRow[]>`
+      select * from tasks where session_id = ${id} order by turn_index desc limit ${SNAPSHOT_TURNS}`;
+    const positions = await queuePositions(
+      this.db.sql,
+      recent.filter((t) => t.status === "queued").map((t) => t.id),
+    );
+    const turns = recent.reverse().map((t) => compactTurn(t, positions.get(t.id) ?? null));
+    return { ...view, turns };
+  }
+
+  async list(filter: { status?: SessionStatus; workspace?: string; limit?: number; cursor?: string }) {
+    const limit = filter.limit ?? 50;
+    const after = filter.cursor ? decodeCursor(filter.cursor) : null;
+    const workspace = filter.workspace ? normalizeWorkspace(filter.workspace) : null;
+    const sql = this.db.sql;
+    const rows = await sql<SessionRow[]>`
+      select * from (
+        select ${statusColumn(sql)}, s.* from sessions s
+        where (${workspace}::text is null or s.workspace = ${workspace})
+          and (${after ? after.createdAt : null}::timestamptz is null
+               or (date_trunc('milliseconds', s.created_at), s.id) < (${after ? after.createdAt : null}::timestamptz, ${after ? after.id : null}::uuid))
+      ) x
+      where (${filter.status ?? null}::text is null or x.status = ${filter.status ?? null})
+      order by date_trunc('milliseconds', x.created_at) desc, x.id desc
+      limit ${limit + 1}`;
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return {
+      items: page.map(sessionView),
+      nextCursor: rows.length > limit && last ? encodeCursor(last.createdAt, last.id) : null,
+    };
+  }
+
+  /** Archive; its queued and running tasks are cancelled by the caller (the task service). */
+  async markArchived(id: string, q: Queryable): Promise<void> {
+    await q`update sessions set archived_at = coalesce(archived_at, now()), updated_at = now() where id = ${id}`;
+  }
+}
+
+/** Status is derived, never stored, so it cannot drift from the tasks. */
+function statusColumn(q: Queryable) {
+  return q`case when s.archived_at is not null then 'archived'
+    when exists (select 1 from tasks t where t.session_id = s.id and t.status in ('queued', 'running', 'cancelling'))
+    then 'busy' else 'idle' end as status`;
+}
+
+export function isUuid(value: string): boolean {
+  return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value);
+}

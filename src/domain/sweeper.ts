@@ -1,0 +1,138 @@
+/**
+ * Periodic settlement, safe to run on every instance at once: expired leases become
+ * `interrupted` (GATEWAY_RESTART), overdue queued tasks become `expired`, and queued work is
+ * claimed even if every notification was lost.
+ */
+import type { Tx } from "../db/client.js";
+import type { StoredEvent } from "../sql/append-events.js";
+import { appendEvents } from "../sql/append-events.js";
+import { expireQueuedTasks } from "../sql/expire-queued.js";
+import { lockGate } from "../sql/gate-lock.js";
+import { interruptExpiredLeases, interruptOwnTasks, interruptPreviousBootTasks } from "../sql/interrupt-orphans.js";
+import { notifyGate, notifySessions } from "../sql/notify.js";
+import type { TaskRow } from "../sql/task-row.js";
+import type { Recovery } from "./recovery.js";
+import type { Runtime } from "./runtime.js";
+import { terminalEvent } from "./task-events.js";
+import type { Worker } from "./worker.js";
+
+type Settler = (tx: Tx) => Promise<TaskRow[]>;
+
+export class Sweeper {
+  private timers: NodeJS.Timeout[] = [];
+  onQueueChanged: () => void = () => {};
+
+  constructor(
+    private readonly rt: Runtime,
+    private readonly worker: Worker,
+    private readonly recovery: Recovery,
+  ) {}
+
+  start(): void {
+    this.every(this.rt.config.sweepMs, () => this.sweepLeases());
+    this.every(this.rt.config.pollMs, () => this.pollQueue());
+  }
+
+  stop(): void {
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers = [];
+  }
+
+  private every(ms: number, fn: () => Promise<unknown>): void {
+    const tick = () => {
+      void fn()
+        .catch((err) => this.rt.log.warn({ err: String(err) }, "sweep failed; next tick retries"))
+        .finally(() => {
+          const timer = setTimeout(tick, ms);
+          timer.unref();
+          this.timers.push(timer);
+          if (this.timers.length > 8) this.timers = this.timers.slice(-4);
+        });
+    };
+    const timer = setTimeout(tick, ms);
+    timer.unref();
+    this.timers.push(timer);
+  }
+
+  /** Startup: settle what this instance's previous boot left running, then any expired lease. */
+  async reconcile(): Promise<{ previousBoot: number; expiredLeases: number; expiredQueued: number }> {
+    const { instanceId, bootId } = this.rt.identity;
+    const previous = await this.settleInterrupted((tx) => interruptPreviousBootTasks(tx, instanceId, bootId));
+    const expired = await this.sweepLeases();
+    const queued = await this.expireQueued();
+    const counts = { previousBoot: previous.length, expiredLeases: expired.length, expiredQueued: queued.length };
+    this.rt.log.info(counts, "startup reconcile done");
+    return counts;
+  }
+
+  async sweepLeases(): Promise<TaskRow[]> {
+    const rows = await this.settleInterrupted((tx) => interruptExpiredLeases(tx));
+    if (rows.length > 0) {
+      this.rt.log.warn(
+        { count: rows.length, tasks: rows.map((r) => ({ id: r.id, owner: r.ownerInstance, attempt: r.attempt })) },
+        "lease takeover: tasks of a stopped instance interrupted",
+      );
+    }
+    return rows;
+  }
+
+  /** Graceful shutdown: give up this boot's remaining tasks at once so others can take the slots. */
+  async releaseOwnTasks(): Promise<TaskRow[]> {
+    return this.settleInterrupted((tx) => interruptOwnTasks(tx, this.rt.identity.bootId));
+  }
+
+  private async pollQueue(): Promise<void> {
+    await this.expireQueued();
+    this.worker.requestClaim();
+  }
+
+  private async expireQueued(): Promise<TaskRow[]> {
+    const result = await this.rt.db.sql.begin(async (tx) => {
+      const rows = await expireQueuedTasks(tx);
+      const events = await this.terminalEvents(tx, rows);
+      if (rows.length > 0) {
+        await notifySessions(tx, headsOf(events));
+        await notifyGate(tx);
+      }
+      return { rows, events };
+    });
+    if (result.rows.length > 0) {
+      this.rt.log.info({ count: result.rows.length }, "queued tasks expired (queue timeout)");
+      this.rt.eventLog.publish(result.events);
+      this.onQueueChanged();
+    }
+    return result.rows;
+  }
+
+  private async settleInterrupted(settle: Settler): Promise<TaskRow[]> {
+    const result = await this.rt.db.sql.begin(async (tx) => {
+      if (this.recovery.needsGateLock) await lockGate(tx);
+      const rows = await settle(tx);
+      const events = await this.terminalEvents(tx, rows);
+      events.push(...(await this.recovery.afterInterrupted(tx, rows)));
+      if (rows.length > 0) {
+        await notifySessions(tx, headsOf(events));
+        await notifyGate(tx);
+      }
+      return { rows, events };
+    });
+    if (result.rows.length > 0) {
+      this.rt.eventLog.publish(result.events);
+      this.worker.requestClaim();
+      this.onQueueChanged();
+    }
+    return result.rows;
+  }
+
+  private async terminalEvents(tx: Tx, rows: TaskRow[]): Promise<StoredEvent[]> {
+    const events: StoredEvent[] = [];
+    for (const row of rows) events.push(...(await appendEvents(tx, row.sessionId, [terminalEvent(row)])));
+    return events;
+  }
+}
+
+function headsOf(events: StoredEvent[]): Map<string, number> {
+  const heads = new Map<string, number>();
+  for (const e of events) heads.set(e.sessionId, e.seq);
+  return heads;
+}

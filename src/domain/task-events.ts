@@ -1,0 +1,27 @@
+/** The events that mark a task's state changes (SPEC section 5). */
+import type { NewEvent } from "../sql/append-events.js";
+import type { TaskRow } from "../sql/task-row.js";
+
+export const queuedEvent = (task: TaskRow, position: number | null): NewEvent => ({
+  taskId: task.id,
+  type: "task.queued",
+  data: { position, turnIndex: task.turnIndex, continuesTaskId: task.continuesTaskId },
+});
+
+export const startedEvent = (task: TaskRow): NewEvent => ({
+  taskId: task.id,
+  type: "task.started",
+  data: { attempt: task.attempt, deadlineAt: task.deadlineAt?.toISOString() ?? null },
+});
+
+/** `task.completed`, `task.failed`, ... with the task's result or error. */
+export const terminalEvent = (task: TaskRow): NewEvent => ({
+  taskId: task.id,
+  type: `task.${task.status}`,
+  data: { status: task.status, result: task.result, error: task.error },
+});
+
+export const UNSAVED_NOTICE =
+  "The server restarted before this conversation was saved, so its context was lost. Send your message again to continue.";
+export const RESUME_FAILED_NOTICE = "Session context was too large to resume — starting fresh.";
+export const CONTINUE_PROMPT = "Continue where you left off.";

@@ -1,0 +1,285 @@
+/**
+ * Turns and tasks: submit through the admission gate, read (with long-poll), list, cancel.
+ */
+import type { Tx } from "../db/client.js";
+import { invalid, MooringError } from "../errors.js";
+import { appendEvents, type StoredEvent } from "../sql/append-events.js";
+import { cancelQueuedTask, findActiveTaskOfSession, markTaskCancelling } from "../sql/cancel-task.js";
+import { lockGate } from "../sql/gate-lock.js";
+import { countActiveAndQueued, queuePositions } from "../sql/gate-status.js";
+import { findTaskByIdempotencyKey, insertTask } from "../sql/insert-task.js";
+import { notifyCancel, notifyGate, notifySessions } from "../sql/notify.js";
+import { isTerminal, type TaskRow, type TaskStatus } from "../sql/task-row.js";
+import { claimAndStart, type TaskRunner } from "./claim.js";
+import { decodeCursor, encodeCursor } from "./page-cursor.js";
+import type { Runtime } from "./runtime.js";
+import { isUuid, type SessionService } from "./sessions.js";
+import { queuedEvent, terminalEvent } from "./task-events.js";
+import { type TaskView, taskView } from "./views.js";
+
+export type LoadClass = "short" | "long" | "complex";
+export const loadClassTimeoutMs: Record<LoadClass, number> = {
+  short: 10 * 60_000,
+  long: 30 * 60_000,
+  complex: 60 * 60_000,
+};
+export const MAX_TIMEOUT_MS = 60 * 60_000;
+export const MAX_WAIT_MS = 60_000;
+
+export interface SubmitInput {
+  prompt: string;
+  idempotencyKey?: string;
+  ifBusy?: "enqueue" | "reject" | "interrupt";
+  loadClass?: LoadClass;
+  timeoutMs?: number;
+}
+
+/** Seconds a refused client is told to wait: about one short turn's worth of queue movement. */
+const RETRY_AFTER_SECONDS = 5;
+
+export class TaskService {
+  /** Set once the worker exists (it needs this service too). */
+  runner: TaskRunner = { claimLimit: () => 0, startClaimed: () => {} };
+  /** Poked after the queue changed so positions get announced. */
+  onQueueChanged: () => void = () => {};
+  /** False while starting or shutting down: submits answer NOT_READY. */
+  accepting = false;
+
+  constructor(
+    private readonly rt: Runtime,
+    private readonly sessions: SessionService,
+  ) {}
+
+  async submit(sessionId: string, input: SubmitInput): Promise<{ task: TaskView; created: boolean }> {
+    if (!this.accepting) throw new MooringError("NOT_READY", "The gateway is not accepting turns right now.");
+    const prompt = input.prompt;
+    if (typeof prompt !== "string" || prompt.trim() === "") throw invalid("prompt must not be empty", "prompt");
+    if (prompt.length > this.rt.config.maxPromptChars) {
+      throw invalid(`prompt is longer than ${this.rt.config.maxPromptChars} characters`, "prompt");
+    }
+    const timeoutMs = input.timeoutMs ?? (input.loadClass ? loadClassTimeoutMs[input.loadClass] : this.rt.config.turnTimeoutMs);
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS) {
+      throw invalid(`timeoutMs must be an integer from 1 to ${MAX_TIMEOUT_MS}`, "timeoutMs");
+    }
+    const ifBusy = input.ifBusy ?? "enqueue";
+    const session = await this.sessions.row(sessionId);
+    if (session.status === "archived") throw new MooringError("SESSION_ARCHIVED", `session ${sessionId} is archived`);
+
+    const outcome = await this.rt.db.sql.begin(async (tx) => {
+      await lockGate(tx);
+      if (input.idempotencyKey) {
+        const existing = await findTaskByIdempotencyKey(tx, sessionId, input.idempotencyKey);
+        if (existing) return { row: existing, created: false, events: [] as StoredEvent[], claimed: [] as TaskRow[], cancel: null };
+      }
+      let cancel: TaskRow | null = null;
+      if (ifBusy !== "enqueue") {
+        const [busy] = await tx<{ n: number }[]>`
+          select count(*)::int as n from tasks where session_id = ${sessionId} and status in ('queued', 'running', 'cancelling')`;
+        if (busy.n > 0 && ifBusy === "reject") {
+          throw new MooringError("SESSION_BUSY", `session ${sessionId} is running a turn (ifBusy=reject)`);
+        }
+        if (busy.n > 0 && ifBusy === "interrupt") {
+          const active = await findActiveTaskOfSession(tx, sessionId);
+          if (active?.status === "running") cancel = await markTaskCancelling(tx, active.id);
+        }
+      }
+      const row = await insertTask(tx, {
+        sessionId,
+        prompt,
+        idempotencyKey: input.idempotencyKey ?? null,
+        jumpsQueue: ifBusy === "interrupt",
+        loadClass: input.loadClass ?? null,
+        timeoutMs,
+        queueTimeoutMs: this.rt.config.queueTimeoutMs,
+        continuesTaskId: null,
+      });
+      if (!row) throw new MooringError("SESSION_ARCHIVED", `session ${sessionId} is archived`);
+      const [{ position }] = await tx<{ position: number }[]>`
+        select count(*)::int as position from tasks where status = 'queued' and queue_order <= ${row.queueOrder}`;
+      const events = await appendEvents(tx, sessionId, [queuedEvent(row, position)]);
+      const claim = await claimAndStart(tx, this.rt, this.runner.claimLimit());
+      const { queued } = await countActiveAndQueued(tx);
+      if (queued > this.rt.config.maxQueued) {
+        this.rt.log.info({ sessionId, queued, maxQueued: this.rt.config.maxQueued }, "gate refusal: queue full");
+        throw new MooringError("GATEWAY_BUSY", "The gateway is busy and its queue is full; retry later.", {
+          reason: "queue_full",
+          retryAfterSeconds: RETRY_AFTER_SECONDS,
+        });
+      }
+      const heads = new Map(claim.heads);
+      if (!heads.has(sessionId)) heads.set(sessionId, events[events.length - 1].seq);
+      await notifySessions(tx, heads);
+      if (cancel) await notifyCancel(tx, cancel.id);
+      await notifyGate(tx);
+      const mine = claim.rows.find((r) => r.id === row.id) ?? row;
+      return { row: mine, created: true, events: [...events, ...claim.events], claimed: claim.rows, cancel };
+    });
+    if (outcome.created) {
+      this.rt.eventLog.publish(outcome.events);
+      this.runner.startClaimed(outcome.claimed);
+      if (outcome.cancel) this.rt.bus.emit("cancel", outcome.cancel.id);
+      this.onQueueChanged();
+    }
+    return { task: await this.view(outcome.row), created: outcome.created };
+  }
+
+  async row(taskId: string): Promise<TaskRow> {
+    if (!isUuid(taskId)) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
+    const [row] = await this.rt.db.sql<TaskRow[]>`select * from tasks where id = ${taskId}`;
+    if (!row) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
+    return row;
+  }
+
+  async view(row: TaskRow): Promise<TaskView> {
+    if (row.status !== "queued") return taskView(row, null);
+    const positions = await queuePositions(this.rt.db.sql, [row.id]);
+    return taskView(row, positions.get(row.id) ?? null);
+  }
+
+  /** The task; with `waitMs`, answers as soon as its state changes or when the wait ends. */
+  async get(taskId: string, waitMs = 0): Promise<TaskView> {
+    if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > MAX_WAIT_MS) {
+      throw invalid(`waitMs must be an integer from 0 to ${MAX_WAIT_MS}`, "waitMs");
+    }
+    const first = await this.row(taskId);
+    if (waitMs === 0 || isTerminal(first.status)) return this.view(first);
+    const changed = await this.waitForChange(first, waitMs);
+    return this.view(changed);
+  }
+
+  private waitForChange(first: TaskRow, waitMs: number): Promise<TaskRow> {
+    return new Promise((resolve) => {
+      let done = false;
+      let checking = false;
+      let recheck = false;
+      const finish = (row: TaskRow) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        clearInterval(backstop);
+        this.rt.bus.off("session", onSession);
+        this.rt.bus.off("allSessions", check);
+        resolve(row);
+      };
+      const check = async () => {
+        if (checking) {
+          recheck = true;
+          return;
+        }
+        checking = true;
+        try {
+          const row = await this.row(first.id);
+          if (row.status !== first.status) finish(row);
+        } catch {
+          // the database is away: keep waiting, the timer still answers
+        } finally {
+          checking = false;
+          if (recheck && !done) {
+            recheck = false;
+            void check();
+          }
+        }
+      };
+      const onSession = (sessionId: string) => {
+        if (sessionId === first.sessionId) void check();
+      };
+      const timer = setTimeout(async () => finish(await this.row(first.id).catch(() => first)), waitMs);
+      // A lost notification costs at most one poll interval.
+      const backstop = setInterval(() => void check(), this.rt.config.pollMs);
+      this.rt.bus.on("session", onSession);
+      this.rt.bus.on("allSessions", check);
+      void check();
+    });
+  }
+
+  async list(filter: { sessionId?: string; status?: TaskStatus; limit?: number; cursor?: string }) {
+    const limit = filter.limit ?? 50;
+    const after = filter.cursor ? decodeCursor(filter.cursor) : null;
+    if (filter.sessionId && !isUuid(filter.sessionId)) return { items: [], nextCursor: null };
+    const rows = await this.rt.db.sql<TaskRow[]>`
+      select * from tasks
+      where (${filter.sessionId ?? null}::uuid is null or session_id = ${filter.sessionId ?? null}::uuid)
+        and (${filter.status ?? null}::text is null or status = ${filter.status ?? null})
+        and (${after ? after.createdAt : null}::timestamptz is null
+             or (date_trunc('milliseconds', created_at), id) < (${after ? after.createdAt : null}::timestamptz, ${after ? after.id : null}::uuid))
+      order by date_trunc('milliseconds', created_at) desc, id desc
+      limit ${limit + 1}`;
+    const page = rows.slice(0, limit);
+    const positions = await queuePositions(
+      this.rt.db.sql,
+      page.filter((r) => r.status === "queued").map((r) => r.id),
+    );
+    const last = page[page.length - 1];
+    return {
+      items: page.map((r) => taskView(r, positions.get(r.id) ?? null)),
+      nextCursor: rows.length > limit && last ? encodeCursor(last.createdAt, last.id) : null,
+    };
+  }
+
+  /**
+   * Idempotent: a queued task is cancelled at once, a running one goes `cancelling` and its owner
+   * stops it, anything else comes back unchanged.
+   */
+  async cancel(taskId: string): Promise<TaskView> {
+    const current = await this.row(taskId);
+    if (isTerminal(current.status) || current.status === "cancelling") return this.view(current);
+    const result = await this.rt.db.sql.begin((tx) => this.cancelInTx(tx, current));
+    this.afterCancel(result);
+    return this.view(result.row ?? (await this.row(taskId)));
+  }
+
+  private async cancelInTx(tx: Tx, task: TaskRow) {
+    const events: StoredEvent[] = [];
+    const queued = await cancelQueuedTask(tx, task.id);
+    if (queued) {
+      events.push(...(await appendEvents(tx, queued.sessionId, [terminalEvent(queued)])));
+      await notifySessions(tx, new Map([[queued.sessionId, events[events.length - 1].seq]]));
+      await notifyGate(tx);
+      return { row: queued, events, cancelling: null as TaskRow | null };
+    }
+    const cancelling = await markTaskCancelling(tx, task.id);
+    if (cancelling) {
+      await notifyCancel(tx, cancelling.id);
+      await notifySessions(tx, new Map([[cancelling.sessionId, -1]]));
+    }
+    return { row: cancelling, events, cancelling };
+  }
+
+  private afterCancel(result: { events: StoredEvent[]; cancelling: TaskRow | null }) {
+    this.rt.eventLog.publish(result.events);
+    if (result.cancelling) {
+      this.rt.bus.emit("cancel", result.cancelling.id);
+      this.rt.bus.emit("session", result.cancelling.sessionId, null);
+    }
+    if (result.events.length > 0) this.onQueueChanged();
+  }
+
+  /** Archive a session; its queued tasks are cancelled and its running one is asked to stop. */
+  async archiveSession(sessionId: string) {
+    await this.sessions.row(sessionId);
+    const results = await this.rt.db.sql.begin(async (tx) => {
+      await this.sessions.markArchived(sessionId, tx);
+      const open = await tx<TaskRow[]>`
+        select * from tasks where session_id = ${sessionId} and status in ('queued', 'running')
+        order by queue_order for update`;
+      const out = [];
+      for (const task of open) out.push(await this.cancelInTx(tx, task));
+      await notifySessions(tx, new Map([[sessionId, -1]]));
+      return out;
+    });
+    for (const result of results) this.afterCancel(result);
+    this.rt.log.info({ sessionId, cancelled: results.length }, "session archived");
+    return this.sessions.get(sessionId, { withTurns: false });
+  }
+
+  async gate() {
+    const { active, queued } = await countActiveAndQueued(this.rt.db.sql);
+    return {
+      maxActive: this.rt.config.maxActive,
+      maxQueued: this.rt.config.maxQueued,
+      active,
+      queued,
+      queueTimeoutMs: this.rt.config.queueTimeoutMs,
+    };
+  }
+}

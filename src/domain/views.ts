@@ -1,0 +1,148 @@
+/**
+ * The shapes clients see (SPEC section 2), built from rows. Snapshots of sessions carry compact
+ * turns with previews only (SPEC section 8).
+ */
+import { preview } from "../stream/preview.js";
+import { isTerminal, type TaskRow } from "../sql/task-row.js";
+
+export type SessionStatus = "idle" | "busy" | "archived";
+
+export interface SessionRow {
+  id: string;
+  workspace: string;
+  agent: string;
+  agentConfig: Record<string, unknown>;
+  title: string | null;
+  metadata: Record<string, unknown>;
+  archivedAt: Date | null;
+  agentSessionId: string | null;
+  turnCount: number;
+  lastAssistantMessageId: string | null;
+  pastAgentSessionIds: string[];
+  contextUsage: { inputTokens: number; contextWindow: number; percent: number } | null;
+  lastSeq: number;
+  prunedSeq: number;
+  version: number;
+  createdAt: Date;
+  updatedAt: Date;
+  lastActivityAt: Date;
+  /** Derived in SQL: archived, else busy while a turn is queued or running. */
+  status: SessionStatus;
+}
+
+export interface SessionView {
+  id: string;
+  workspace: string;
+  agent: string;
+  agentConfig: Record<string, unknown>;
+  title: string | null;
+  metadata: Record<string, unknown>;
+  status: SessionStatus;
+  agentSessionId: string | null;
+  turnCount: number;
+  contextUsage: SessionRow["contextUsage"];
+  lastSeq: number;
+  createdAt: string;
+  updatedAt: string;
+  lastActivityAt: string;
+}
+
+export function sessionView(row: SessionRow): SessionView {
+  return {
+    id: row.id,
+    workspace: row.workspace,
+    agent: row.agent,
+    agentConfig: row.agentConfig,
+    title: row.title,
+    metadata: row.metadata,
+    status: row.status,
+    agentSessionId: row.agentSessionId,
+    turnCount: row.turnCount,
+    contextUsage: row.contextUsage,
+    lastSeq: row.lastSeq,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+    lastActivityAt: row.lastActivityAt.toISOString(),
+  };
+}
+
+export interface TaskView {
+  id: string;
+  sessionId: string;
+  turnIndex: number;
+  status: TaskRow["status"];
+  position: number | null;
+  prompt: string;
+  createdAt: string;
+  queueDeadlineAt: string;
+  startedAt: string | null;
+  deadlineAt: string | null;
+  finishedAt: string | null;
+  attempt: number;
+  result: TaskRow["result"];
+  error: TaskRow["error"];
+  firstSeq: number | null;
+  lastSeq: number | null;
+  pollAfterMs: number | null;
+  continuesTaskId: string | null;
+}
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+/**
+ * When a polling client should ask again: soon while running, later the further back it waits in
+ * the queue, never past the deadline that will change the state anyway; null once terminal.
+ */
+export function pollAfterMs(row: TaskRow, position: number | null, now = Date.now()): number | null {
+  if (isTerminal(row.status)) return null;
+  if (row.status === "queued") {
+    const wanted = 1000 * Math.min(Math.max(position ?? 1, 1), 10);
+    return clamp(wanted, row.queueDeadlineAt.getTime() - now);
+  }
+  return clamp(1000, (row.deadlineAt?.getTime() ?? now + 1000) - now);
+}
+
+const clamp = (wanted: number, untilDeadline: number) => Math.max(100, Math.min(wanted, untilDeadline));
+
+export function taskView(row: TaskRow, position: number | null): TaskView {
+  const pos = row.status === "queued" ? position : null;
+  return {
+    id: row.id,
+    sessionId: row.sessionId,
+    turnIndex: row.turnIndex,
+    status: row.status,
+    position: pos,
+    prompt: row.prompt,
+    createdAt: row.createdAt.toISOString(),
+    queueDeadlineAt: row.queueDeadlineAt.toISOString(),
+    startedAt: iso(row.startedAt),
+    deadlineAt: iso(row.deadlineAt),
+    finishedAt: iso(row.finishedAt),
+    attempt: row.attempt,
+    result: row.result,
+    error: row.error,
+    firstSeq: row.firstSeq,
+    lastSeq: row.lastSeq,
+    pollAfterMs: pollAfterMs(row, pos),
+    continuesTaskId: row.continuesTaskId,
+  };
+}
+
+/** A turn inside a session snapshot: previews only, so a snapshot stays small. */
+export function compactTurn(row: TaskRow, position: number | null) {
+  const view = taskView(row, position);
+  const prompt = preview(row.prompt);
+  const text = row.result ? preview(row.result.text) : null;
+  return {
+    ...view,
+    prompt: prompt.preview,
+    ...(prompt.truncated ? { promptBytes: prompt.bytes } : {}),
+    result: row.result
+      ? {
+          ...row.result,
+          text: text!.preview,
+          ...(text!.truncated ? { textBytes: text!.bytes } : {}),
+        }
+      : null,
+  };
+}

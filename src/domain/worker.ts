@@ -1,0 +1,461 @@
+/**
+ * The worker of one instance: claims queued tasks, runs each turn on its session's agent, streams
+ * the agent's events into the log, renews its leases, and settles each task exactly once with a
+ * write fenced by owner and attempt.
+ */
+import type { Logger } from "pino";
+import { type AgentDriver, AgentFailure, type AgentEvent, type AgentUsage, type TurnOutcome } from "../agents/driver.js";
+import type { AgentRegistry, DriverName } from "../agents/registry.js";
+import { appendEvents, type OwnerFence } from "../sql/append-events.js";
+import { lockGate } from "../sql/gate-lock.js";
+import { notifyGate, notifySessions } from "../sql/notify.js";
+import { renewLeases } from "../sql/renew-leases.js";
+import { saveContextUsage, saveCursor } from "../sql/save-cursor.js";
+import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
+import type { TaskRow } from "../sql/task-row.js";
+import { preview } from "../stream/preview.js";
+import { claimAndStart, type TaskRunner } from "./claim.js";
+import { contextPercent, contextWindowFor, withContextSuffix } from "./context.js";
+import type { ConversationPool } from "./conversation-pool.js";
+import type { Recovery } from "./recovery.js";
+import type { Runtime } from "./runtime.js";
+import type { SessionService } from "./sessions.js";
+import { terminalEvent } from "./task-events.js";
+import type { SessionRow } from "./views.js";
+
+/** Why a running turn is being stopped before it ended by itself. */
+type StopCause = "cancel" | "timeout" | "shutdown" | "lost";
+
+/** How long an agent gets to stop after a cancel before it is killed. */
+const CANCEL_ESCALATION_MS = 3000;
+
+class RunningTurn {
+  readonly controller = new AbortController();
+  cause: StopCause | null = null;
+  done: Promise<void> = Promise.resolve();
+  constructor(readonly row: TaskRow) {}
+
+  stop(cause: StopCause): void {
+    if (this.cause) return;
+    this.cause = cause;
+    this.controller.abort(cause);
+  }
+}
+
+export class Worker implements TaskRunner {
+  private readonly turns = new Map<string, RunningTurn>();
+  private claiming = false;
+  private claimPending = false;
+  private claimRunning = false;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+  /** Poked after the queue changed so positions get announced. */
+  onQueueChanged: () => void = () => {};
+  /** False after a failed heartbeat: the database is unreachable. */
+  databaseReachable = true;
+
+  constructor(
+    private readonly rt: Runtime,
+    private readonly sessions: SessionService,
+    private readonly registry: AgentRegistry,
+    private readonly drivers: Record<DriverName, AgentDriver>,
+    private readonly pool: ConversationPool,
+    private readonly recovery: Recovery,
+  ) {
+    rt.bus.on("cancel", (taskId) => this.turns.get(taskId)?.stop("cancel"));
+    rt.bus.on("gate", () => this.requestClaim());
+  }
+
+  get log(): Logger {
+    return this.rt.log;
+  }
+
+  /** Begin claiming work and renewing leases. */
+  start(): void {
+    this.claiming = true;
+    const beat = () => {
+      void this.heartbeat().finally(() => {
+        this.heartbeatTimer = setTimeout(beat, this.rt.config.heartbeatMs);
+        this.heartbeatTimer.unref();
+      });
+    };
+    this.heartbeatTimer = setTimeout(beat, this.rt.config.heartbeatMs);
+    this.heartbeatTimer.unref();
+    this.requestClaim();
+  }
+
+  /** Stop taking new work (shutdown phase one). Running turns go on. */
+  stopClaiming(): void {
+    this.claiming = false;
+  }
+
+  claimLimit(): number {
+    return this.claiming ? this.rt.config.maxActive : 0;
+  }
+
+  get runningCount(): number {
+    return this.turns.size;
+  }
+
+  startClaimed(rows: TaskRow[]): void {
+    for (const row of rows) {
+      if (this.turns.has(row.id)) continue;
+      const turn = new RunningTurn(row);
+      this.turns.set(row.id, turn);
+      turn.done = this.execute(turn).catch((err) => {
+        this.log.error({ err, taskId: row.id }, "turn execution failed unexpectedly");
+      });
+    }
+  }
+
+  /** Coalesce claim requests: at most one claim transaction in flight, one more queued behind it. */
+  requestClaim(): void {
+    if (!this.claiming) return;
+    if (this.claimRunning) {
+      this.claimPending = true;
+      return;
+    }
+    this.claimRunning = true;
+    void this.claimOnce()
+      .catch((err) => this.log.warn({ err: String(err) }, "claim failed; the poll will retry"))
+      .finally(() => {
+        this.claimRunning = false;
+        if (this.claimPending) {
+          this.claimPending = false;
+          this.requestClaim();
+        }
+      });
+  }
+
+  private async claimOnce(): Promise<void> {
+    const limit = this.claimLimit();
+    if (limit <= 0) return;
+    const claim = await this.rt.db.sql.begin(async (tx) => {
+      await lockGate(tx);
+      const result = await claimAndStart(tx, this.rt, limit);
+      if (result.rows.length > 0) {
+        await notifySessions(tx, result.heads);
+        await notifyGate(tx);
+      }
+      return result;
+    });
+    if (claim.rows.length === 0) return;
+    this.rt.eventLog.publish(claim.events);
+    this.startClaimed(claim.rows);
+    this.onQueueChanged();
+  }
+
+  /**
+   * Renew every lease this boot holds in one statement. A task missing from the answer was taken
+   * over by another instance: stop it without settling. A task marked `cancelling` elsewhere whose
+   * notification was lost is stopped here.
+   */
+  async heartbeat(): Promise<void> {
+    try {
+      const renewed = await renewLeases(this.rt.db.sql, this.rt.identity.bootId, this.rt.config.leaseMs);
+      this.databaseReachable = true;
+      const byId = new Map(renewed.map((r) => [r.id, r]));
+      for (const [taskId, turn] of this.turns) {
+        const lease = byId.get(taskId);
+        if (!lease || lease.attempt !== turn.row.attempt) {
+          this.log.warn({ taskId, attempt: turn.row.attempt }, "lost guard: lease taken over; stopping the turn");
+          turn.stop("lost");
+        } else if (lease.status === "cancelling") {
+          turn.stop("cancel");
+        }
+      }
+    } catch (err) {
+      if (this.databaseReachable) this.log.error({ err: String(err) }, "heartbeat failed: database unreachable");
+      this.databaseReachable = false;
+    }
+  }
+
+  /** Shutdown: wait up to `graceMs` for running turns, then stop the rest (they settle interrupted). */
+  async drain(graceMs: number): Promise<{ finished: number; interrupted: number }> {
+    if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
+    const before = this.turns.size;
+    const all = Promise.all([...this.turns.values()].map((t) => t.done));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([all, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+    clearTimeout(timer);
+    const remaining = [...this.turns.values()];
+    for (const turn of remaining) turn.stop("shutdown");
+    await Promise.all(remaining.map((t) => t.done));
+    return { finished: before - remaining.length, interrupted: remaining.length };
+  }
+
+  private async execute(turn: RunningTurn): Promise<void> {
+    const { row } = turn;
+    const fence: OwnerFence = { taskId: row.id, bootId: this.rt.identity.bootId, attempt: row.attempt };
+    const log = this.log.child({ taskId: row.id, sessionId: row.sessionId, attempt: row.attempt });
+    let session: SessionRow | null = null;
+    let healthy = false;
+    let tokens: number | null = null;
+    try {
+      session = await this.sessions.row(row.sessionId);
+      const entry = this.registry.get(session.agent);
+      if (!entry) {
+        await this.settle(turn, fence, log, {
+          status: "failed",
+          error: { code: "AGENT_START_FAILED", message: `The agent "${session.agent}" is no longer registered.` },
+        });
+        return;
+      }
+      const conversation = this.pool.acquire(session, entry, this.drivers[entry.driver]);
+      const deadline = (row.deadlineAt?.getTime() ?? Date.now() + row.timeoutMs) - Date.now();
+      const deadlineTimer = setTimeout(() => turn.stop("timeout"), Math.max(deadline, 0));
+      const state = new TurnState(this.rt, session, row, fence, log);
+      let outcome: TurnOutcome | null = null;
+      let failure: unknown = null;
+      try {
+        outcome = await this.runWithEscalation(turn, () =>
+          conversation.runTurn({ prompt: row.prompt, sink: state.sink, signal: turn.controller.signal }),
+        );
+      } catch (err) {
+        failure = err;
+      } finally {
+        clearTimeout(deadlineTimer);
+      }
+      tokens = state.contextTokens;
+      healthy = failure === null && outcome !== null && conversation.alive;
+      if (outcome === null && failure === null) {
+        // The agent ignored the stop request and was killed.
+        this.pool.close(row.sessionId, "kill");
+      }
+      if (failure && !(failure instanceof AgentFailure)) {
+        log.error({ err: String(failure) }, "agent crashed during the turn");
+      }
+      await this.settle(turn, fence, log, settlementFor(turn.cause, outcome, failure, state, session));
+    } catch (err) {
+      log.error({ err: String(err) }, "turn could not run");
+      await this.settle(turn, fence, log, {
+        status: "failed",
+        error: { code: "AGENT_START_FAILED", message: "The agent could not be started for this turn." },
+      }).catch(() => {});
+    } finally {
+      this.turns.delete(row.id);
+      this.pool.release(row.sessionId, healthy, tokens);
+      this.requestClaim();
+    }
+  }
+
+  /**
+   * Run the turn; once a stop was requested, give the agent CANCEL_ESCALATION_MS to stop by itself,
+   * then kill it. Resolves null when it had to be killed.
+   */
+  private async runWithEscalation(turn: RunningTurn, run: () => Promise<TurnOutcome>): Promise<TurnOutcome | null> {
+    const running = run();
+    running.catch(() => {});
+    let timer: NodeJS.Timeout | undefined;
+    const killed = new Promise<null>((resolve) => {
+      const arm = () => {
+        timer = setTimeout(() => resolve(null), CANCEL_ESCALATION_MS);
+      };
+      if (turn.controller.signal.aborted) arm();
+      else turn.controller.signal.addEventListener("abort", arm, { once: true });
+    });
+    try {
+      return await Promise.race([running, killed]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The owner's fenced settlement with its terminal event, in one transaction. */
+  private async settle(turn: RunningTurn, fence: OwnerFence, log: Logger, settlement: Settlement): Promise<void> {
+    if (turn.cause === "lost") return; // another instance owns the outcome now
+    await this.rt.eventLog.flush();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const done = await this.rt.db.sql.begin(async (tx) => {
+          const settled = await settleOwnedTask(tx, fence.taskId, fence, settlement);
+          if (!settled) return null;
+          const events = await appendEvents(tx, settled.sessionId, [terminalEvent(settled)]);
+          const extra = settled.status === "interrupted" ? await this.recovery.afterInterrupted(tx, [settled]) : [];
+          const all = [...events, ...extra];
+          const heads = new Map<string, number>();
+          for (const e of all) heads.set(e.sessionId, e.seq);
+          await notifySessions(tx, heads);
+          await notifyGate(tx);
+          return { settled, events: all };
+        });
+        if (!done) {
+          log.warn({ status: settlement.status }, "lost guard: task was settled or taken over elsewhere; nothing written");
+          return;
+        }
+        this.rt.eventLog.publish(done.events);
+        log.info({ status: done.settled.status, code: done.settled.error?.code }, "turn settled");
+        return;
+      } catch (err) {
+        // The database is away: the lease keeps the task ours until it expires, so keep trying.
+        const delay = Math.min(100 * 2 ** attempt, 2000);
+        log.warn({ err: String(err), retryInMs: delay }, "settling failed; retrying");
+        if (attempt > 30) return;
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
+  }
+}
+
+/** Per-turn bookkeeping: maps driver events to log events and remembers what the result needs. */
+class TurnState {
+  contextTokens: number | null = null;
+  percent: number | null = null;
+  lastUsage: AgentUsage | null = null;
+  text = "";
+  readonly sink;
+
+  constructor(
+    private readonly rt: Runtime,
+    private readonly session: SessionRow,
+    private readonly row: TaskRow,
+    private readonly fence: OwnerFence,
+    private readonly log: Logger,
+  ) {
+    this.sink = {
+      emit: (event: AgentEvent) => this.emit(event),
+      saveCursor: async (cursor: Parameters<typeof saveCursor>[2]) => {
+        const ok = await saveCursor(this.rt.db.sql, this.session.id, cursor, this.fence);
+        if (!ok) this.log.warn("lost guard: resume cursor not saved (task no longer owned)");
+      },
+    };
+  }
+
+  private append(type: string, data: unknown, payload?: unknown): void {
+    this.rt.eventLog.append({
+      sessionId: this.session.id,
+      taskId: this.row.id,
+      type,
+      data,
+      payload,
+      fence: this.fence,
+    });
+  }
+
+  private emit(event: AgentEvent): void {
+    switch (event.type) {
+      case "message.delta":
+        this.append("message.delta", { text: event.text });
+        break;
+      case "message":
+        this.text = event.text;
+        this.append("message", { text: event.text });
+        break;
+      case "tool.call": {
+        const input = preview(event.input);
+        this.append(
+          "tool.call",
+          input.truncated
+            ? { id: event.id, name: event.name, input: input.preview, inputBytes: input.bytes, truncated: true }
+            : { id: event.id, name: event.name, input: event.input },
+          input.truncated ? { input: event.input } : undefined,
+        );
+        break;
+      }
+      case "tool.result": {
+        const output = preview(event.output);
+        this.append(
+          "tool.result",
+          { id: event.id, isError: event.isError, preview: output.preview, bytes: output.bytes, truncated: output.truncated },
+          output.truncated ? { output: event.output } : undefined,
+        );
+        break;
+      }
+      case "usage": {
+        const window = contextWindowFor(event.usage.model, this.rt.config.contextWindow);
+        const percent = contextPercent(event.usage, window);
+        this.lastUsage = event.usage;
+        this.percent = percent;
+        this.contextTokens =
+          event.usage.inputTokens + event.usage.cacheCreationInputTokens + event.usage.cacheReadInputTokens;
+        this.append("usage", {
+          inputTokens: event.usage.inputTokens,
+          outputTokens: event.usage.outputTokens,
+          cacheCreationInputTokens: event.usage.cacheCreationInputTokens,
+          cacheReadInputTokens: event.usage.cacheReadInputTokens,
+          contextWindow: window,
+          contextPercent: percent,
+        });
+        const usage = { inputTokens: this.contextTokens, contextWindow: window, percent };
+        this.log.info({ inputTokens: this.contextTokens, percent, model: event.usage.model }, "context per turn");
+        void saveContextUsage(this.rt.db.sql, this.session.id, usage, this.fence).catch((err) =>
+          this.log.warn({ err: String(err) }, "context usage not saved"),
+        );
+        break;
+      }
+      case "session.reset":
+        this.append("session.reset", { reason: event.reason, notice: event.notice });
+        break;
+      case "session.notice":
+        this.append("session.notice", { message: event.message });
+        break;
+    }
+  }
+
+  resultFor(outcome: TurnOutcome) {
+    const usage = outcome.usage ?? this.lastUsage;
+    let percent = this.percent;
+    if (usage && percent === null) {
+      percent = contextPercent(usage, contextWindowFor(usage.model, this.rt.config.contextWindow));
+    }
+    let text = outcome.text || this.text;
+    if (this.session.agentConfig.contextSuffix === true && percent !== null) text = withContextSuffix(text, percent);
+    return {
+      text,
+      stopReason: outcome.stopReason,
+      usage: usage
+        ? {
+            inputTokens: usage.inputTokens,
+            outputTokens: usage.outputTokens,
+            cacheCreationInputTokens: usage.cacheCreationInputTokens,
+            cacheReadInputTokens: usage.cacheReadInputTokens,
+          }
+        : null,
+      contextPercent: percent,
+    };
+  }
+}
+
+const stopMessages = {
+  cancel: { status: "cancelled", code: "CANCELLED", message: "The turn was cancelled." },
+  timeout: { status: "failed", code: "TURN_TIMEOUT", message: "The turn ran past its deadline and was stopped." },
+  shutdown: {
+    status: "interrupted",
+    code: "GATEWAY_RESTART",
+    message: "The gateway shut down before the turn finished.",
+  },
+} as const;
+
+function settlementFor(
+  cause: StopCause | null,
+  outcome: TurnOutcome | null,
+  failure: unknown,
+  state: TurnState,
+  _session: SessionRow,
+): Settlement {
+  if (cause && cause !== "lost") {
+    const stop = stopMessages[cause];
+    // A turn the agent finished normally despite a late stop request still counts as finished.
+    if (outcome && outcome.stopReason !== "cancelled" && cause !== "timeout") {
+      return { status: "completed", result: state.resultFor(outcome) };
+    }
+    return {
+      status: stop.status,
+      result: outcome ? state.resultFor(outcome) : null,
+      error: { code: stop.code, message: stop.message },
+    };
+  }
+  if (outcome) return { status: "completed", result: state.resultFor(outcome) };
+  if (failure instanceof AgentFailure) {
+    if (failure.code === "CANCELLED") {
+      return { status: "cancelled", error: { code: "CANCELLED", message: failure.message } };
+    }
+    return {
+      status: "failed",
+      error: { code: failure.code, message: failure.message, ...(failure.reason ? { reason: failure.reason } : {}) },
+    };
+  }
+  return {
+    status: "failed",
+    error: { code: "AGENT_CRASHED", message: "The agent stopped unexpectedly during the turn." },
+  };
+}

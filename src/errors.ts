@@ -1,0 +1,117 @@
+/**
+ * The one registry of error codes (SPEC section 3): each code with its HTTP status and JSON-RPC
+ * code. The domain throws `MooringError`; the transports map it. Nothing else decides a status.
+ */
+
+export const errorCodes = {
+  INVALID_REQUEST: { http: 400, rpc: -32602 },
+  INVALID_WORKSPACE: { http: 400, rpc: -32602 },
+  UNAUTHORIZED: { http: 401, rpc: -32001 },
+  WORKSPACE_NOT_ALLOWED: { http: 403, rpc: -32003 },
+  NOT_FOUND: { http: 404, rpc: -32601 },
+  SESSION_NOT_FOUND: { http: 404, rpc: -32004 },
+  TASK_NOT_FOUND: { http: 404, rpc: -32004 },
+  EVENT_NOT_FOUND: { http: 404, rpc: -32004 },
+  SESSION_ARCHIVED: { http: 409, rpc: -32009 },
+  SESSION_BUSY: { http: 409, rpc: -32009 },
+  RESYNC_REQUIRED: { http: 409, rpc: -32010 },
+  PAYLOAD_TOO_LARGE: { http: 413, rpc: -32600 },
+  UNSUPPORTED_MEDIA_TYPE: { http: 415, rpc: -32600 },
+  GATEWAY_BUSY: { http: 429, rpc: -32002 },
+  NOT_READY: { http: 503, rpc: -32003 },
+  INTERNAL: { http: 500, rpc: -32603 },
+} as const;
+
+export type ErrorCode = keyof typeof errorCodes;
+
+/** Codes a terminal task may carry in its `error` (SPEC section 3). */
+export type TaskErrorCode =
+  | "GATEWAY_BUSY"
+  | "TURN_TIMEOUT"
+  | "GATEWAY_RESTART"
+  | "AGENT_START_FAILED"
+  | "AGENT_CRASHED"
+  | "AGENT_ERROR"
+  | "CONTEXT_TOO_LARGE"
+  | "CANCELLED";
+
+export interface ErrorBody {
+  code: string;
+  message: string;
+  reason?: string;
+}
+
+/** An error a client is meant to see: a spec code, a message fit for a person, an optional reason. */
+export class MooringError extends Error {
+  readonly code: ErrorCode;
+  readonly reason?: string;
+  /** Seconds a client should wait before retrying (sent as `Retry-After`). */
+  readonly retryAfterSeconds?: number;
+  /** Extra fields for the error body (e.g. the offending `field`). */
+  readonly details?: Record<string, unknown>;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options: { reason?: string; retryAfterSeconds?: number; details?: Record<string, unknown> } = {},
+  ) {
+    super(message);
+    this.name = "MooringError";
+    this.code = code;
+    this.reason = options.reason;
+    this.retryAfterSeconds = options.retryAfterSeconds;
+    this.details = options.details;
+  }
+
+  get httpStatus(): number {
+    return errorCodes[this.code].http;
+  }
+
+  get rpcCode(): number {
+    return errorCodes[this.code].rpc;
+  }
+
+  toBody(): ErrorBody & Record<string, unknown> {
+    return {
+      code: this.code,
+      message: this.message,
+      ...(this.reason ? { reason: this.reason } : {}),
+      ...(this.details ?? {}),
+    };
+  }
+}
+
+export const invalid = (message: string, field?: string) =>
+  new MooringError("INVALID_REQUEST", message, field ? { details: { field } } : {});
+
+/** Errors that mean "the database is away", not "the request is wrong". */
+const unavailableCodes = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "CONNECTION_DESTROYED",
+  "CONNECT_TIMEOUT",
+  "57P01", // admin_shutdown
+  "57P02", // crash_shutdown
+  "57P03", // cannot_connect_now
+  "08000",
+  "08001",
+  "08003",
+  "08006",
+]);
+
+export function isDatabaseUnavailable(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === "string" && unavailableCodes.has(code);
+}
+
+/** Map anything thrown to a MooringError; unknown errors become INTERNAL without their details. */
+export function toMooringError(err: unknown): MooringError {
+  if (err instanceof MooringError) return err;
+  if (isDatabaseUnavailable(err)) {
+    return new MooringError("NOT_READY", "The database is unreachable; retry shortly.", { retryAfterSeconds: 1 });
+  }
+  return new MooringError("INTERNAL", "Internal error; the gateway logged the details.");
+}

@@ -1,0 +1,264 @@
+/**
+ * Puts the gateway together and runs its lifecycle. Startup order (SPEC section 6): listen (so
+ * /healthz and /readyz answer), connect, migrate, register this instance, reconcile, start
+ * workers, then accept commands. Shutdown reverses it.
+ */
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
+import type { Logger } from "pino";
+import { drivers } from "./agents/drivers.js";
+import { loadAgentRegistry } from "./agents/registry.js";
+import { type Config, ConfigError, isLoopback } from "./config.js";
+import { connect, type Database } from "./db/client.js";
+import { type EmbeddedDatabase, startEmbeddedPostgres } from "./db/embedded.js";
+import { applyMigrations } from "./db/migrate.js";
+import { ConversationPool } from "./domain/conversation-pool.js";
+import { EventService } from "./domain/events.js";
+import { QueuePositionAnnouncer } from "./domain/queue-positions.js";
+import { Recovery } from "./domain/recovery.js";
+import type { Identity, Runtime } from "./domain/runtime.js";
+import { SessionService } from "./domain/sessions.js";
+import { Sweeper } from "./domain/sweeper.js";
+import { TaskService } from "./domain/tasks.js";
+import { Worker } from "./domain/worker.js";
+import { normalizeRoots } from "./domain/workspace.js";
+import { heartbeatInstance, markInstanceStopped, registerInstance } from "./sql/instances.js";
+import { ChangeBus } from "./stream/change-bus.js";
+import { EventLog } from "./stream/event-log.js";
+import { PgListener } from "./stream/pg-listener.js";
+import { SessionFeeds } from "./stream/session-feeds.js";
+import { buildHttpApp } from "./transport/http/app.js";
+import type { Services } from "./transport/services.js";
+import { CLOSE_GOING_AWAY } from "./transport/ws/socket.js";
+
+export const version: string = JSON.parse(
+  readFileSync(new URL("../package.json", import.meta.url), "utf8"),
+).version;
+
+export interface Gateway {
+  /** Base URL the HTTP server listens on. */
+  url: string;
+  identity: Identity;
+  /** Resolves when startup (migrate, reconcile, workers) is done. */
+  started: Promise<void>;
+  /** Graceful shutdown; resolves when everything is closed. */
+  stop(): Promise<void>;
+}
+
+/** Refuse configurations that are dangerous before anything starts. */
+export function checkStartupConfig(config: Config): void {
+  if (!isLoopback(config.host) && config.apiTokens.length === 0) {
+    throw new ConfigError(
+      `HOST=${config.host} is not a loopback address and MOORING_API_TOKENS is unset: refusing to serve the API to the network without authentication. Set MOORING_API_TOKENS or bind HOST=127.0.0.1.`,
+    );
+  }
+}
+
+export async function startGateway(config: Config, log: Logger): Promise<Gateway> {
+  checkStartupConfig(config);
+  const registry = loadAgentRegistry(config.agents);
+  const workspaceRoots = normalizeRoots(config.workspaceRoots);
+  const identity: Identity = {
+    instanceId: config.instanceId ?? (config.port === 0 ? `${hostname()}:${randomUUID().slice(0, 8)}` : `${hostname()}:${config.port}`),
+    bootId: randomUUID(),
+    host: hostname(),
+    pid: process.pid,
+    version,
+  };
+  const bus = new ChangeBus();
+  const state = { ready: false, stopping: false, reason: "The gateway is starting; retry shortly." };
+
+  // Parts that need the database are created once it is there; until then readiness says so.
+  let parts: Parts | null = null;
+  const services: Services = {
+    get sessions() {
+      return need(parts).sessions;
+    },
+    get tasks() {
+      return need(parts).tasks;
+    },
+    get events() {
+      return need(parts).events;
+    },
+    get feeds() {
+      return need(parts).feeds;
+    },
+    identity,
+    readiness: () => {
+      if (!state.ready || !parts) return { ready: false, reason: state.reason };
+      if (!parts.worker.databaseReachable) return { ready: false, reason: "The database is unreachable; retry shortly." };
+      return { ready: true };
+    },
+  };
+
+  const health = {
+    readyz: async () => {
+      const r = services.readiness();
+      let database = false;
+      if (parts) database = await parts.db.sql`select 1`.then(() => true, () => false);
+      const ok = r.ready && database;
+      return {
+        ok,
+        body: {
+          ready: ok,
+          ...(ok ? {} : { error: { code: "NOT_READY", message: database ? r.reason : "The database is unreachable." } }),
+          instanceId: identity.instanceId,
+          bootId: identity.bootId,
+          version,
+          host: identity.host,
+          pid: identity.pid,
+        },
+      };
+    },
+  };
+
+  const { app, sockets } = await buildHttpApp(config, services, log, health);
+  await app.listen({ host: config.host, port: config.port });
+  const address = app.server.address();
+  const port = typeof address === "object" && address ? address.port : config.port;
+  const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
+  log.info({ url, instanceId: identity.instanceId, bootId: identity.bootId, version }, "listening");
+
+  let embedded: EmbeddedDatabase | null = null;
+  const started = (async () => {
+    const t0 = Date.now();
+    let databaseUrl = config.databaseUrl;
+    if (!databaseUrl) {
+      embedded = await startEmbeddedPostgres(config.dataDir, log);
+      databaseUrl = embedded.url;
+    }
+    const db = connect(databaseUrl, { applicationName: `mooring:${identity.instanceId}` });
+    await waitForDatabase(db, log, () => state.stopping);
+    await applyMigrations(db);
+    await registerInstance(db.sql, identity);
+    parts = assemble(config, log, db, bus, identity, registry, workspaceRoots);
+    await parts.listener.start();
+    parts.feeds.start();
+    const reconciled = await parts.sweeper.reconcile();
+    parts.worker.start();
+    parts.sweeper.start();
+    parts.instanceBeat = setInterval(() => {
+      const p = parts!;
+      void heartbeatInstance(db.sql, identity.bootId).catch(() => {});
+      void p.listener.check();
+    }, config.heartbeatMs);
+    parts.instanceBeat.unref();
+    parts.tasks.accepting = true;
+    state.ready = true;
+    log.info({ ms: Date.now() - t0, ...reconciled }, "ready");
+  })();
+  started.catch((err) => log.error({ err }, "startup failed"));
+
+  let stopping: Promise<void> | null = null;
+  const stop = () => {
+    stopping ??= (async () => {
+      state.stopping = true;
+      state.ready = false;
+      state.reason = "The gateway is shutting down.";
+      log.info("shutdown: stopped admitting and claiming");
+      await started.catch(() => {});
+      const p = parts;
+      if (p) {
+        p.tasks.accepting = false;
+        p.worker.stopClaiming();
+        const drained = await p.worker.drain(config.shutdownGraceMs);
+        log.info(drained, "shutdown: running turns drained");
+        const released = await p.sweeper.releaseOwnTasks().catch(() => []);
+        if (released.length > 0) log.info({ count: released.length }, "shutdown: leases released");
+        await p.pool.closeAll();
+        await p.eventLog.close();
+        log.info("shutdown: event log flushed");
+      }
+      sockets.closeAll(CLOSE_GOING_AWAY, "gateway shutting down");
+      await app.close();
+      if (p) {
+        p.sweeper.stop();
+        p.feeds.stop();
+        p.announcer.stop();
+        if (p.instanceBeat) clearInterval(p.instanceBeat);
+        await p.listener.stop();
+        await markInstanceStopped(p.db.sql, identity.bootId).catch(() => {});
+        await p.db.close();
+      }
+      if (embedded) await (embedded as EmbeddedDatabase).stop();
+      log.info("shutdown: done");
+    })();
+    return stopping;
+  };
+
+  return { url, identity, started, stop };
+}
+
+interface Parts {
+  db: Database;
+  listener: PgListener;
+  eventLog: EventLog;
+  feeds: SessionFeeds;
+  sessions: SessionService;
+  tasks: TaskService;
+  events: EventService;
+  worker: Worker;
+  sweeper: Sweeper;
+  pool: ConversationPool;
+  announcer: QueuePositionAnnouncer;
+  instanceBeat?: NodeJS.Timeout;
+}
+
+function assemble(
+  config: Config,
+  log: Logger,
+  db: Database,
+  bus: ChangeBus,
+  identity: Identity,
+  registry: ReturnType<typeof loadAgentRegistry>,
+  workspaceRoots: string[],
+): Parts {
+  const eventLog = new EventLog(db, { flushMs: config.eventFlushMs, flushMax: config.eventFlushMax }, log);
+  const rt: Runtime = { config, db, log, bus, eventLog, identity };
+  const listener = new PgListener(db.url, `mooring-listen:${identity.instanceId}`, bus, log);
+  const feeds = new SessionFeeds(db, bus, log, config.pollMs);
+  eventLog.onCommitted((events) => feeds.publish(events));
+  eventLog.onCommitted((events) => {
+    const seen = new Set<string>();
+    for (const e of events) {
+      if (seen.has(e.sessionId)) continue;
+      seen.add(e.sessionId);
+      bus.emit("session", e.sessionId, null);
+    }
+  });
+  const sessions = new SessionService(db, registry, drivers, workspaceRoots, log);
+  const tasks = new TaskService(rt, sessions);
+  const events = new EventService(db, sessions);
+  const pool = new ConversationPool(config.agentIdleMs, config.contextWindow, log);
+  const recovery = new Recovery(rt);
+  const worker = new Worker(rt, sessions, registry, drivers, pool, recovery);
+  const sweeper = new Sweeper(rt, worker, recovery);
+  const announcer = new QueuePositionAnnouncer(rt);
+  const queueChanged = () => announcer.poke();
+  tasks.runner = worker;
+  tasks.onQueueChanged = queueChanged;
+  worker.onQueueChanged = queueChanged;
+  sweeper.onQueueChanged = queueChanged;
+  return { db, listener, eventLog, feeds, sessions, tasks, events, worker, sweeper, pool, announcer };
+}
+
+function need(parts: Parts | null): Parts {
+  if (!parts) throw new Error("gateway not started");
+  return parts;
+}
+
+/** At startup the database may still be coming up: retry with backoff instead of crashing. */
+async function waitForDatabase(db: Database, log: Logger, stopping: () => boolean): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await db.sql`select 1`;
+      return;
+    } catch (err) {
+      if (stopping()) throw err;
+      const delay = Math.min(200 * 2 ** attempt, 5000);
+      log.warn({ err: String(err), retryInMs: delay }, "database unreachable at startup; retrying");
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}

@@ -1,0 +1,43 @@
+import type { Queryable } from "../db/client.js";
+import type { OwnerFence } from "./append-events.js";
+
+export interface CursorFields {
+  agentSessionId: string | null;
+  turnCount: number;
+  lastAssistantMessageId: string | null;
+  pastAgentSessionIds: string[];
+}
+
+/**
+ * Writes the resume cursor a running turn observed. Guarded by task ownership: a turn whose lease
+ * was taken over (or a late callback of a killed agent) changes nothing. Only the cursor fields
+ * are written, so a concurrent archive or title change is never overwritten.
+ */
+export async function saveCursor(q: Queryable, sessionId: string, cursor: CursorFields, fence: OwnerFence): Promise<boolean> {
+  const rows = await q`
+    update sessions set agent_session_id = ${cursor.agentSessionId}, turn_count = ${cursor.turnCount},
+      last_assistant_message_id = ${cursor.lastAssistantMessageId},
+      past_agent_session_ids = ${JSON.stringify(cursor.pastAgentSessionIds)}::text::jsonb,
+      version = version + 1, updated_at = now()
+    where id = ${sessionId} and exists (
+      select 1 from tasks where id = ${fence.taskId} and owner_boot = ${fence.bootId}
+        and attempt = ${fence.attempt} and status in ('running', 'cancelling'))
+    returning id`;
+  return rows.length > 0;
+}
+
+/** Context usage of the session's last model call, guarded the same way. */
+export async function saveContextUsage(
+  q: Queryable,
+  sessionId: string,
+  usage: { inputTokens: number; contextWindow: number; percent: number },
+  fence: OwnerFence,
+): Promise<boolean> {
+  const rows = await q`
+    update sessions set context_usage = ${JSON.stringify(usage)}::text::jsonb, version = version + 1, updated_at = now()
+    where id = ${sessionId} and exists (
+      select 1 from tasks where id = ${fence.taskId} and owner_boot = ${fence.bootId}
+        and attempt = ${fence.attempt} and status in ('running', 'cancelling'))
+    returning id`;
+  return rows.length > 0;
+}

@@ -1,0 +1,25 @@
+/**
+ * In-process fan-out of "something changed" hints, fed both by this instance's own commits and by
+ * Postgres notifications from other instances. Listeners always re-read Postgres; the bus only
+ * says when.
+ */
+import { EventEmitter } from "node:events";
+
+export interface ChangeBusEvents {
+  /** A session's log grew to `headSeq` or one of its tasks changed state (headSeq may be unchanged). */
+  session: [sessionId: string, headSeq: number | null];
+  /** Every session may have changed (a notification too large to list, or a reconnect). */
+  allSessions: [];
+  /** Capacity may be free or work was queued. */
+  gate: [];
+  /** The owner of this task should stop it. */
+  cancel: [taskId: string];
+}
+
+export class ChangeBus extends EventEmitter<ChangeBusEvents> {
+  constructor() {
+    super();
+    // Every long-poll and subscription adds a listener; thousands are expected.
+    this.setMaxListeners(0);
+  }
+}

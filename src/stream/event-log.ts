@@ -1,0 +1,143 @@
+/**
+ * The event log writer. Events are batched: a flush every `flushMs` or every `flushMax` events,
+ * whichever comes first, in one transaction with one NOTIFY (NOTIFY takes a global lock at commit,
+ * so one per flush, not per event). Consecutive text deltas of a turn are coalesced within a flush.
+ * Clients only ever see committed events: subscribers are fed after the commit.
+ */
+import type { Logger } from "pino";
+import type { Database } from "../db/client.js";
+import { appendEvents, type NewEvent, type OwnerFence, type StoredEvent } from "../sql/append-events.js";
+import { notifySessions } from "../sql/notify.js";
+
+export interface PendingEvent extends NewEvent {
+  sessionId: string;
+  /** Owner fence for events of a running task; absent for gateway-level events. */
+  fence?: OwnerFence;
+}
+
+export type CommittedListener = (events: StoredEvent[]) => void;
+
+export class EventLog {
+  private pending: PendingEvent[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  private flushing: Promise<void> | null = null;
+  private readonly listeners: CommittedListener[] = [];
+  private closed = false;
+
+  constructor(
+    private readonly db: Database,
+    private readonly options: { flushMs: number; flushMax: number },
+    private readonly log: Logger,
+  ) {}
+
+  /** Called with every batch of committed events, in seq order per session. */
+  onCommitted(listener: CommittedListener): void {
+    this.listeners.push(listener);
+  }
+
+  /** Publish events some other transaction committed (state changes written with their task). */
+  publish(events: StoredEvent[]): void {
+    if (events.length === 0) return;
+    for (const listener of this.listeners) listener(events);
+  }
+
+  append(event: PendingEvent): void {
+    this.pending.push(event);
+    if (this.pending.length >= this.options.flushMax) {
+      void this.flush();
+    } else if (!this.timer) {
+      this.timer = setTimeout(() => void this.flush(), this.options.flushMs);
+    }
+  }
+
+  /** Commit everything appended so far; resolves once it is durable (retrying while the database is away). */
+  async flush(): Promise<void> {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    while (this.flushing) await this.flushing;
+    if (this.pending.length === 0) return;
+    const batch = this.pending;
+    this.pending = [];
+    this.flushing = this.write(batch).finally(() => {
+      this.flushing = null;
+    });
+    await this.flushing;
+  }
+
+  private async write(batch: PendingEvent[]): Promise<void> {
+    const groups = groupBySessionAndFence(batch);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const committed: StoredEvent[] = [];
+        await this.db.sql.begin(async (tx) => {
+          const heads = new Map<string, number>();
+          for (const group of groups) {
+            const stored = await appendEvents(tx, group.sessionId, group.events, group.fence);
+            if (stored.length === 0 && group.fence) {
+              this.log.warn(
+                { sessionId: group.sessionId, taskId: group.fence.taskId, attempt: group.fence.attempt, dropped: group.events.length },
+                "lost guard: events of a task this instance no longer owns were dropped",
+              );
+            }
+            committed.push(...stored);
+            if (stored.length > 0) heads.set(group.sessionId, stored[stored.length - 1].seq);
+          }
+          await notifySessions(tx, heads);
+        });
+        this.publish(committed);
+        return;
+      } catch (err) {
+        if (this.closed && attempt >= 3) {
+          this.log.error({ err: String(err), lost: batch.length }, "event log could not be flushed at shutdown");
+          return;
+        }
+        const delay = Math.min(50 * 2 ** attempt, 2000);
+        this.log.warn({ err: String(err), retryInMs: delay, events: batch.length }, "event log flush failed; retrying");
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
+  }
+
+  /** Stop accepting the wait-forever retry: a final flush gives up after a few attempts. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.flush();
+  }
+}
+
+interface Group {
+  sessionId: string;
+  fence?: OwnerFence;
+  events: NewEvent[];
+}
+
+/**
+ * Keep per-session order; merge runs of `message.delta` of the same task into one event, so a
+ * chatty agent costs one row per flush instead of one per token.
+ */
+function groupBySessionAndFence(batch: PendingEvent[]): Group[] {
+  const groups = new Map<string, Group>();
+  for (const event of batch) {
+    const key = `${event.sessionId}|${event.fence ? `${event.fence.taskId}:${event.fence.attempt}` : ""}`;
+    let group = groups.get(key);
+    if (!group) {
+      group = { sessionId: event.sessionId, fence: event.fence, events: [] };
+      groups.set(key, group);
+    }
+    const last = group.events[group.events.length - 1];
+    if (
+      last &&
+      last.type === "message.delta" &&
+      event.type === "message.delta" &&
+      last.taskId === event.taskId
+    ) {
+      const merged = (last.data as { text: string }).text + (event.data as { text: string }).text;
+      group.events[group.events.length - 1] = { ...last, data: { text: merged } };
+    } else {
+      group.events.push({ taskId: event.taskId, type: event.type, data: event.data, payload: event.payload });
+    }
+  }
+  return [...groups.values()];
+}

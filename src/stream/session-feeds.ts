@@ -1,0 +1,225 @@
+/**
+ * Live event feeds for subscribers (WebSocket, SSE). A subscriber gives a cursor (the last seq it
+ * has); the feed sends every later event exactly once and in order: first from Postgres (replay),
+ * then as new events commit here or on any other instance. There is no seam to get wrong: replay
+ * and live delivery are the same loop, "send what lies between the subscriber's cursor and the
+ * session's head", and a subscriber's cursor only moves by one contiguous run at a time.
+ */
+import type { Logger } from "pino";
+import type { Database } from "../db/client.js";
+import type { StoredEvent } from "../sql/append-events.js";
+import type { ChangeBus } from "./change-bus.js";
+
+export interface ClientEvent {
+  sessionId: string;
+  seq: number;
+  taskId: string | null;
+  type: string;
+  at: string;
+  data: unknown;
+}
+
+export function toClientEvent(e: StoredEvent): ClientEvent {
+  return {
+    sessionId: e.sessionId,
+    seq: e.seq,
+    taskId: e.taskId,
+    type: e.type,
+    at: e.at instanceof Date ? e.at.toISOString() : String(e.at),
+    data: e.data,
+  };
+}
+
+export interface Subscriber {
+  /** Last seq delivered. */
+  cursor: number;
+  /** Deliver a contiguous run of events (cursor+1 ...). */
+  deliver(events: ClientEvent[]): void;
+}
+
+const CACHE_SIZE = 512;
+const PAGE_SIZE = 500;
+
+class Feed {
+  readonly subscribers = new Set<Subscriber>();
+  /** Highest seq known to be committed. */
+  head = 0;
+  /** Recent committed events, contiguous and ascending. */
+  cache: ClientEvent[] = [];
+  private pumping = false;
+  private again = false;
+
+  constructor(
+    readonly sessionId: string,
+    private readonly db: Database,
+    private readonly log: Logger,
+  ) {}
+
+  remember(events: ClientEvent[]): void {
+    for (const event of events) {
+      const last = this.cache[this.cache.length - 1];
+      if (last && event.seq !== last.seq + 1) {
+        if (event.seq <= last.seq) continue;
+        this.cache = []; // a gap: restart the cache at this event
+      }
+      this.cache.push(event);
+      if (event.seq > this.head) this.head = event.seq;
+    }
+    if (this.cache.length > CACHE_SIZE) this.cache = this.cache.slice(-CACHE_SIZE);
+  }
+
+  pump(): void {
+    if (this.pumping) {
+      this.again = true;
+      return;
+    }
+    this.pumping = true;
+    void this.run()
+      .catch((err) => {
+        this.log.warn({ err: String(err), sessionId: this.sessionId }, "event feed read failed; the poll will retry");
+      })
+      .finally(() => {
+        this.pumping = false;
+        if (this.again) {
+          this.again = false;
+          this.pump();
+        }
+      });
+  }
+
+  private async run(): Promise<void> {
+    for (;;) {
+      this.again = false;
+      let behind = Number.POSITIVE_INFINITY;
+      for (const sub of this.subscribers) behind = Math.min(behind, sub.cursor);
+      if (behind === Number.POSITIVE_INFINITY || behind >= this.head) {
+        if (!this.again) return;
+        continue;
+      }
+      const events = await this.read(behind);
+      if (events.length === 0) return;
+      let progressed = false;
+      for (const sub of this.subscribers) {
+        const start = events.findIndex((e) => e.seq === sub.cursor + 1);
+        if (start < 0) continue;
+        const run = events.slice(start);
+        sub.cursor = run[run.length - 1].seq;
+        progressed = true;
+        sub.deliver(run);
+      }
+      // Events missing from the log (pruned) cannot be delivered; the subscriber must resync.
+      if (!progressed) return;
+    }
+  }
+
+  /** Events after `after`, from the cache when it covers them, else from Postgres. */
+  private async read(after: number): Promise<ClientEvent[]> {
+    const first = this.cache[0];
+    if (first && first.seq <= after + 1 && this.cache[this.cache.length - 1].seq > after) {
+      return this.cache.slice(after + 1 - first.seq);
+    }
+    const rows = await this.db.sql<StoredEvent[]>`
+      select session_id, seq, task_id, type, at, data from events
+      where session_id = ${this.sessionId} and seq > ${after} order by seq limit ${PAGE_SIZE}`;
+    const events = rows.map(toClientEvent);
+    if (events.length > 0 && events[events.length - 1].seq > this.head) this.head = events[events.length - 1].seq;
+    if (events.length > 0 && events.length < PAGE_SIZE) this.remember(events);
+    return events;
+  }
+}
+
+export class SessionFeeds {
+  private readonly feeds = new Map<string, Feed>();
+  private pollTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly db: Database,
+    bus: ChangeBus,
+    private readonly log: Logger,
+    private readonly pollMs: number,
+  ) {
+    bus.on("session", (sessionId, head) => {
+      const feed = this.feeds.get(sessionId);
+      if (!feed) return;
+      if (head !== null && head > feed.head) feed.head = head;
+      feed.pump();
+    });
+    bus.on("allSessions", () => void this.poll());
+  }
+
+  start(): void {
+    const tick = () => {
+      void this.poll().finally(() => {
+        this.pollTimer = setTimeout(tick, this.pollMs);
+        this.pollTimer.unref();
+      });
+    };
+    this.pollTimer = setTimeout(tick, this.pollMs);
+    this.pollTimer.unref();
+  }
+
+  stop(): void {
+    if (this.pollTimer) clearTimeout(this.pollTimer);
+    this.pollTimer = null;
+  }
+
+  /** Committed events of this instance go straight to the feeds, without a read. */
+  publish(events: StoredEvent[]): void {
+    const bySession = new Map<string, ClientEvent[]>();
+    for (const e of events) {
+      if (!this.feeds.has(e.sessionId)) continue;
+      const list = bySession.get(e.sessionId) ?? [];
+      list.push(toClientEvent(e));
+      bySession.set(e.sessionId, list);
+    }
+    for (const [sessionId, list] of bySession) {
+      const feed = this.feeds.get(sessionId)!;
+      feed.remember(list);
+      feed.pump();
+    }
+  }
+
+  /** Start delivering events with seq > subscriber.cursor; `head` is the session's current last seq. */
+  subscribe(sessionId: string, head: number, subscriber: Subscriber): () => void {
+    let feed = this.feeds.get(sessionId);
+    if (!feed) {
+      feed = new Feed(sessionId, this.db, this.log);
+      this.feeds.set(sessionId, feed);
+    }
+    if (head > feed.head) feed.head = head;
+    feed.subscribers.add(subscriber);
+    feed.pump();
+    const owned = feed;
+    return () => {
+      owned.subscribers.delete(subscriber);
+      if (owned.subscribers.size === 0 && this.feeds.get(sessionId) === owned) this.feeds.delete(sessionId);
+    };
+  }
+
+  get subscriberCount(): number {
+    let n = 0;
+    for (const feed of this.feeds.values()) n += feed.subscribers.size;
+    return n;
+  }
+
+  /**
+   * The backstop for lost notifications: read the heads of every subscribed session, so an event
+   * reaches its subscribers within about one poll interval even if no notification arrived.
+   */
+  private async poll(): Promise<void> {
+    if (this.feeds.size === 0) return;
+    try {
+      const ids = [...this.feeds.keys()];
+      const rows = await this.db.sql<{ id: string; lastSeq: number }[]>`
+        select id, last_seq from sessions where id = any(${ids}::uuid[])`;
+      for (const row of rows) {
+        const feed = this.feeds.get(row.id);
+        if (!feed) continue;
+        if (row.lastSeq > feed.head) feed.head = row.lastSeq;
+        feed.pump();
+      }
+    } catch (err) {
+      this.log.debug({ err: String(err) }, "event feed poll failed");
+    }
+  }
+}

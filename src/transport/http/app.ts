@@ -1,0 +1,142 @@
+/**
+ * The HTTP edge: fastify with auth, readiness, one error shape for everything, OpenAPI at /docs,
+ * and the REST, JSON-RPC, SSE and WebSocket routes. No business rules live here.
+ */
+import { randomUUID, timingSafeEqual } from "node:crypto";
+import swagger from "@fastify/swagger";
+import swaggerUi from "@fastify/swagger-ui";
+import websocket from "@fastify/websocket";
+import { TypeBoxValidatorCompiler } from "@fastify/type-provider-typebox";
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from "fastify";
+import type { Logger } from "pino";
+import type { Config } from "../../config.js";
+import { MooringError, toMooringError } from "../../errors.js";
+import type { Services } from "../services.js";
+import { describeError, fieldOf } from "../validate.js";
+import { registerEventRoutes } from "./routes/events.js";
+import { registerHealthRoutes } from "./routes/health.js";
+import { registerRpcRoute } from "./routes/rpc.js";
+import { registerSessionRoutes } from "./routes/sessions.js";
+import { registerTaskRoutes } from "./routes/tasks.js";
+import { registerSocketRoute, type SocketHub } from "../ws/socket.js";
+
+const openRoutes = new Set(["/healthz", "/readyz"]);
+
+export interface HttpApp {
+  app: FastifyInstance;
+  sockets: SocketHub;
+}
+
+export async function buildHttpApp(
+  config: Config,
+  services: Services,
+  log: Logger,
+  health: { readyz(): Promise<{ ok: boolean; body: unknown }> },
+): Promise<HttpApp> {
+  const app: FastifyInstance = Fastify({
+    loggerInstance: log as unknown as FastifyBaseLogger,
+    bodyLimit: config.bodyLimitBytes,
+    genReqId: (req) => {
+      const given = req.headers["x-request-id"];
+      return typeof given === "string" && given.length <= 100 ? given : randomUUID();
+    },
+    ajv: undefined,
+  });
+  app.setValidatorCompiler(TypeBoxValidatorCompiler);
+
+  app.addHook("onRequest", async (req, reply) => {
+    reply.header("x-request-id", req.id);
+    const path = req.url.split("?")[0];
+    if (openRoutes.has(path)) return;
+    if (config.apiTokens.length > 0 && !authorized(req.headers.authorization, config.apiTokens, req.url)) {
+      throw new MooringError("UNAUTHORIZED", "a valid bearer token is required (Authorization: Bearer <token>)");
+    }
+  });
+
+  app.setErrorHandler((error: FastifyError, req, reply) => {
+    const mapped = mapFastifyError(error);
+    if (mapped.code === "INTERNAL") req.log.error({ err: error }, "request failed");
+    else req.log.debug({ code: mapped.code, msg: mapped.message }, "request refused");
+    if (mapped.retryAfterSeconds) reply.header("retry-after", String(mapped.retryAfterSeconds));
+    reply.status(mapped.httpStatus).send({ error: mapped.toBody() });
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    reply.status(404).send({ error: { code: "NOT_FOUND", message: `no route ${req.method} ${req.url.split("?")[0]}` } });
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      info: { title: "mooring", version: services.identity.version, description: "Durable gateway for AI coding-agent sessions" },
+      components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
+      security: config.apiTokens.length > 0 ? [{ bearer: [] }] : [],
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: "/docs" });
+  await app.register(websocket, {
+    options: {
+      maxPayload: config.wsMaxPayloadBytes,
+      perMessageDeflate: { threshold: 256, zlibDeflateOptions: { level: 6 } },
+    },
+  });
+
+  registerHealthRoutes(app, health);
+  await app.register(async (v1) => {
+    // API routes answer NOT_READY until startup is done or while the database is away.
+    v1.addHook("onRequest", async () => {
+      const r = services.readiness();
+      if (!r.ready) throw new MooringError("NOT_READY", r.reason ?? "The gateway is starting; retry shortly.", { retryAfterSeconds: 1 });
+    });
+    registerSessionRoutes(v1, services);
+    registerTaskRoutes(v1, services);
+    registerEventRoutes(v1, services, config);
+    registerRpcRoute(v1, services, log);
+  }, { prefix: "/v1" });
+  const sockets = registerSocketRoute(app, services, config, log);
+  return { app, sockets };
+}
+
+/** Constant-time comparison against every configured token (WebSocket clients may use ?token=). */
+function authorized(header: string | undefined, tokens: string[], url: string): boolean {
+  let given: string | null = null;
+  if (header?.startsWith("Bearer ")) given = header.slice(7).trim();
+  if (given === null) given = new URL(url, "http://x").searchParams.get("access_token");
+  if (!given) return false;
+  const candidate = Buffer.from(given);
+  let ok = false;
+  for (const token of tokens) {
+    const expected = Buffer.from(token);
+    // Compare equal lengths only; a length mismatch still walks a comparison to keep timing flat.
+    const same = candidate.length === expected.length && timingSafeEqual(candidate, expected);
+    if (candidate.length !== expected.length) timingSafeEqual(expected, expected);
+    ok = ok || same;
+  }
+  return ok;
+}
+
+function mapFastifyError(error: FastifyError): MooringError {
+  if (error instanceof MooringError) return error;
+  if (error.validation) {
+    const first = error.validation[0] as Parameters<typeof fieldOf>[0];
+    const field = fieldOf(first);
+    const where = error.validationContext === "body" ? "" : `${error.validationContext} `;
+    return new MooringError("INVALID_REQUEST", `${where}${describeError(first)}`, field ? { details: { field } } : {});
+  }
+  switch (error.code) {
+    case "FST_ERR_CTP_BODY_TOO_LARGE":
+      return new MooringError("PAYLOAD_TOO_LARGE", "request body is larger than the gateway accepts");
+    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
+      return new MooringError("UNSUPPORTED_MEDIA_TYPE", "send the body as application/json");
+    case "FST_ERR_CTP_EMPTY_JSON_BODY":
+      return new MooringError("INVALID_REQUEST", "the request body is empty; send a JSON object");
+    case "FST_ERR_CTP_INVALID_JSON_BODY":
+      return new MooringError("INVALID_REQUEST", "the request body is not valid JSON");
+  }
+  if (error.statusCode === 400 && error instanceof SyntaxError) {
+    return new MooringError("INVALID_REQUEST", "the request body is not valid JSON");
+  }
+  if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
+    return new MooringError("INVALID_REQUEST", error.message);
+  }
+  return toMooringError(error);
+}

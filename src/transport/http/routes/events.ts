@@ -1,0 +1,80 @@
+import type { FastifyInstance } from "fastify";
+import type { Static } from "typebox";
+import type { Config } from "../../../config.js";
+import { invalid } from "../../../errors.js";
+import type { ClientEvent } from "../../../stream/session-feeds.js";
+import { EventPayloadParams, EventsQuery, SessionIdParams } from "../../schemas.js";
+import type { Services } from "../../services.js";
+
+const SSE_HEARTBEAT_MS = 15_000;
+const SSE_RETRY_MS = 2_000;
+
+export function registerEventRoutes(app: FastifyInstance, s: Services, config: Config): void {
+  app.get<{ Params: Static<typeof EventPayloadParams> }>(
+    "/sessions/:id/events/:seq/payload",
+    {
+      schema: { summary: "The full payload behind an event's preview", tags: ["events"], params: EventPayloadParams },
+    },
+    async (req) => s.events.payload(req.params.id, req.params.seq),
+  );
+
+  /**
+   * Server-Sent Events: `id:` is the seq, so a browser's EventSource resumes by itself with
+   * Last-Event-ID; `afterSeq` does the same for other clients. Events have no `event:` field, so
+   * `onmessage` receives all of them; the type is inside the data.
+   */
+  app.get<{ Params: Static<typeof SessionIdParams>; Querystring: Static<typeof EventsQuery> }>(
+    "/sessions/:id/events",
+    {
+      schema: {
+        summary: "Server-Sent Events of a session, replayed then live",
+        tags: ["events"],
+        params: SessionIdParams,
+        querystring: EventsQuery,
+      },
+    },
+    async (req, reply) => {
+      const lastEventId = req.headers["last-event-id"];
+      let afterSeq = req.query.afterSeq ?? 0;
+      if (typeof lastEventId === "string" && lastEventId !== "") {
+        const n = Number(lastEventId);
+        if (!Number.isInteger(n) || n < 0) throw invalid("Last-Event-ID must be a seq", "Last-Event-ID");
+        afterSeq = Math.max(afterSeq, n);
+      }
+      const { headSeq } = await s.events.openSubscription(req.params.id, afterSeq);
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, {
+        "content-type": "text/event-stream; charset=utf-8",
+        "cache-control": "no-cache, no-transform",
+        connection: "keep-alive",
+        "x-accel-buffering": "no",
+        "x-request-id": String(req.id),
+      });
+      res.write(`retry: ${SSE_RETRY_MS}\n\n`);
+      let closed = false;
+      const close = () => {
+        if (closed) return;
+        closed = true;
+        clearInterval(heartbeat);
+        unsubscribe();
+        res.end();
+      };
+      const unsubscribe = s.feeds.subscribe(req.params.id, headSeq, {
+        cursor: afterSeq,
+        deliver: (events: ClientEvent[]) => {
+          if (closed) return;
+          let chunk = "";
+          for (const e of events) chunk += `id: ${e.seq}\ndata: ${JSON.stringify(e)}\n\n`;
+          res.write(chunk);
+          // A reader this far behind gets dropped; it resumes with Last-Event-ID.
+          if (res.writableLength > config.wsMaxBufferedBytes) close();
+        },
+      });
+      const heartbeat = setInterval(() => res.write(": ping\n\n"), SSE_HEARTBEAT_MS);
+      heartbeat.unref();
+      req.raw.on("close", close);
+      res.on("error", close);
+    },
+  );
+}

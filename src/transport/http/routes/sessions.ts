@@ -1,0 +1,47 @@
+import type { FastifyInstance } from "fastify";
+import type { Static } from "typebox";
+import { CreateSessionBody, ErrorResponse, ListSessionsQuery, SessionIdParams, SubmitTurnBody } from "../../schemas.js";
+import type { Services } from "../../services.js";
+
+export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
+  app.post<{ Body: Static<typeof CreateSessionBody> }>(
+    "/sessions",
+    { schema: { summary: "Create a session", tags: ["sessions"], body: CreateSessionBody, response: { 400: ErrorResponse } } },
+    async (req, reply) => reply.status(201).send(await s.sessions.create(req.body)),
+  );
+
+  app.get<{ Querystring: Static<typeof ListSessionsQuery> }>(
+    "/sessions",
+    { schema: { summary: "List sessions, newest first", tags: ["sessions"], querystring: ListSessionsQuery } },
+    async (req) => s.sessions.list(req.query),
+  );
+
+  app.get<{ Params: Static<typeof SessionIdParams> }>(
+    "/sessions/:id",
+    { schema: { summary: "A session with its recent turns (previews only)", tags: ["sessions"], params: SessionIdParams } },
+    async (req) => s.sessions.get(req.params.id),
+  );
+
+  app.delete<{ Params: Static<typeof SessionIdParams> }>(
+    "/sessions/:id",
+    { schema: { summary: "Archive a session; its open turns are cancelled", tags: ["sessions"], params: SessionIdParams } },
+    async (req) => s.tasks.archiveSession(req.params.id),
+  );
+
+  app.post<{ Params: Static<typeof SessionIdParams>; Body: Static<typeof SubmitTurnBody> }>(
+    "/sessions/:id/turns",
+    {
+      schema: {
+        summary: "Submit a turn; it becomes a durable task behind the admission gate",
+        tags: ["turns"],
+        params: SessionIdParams,
+        body: SubmitTurnBody,
+      },
+    },
+    async (req, reply) => {
+      const { task, created } = await s.tasks.submit(req.params.id, req.body);
+      reply.header("location", `/v1/tasks/${task.id}`);
+      return reply.status(created ? 202 : 200).send(task);
+    },
+  );
+}

@@ -1,0 +1,33 @@
+import type { FastifyInstance } from "fastify";
+import type { Static } from "typebox";
+import { GetTaskQuery, ListTasksQuery, TaskIdParams } from "../../schemas.js";
+import type { Services } from "../../services.js";
+
+export function registerTaskRoutes(app: FastifyInstance, s: Services): void {
+  app.get<{ Params: Static<typeof TaskIdParams>; Querystring: Static<typeof GetTaskQuery> }>(
+    "/tasks/:id",
+    {
+      schema: {
+        summary: "A task; with waitMs, holds until its state changes or the wait ends",
+        tags: ["tasks"],
+        params: TaskIdParams,
+        querystring: GetTaskQuery,
+      },
+    },
+    async (req) => s.tasks.get(req.params.id, req.query.waitMs ?? 0),
+  );
+
+  app.get<{ Querystring: Static<typeof ListTasksQuery> }>(
+    "/tasks",
+    { schema: { summary: "List tasks, newest first", tags: ["tasks"], querystring: ListTasksQuery } },
+    async (req) => s.tasks.list(req.query),
+  );
+
+  app.post<{ Params: Static<typeof TaskIdParams> }>(
+    "/tasks/:id/cancel",
+    { schema: { summary: "Cancel a task (idempotent)", tags: ["tasks"], params: TaskIdParams } },
+    async (req) => s.tasks.cancel(req.params.id),
+  );
+
+  app.get("/gate", { schema: { summary: "Admission gate status", tags: ["gate"] } }, async () => s.tasks.gate());
+}

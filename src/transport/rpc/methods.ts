@@ -1,0 +1,55 @@
+/**
+ * The JSON-RPC method table (SPEC section 4), shared by `POST /v1/rpc` and `WS /v1/ws`. Each method
+ * validates its params with the shared schemas and calls the domain.
+ */
+import type { Static } from "typebox";
+import { MooringError } from "../../errors.js";
+import { rpcParams } from "../schemas.js";
+import type { Services } from "../services.js";
+import { validate } from "../validate.js";
+
+/** What a socket adds to a call; absent over HTTP. */
+export interface CallContext {
+  subscribe?(sessionId: string, afterSeq: number | undefined): Promise<unknown>;
+  unsubscribe?(sessionId: string): Promise<unknown>;
+}
+
+type Params = { [K in keyof typeof rpcParams]: Static<(typeof rpcParams)[K]> };
+type Handler<K extends keyof Params> = (s: Services, p: Params[K], ctx: CallContext) => Promise<unknown>;
+
+const handlers: { [K in keyof Params]: Handler<K> } = {
+  "sessions.create": (s, p) => s.sessions.create(p),
+  "sessions.get": (s, p) => s.sessions.get(p.sessionId),
+  "sessions.list": (s, p) => s.sessions.list(p),
+  "sessions.archive": (s, p) => s.tasks.archiveSession(p.sessionId),
+  "turns.submit": async (s, p) => {
+    const { sessionId, ...input } = p;
+    return (await s.tasks.submit(sessionId, input)).task;
+  },
+  "tasks.get": (s, p) => s.tasks.get(p.taskId, p.waitMs ?? 0),
+  "tasks.cancel": (s, p) => s.tasks.cancel(p.taskId),
+  "tasks.list": (s, p) => s.tasks.list(p),
+  "gate.status": (s) => s.tasks.gate(),
+  "events.subscribe": (_s, p, ctx) => {
+    if (!ctx.subscribe) throw socketOnly("events.subscribe");
+    return ctx.subscribe(p.sessionId, p.afterSeq);
+  },
+  "events.unsubscribe": (_s, p, ctx) => {
+    if (!ctx.unsubscribe) throw socketOnly("events.unsubscribe");
+    return ctx.unsubscribe(p.sessionId);
+  },
+};
+
+const socketOnly = (method: string) =>
+  new MooringError("INVALID_REQUEST", `${method} is only available on WS /v1/ws`);
+
+export function hasMethod(method: string): method is keyof Params {
+  return Object.hasOwn(handlers, method);
+}
+
+export async function callMethod(services: Services, method: keyof Params, params: unknown, ctx: CallContext) {
+  const readiness = services.readiness();
+  if (!readiness.ready) throw new MooringError("NOT_READY", readiness.reason ?? "The gateway is not ready yet.");
+  const valid = validate<Params[typeof method]>(rpcParams[method], params ?? {});
+  return (handlers[method] as Handler<typeof method>)(services, valid, ctx);
+}

@@ -1,0 +1,104 @@
+/**
+ * Request schemas shared by every transport: REST routes validate with them (and /docs is
+ * generated from them); JSON-RPC methods, over HTTP or the socket, validate their params with the
+ * same ones.
+ */
+import { Type } from "typebox";
+
+const Uuid = Type.String({ minLength: 1, maxLength: 64, description: "resource id (uuid)" });
+const Json = Type.Record(Type.String(), Type.Unknown());
+
+export const SessionStatus = Type.Union([Type.Literal("idle"), Type.Literal("busy"), Type.Literal("archived")]);
+export const TaskStatus = Type.Union(
+  ["queued", "running", "cancelling", "completed", "failed", "cancelled", "expired", "interrupted"].map((s) =>
+    Type.Literal(s),
+  ),
+);
+
+export const CreateSessionBody = Type.Object(
+  {
+    workspace: Type.String({ minLength: 1, maxLength: 4096, description: "absolute path of the agent's working folder" }),
+    agent: Type.String({ minLength: 1, maxLength: 64, description: "a registered agent name" }),
+    agentConfig: Type.Optional(Json),
+    title: Type.Optional(Type.String({ maxLength: 500 })),
+    metadata: Type.Optional(Json),
+  },
+  { additionalProperties: false },
+);
+
+export const ListSessionsQuery = Type.Object(
+  {
+    status: Type.Optional(SessionStatus),
+    workspace: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+    cursor: Type.Optional(Type.String({ maxLength: 512 })),
+  },
+  { additionalProperties: false },
+);
+
+export const SessionIdParams = Type.Object({ id: Uuid });
+export const EventPayloadParams = Type.Object({ id: Uuid, seq: Type.Integer({ minimum: 1 }) });
+
+export const SubmitTurnBody = Type.Object(
+  {
+    prompt: Type.String({ minLength: 1, description: "the user's message" }),
+    idempotencyKey: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    ifBusy: Type.Optional(Type.Union([Type.Literal("enqueue"), Type.Literal("reject"), Type.Literal("interrupt")])),
+    loadClass: Type.Optional(Type.Union([Type.Literal("short"), Type.Literal("long"), Type.Literal("complex")])),
+    timeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
+  },
+  { additionalProperties: false },
+);
+
+export const TaskIdParams = Type.Object({ id: Uuid });
+export const GetTaskQuery = Type.Object(
+  { waitMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000 })) },
+  { additionalProperties: false },
+);
+export const ListTasksQuery = Type.Object(
+  {
+    sessionId: Type.Optional(Uuid),
+    status: Type.Optional(TaskStatus),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+    cursor: Type.Optional(Type.String({ maxLength: 512 })),
+  },
+  { additionalProperties: false },
+);
+
+export const EventsQuery = Type.Object(
+  { afterSeq: Type.Optional(Type.Integer({ minimum: 0 })) },
+  { additionalProperties: false },
+);
+
+/** JSON-RPC params of each method (SPEC section 4). */
+export const rpcParams = {
+  "sessions.create": CreateSessionBody,
+  "sessions.get": Type.Object({ sessionId: Uuid }, { additionalProperties: false }),
+  "sessions.list": ListSessionsQuery,
+  "sessions.archive": Type.Object({ sessionId: Uuid }, { additionalProperties: false }),
+  "turns.submit": Type.Object(
+    { sessionId: Uuid, ...SubmitTurnBody.properties },
+    { additionalProperties: false },
+  ),
+  "tasks.get": Type.Object(
+    { taskId: Uuid, waitMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000 })) },
+    { additionalProperties: false },
+  ),
+  "tasks.cancel": Type.Object({ taskId: Uuid }, { additionalProperties: false }),
+  "tasks.list": ListTasksQuery,
+  "gate.status": Type.Object({}, { additionalProperties: false }),
+  "events.subscribe": Type.Object(
+    { sessionId: Uuid, afterSeq: Type.Optional(Type.Integer({ minimum: 0 })) },
+    { additionalProperties: false },
+  ),
+  "events.unsubscribe": Type.Object({ sessionId: Uuid }, { additionalProperties: false }),
+} as const;
+
+export const ErrorResponse = Type.Object({
+  error: Type.Object({
+    code: Type.String(),
+    message: Type.String(),
+    reason: Type.Optional(Type.String()),
+    field: Type.Optional(Type.String()),
+  }),
+});

@@ -1,0 +1,16 @@
+/** The domain operations the transports call; transports hold no business rules. */
+import type { EventService } from "../domain/events.js";
+import type { Identity } from "../domain/runtime.js";
+import type { SessionService } from "../domain/sessions.js";
+import type { TaskService } from "../domain/tasks.js";
+import type { SessionFeeds } from "../stream/session-feeds.js";
+
+export interface Services {
+  sessions: SessionService;
+  tasks: TaskService;
+  events: EventService;
+  feeds: SessionFeeds;
+  identity: Identity;
+  /** Startup done and the database reachable. */
+  readiness(): { ready: boolean; reason?: string };
+}
