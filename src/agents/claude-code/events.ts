@@ -77,7 +77,9 @@ export class TurnTranslator {
     if (this.lastCall) return toUsage(this.lastCall, this.model);
     const total = result?.usage;
     const counted = total
-      ? (total.input_tokens ?? 0) + (total.cache_creation_input_tokens ?? 0) + (total.cache_read_input_tokens ?? 0)
+      ? (total.input_tokens ?? 0) +
+        (total.cache_creation_input_tokens ?? 0) +
+        (total.cache_read_input_tokens ?? 0)
       : 0;
     return total && counted > 0 ? toUsage(total, this.model) : null;
   }
