@@ -47,7 +47,7 @@ export interface Config {
   bodyLimitBytes: number;
   /** Largest accepted prompt in characters. Default 200000. */
   maxPromptChars: number;
-  /** Events older than this many per session may be pruned; a cursor before them gets RESYNC_REQUIRED. Default 0 (keep all). */
+  /** Events kept per session; older ones are pruned by the sweep and a cursor before them gets RESYNC_REQUIRED. Default 0 (keep all). */
   eventRetention: number;
   /** Event log flush interval in ms (writes are batched). Default 20. */
   eventFlushMs: number;

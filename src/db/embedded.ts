@@ -17,12 +17,15 @@ export interface EmbeddedDatabase {
 const user = "mooring";
 const password = "mooring";
 
-/** Start (initialising on first use) the embedded Postgres under `dataDir`. */
-export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promise<EmbeddedDatabase> {
+/**
+ * Start (initialising on first use) the embedded Postgres under `dataDir`. `port` defaults to a
+ * free one picked now; tests that stop and restart a database pass the same port again.
+ */
+export async function startEmbeddedPostgres(dataDir: string, log: Logger, port?: number): Promise<EmbeddedDatabase> {
   const databaseDir = join(dataDir, "pg");
   await mkdir(dataDir, { recursive: true });
   stopLeftoverPostmaster(databaseDir, log);
-  const port = await freePort();
+  port ??= await freePort();
   const isRoot = process.getuid?.() === 0;
   const pg = new EmbeddedPostgres({
     databaseDir,

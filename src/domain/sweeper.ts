@@ -10,6 +10,7 @@ import { expireQueuedTasks } from "../sql/expire-queued.js";
 import { lockGate } from "../sql/gate-lock.js";
 import { interruptExpiredLeases, interruptOwnTasks, interruptPreviousBootTasks } from "../sql/interrupt-orphans.js";
 import { notifyGate, notifySessions } from "../sql/notify.js";
+import { pruneEvents } from "../sql/prune-events.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { Recovery } from "./recovery.js";
 import type { Runtime } from "./runtime.js";
@@ -30,6 +31,7 @@ export class Sweeper {
 
   start(): void {
     this.every(this.rt.config.sweepMs, () => this.sweepLeases());
+    if (this.rt.config.eventRetention > 0) this.every(this.rt.config.sweepMs, () => this.prune());
     this.every(this.rt.config.pollMs, () => this.pollQueue());
   }
 
@@ -74,6 +76,12 @@ export class Sweeper {
       );
     }
     return rows;
+  }
+
+  /** MOORING_EVENT_RETENTION: drop each session's events older than the last N. */
+  private async prune(): Promise<void> {
+    const deleted = await pruneEvents(this.rt.db.sql, this.rt.config.eventRetention);
+    if (deleted > 0) this.rt.log.info({ deleted }, "old events pruned");
   }
 
   /** Graceful shutdown: give up this boot's remaining tasks at once so others can take the slots. */

@@ -33,6 +33,8 @@ class RunningTurn {
   readonly controller = new AbortController();
   cause: StopCause | null = null;
   done: Promise<void> = Promise.resolve();
+  /** When this process started the turn; a heartbeat sent earlier cannot know about it. */
+  readonly startedLocallyAt = Date.now();
   constructor(readonly row: TaskRow) {}
 
   stop(cause: StopCause): void {
@@ -151,10 +153,13 @@ export class Worker implements TaskRunner {
    */
   async heartbeat(): Promise<void> {
     try {
+      const sentAt = Date.now();
       const renewed = await renewLeases(this.rt.db.sql, this.rt.identity.bootId, this.rt.config.leaseMs);
       this.databaseReachable = true;
       const byId = new Map(renewed.map((r) => [r.id, r]));
       for (const [taskId, turn] of this.turns) {
+        // A turn claimed while the renewal was in flight may be missing from its answer.
+        if (turn.startedLocallyAt >= sentAt) continue;
         const lease = byId.get(taskId);
         if (!lease || lease.attempt !== turn.row.attempt) {
           this.log.warn({ taskId, attempt: turn.row.attempt }, "lost guard: lease taken over; stopping the turn");

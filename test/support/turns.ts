@@ -1,0 +1,63 @@
+/** Small helpers for turn-pipeline tests: sessions, submits, waiting on task states, row counts. */
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type postgres from "postgres";
+import { type Answer, call } from "./gateway.js";
+
+export const terminal = ["completed", "failed", "cancelled", "expired", "interrupted"];
+
+export async function tempWorkspace(): Promise<string> {
+  return mkdtemp(join(tmpdir(), "mooring-ws-"));
+}
+
+export async function createSession(base: string, workspace: string): Promise<string> {
+  const s = await call(base, "POST", "/v1/sessions", { workspace, agent: "simulated" });
+  if (s.status !== 201) throw new Error(`session not created: ${s.status} ${JSON.stringify(s.body)}`);
+  return s.body.id;
+}
+
+export function submit(base: string, sessionId: string, body: Record<string, unknown>): Promise<Answer> {
+  return call(base, "POST", `/v1/sessions/${sessionId}/turns`, body);
+}
+
+/** Submit and insist it was accepted (202); returns the task snapshot. */
+export async function submitOk(base: string, sessionId: string, body: Record<string, unknown>): Promise<any> {
+  const t = await submit(base, sessionId, body);
+  if (t.status !== 202) throw new Error(`submit refused: ${t.status} ${JSON.stringify(t.body)}`);
+  return t.body;
+}
+
+/** Long-poll a task until `done(task)` holds (default: terminal). */
+export async function waitTask(
+  base: string,
+  taskId: string,
+  done: (task: any) => boolean = (t) => terminal.includes(t.status),
+  timeoutMs = 30_000,
+): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await call(base, "GET", `/v1/tasks/${taskId}?waitMs=5000`);
+    if (r.status !== 200) throw new Error(`GET task ${taskId}: ${r.status} ${JSON.stringify(r.body)}`);
+    if (done(r.body)) return r.body;
+    if (Date.now() > deadline) throw new Error(`task ${taskId} still ${r.body.status} after ${timeoutMs} ms`);
+  }
+}
+
+/** Long-poll until the task is in `status` or terminal (the caller asserts which). */
+export const waitStatus = (base: string, taskId: string, status: string, timeoutMs?: number) =>
+  waitTask(base, taskId, (t) => t.status === status || terminal.includes(t.status), timeoutMs);
+
+/** Rows in tasks and events (to prove a refused request wrote nothing). */
+export async function counts(sql: postgres.Sql): Promise<{ tasks: number; events: number; turnIndexes: number }> {
+  const [row] = await sql<{ tasks: number; events: number; turnIndexes: number }[]>`
+    select (select count(*)::int from tasks) as tasks, (select count(*)::int from events) as events,
+           (select coalesce(sum(next_turn_index), 0)::int from sessions) as turn_indexes`;
+  return row;
+}
+
+/** Event types of one task, in seq order. */
+export async function taskEventTypes(sql: postgres.Sql, taskId: string): Promise<string[]> {
+  const rows = await sql<{ type: string }[]>`select type from events where task_id = ${taskId} order by seq`;
+  return rows.map((r) => r.type);
+}
