@@ -43,6 +43,8 @@ export interface Config {
   agents: string | undefined;
   /** pino level. Default info. */
   logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+  /** Log output: `auto` (readable on a terminal, JSON otherwise), `json` or `pretty`. Default auto. */
+  logFormat: "auto" | "json" | "pretty";
   /** Largest accepted request body in bytes; larger answers 413. Default 1048576. */
   bodyLimitBytes: number;
   /** Largest accepted prompt in characters. Default 200000. */
@@ -61,7 +63,7 @@ export interface Config {
   wsMaxPayloadBytes: number;
   /** Server ping interval on WebSockets in ms; a peer silent for twice this is dropped. Default 15000. */
   wsPingMs: number;
-  /** Instance id reported in hello and /readyz; defaults to `<hostname>:<port>`-like random id. */
+  /** Instance id reported in hello and /readyz; must be unique per live process. Default `<hostname>:<port>` (`<hostname>:<random>` when PORT=0). */
   instanceId: string | undefined;
 }
 
@@ -134,6 +136,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     workspaceRoots: read(env, "MOORING_WORKSPACE_ROOTS", absolutePaths, []),
     agents: read<string | undefined>(env, "MOORING_AGENTS", text, undefined),
     logLevel: read(env, "LOG_LEVEL", oneOf("fatal", "error", "warn", "info", "debug", "trace", "silent"), "info"),
+    logFormat: read(env, "MOORING_LOG_FORMAT", oneOf("auto", "json", "pretty"), "auto"),
     bodyLimitBytes: read(env, "MOORING_BODY_LIMIT_BYTES", integer(1024), 1_048_576),
     maxPromptChars: read(env, "MOORING_MAX_PROMPT_CHARS", integer(1), 200_000),
     eventRetention: read(env, "MOORING_EVENT_RETENTION", integer(0), 0),

@@ -28,6 +28,7 @@ import { ChangeBus } from "./stream/change-bus.js";
 import { EventLog } from "./stream/event-log.js";
 import { PgListener } from "./stream/pg-listener.js";
 import { SessionFeeds } from "./stream/session-feeds.js";
+import { requestContext } from "./log.js";
 import { buildHttpApp } from "./transport/http/app.js";
 import type { Services } from "./transport/services.js";
 import { CLOSE_GOING_AWAY } from "./transport/ws/socket.js";
@@ -96,7 +97,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
     readyz: async () => {
       const r = services.readiness();
       let database = false;
-      if (parts) database = await parts.db.sql`select 1`.then(() => true, () => false);
+      if (parts) database = await probeDatabase(parts.db);
       const ok = r.ready && database;
       return {
         ok,
@@ -113,7 +114,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
     },
   };
 
-  const { app, sockets } = await buildHttpApp(config, services, log, health);
+  const { app, sockets, sse } = await buildHttpApp(config, services, log, health);
   await app.listen({ host: config.host, port: config.port });
   const address = app.server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
@@ -139,9 +140,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
     parts.worker.start();
     parts.sweeper.start();
     parts.instanceBeat = setInterval(() => {
-      const p = parts!;
       void heartbeatInstance(db.sql, identity.bootId).catch(() => {});
-      void p.listener.check();
     }, config.heartbeatMs);
     parts.instanceBeat.unref();
     parts.tasks.accepting = true;
@@ -171,6 +170,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
         log.info("shutdown: event log flushed");
       }
       sockets.closeAll(CLOSE_GOING_AWAY, "gateway shutting down");
+      sse.closeAll();
       await app.close();
       if (p) {
         p.sweeper.stop();
@@ -235,9 +235,16 @@ function assemble(
   const worker = new Worker(rt, sessions, registry, drivers, pool, recovery);
   const sweeper = new Sweeper(rt, worker, recovery);
   const announcer = new QueuePositionAnnouncer(rt);
-  const queueChanged = () => announcer.poke();
-  tasks.runner = worker;
+  // Work a request sets off (claimed turns, queue announcements) outlives it: run it outside the
+  // request's log context so its lines do not carry that request's reqId.
+  const queueChanged = () => requestContext.exit(() => announcer.poke());
+  tasks.runner = {
+    claimLimit: () => worker.claimLimit(),
+    startClaimed: (rows) => requestContext.exit(() => worker.startClaimed(rows)),
+  };
   tasks.onQueueChanged = queueChanged;
+  // A running turn is cancelled by the archive; an idle warm agent is closed right away.
+  tasks.onArchived = (sessionId) => pool.closeIfIdle(sessionId);
   worker.onQueueChanged = queueChanged;
   sweeper.onQueueChanged = queueChanged;
   return { db, listener, eventLog, feeds, sessions, tasks, events, worker, sweeper, pool, announcer };
@@ -246,6 +253,23 @@ function assemble(
 function need(parts: Parts | null): Parts {
   if (!parts) throw new Error("gateway not started");
   return parts;
+}
+
+/** `select 1` within a second: a readiness probe answers promptly even while the database hangs. */
+async function probeDatabase(db: Database): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), 1000);
+  });
+  const probe = db.sql`select 1`.then(
+    () => true,
+    () => false,
+  );
+  try {
+    return await Promise.race([probe, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** At startup the database may still be coming up: retry with backoff instead of crashing. */

@@ -4,8 +4,12 @@
  */
 import { RegistryError } from "./agents/registry.js";
 import { ConfigError, loadConfig } from "./config.js";
+import { isClosedSocketWrite } from "./db/client.js";
 import { startGateway } from "./gateway.js";
 import { createLogger } from "./log.js";
+
+/** How long a shutdown may take beyond MOORING_SHUTDOWN_GRACE_MS before the process just exits. */
+const SHUTDOWN_OVERRUN_MS = 15_000;
 
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
@@ -18,7 +22,15 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const log = createLogger(config.logLevel);
+  const log = createLogger(config.logLevel, config.logFormat);
+  process.on("uncaughtException", (err) => {
+    if (isClosedSocketWrite(err)) {
+      log.warn({ err: err.message }, "postgres.js wrote to a closed connection (upstream bug); ignored");
+      return;
+    }
+    log.fatal({ err }, "uncaught exception; exiting");
+    process.exit(1);
+  });
   let gateway: Awaited<ReturnType<typeof startGateway>>;
   try {
     gateway = await startGateway(config, log);
@@ -30,12 +42,14 @@ async function main(): Promise<void> {
     }
     throw err;
   }
+  let signals = 0;
   gateway.started.catch((err) => {
+    // Stopped while still waiting for the database: the shutdown below ends the process.
+    if (signals > 0) return;
     log.fatal({ err }, "startup failed");
     process.exit(1);
   });
 
-  let signals = 0;
   const onSignal = (signal: NodeJS.Signals) => {
     signals++;
     if (signals > 1) {
@@ -43,6 +57,12 @@ async function main(): Promise<void> {
       process.exit(130);
     }
     log.info({ signal }, "shutdown requested");
+    // A safety net: whatever hangs (a database that swallows packets), the process still ends.
+    const limitMs = config.shutdownGraceMs + SHUTDOWN_OVERRUN_MS;
+    setTimeout(() => {
+      log.error({ limitMs }, "shutdown: did not finish in time; exiting");
+      process.exit(1);
+    }, limitMs).unref();
     gateway.stop().then(
       () => process.exit(0),
       (err) => {

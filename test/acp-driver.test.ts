@@ -124,6 +124,8 @@ describe("acp driver: turns", () => {
         outputTokens: 0,
         cacheCreationInputTokens: 0,
         cacheReadInputTokens: 0,
+        // usage_update.size: the agent's own window, preferred by the context indicator.
+        contextWindow: 200_000,
       };
       expect(sink.ofType("usage")).toEqual([{ type: "usage", usage }]);
       expect(outcome.usage).toEqual(usage);
@@ -258,14 +260,15 @@ describe("acp driver: resume", () => {
         reason: "resume_failed",
         notice: RESUME_NOTICE,
       });
+      // The turn count carries over into the fresh conversation (staleCursor has 4 turns).
       expect(sink.cursors.items[0]).toEqual({
         agentSessionId: null,
-        turnCount: 0,
+        turnCount: 4,
         lastAssistantMessageId: null,
         pastAgentSessionIds: ["sess-older", "sess-gone"],
       });
       expect(sink.lastCursor).toMatchObject({
-        turnCount: 1,
+        turnCount: 5,
         pastAgentSessionIds: ["sess-older", "sess-gone"],
       });
       expect(sink.lastCursor?.agentSessionId).toMatch(/^sess-(?!gone)/);
@@ -332,7 +335,7 @@ describe("acp driver: resume", () => {
         { type: "session.reset", reason: "resume_failed", notice: CANNOT_RESUME_NOTICE },
       ]);
       expect(sink.lastCursor).toMatchObject({
-        turnCount: 1,
+        turnCount: 5,
         pastAgentSessionIds: ["sess-older", "sess-gone"],
       });
     },

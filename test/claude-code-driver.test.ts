@@ -165,7 +165,8 @@ describe("claude-code driver with the real CLI", () => {
 
     const outcome = await run(conversation, "say hello", sink);
 
-    expect(outcome.text).toBe("Hello there from the fake API\n[ctx: 25%]");
+    // The `[ctx: NN%]` suffix is the pipeline's job (TurnState), not the driver's: no double suffix.
+    expect(outcome.text).toBe("Hello there from the fake API");
     expect(outcome.stopReason).toBe("end_turn");
     expect(outcome.usage).toMatchObject({
       inputTokens: 40_000,

@@ -1,6 +1,11 @@
 import { describe, expect, it } from "vitest";
 import type { AgentUsage } from "../src/agents/driver.js";
-import { contextPercent, contextWindowFor, withContextSuffix } from "../src/domain/context.js";
+import {
+  contextPercent,
+  contextWindowFor,
+  contextWindowOf,
+  withContextSuffix,
+} from "../src/domain/context.js";
 
 const usage = (input: number, creation = 0, read = 0): AgentUsage => ({
   inputTokens: input,
@@ -30,6 +35,16 @@ describe("context indicator", () => {
     expect(contextWindowFor("claude-sonnet-4-5", 200_000)).toBe(200_000);
     expect(contextWindowFor(undefined, 150_000)).toBe(150_000);
     expect(contextPercent(usage(250_000), contextWindowFor("opus[1m]", 200_000))).toBe(25);
+  });
+
+  it("prefers the window the agent reported over the model id and the default", () => {
+    expect(contextWindowOf({ ...usage(1), contextWindow: 128_000 }, 200_000)).toBe(128_000);
+    expect(contextWindowOf({ ...usage(1), model: "opus[1m]", contextWindow: 500_000 }, 200_000)).toBe(
+      500_000,
+    );
+    expect(contextWindowOf({ ...usage(1), model: "opus[1m]" }, 200_000)).toBe(1_000_000);
+    expect(contextWindowOf({ ...usage(1), contextWindow: 0 }, 150_000)).toBe(150_000);
+    expect(contextWindowOf(usage(1), 150_000)).toBe(150_000);
   });
 
   it("appends the suffix on its own line", () => {

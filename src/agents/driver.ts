@@ -37,6 +37,11 @@ export interface AgentUsage {
   cacheReadInputTokens: number;
   /** Model id when known; a model id containing `[1m]` has a 1,000,000-token window. */
   model?: string;
+  /**
+   * The context window in tokens, when the agent reports it (ACP `usage_update.size`). Preferred
+   * over the model id and the configured MOORING_CONTEXT_WINDOW.
+   */
+  contextWindow?: number;
 }
 
 /**

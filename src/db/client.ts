@@ -18,8 +18,32 @@ export interface Database {
   close(): Promise<void>;
 }
 
+/**
+ * Seconds postgres.js waits before reconnecting after a failed attempt. Its default grows to 20 s,
+ * and every query on a closed connection waits that long before it can even fail, so while the
+ * database is away a readiness probe or a submit would hang for tens of seconds and a recovered
+ * database would be noticed late. Capped at 1 s: quick to fail, quick to recover, and at most a
+ * few attempts per second per connection against a database that is down.
+ */
+export const reconnectBackoff = (retries: number): number => Math.min(0.05 * 2 ** retries, 1);
+
+/**
+ * postgres.js 3.4.9 bug (porsager/postgres#1154, #1208, unfixed upstream): when a connection
+ * closes under a transaction, `begin` sends its ROLLBACK on that closed connection; the write is
+ * deferred with setImmediate and then dereferences the connection's null socket, an uncaught
+ * TypeError that would end the process whenever the database goes away. Nothing waits on that
+ * write: the connection's queries were already rejected (CONNECTION_CLOSED) and `begin` rejects
+ * through the connection's onclose. The entry point ignores exactly this error (see main.ts).
+ */
+export function isClosedSocketWrite(err: unknown): boolean {
+  if (!(err instanceof TypeError) || !err.message.includes("'write'")) return false;
+  const stack = err.stack ?? "";
+  return stack.includes("nextWrite") && /postgres[\\/](cjs[\\/])?src[\\/]connection\.js/.test(stack);
+}
+
 export function connect(url: string, options: { max?: number; applicationName?: string } = {}): Database {
   const sql = postgres(url, {
+    backoff: reconnectBackoff,
     max: options.max ?? 10,
     onnotice: () => {},
     transform: postgres.camel,
@@ -40,6 +64,7 @@ export function connect(url: string, options: { max?: number; applicationName?: 
   // pool of its own and the named SQL keeps postgres.js' native types.
   const ormClient = postgres(url, {
     max: 2,
+    backoff: reconnectBackoff,
     onnotice: () => {},
     connection: { application_name: options.applicationName ?? "mooring" },
   });

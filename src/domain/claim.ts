@@ -34,6 +34,7 @@ export async function claimAndStart(
     events.push(...stored);
     heads.set(row.sessionId, stored[stored.length - 1].seq);
     row.firstSeq ??= stored[0].seq;
+    row.lastSeq = stored[stored.length - 1].seq; // the row was returned before its event was appended
   }
   return { rows, events, heads };
 }

@@ -12,6 +12,16 @@ export function contextWindowFor(model: string | undefined, defaultWindow: numbe
 }
 
 /**
+ * The window a usage report is measured against: the agent's own figure when it gave a sane one,
+ * else 1,000,000 for a `[1m]` model, else the configured default.
+ */
+export function contextWindowOf(usage: AgentUsage, defaultWindow: number): number {
+  const reported = usage.contextWindow;
+  if (reported !== undefined && Number.isFinite(reported) && reported > 0) return reported;
+  return contextWindowFor(usage.model, defaultWindow);
+}
+
+/**
  * Percentage of the window the last call's prompt filled. Output tokens are left out: they become
  * input only on the next call, which reports them itself.
  */

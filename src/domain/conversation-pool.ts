@@ -2,14 +2,26 @@
  * Warm agent conversations, one per session on this instance. A conversation stays open between
  * turns so the next turn skips the agent's start-up, and is reaped after MOORING_AGENT_IDLE_MS
  * without a turn (never during one); the next turn then resumes it from the session's cursor.
+ *
+ * A warm conversation is only reused while the session's stored cursor is still the one it last
+ * saved: when another instance ran a turn of the session in between, its process knows nothing of
+ * that turn (and two processes must never write one conversation), so it is closed and the turn
+ * resumes from the stored cursor instead.
  */
 import type { Logger } from "pino";
-import type { AgentConversation, AgentDriver } from "../agents/driver.js";
+import type { AgentConversation, AgentDriver, ResumeCursor, RunTurnOptions } from "../agents/driver.js";
 import type { AgentEntry } from "../agents/registry.js";
 import type { SessionRow } from "./views.js";
 
+/** The cursor fields that identify where a conversation stands. */
+type CursorMark = Pick<ResumeCursor, "agentSessionId" | "turnCount" | "lastAssistantMessageId">;
+
 interface Warm {
   conversation: AgentConversation;
+  /** What the pool hands out: the conversation, with its cursor saves observed. */
+  handle: AgentConversation;
+  /** The cursor this conversation saved last (or was opened with). */
+  cursor: CursorMark;
   agent: string;
   workspace: string;
   busy: boolean;
@@ -30,13 +42,29 @@ export class ConversationPool {
   /** The session's warm conversation, or a new one opened from its stored cursor. */
   acquire(session: SessionRow, entry: AgentEntry, driver: AgentDriver): AgentConversation {
     const existing = this.warm.get(session.id);
-    if (existing && existing.conversation.alive && !existing.busy && existing.agent === session.agent) {
+    const usable =
+      existing?.conversation.alive === true && !existing.busy && existing.agent === session.agent;
+    if (existing && usable && sameCursor(existing.cursor, session)) {
       if (existing.idleTimer) clearTimeout(existing.idleTimer);
       existing.idleTimer = null;
       existing.busy = true;
-      return existing.conversation;
+      return existing.handle;
     }
-    if (existing) this.drop(session.id, "kill");
+    if (existing && usable) {
+      this.log.info(
+        {
+          sessionId: session.id,
+          warmAgentSessionId: existing.cursor.agentSessionId,
+          warmTurnCount: existing.cursor.turnCount,
+          agentSessionId: session.agentSessionId,
+          turnCount: session.turnCount,
+        },
+        "warm conversation is stale (the session moved on elsewhere); resuming from the stored cursor",
+      );
+      this.drop(session.id, "graceful");
+    } else if (existing) {
+      this.drop(session.id, "kill");
+    }
     const conversation = driver.open({
       sessionId: session.id,
       workspace: session.workspace,
@@ -51,16 +79,24 @@ export class ConversationPool {
       settings: { contextWindow: this.contextWindow },
       log: this.log.child({ sessionId: session.id, agent: session.agent }),
     });
-    this.warm.set(session.id, {
+    const warm: Warm = {
       conversation,
+      handle: conversation,
+      cursor: {
+        agentSessionId: session.agentSessionId,
+        turnCount: session.turnCount,
+        lastAssistantMessageId: session.lastAssistantMessageId,
+      },
       agent: session.agent,
       workspace: session.workspace,
       busy: true,
       idleSince: 0,
       idleTimer: null,
       tokens: session.contextUsage?.inputTokens ?? null,
-    });
-    return conversation;
+    };
+    warm.handle = observeCursor(conversation, warm);
+    this.warm.set(session.id, warm);
+    return warm.handle;
   }
 
   /** The turn is over. A dead or failed conversation is dropped; a healthy one waits, warm. */
@@ -70,7 +106,9 @@ export class ConversationPool {
     warm.busy = false;
     if (tokens !== null) warm.tokens = tokens;
     if (!healthy || !warm.conversation.alive) {
-      this.drop(sessionId, healthy ? "graceful" : "kill");
+      // A failed turn's agent may still be running: let it save (a killed Claude Code can leave a
+      // torn transcript line). The next turn resumes from the cursor.
+      this.drop(sessionId, warm.conversation.alive ? "graceful" : "kill");
       return;
     }
     warm.idleSince = Date.now();
@@ -101,6 +139,12 @@ export class ConversationPool {
     this.drop(sessionId, mode);
   }
 
+  /** Archive: an idle warm agent goes now; a busy one is closed when its (cancelled) turn ends. */
+  closeIfIdle(sessionId: string): void {
+    const warm = this.warm.get(sessionId);
+    if (warm && !warm.busy) this.drop(sessionId, "graceful");
+  }
+
   /** Shutdown: close every conversation so agents can save. */
   async closeAll(): Promise<void> {
     const all = [...this.warm.values()];
@@ -116,4 +160,37 @@ export class ConversationPool {
   get size(): number {
     return this.warm.size;
   }
+}
+
+function sameCursor(a: CursorMark, session: SessionRow): boolean {
+  return (
+    a.agentSessionId === session.agentSessionId &&
+    a.turnCount === session.turnCount &&
+    a.lastAssistantMessageId === session.lastAssistantMessageId
+  );
+}
+
+/** The conversation, remembering every cursor it saves so the pool knows where it stands. */
+function observeCursor(conversation: AgentConversation, warm: Warm): AgentConversation {
+  return {
+    runTurn: (options: RunTurnOptions) =>
+      conversation.runTurn({
+        ...options,
+        sink: {
+          emit: (event) => options.sink.emit(event),
+          saveCursor: (cursor) => {
+            warm.cursor = {
+              agentSessionId: cursor.agentSessionId,
+              turnCount: cursor.turnCount,
+              lastAssistantMessageId: cursor.lastAssistantMessageId,
+            };
+            return options.sink.saveCursor(cursor);
+          },
+        },
+      }),
+    close: (mode) => conversation.close(mode),
+    get alive() {
+      return conversation.alive;
+    },
+  };
 }

@@ -1,8 +1,13 @@
 /**
  * Announces `task.position` events when queued tasks move up. Debounced, and only run by the
  * instance that changed the queue, so a burst of claims produces one round of announcements.
+ * Each session's announcements are written in a small transaction of their own that checks the
+ * task is still queued under the session's row lock (sql/append-position.ts): going through the
+ * batched event log instead let a position land after the task had already started.
  */
+import { appendPositionEvents } from "../sql/append-position.js";
 import { listQueuePositions } from "../sql/gate-status.js";
+import { notifySessions } from "../sql/notify.js";
 import type { Runtime } from "./runtime.js";
 
 /** Positions beyond this are not announced (they still show, live, in every snapshot). */
@@ -12,32 +17,68 @@ const DEBOUNCE_MS = 25;
 export class QueuePositionAnnouncer {
   private readonly announced = new Map<string, number>();
   private timer: NodeJS.Timeout | null = null;
+  /** One round at a time, so a slow round never writes an older position after a newer one. */
+  private running = false;
+  private again = false;
+  private stopped = false;
 
   constructor(private readonly rt: Runtime) {}
 
   poke(): void {
-    if (this.timer) return;
+    if (this.timer || this.stopped) return;
     this.timer = setTimeout(() => {
       this.timer = null;
-      void this.announce().catch((err) => this.rt.log.debug({ err: String(err) }, "position announcement failed"));
+      void this.run();
     }, DEBOUNCE_MS);
     this.timer.unref();
+  }
+
+  private async run(): Promise<void> {
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    try {
+      await this.announce();
+    } catch (err) {
+      this.rt.log.debug({ err: String(err) }, "position announcement failed");
+    } finally {
+      this.running = false;
+      if (this.again) {
+        this.again = false;
+        this.poke();
+      }
+    }
   }
 
   private async announce(): Promise<void> {
     const queue = await listQueuePositions(this.rt.db.sql, ANNOUNCE_LIMIT);
     const seen = new Set<string>();
+    const moved = new Map<string, { taskId: string; position: number }[]>();
     for (const { id, sessionId, position } of queue) {
       seen.add(id);
       const before = this.announced.get(id);
       this.announced.set(id, position);
       if (before === undefined || before === position) continue;
-      this.rt.eventLog.append({ sessionId, taskId: id, type: "task.position", data: { position } });
+      const list = moved.get(sessionId) ?? [];
+      list.push({ taskId: id, position });
+      moved.set(sessionId, list);
     }
     for (const id of this.announced.keys()) if (!seen.has(id)) this.announced.delete(id);
+    for (const [sessionId, positions] of moved) {
+      if (this.stopped) return;
+      const events = await this.rt.db.sql.begin(async (tx) => {
+        const stored = await appendPositionEvents(tx, sessionId, positions);
+        if (stored.length > 0) await notifySessions(tx, new Map([[sessionId, stored[stored.length - 1].seq]]));
+        return stored;
+      });
+      this.rt.eventLog.publish(events);
+    }
   }
 
   stop(): void {
+    this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
   }
 }

@@ -6,6 +6,7 @@ import { invalid, MooringError } from "../errors.js";
 import { appendEvents, type StoredEvent } from "../sql/append-events.js";
 import { cancelQueuedTask, findActiveTaskOfSession, markTaskCancelling } from "../sql/cancel-task.js";
 import { lockGate } from "../sql/gate-lock.js";
+import { lockSessionRow } from "../sql/lock-session.js";
 import { countActiveAndQueued, queuePositions } from "../sql/gate-status.js";
 import { findTaskByIdempotencyKey, insertTask } from "../sql/insert-task.js";
 import { notifyCancel, notifyGate, notifySessions } from "../sql/notify.js";
@@ -42,6 +43,8 @@ export class TaskService {
   runner: TaskRunner = { claimLimit: () => 0, startClaimed: () => {} };
   /** Poked after the queue changed so positions get announced. */
   onQueueChanged: () => void = () => {};
+  /** Called after a session was archived (its warm agent here can go). */
+  onArchived: (sessionId: string) => void = () => {};
   /** False while starting or shutting down: submits answer NOT_READY. */
   accepting = false;
 
@@ -67,6 +70,7 @@ export class TaskService {
 
     const outcome = await this.rt.db.sql.begin(async (tx) => {
       await lockGate(tx);
+      await lockSessionRow(tx, sessionId);
       if (input.idempotencyKey) {
         const existing = await findTaskByIdempotencyKey(tx, sessionId, input.idempotencyKey);
         if (existing) return { row: existing, created: false, events: [] as StoredEvent[], claimed: [] as TaskRow[], cancel: null };
@@ -97,6 +101,9 @@ export class TaskService {
       const [{ position }] = await tx<{ position: number }[]>`
         select count(*)::int as position from tasks where status = 'queued' and queue_order <= ${row.queueOrder}`;
       const events = await appendEvents(tx, sessionId, [queuedEvent(row, position)]);
+      // The row was read before its event was appended: keep the answer's seqs current.
+      row.firstSeq = events[0].seq;
+      row.lastSeq = events[0].seq;
       const claim = await claimAndStart(tx, this.rt, this.runner.claimLimit());
       const { queued } = await countActiveAndQueued(tx);
       if (queued > this.rt.config.maxQueued) {
@@ -233,6 +240,8 @@ export class TaskService {
     const queued = await cancelQueuedTask(tx, task.id);
     if (queued) {
       events.push(...(await appendEvents(tx, queued.sessionId, [terminalEvent(queued)])));
+      // As in submit: the answer (and a repeated cancel's answer) must include the terminal event.
+      queued.lastSeq = events[events.length - 1].seq;
       await notifySessions(tx, new Map([[queued.sessionId, events[events.length - 1].seq]]));
       await notifyGate(tx);
       return { row: queued, events, cancelling: null as TaskRow | null };
@@ -268,6 +277,7 @@ export class TaskService {
       return out;
     });
     for (const result of results) this.afterCancel(result);
+    this.onArchived(sessionId);
     this.rt.log.info({ sessionId, cancelled: results.length }, "session archived");
     return this.sessions.get(sessionId, { withTurns: false });
   }

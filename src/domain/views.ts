@@ -102,7 +102,12 @@ export function pollAfterMs(row: TaskRow, position: number | null, now = Date.no
   return clamp(1000, (row.deadlineAt?.getTime() ?? now + 1000) - now);
 }
 
-const clamp = (wanted: number, untilDeadline: number) => Math.max(100, Math.min(wanted, untilDeadline));
+/**
+ * At least 100 ms apart, except that a deadline closer than that wins (SPEC: never past a deadline).
+ * Once a deadline has passed the state change is due any moment: ask again in 100 ms.
+ */
+const clamp = (wanted: number, untilDeadline: number) =>
+  untilDeadline <= 0 ? 100 : Math.max(Math.min(100, untilDeadline), Math.min(wanted, untilDeadline));
 
 export function taskView(row: TaskRow, position: number | null): TaskView {
   const pos = row.status === "queued" ? position : null;

@@ -6,8 +6,10 @@
 import type { Logger } from "pino";
 import { type AgentDriver, AgentFailure, type AgentEvent, type AgentUsage, type TurnOutcome } from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
+import { isDatabaseUnavailable } from "../errors.js";
 import { appendEvents, type OwnerFence } from "../sql/append-events.js";
 import { lockGate } from "../sql/gate-lock.js";
+import { lockSessionRow } from "../sql/lock-session.js";
 import { notifyGate, notifySessions } from "../sql/notify.js";
 import { renewLeases } from "../sql/renew-leases.js";
 import { saveContextUsage, saveCursor } from "../sql/save-cursor.js";
@@ -15,7 +17,7 @@ import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { preview } from "../stream/preview.js";
 import { claimAndStart, type TaskRunner } from "./claim.js";
-import { contextPercent, contextWindowFor, withContextSuffix } from "./context.js";
+import { contextPercent, contextWindowOf, withContextSuffix } from "./context.js";
 import type { ConversationPool } from "./conversation-pool.js";
 import type { Recovery } from "./recovery.js";
 import type { Runtime } from "./runtime.js";
@@ -50,6 +52,9 @@ export class Worker implements TaskRunner {
   private claimPending = false;
   private claimRunning = false;
   private heartbeatTimer: NodeJS.Timeout | null = null;
+  private beating = false;
+  /** Set once the shutdown grace is over: settlement retries give up quickly. */
+  private shuttingDown = false;
   /** Poked after the queue changed so positions get announced. */
   onQueueChanged: () => void = () => {};
   /** False after a failed heartbeat: the database is unreachable. */
@@ -74,8 +79,10 @@ export class Worker implements TaskRunner {
   /** Begin claiming work and renewing leases. */
   start(): void {
     this.claiming = true;
+    this.beating = true;
     const beat = () => {
       void this.heartbeat().finally(() => {
+        if (!this.beating) return;
         this.heartbeatTimer = setTimeout(beat, this.rt.config.heartbeatMs);
         this.heartbeatTimer.unref();
       });
@@ -162,7 +169,10 @@ export class Worker implements TaskRunner {
         if (turn.startedLocallyAt >= sentAt) continue;
         const lease = byId.get(taskId);
         if (!lease || lease.attempt !== turn.row.attempt) {
-          this.log.warn({ taskId, attempt: turn.row.attempt }, "lost guard: lease taken over; stopping the turn");
+          // A stopped turn may still be finishing (flushing, settling): say it once.
+          if (turn.cause !== "lost") {
+            this.log.warn({ taskId, attempt: turn.row.attempt }, "lost guard: lease taken over; stopping the turn");
+          }
           turn.stop("lost");
         } else if (lease.status === "cancelling") {
           turn.stop("cancel");
@@ -176,15 +186,21 @@ export class Worker implements TaskRunner {
 
   /** Shutdown: wait up to `graceMs` for running turns, then stop the rest (they settle interrupted). */
   async drain(graceMs: number): Promise<{ finished: number; interrupted: number }> {
-    if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
+    // Leases keep being renewed during the grace: the turns are still legitimately ours.
     const before = this.turns.size;
     const all = Promise.all([...this.turns.values()].map((t) => t.done));
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([all, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
     clearTimeout(timer);
     const remaining = [...this.turns.values()];
+    // If the database is gone, settling cannot succeed: give up after a few attempts rather than
+    // hold the shutdown; the leases then expire and another instance (or the next boot) settles.
+    this.shuttingDown = true;
+    this.rt.eventLog.stopRetrying();
     for (const turn of remaining) turn.stop("shutdown");
     await Promise.all(remaining.map((t) => t.done));
+    this.beating = false;
+    if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
     return { finished: before - remaining.length, interrupted: remaining.length };
   }
 
@@ -220,6 +236,8 @@ export class Worker implements TaskRunner {
       } finally {
         clearTimeout(deadlineTimer);
       }
+      // The context usage write must land before the settlement ends the fence that guards it.
+      await state.writesDone();
       tokens = state.contextTokens;
       healthy = failure === null && outcome !== null && conversation.alive;
       if (outcome === null && failure === null) {
@@ -272,6 +290,10 @@ export class Worker implements TaskRunner {
     for (let attempt = 0; ; attempt++) {
       try {
         const done = await this.rt.db.sql.begin(async (tx) => {
+          // A continuation (MOORING_RECOVERY=continue) is admitted under the gate lock like any turn.
+          if (settlement.status === "interrupted" && this.recovery.needsGateLock) await lockGate(tx);
+          // Session row before task row, the order the event log's flush takes them in.
+          await lockSessionRow(tx, turn.row.sessionId);
           const settled = await settleOwnedTask(tx, fence.taskId, fence, settlement);
           if (!settled) return null;
           const events = await appendEvents(tx, settled.sessionId, [terminalEvent(settled)]);
@@ -293,8 +315,11 @@ export class Worker implements TaskRunner {
       } catch (err) {
         // The database is away: the lease keeps the task ours until it expires, so keep trying.
         const delay = Math.min(100 * 2 ** attempt, 2000);
+        if (attempt > 30 || (this.shuttingDown && attempt >= 2)) {
+          log.error({ err: String(err) }, "settling failed; giving up (the lease expires and the task is settled elsewhere)");
+          return;
+        }
         log.warn({ err: String(err), retryInMs: delay }, "settling failed; retrying");
-        if (attempt > 30) return;
         await new Promise((resolve) => setTimeout(resolve, delay));
       }
     }
@@ -308,6 +333,8 @@ class TurnState {
   lastUsage: AgentUsage | null = null;
   text = "";
   readonly sink;
+  /** Guarded session writes, chained so they land in order and while this turn owns the task. */
+  private writes: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly rt: Runtime,
@@ -318,9 +345,24 @@ class TurnState {
   ) {
     this.sink = {
       emit: (event: AgentEvent) => this.emit(event),
+      // Never throws into the agent: a database outage is not the agent's failure. While the
+      // database is away the write is retried for up to one lease (after that the task may have
+      // been taken over anyway); the turn waits, as its events and settlement do.
       saveCursor: async (cursor: Parameters<typeof saveCursor>[2]) => {
-        const ok = await saveCursor(this.rt.db.sql, this.session.id, cursor, this.fence);
-        if (!ok) this.log.warn("lost guard: resume cursor not saved (task no longer owned)");
+        const giveUpAt = Date.now() + this.rt.config.leaseMs;
+        for (let attempt = 0; ; attempt++) {
+          try {
+            const ok = await saveCursor(this.rt.db.sql, this.session.id, cursor, this.fence);
+            if (!ok) this.log.warn("lost guard: resume cursor not saved (task no longer owned)");
+            return;
+          } catch (err) {
+            if (!isDatabaseUnavailable(err) || Date.now() >= giveUpAt) {
+              this.log.warn({ err: String(err) }, "resume cursor not saved");
+              return;
+            }
+            await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 1000)));
+          }
+        }
       },
     };
   }
@@ -366,7 +408,7 @@ class TurnState {
         break;
       }
       case "usage": {
-        const window = contextWindowFor(event.usage.model, this.rt.config.contextWindow);
+        const window = contextWindowOf(event.usage, this.rt.config.contextWindow);
         const percent = contextPercent(event.usage, window);
         this.lastUsage = event.usage;
         this.percent = percent;
@@ -381,10 +423,16 @@ class TurnState {
           contextPercent: percent,
         });
         const usage = { inputTokens: this.contextTokens, contextWindow: window, percent };
-        this.log.info({ inputTokens: this.contextTokens, percent, model: event.usage.model }, "context per turn");
-        void saveContextUsage(this.rt.db.sql, this.session.id, usage, this.fence).catch((err) =>
-          this.log.warn({ err: String(err) }, "context usage not saved"),
+        this.log.info(
+          { inputTokens: this.contextTokens, contextWindow: window, percent, model: event.usage.model },
+          "context per turn",
         );
+        this.writes = this.writes
+          .then(() => saveContextUsage(this.rt.db.sql, this.session.id, usage, this.fence))
+          .then((ok) => {
+            if (!ok) this.log.warn("lost guard: context usage not saved (task no longer owned)");
+          })
+          .catch((err) => this.log.warn({ err: String(err) }, "context usage not saved"));
         break;
       }
       case "session.reset":
@@ -396,11 +444,16 @@ class TurnState {
     }
   }
 
+  /** Resolves once every session write this turn started has landed (or failed and was logged). */
+  writesDone(): Promise<void> {
+    return this.writes;
+  }
+
   resultFor(outcome: TurnOutcome) {
     const usage = outcome.usage ?? this.lastUsage;
     let percent = this.percent;
     if (usage && percent === null) {
-      percent = contextPercent(usage, contextWindowFor(usage.model, this.rt.config.contextWindow));
+      percent = contextPercent(usage, contextWindowOf(usage, this.rt.config.contextWindow));
     }
     let text = outcome.text || this.text;
     if (this.session.agentConfig.contextSuffix === true && percent !== null) text = withContextSuffix(text, percent);

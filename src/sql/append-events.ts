@@ -31,7 +31,7 @@ export interface OwnerFence {
  *   of one session serialize and seqs never collide or skip (a rolled-back transaction leaves no
  *   gap because its increment rolls back with it);
  * - all events of a flush go in as one JSON array (one round trip however many events);
- * - the task's first/last seq follow in the same statement;
+ * - the task's first/last seq follow in the same statement (except for `task.position`, see below);
  * - with a fence, nothing happens unless the writer still owns the task.
  * Returns the stored events in seq order (empty when fenced out).
  */
@@ -63,8 +63,11 @@ export async function appendEvents(
       returning session_id, seq, task_id, type, at, data
     ), task_seqs as (
       update tasks t set first_seq = coalesce(t.first_seq, s.min_seq), last_seq = s.max_seq
+      -- task.position announcements of queued tasks do not touch the task row: their writer (the
+      -- batched log) would row-lock queued tasks, and the claim's SKIP LOCKED would then pass over
+      -- the head of the queue and start a later task first (FIFO broken; found by test/gate.test.ts).
       from (select task_id, min(seq) as min_seq, max(seq) as max_seq from inserted
-            where task_id is not null group by task_id) s
+            where task_id is not null and type <> 'task.position' group by task_id) s
       where t.id = s.task_id
     )
     select * from inserted order by seq`;

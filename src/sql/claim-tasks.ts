@@ -30,13 +30,17 @@ export async function claimTasks(tx: Tx, claimant: Claimant, maxActive: number, 
       order by t.queue_order
       limit least(${limit}, (select n from free))
       for update skip locked
+    ), clock as (
+      -- The moment of the claim, not now() (the start of a transaction that may have waited on the
+      -- gate lock): startedAt then follows claim order, and the run deadline counts from the start.
+      select clock_timestamp() as at
     )
     update tasks t set
-      status = 'running', attempt = t.attempt + 1, started_at = now(),
-      deadline_at = now() + make_interval(secs => t.timeout_ms / 1000.0),
+      status = 'running', attempt = t.attempt + 1, started_at = k.at,
+      deadline_at = k.at + make_interval(secs => t.timeout_ms / 1000.0),
       owner_instance = ${claimant.instanceId}, owner_boot = ${claimant.bootId},
-      lease_expires_at = now() + make_interval(secs => ${claimant.leaseMs} / 1000.0),
+      lease_expires_at = k.at + make_interval(secs => ${claimant.leaseMs} / 1000.0),
       version = t.version + 1
-    from candidates c where t.id = c.id
+    from candidates c, clock k where t.id = c.id
     returning t.*`;
 }

@@ -67,7 +67,8 @@ export class EventLog {
   }
 
   private async write(batch: PendingEvent[]): Promise<void> {
-    const groups = groupBySessionAndFence(batch);
+    // A fixed order of session rows across transactions keeps concurrent writers free of deadlocks.
+    const groups = groupBySessionAndFence(batch).sort((a, b) => (a.sessionId < b.sessionId ? -1 : a.sessionId > b.sessionId ? 1 : 0));
     for (let attempt = 0; ; attempt++) {
       try {
         const committed: StoredEvent[] = [];
@@ -98,6 +99,14 @@ export class EventLog {
         await new Promise((resolve) => setTimeout(resolve, delay));
       }
     }
+  }
+
+  /**
+   * Shutting down: stop the wait-forever retry, so a flush (also one already retrying) gives up
+   * after a few attempts when the database is gone instead of holding the shutdown.
+   */
+  stopRetrying(): void {
+    this.closed = true;
   }
 
   /** Stop accepting the wait-forever retry: a final flush gives up after a few attempts. */

@@ -1,20 +1,23 @@
 /**
- * The dedicated LISTEN connection. postgres.js re-establishes a listen connection by itself after
- * it drops; we add what it does not do: a readable `connected` state, backoff between attempts when
- * the server is down, and an `allSessions` hint after every reconnect, since notifications sent while
- * disconnected are lost (the polling backstops cover the gap, this only makes catch-up immediate).
+ * The dedicated LISTEN connection. postgres.js keeps a listen connection of its own and, when it
+ * drops (server restart, `pg_terminate_backend`), reconnects with backoff and listens again,
+ * calling our `onlisten` each time. Notifications sent while it was away are lost, so every
+ * re-listen raises an `allSessions` and a `gate` hint to catch up at once; the polling backstops
+ * would catch up within a poll interval anyway.
  */
 import type { Logger } from "pino";
 import postgres from "postgres";
+import { reconnectBackoff } from "../db/client.js";
 import { channels } from "../sql/notify.js";
 import type { ChangeBus } from "./change-bus.js";
 
 export class PgListener {
   private sql: postgres.Sql | null = null;
   private stopped = false;
-  private attempt = 0;
   private retryTimer: NodeJS.Timeout | null = null;
-  connected = false;
+  private attempt = 0;
+  /** How many times the sessions channel was (re)listened; more than one means a reconnect. */
+  listens = 0;
 
   constructor(
     private readonly url: string,
@@ -24,64 +27,42 @@ export class PgListener {
   ) {}
 
   async start(): Promise<void> {
-    await this.connect();
-  }
-
-  private async connect(): Promise<void> {
     if (this.stopped) return;
     const sql = postgres(this.url, {
       max: 1,
       onnotice: () => {},
       connection: { application_name: this.applicationName },
       connect_timeout: 5,
+      // postgres.js re-listens after a drop with this backoff; its default grows to 20 s.
+      backoff: reconnectBackoff,
     });
     this.sql = sql;
     try {
-      const onListen = () => {
-        const wasConnected = this.connected;
-        this.connected = true;
-        this.attempt = 0;
-        if (wasConnected) return;
-        this.log.debug("listen connection established");
-        this.bus.emit("allSessions");
-        this.bus.emit("gate");
-      };
-      await sql.listen(channels.sessions, (payload) => this.onSessions(payload), onListen);
-      await sql.listen(channels.gate, () => this.bus.emit("gate"), onListen);
-      await sql.listen(channels.cancel, (taskId) => this.bus.emit("cancel", taskId), onListen);
-      // postgres.js reconnects a dropped listen connection on its own; we learn about the drop
-      // through a failing probe in `check`, called by the owner's heartbeat.
+      await sql.listen(
+        channels.sessions,
+        (payload) => this.onSessions(payload),
+        () => this.onListen(),
+      );
+      await sql.listen(channels.gate, () => this.bus.emit("gate"));
+      await sql.listen(channels.cancel, (taskId) => this.bus.emit("cancel", taskId));
+      this.attempt = 0;
     } catch (err) {
-      this.connected = false;
+      // The first listen failed (database away at startup): start over with backoff.
       await sql.end({ timeout: 1 }).catch(() => {});
       this.sql = null;
-      this.scheduleRetry(err);
+      const delay = Math.min(100 * 2 ** this.attempt++, 5000);
+      this.log.warn({ err: String(err), retryInMs: delay }, "listen connection failed; retrying");
+      this.retryTimer = setTimeout(() => void this.start(), delay);
+      this.retryTimer.unref();
     }
   }
 
-  /** Probe the listen connection; on failure reconnect with backoff. Called periodically. */
-  async check(): Promise<void> {
-    if (this.stopped || !this.sql) return;
-    try {
-      await this.sql`select 1`;
-      if (!this.connected) {
-        this.connected = true;
-        this.bus.emit("allSessions");
-        this.bus.emit("gate");
-      }
-    } catch (err) {
-      if (this.connected) this.log.warn({ err: String(err) }, "listen connection lost");
-      this.connected = false;
-    }
-  }
-
-  private scheduleRetry(err: unknown): void {
-    if (this.stopped) return;
-    const delay = Math.min(100 * 2 ** this.attempt, 5000);
-    this.attempt++;
-    this.log.warn({ err: String(err), retryInMs: delay }, "listen connection failed; retrying");
-    this.retryTimer = setTimeout(() => void this.connect(), delay);
-    this.retryTimer.unref();
+  private onListen(): void {
+    this.listens++;
+    if (this.listens === 1) return;
+    this.log.info({ listens: this.listens }, "listen connection re-established; catching up");
+    this.bus.emit("allSessions");
+    this.bus.emit("gate");
   }
 
   private onSessions(payload: string): void {

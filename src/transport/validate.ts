@@ -20,6 +20,7 @@ export function validate<T>(schema: TSchema, value: unknown): T {
 
 interface SchemaError {
   instancePath?: string;
+  schemaPath?: string;
   message?: string;
   keyword?: string;
   params?: Record<string, unknown>;
@@ -37,7 +38,11 @@ export function fieldOf(error: SchemaError | undefined): string | undefined {
 export function describeError(error: SchemaError | undefined): string {
   if (!error) return "invalid request";
   const field = fieldOf(error);
-  if (error.keyword === "additionalProperties") return `unknown field ${field ?? ""}`.trim();
+  // TypeBox reports an unknown property as the `false` schema of additionalProperties failing.
+  const unknownField =
+    error.keyword === "additionalProperties" ||
+    (error.keyword === "boolean" && (error.schemaPath ?? "").endsWith("/additionalProperties"));
+  if (unknownField) return `unknown field ${field ?? ""}`.trim();
   if (error.keyword === "required") return `missing required field ${field ?? ""}`.trim();
   return `${field ?? "request"}: ${error.message ?? "is invalid"}`;
 }

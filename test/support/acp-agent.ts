@@ -124,7 +124,11 @@ class Turn {
       case "permission":
         return this.permission(args[0] === "allow-only");
       case "usage":
-        return this.update({ sessionUpdate: "usage_update", used: Number(args[0] ?? 0), size: 200_000 });
+        return this.update({
+          sessionUpdate: "usage_update",
+          used: Number(args[0] ?? 0),
+          size: Number(args[1] ?? 200_000),
+        });
       case "slow":
         return this.slow(false);
       case "stubborn":

@@ -20,10 +20,29 @@ export function testEnv(databaseUrl: string, extra: Record<string, string> = {})
   };
 }
 
-export async function startTestGateway(databaseUrl: string, extra: Record<string, string> = {}): Promise<Gateway> {
+export interface TestGatewayOptions {
+  /**
+   * Receives every log record as parsed JSON (pino's own output, so fields are as an operator sees
+   * them). The level is `logLevel`, else TEST_LOG_LEVEL, else `info`.
+   */
+  onLog?: (record: Record<string, any>) => void;
+  logLevel?: string;
+}
+
+export async function startTestGateway(
+  databaseUrl: string,
+  extra: Record<string, string> = {},
+  options: TestGatewayOptions = {},
+): Promise<Gateway> {
   const config = loadConfig(testEnv(databaseUrl, extra));
-  const level = process.env.TEST_LOG_LEVEL ?? "silent";
-  const gateway = await startGateway(config, pino({ level }));
+  const { onLog } = options;
+  const log = onLog
+    ? pino(
+        { level: options.logLevel ?? process.env.TEST_LOG_LEVEL ?? "info" },
+        { write: (line: string) => onLog(JSON.parse(line)) },
+      )
+    : pino({ level: options.logLevel ?? process.env.TEST_LOG_LEVEL ?? "silent" });
+  const gateway = await startGateway(config, log);
   await gateway.started;
   return gateway;
 }

@@ -36,8 +36,9 @@ export async function waitTask(
   timeoutMs = 30_000,
 ): Promise<any> {
   const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const r = await call(base, "GET", `/v1/tasks/${taskId}?waitMs=5000`);
+  // The first look does not wait (a long-poll waits for a change, and the task may be there already).
+  for (let wait = 0; ; wait = 5000) {
+    const r = await call(base, "GET", `/v1/tasks/${taskId}?waitMs=${wait}`);
     if (r.status !== 200) throw new Error(`GET task ${taskId}: ${r.status} ${JSON.stringify(r.body)}`);
     if (done(r.body)) return r.body;
     if (Date.now() > deadline) throw new Error(`task ${taskId} still ${r.body.status} after ${timeoutMs} ms`);

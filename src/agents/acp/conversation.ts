@@ -136,6 +136,8 @@ export class AcpConversation implements AgentConversation {
         command: entry.command,
         agentPid: proc.pid,
         agentSessionId: this.cursor.agentSessionId ?? "new",
+        // mooring does not pick an ACP agent's model: the agent's own default applies.
+        model: "agent default",
       },
       "agent spawned",
     );

@@ -84,9 +84,11 @@ type Ask = <T>(request: Promise<T>) => Promise<T>;
 
 async function freshStart(ctx: StartContext, ask: Ask, notice: string): Promise<StartedSession> {
   const old = ctx.cursor;
+  // The turn count carries over (as with claude-code): it counts the session's turns, and a
+  // client would not expect it to drop because the agent's conversation was replaced.
   const cleared: ResumeCursor = {
     agentSessionId: null,
-    turnCount: 0,
+    turnCount: old.turnCount,
     lastAssistantMessageId: null,
     pastAgentSessionIds: old.agentSessionId
       ? [...old.pastAgentSessionIds, old.agentSessionId]
@@ -95,7 +97,15 @@ async function freshStart(ctx: StartContext, ask: Ask, notice: string): Promise<
   // The old conversation is known to be unusable: forget it even if the fresh start fails too.
   await ctx.sink.saveCursor(cleared);
   const agentSessionId = await newSession(ctx, ask);
-  ctx.log.info({ agentSessionId, previousAgentSessionId: old.agentSessionId }, "fresh agent session started");
+  ctx.log.warn(
+    {
+      oldAgentSessionId: old.agentSessionId,
+      newAgentSessionId: agentSessionId,
+      agentSessionId,
+      cwd: ctx.workspace,
+    },
+    "fresh agent session started",
+  );
   ctx.sink.emit({ type: "session.reset", reason: "resume_failed", notice });
   return { agentSessionId, cursor: cleared };
 }

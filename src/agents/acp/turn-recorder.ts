@@ -43,11 +43,13 @@ export class TurnRecorder {
         return;
       case "usage_update":
         // ACP reports the tokens now in context, not a per-call breakdown: count them all as input.
+        // `size` is the agent's own window, which beats any configured guess.
         this.usage = {
           inputTokens: update.used,
           outputTokens: 0,
           cacheCreationInputTokens: 0,
           cacheReadInputTokens: 0,
+          ...(update.size > 0 ? { contextWindow: update.size } : {}),
         };
         this.emit({ type: "usage", usage: this.usage });
         return;

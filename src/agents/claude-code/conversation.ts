@@ -6,7 +6,7 @@
 import { randomUUID } from "node:crypto";
 import { stat } from "node:fs/promises";
 import type { Logger } from "pino";
-import { contextPercent, contextWindowFor, withContextSuffix } from "../../domain/context.js";
+import { contextPercent, contextWindowOf } from "../../domain/context.js";
 import {
   AgentFailure,
   type AgentConversation,
@@ -29,8 +29,13 @@ import {
 import { TurnTranslator } from "./events.js";
 import { waitForTurnEnd } from "./turn.js";
 
+/**
+ * The SPEC's restart notice ends "Send your message again to continue.", which fits when the
+ * interrupted turn is settled; here the notice comes at the start of a turn that does run, in a
+ * fresh conversation, so asking the user to resend it would be wrong (docs/claude-code.md).
+ */
 export const unsavedNotice =
-  "The agent never saved the previous conversation (the server stopped before it did), so its context was lost. This message starts a fresh conversation.";
+  "The server restarted before this conversation was saved, so its context was lost. This message starts a fresh conversation.";
 export const resumeFailedNotice = "Session context was too large to resume — starting fresh.";
 
 /** A verdict together with what the turn observed, so the caller can report usage and text. */
@@ -144,7 +149,7 @@ export class ClaudeConversation implements AgentConversation {
     if (verdict.kind !== "resume_failed") this.resuming = false;
     if (verdict.kind === "failed" && verdict.failure.code === "AGENT_CRASHED") {
       this.log.error(
-        { pid: proc.pid, stderr: proc.stderrTail(), message: verdict.failure.message },
+        { agentPid: proc.pid, stderr: proc.stderrTail(), message: verdict.failure.message },
         "claude-code crashed",
       );
     }
@@ -165,12 +170,22 @@ export class ClaudeConversation implements AgentConversation {
       : await findTranscript(configDir, this.options.workspace, id);
     if (!saved && lookup.state === "absent") {
       this.log.warn(
-        { agentSessionId: id, turnCount: this.cursor.turnCount, configDir },
+        { agentSessionId: id, turnCount: this.cursor.turnCount, configDir, cwd: this.options.workspace },
         "claude-code conversation was never saved; starting fresh",
       );
       this.forget(id);
       sink.emit({ type: "session.reset", reason: "unsaved", notice: unsavedNotice });
-      return this.spawnFresh();
+      this.spawnFresh();
+      this.log.warn(
+        {
+          oldAgentSessionId: id,
+          newAgentSessionId: this.cursor.agentSessionId,
+          cwd: this.options.workspace,
+          reason: "unsaved",
+        },
+        "claude-code fresh fallback",
+      );
+      return;
     }
     this.log.info({ agentSessionId: id, ...describeTranscript(lookup) }, "claude-code resuming conversation");
     this.spawn(["--resume", id], id);
@@ -211,6 +226,7 @@ export class ClaudeConversation implements AgentConversation {
         oldAgentSessionId: oldId,
         newAgentSessionId: this.cursor.agentSessionId,
         cwd: this.options.workspace,
+        reason: "resume_failed",
       },
       "claude-code fresh fallback",
     );
@@ -224,14 +240,16 @@ export class ClaudeConversation implements AgentConversation {
     );
   }
 
-  /** Turn a verdict into the driver's answer, reporting usage and the context indicator. */
+  /**
+   * Turn a verdict into the driver's answer, reporting usage. The pipeline derives the context
+   * indicator from the `usage` event and appends the `[ctx: NN%]` suffix (one place for every driver).
+   */
   private conclude({ verdict, translator, result }: Attempt, sink: TurnSink): TurnOutcome {
     const usage = translator.usage(result);
-    let percent: number | null = null;
     if (usage) {
       sink.emit({ type: "usage", usage });
-      const window = contextWindowFor(usage.model, this.options.settings.contextWindow);
-      percent = contextPercent(usage, window);
+      const window = contextWindowOf(usage, this.options.settings.contextWindow);
+      const percent = contextPercent(usage, window);
       this.log.info(
         {
           agentSessionId: this.cursor.agentSessionId,
@@ -245,9 +263,7 @@ export class ClaudeConversation implements AgentConversation {
     if (verdict.kind === "failed") throw verdict.failure;
     if (verdict.kind === "resume_failed") throw new AgentFailure("AGENT_START_FAILED", verdict.error);
     if (verdict.kind === "cancelled") return this.cancelledOutcome(usage, translator.text());
-    let text = verdict.text ?? translator.text();
-    if (this.config.contextSuffix && percent !== null) text = withContextSuffix(text, percent);
-    return { text, stopReason: verdict.stopReason, usage };
+    return { text: verdict.text ?? translator.text(), stopReason: verdict.stopReason, usage };
   }
 
   private cancelledOutcome(usage: TurnOutcome["usage"], text = ""): TurnOutcome {
@@ -273,11 +289,11 @@ export class ClaudeConversation implements AgentConversation {
     );
     this.proc = proc;
     this.log.info(
-      { cwd: workspace, agentSessionId: logId, model: this.config.model ?? "default", pid: proc.pid },
+      { cwd: workspace, agentSessionId: logId, model: this.config.model ?? "default", agentPid: proc.pid },
       "claude-code spawned",
     );
     void proc.exited.then((exit) => {
-      this.log.info({ pid: proc.pid, code: exit.code, signal: exit.signal }, "claude-code exited");
+      this.log.info({ agentPid: proc.pid, code: exit.code, signal: exit.signal }, "claude-code exited");
     });
   }
 

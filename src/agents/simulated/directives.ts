@@ -4,7 +4,11 @@
  *   [sleep MS]        wait MS milliseconds (a cancel interrupts it)
  *   [deltas N]        stream N text deltas
  *   [tool BYTES]      call a tool whose result is BYTES bytes long
+ *   [logtool BYTES]   like [tool], with BYTES of deterministic log-like text that compresses like real
+ *                     command output (for wire measurements; `x` repeated compresses unrealistically well)
  *   [tokens N]        report N input tokens for the model call
+ *   [clock]           stream one text delta carrying the agent's wall clock, `clock <ms since epoch>`
+ *                     with sub-millisecond digits (benchmarks time agent event → subscriber with it)
  *   [fail CODE]       fail the turn with CODE (AGENT_ERROR, CONTEXT_TOO_LARGE, AGENT_START_FAILED, ...)
  *   [crash]           the agent process dies mid-turn (AGENT_CRASHED)
  *   [hang]            never finish; only a cancel or the deadline ends the turn
@@ -16,13 +20,15 @@ export type Directive =
   | { kind: "sleep"; ms: number }
   | { kind: "deltas"; count: number }
   | { kind: "tool"; bytes: number }
+  | { kind: "logtool"; bytes: number }
   | { kind: "tokens"; count: number }
+  | { kind: "clock" }
   | { kind: "fail"; code: string }
   | { kind: "crash" }
   | { kind: "hang" }
   | { kind: "stubborn" };
 
-const pattern = /\[(sleep|deltas|tool|tokens|fail|crash|hang|stubborn)(?:\s+([A-Za-z0-9_]+))?\]/g;
+const pattern = /\[(sleep|deltas|tool|logtool|tokens|clock|fail|crash|hang|stubborn)(?:\s+([A-Za-z0-9_]+))?\]/g;
 
 const MAX_NUMBER = 100_000_000;
 
@@ -39,6 +45,7 @@ export function parseDirectives(prompt: string): Directive[] {
         directives.push({ kind, count: n });
         break;
       case "tool":
+      case "logtool":
         directives.push({ kind, bytes: n });
         break;
       case "tokens":
@@ -48,7 +55,7 @@ export function parseDirectives(prompt: string): Directive[] {
         directives.push({ kind, code: arg ?? "AGENT_ERROR" });
         break;
       default:
-        directives.push({ kind: kind as "crash" | "hang" | "stubborn" });
+        directives.push({ kind: kind as "clock" | "crash" | "hang" | "stubborn" });
     }
   }
   return directives;

@@ -51,15 +51,23 @@ class SimulatedConversation implements AgentConversation {
             sink.emit({ type: "message.delta", text: chunk });
           }
           break;
-        case "tool": {
+        case "tool":
+        case "logtool": {
           const id = `tool-${++toolCalls}`;
           sink.emit({ type: "tool.call", id, name: "simulated_command", input: { command: `produce ${directive.bytes} bytes` } });
-          sink.emit({ type: "tool.result", id, isError: false, output: "x".repeat(directive.bytes) });
+          const output = directive.kind === "tool" ? "x".repeat(directive.bytes) : logText(directive.bytes, toolCalls);
+          sink.emit({ type: "tool.result", id, isError: false, output });
           break;
         }
         case "tokens":
           inputTokens = directive.count;
           break;
+        case "clock": {
+          const chunk = `clock ${(performance.timeOrigin + performance.now()).toFixed(3)} `;
+          text += chunk;
+          sink.emit({ type: "message.delta", text: chunk });
+          break;
+        }
         case "fail": {
           const code = failureCodes.includes(directive.code as AgentFailureCode)
             ? (directive.code as AgentFailureCode)
@@ -97,6 +105,28 @@ class SimulatedConversation implements AgentConversation {
   async close(): Promise<void> {
     this.alive = false;
   }
+}
+
+/** `bytes` of deterministic, log-like ASCII text (a seeded generator, so it compresses like real output). */
+export function logText(bytes: number, seed: number): string {
+  let state = (seed * 2654435761) >>> 0 || 1;
+  const next = (n: number) => {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    return (state >>> 0) % n;
+  };
+  const levels = ["debug", "info", "info", "info", "warn", "error"];
+  const verbs = ["handled", "compiled", "fetched", "resolved", "wrote", "skipped", "retried", "parsed"];
+  const things = ["request", "module", "chunk", "file", "query", "test", "asset", "dependency"];
+  const lines: string[] = [];
+  let length = 0;
+  for (let i = 0; length < bytes; i++) {
+    const line = `2026-01-01T00:${String(Math.floor(i / 60) % 60).padStart(2, "0")}:${String(i % 60).padStart(2, "0")}.${String(next(1000)).padStart(3, "0")}Z ${levels[next(levels.length)]} src/${things[next(things.length)]}s/${things[next(things.length)]}-${next(400)}.ts:${1 + next(900)} ${verbs[next(verbs.length)]} ${things[next(things.length)]} ${next(100000)} in ${next(2000)}ms\n`;
+    lines.push(line);
+    length += line.length;
+  }
+  return lines.join("").slice(0, bytes);
 }
 
 function cancelled(text: string): TurnOutcome {

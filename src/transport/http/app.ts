@@ -2,6 +2,7 @@
  * The HTTP edge: fastify with auth, readiness, one error shape for everything, OpenAPI at /docs,
  * and the REST, JSON-RPC, SSE and WebSocket routes. No business rules live here.
  */
+import { AsyncResource } from "node:async_hooks";
 import { randomUUID, timingSafeEqual } from "node:crypto";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
@@ -11,9 +12,10 @@ import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstanc
 import type { Logger } from "pino";
 import type { Config } from "../../config.js";
 import { MooringError, toMooringError } from "../../errors.js";
+import { requestContext } from "../../log.js";
 import type { Services } from "../services.js";
 import { describeError, fieldOf } from "../validate.js";
-import { registerEventRoutes } from "./routes/events.js";
+import { registerEventRoutes, SseStreams } from "./routes/events.js";
 import { registerHealthRoutes } from "./routes/health.js";
 import { registerRpcRoute } from "./routes/rpc.js";
 import { registerSessionRoutes } from "./routes/sessions.js";
@@ -25,6 +27,7 @@ const openRoutes = new Set(["/healthz", "/readyz"]);
 export interface HttpApp {
   app: FastifyInstance;
   sockets: SocketHub;
+  sse: SseStreams;
 }
 
 export async function buildHttpApp(
@@ -43,6 +46,24 @@ export async function buildHttpApp(
     ajv: undefined,
   });
   app.setValidatorCompiler(TypeBoxValidatorCompiler);
+  // Bodies are JSON only: without fastify's default text/plain parser, any other type answers 415.
+  app.removeContentTypeParser("text/plain");
+
+  // Enter the request's context so domain log lines carry its reqId. Body parsing resumes in the
+  // socket's async context, so preValidation re-enters it (as @fastify/request-context does).
+  const scope = new WeakMap<object, AsyncResource>();
+  app.addHook("onRequest", (req, _reply, done) => {
+    requestContext.run({ reqId: req.id }, () => {
+      const resource = new AsyncResource("mooring-request");
+      scope.set(req, resource);
+      resource.runInAsyncScope(done, req.raw);
+    });
+  });
+  app.addHook("preValidation", (req, _reply, done) => {
+    const resource = scope.get(req);
+    if (resource) resource.runInAsyncScope(done, req.raw);
+    else done();
+  });
 
   app.addHook("onRequest", async (req, reply) => {
     reply.header("x-request-id", req.id);
@@ -51,6 +72,14 @@ export async function buildHttpApp(
     if (config.apiTokens.length > 0 && !authorized(req.headers.authorization, config.apiTokens, req.url)) {
       throw new MooringError("UNAUTHORIZED", "a valid bearer token is required (Authorization: Bearer <token>)");
     }
+  });
+
+  // A WebSocket upgrade refused before @fastify/websocket's own onRequest hook ran (e.g. 401) is
+  // answered over the raw socket but never closed by that plugin: close it here, or the connection
+  // lingers and holds up app.close() at shutdown.
+  app.addHook("onResponse", async (req) => {
+    const socket = req.raw.socket;
+    if (req.headers.upgrade && socket && !socket.destroyed) socket.destroy();
   });
 
   app.setErrorHandler((error: FastifyError, req, reply) => {
@@ -81,6 +110,7 @@ export async function buildHttpApp(
   });
 
   registerHealthRoutes(app, health);
+  const sse = new SseStreams();
   await app.register(async (v1) => {
     // API routes answer NOT_READY until startup is done or while the database is away.
     v1.addHook("onRequest", async () => {
@@ -89,11 +119,11 @@ export async function buildHttpApp(
     });
     registerSessionRoutes(v1, services);
     registerTaskRoutes(v1, services);
-    registerEventRoutes(v1, services, config);
+    registerEventRoutes(v1, services, config, sse);
     registerRpcRoute(v1, services, log);
   }, { prefix: "/v1" });
   const sockets = registerSocketRoute(app, services, config, log);
-  return { app, sockets };
+  return { app, sockets, sse };
 }
 
 /** Constant-time comparison against every configured token (WebSocket clients may use ?token=). */

@@ -4,6 +4,7 @@
  * peer silent for two intervals, and closes a client that stops reading with 4008 before its
  * buffer can grow the gateway's memory.
  */
+import type { Socket } from "node:net";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { WebSocket } from "ws";
@@ -29,9 +30,9 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
         return reply.status(503).send({ error: { code: "NOT_READY", message: r.reason ?? "The gateway is starting." } });
       }
     });
-    scope.get("/v1/ws", { websocket: true, schema: { hide: true } }, (socket) => {
+    scope.get("/v1/ws", { websocket: true, schema: { hide: true } }, (socket, req) => {
       sockets.add(socket);
-      const connection = new SocketConnection(socket, s, config, log);
+      const connection = new SocketConnection(socket, req.socket, s, config, log);
       socket.on("close", () => {
         sockets.delete(socket);
         connection.dispose();
@@ -62,6 +63,8 @@ class SocketConnection {
 
   constructor(
     private readonly socket: WebSocket,
+    /** The TCP connection under the socket: what it holds unwritten is what the peer has not read. */
+    private readonly tcp: Socket,
     private readonly s: Services,
     private readonly config: Config,
     private readonly log: Logger,
@@ -150,13 +153,19 @@ class SocketConnection {
 
   private send(message: unknown): void {
     if (this.closed || this.socket.readyState !== this.socket.OPEN) return;
-    if (this.socket.bufferedAmount > this.config.wsMaxBufferedBytes) {
-      this.log.info({ buffered: this.socket.bufferedAmount }, "closing a websocket client too slow to read (4008)");
+    // Bytes the kernel would not take: the peer is not reading them. (`bufferedAmount` also counts
+    // frames still queued for permessage-deflate, i.e. the gateway's own burst of a replay page,
+    // which drains at compression speed whoever the peer is; counting it closed fast readers.)
+    const unread = this.tcp.writableLength;
+    if (unread > this.config.wsMaxBufferedBytes) {
+      this.log.info({ buffered: unread }, "closing a websocket client too slow to read (4008)");
       this.closed = true;
       this.dispose();
       this.socket.close(CLOSE_TOO_SLOW, "client too slow; resubscribe with your last seq");
-      // A peer that does not read will not complete the closing handshake either.
-      setTimeout(() => this.socket.terminate(), 1000).unref();
+      // The close frame queues behind what the peer has not read yet: a slow peer that reads on
+      // sees it (and resumes with its last seq); one silent for two ping intervals is dropped,
+      // as any silent peer is. Until then no more is queued for it, so its memory stays bounded.
+      setTimeout(() => this.socket.terminate(), 2 * this.config.wsPingMs).unref();
       return;
     }
     this.socket.send(JSON.stringify(message));

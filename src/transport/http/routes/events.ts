@@ -9,7 +9,22 @@ import type { Services } from "../../services.js";
 const SSE_HEARTBEAT_MS = 15_000;
 const SSE_RETRY_MS = 2_000;
 
-export function registerEventRoutes(app: FastifyInstance, s: Services, config: Config): void {
+/** Open SSE streams, so shutdown can end them (a hijacked response would hold `app.close()` open). */
+export class SseStreams {
+  private readonly closers = new Set<() => void>();
+  add(close: () => void): () => void {
+    this.closers.add(close);
+    return () => this.closers.delete(close);
+  }
+  closeAll(): void {
+    for (const close of [...this.closers]) close();
+  }
+  get count(): number {
+    return this.closers.size;
+  }
+}
+
+export function registerEventRoutes(app: FastifyInstance, s: Services, config: Config, streams: SseStreams): void {
   app.get<{ Params: Static<typeof EventPayloadParams> }>(
     "/sessions/:id/events/:seq/payload",
     {
@@ -58,8 +73,12 @@ export function registerEventRoutes(app: FastifyInstance, s: Services, config: C
         closed = true;
         clearInterval(heartbeat);
         unsubscribe();
+        forget();
         res.end();
+        // The client may not read the end; don't let its socket outlive the stream.
+        res.socket?.destroySoon?.();
       };
+      const forget = streams.add(close);
       const unsubscribe = s.feeds.subscribe(req.params.id, headSeq, {
         cursor: afterSeq,
         deliver: (events: ClientEvent[]) => {

@@ -1,0 +1,209 @@
+/**
+ * Issue 5: the database goes away under load and comes back on the same port. Readiness flips to
+ * 503, submits answer 503 NOT_READY (never 500), the process stays up, it gets ready again by
+ * itself, and every turn it accepted reaches a terminal state. The LISTEN connection resumes too.
+ *
+ * Which terminal state: a turn whose agent finished while the database was away retries its
+ * settlement; the lease expired meanwhile, so when the database is back the owner's settle retry
+ * and the lease sweep race. The owner's write is fenced by (owner boot, attempt), not by lease
+ * time, so whichever commits first wins and the other changes nothing: the turn ends `completed`
+ * or `interrupted` (GATEWAY_RESTART), exactly once. Queued turns always complete.
+ */
+import { createServer } from "node:net";
+import { rm } from "node:fs/promises";
+import { pino } from "pino";
+import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
+import WebSocket from "ws";
+import { type EmbeddedDatabase, startEmbeddedPostgres } from "../src/db/embedded.js";
+import { call, eventually } from "./support/gateway.js";
+import {
+  alive,
+  createSessions,
+  gatewayEnv,
+  logsWith,
+  Processes,
+  submit,
+  tempDir,
+  waitTerminal,
+} from "./support/lifecycle.js";
+
+const log = pino({ level: "warn" });
+let dataDir: string;
+let port: number;
+let pg: EmbeddedDatabase | null = null;
+let workspace: string;
+const procs = new Processes();
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}
+
+async function startPostgres(): Promise<EmbeddedDatabase> {
+  pg = await startEmbeddedPostgres(dataDir, log, port);
+  return pg;
+}
+
+async function stopPostgres(): Promise<void> {
+  const running = pg;
+  pg = null;
+  await running?.stop();
+}
+
+beforeAll(async () => {
+  dataDir = await tempDir("mooring-dbloss-");
+  workspace = await tempDir("ws-dbloss-");
+  port = await freePort();
+  await startPostgres();
+}, 60_000);
+afterEach(async () => {
+  await procs.killAll();
+  if (!pg) await startPostgres();
+});
+afterAll(async () => {
+  await procs.killAll();
+  await stopPostgres();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+it("Postgres stopped under load: 503 NOT_READY, no crash; back on the same port: ready by itself, no accepted turn lost", async () => {
+  const url = pg!.url;
+  const gw = await procs.spawn(gatewayEnv(url, { MOORING_INSTANCE_ID: "dbloss-a" }));
+  await gw.waitReady();
+  const sessions = await createSessions(gw.url, workspace, 11);
+  const accepted = [];
+  for (const id of sessions.slice(0, 10)) accepted.push(await submit(gw.url, id, "[sleep 2000] [deltas 2]"));
+  const wasRunning = accepted.filter((t) => t.status === "running").map((t) => t.id);
+  expect(wasRunning).toHaveLength(5);
+
+  await stopPostgres();
+  const stoppedAt = Date.now();
+
+  // While it is away: readiness 503, API 503 NOT_READY, never a 500, the process stays up.
+  const answers: number[] = [];
+  const bad: string[] = [];
+  const probe = async () => {
+    const results = await Promise.all([
+      call(gw.url, "GET", "/readyz"),
+      call(gw.url, "POST", `/v1/sessions/${sessions[10]}/turns`, { prompt: "during the outage" }),
+      call(gw.url, "GET", `/v1/tasks/${accepted[0].id}`),
+      call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" }),
+    ]);
+    for (const r of results) {
+      answers.push(r.status);
+      if (r.status >= 500 && !(r.status === 503 && r.body?.error?.code === "NOT_READY")) bad.push(JSON.stringify(r.body));
+      if (r.status === 202 || r.status === 201) bad.push(`accepted while the database was away: ${JSON.stringify(r.body)}`);
+    }
+    return results;
+  };
+  await eventually(async () => (await probe()).every((r) => r.status === 503), 20_000);
+  console.log(`readiness 503 ${Date.now() - stoppedAt} ms after Postgres stopped`);
+  const readyz = await call(gw.url, "GET", "/readyz");
+  expect(readyz.body).toMatchObject({ ready: false, error: { code: "NOT_READY" }, instanceId: "dbloss-a" });
+  const refused = await call(gw.url, "POST", `/v1/sessions/${sessions[10]}/turns`, { prompt: "during the outage" });
+  expect(refused.status).toBe(503);
+  expect(refused.body).toEqual({ error: { code: "NOT_READY", message: expect.any(String) } });
+  // Keep it away until the running turns finished and tried to write (their leases expire meanwhile).
+  await eventually(async () => {
+    await probe();
+    return logsWith(gw, "settling failed; retrying").length + logsWith(gw, "event log flush failed; retrying").length > 0;
+  }, 20_000);
+  await eventually(async () => {
+    await probe();
+    return Date.now() - stoppedAt > 2500;
+  });
+  expect(bad).toEqual([]);
+  expect(answers.filter((s) => s === 500)).toEqual([]);
+  expect(alive(gw)).toBe(true);
+
+  const restartedAt = Date.now();
+  await startPostgres();
+  expect(pg!.url).toBe(url);
+  await gw.waitReady();
+  console.log(`ready again ${Date.now() - restartedAt} ms after Postgres came back (outage ${restartedAt - stoppedAt} ms)`);
+
+  // No accepted turn is lost: each reaches exactly one terminal state.
+  const outcomes: Record<string, number> = {};
+  for (const t of accepted) {
+    const done = await waitTerminal(gw.url, t.id, 40_000);
+    const key = `${wasRunning.includes(t.id) ? "running" : "queued"} → ${done.status}`;
+    outcomes[key] = (outcomes[key] ?? 0) + 1;
+    if (wasRunning.includes(t.id)) {
+      expect(["completed", "interrupted"]).toContain(done.status);
+      if (done.status === "interrupted") expect(done.error.code).toBe("GATEWAY_RESTART");
+    } else {
+      expect(done).toMatchObject({ status: "completed", attempt: 1 });
+    }
+    const ends = await call(gw.url, "GET", `/v1/tasks/${t.id}`);
+    expect(ends.body.status).toBe(done.status);
+  }
+  console.log(`outcomes after the outage: ${JSON.stringify(outcomes)}`);
+  // And it takes new work.
+  const fresh = await submit(gw.url, sessions[10], "[deltas 1]");
+  expect((await waitTerminal(gw.url, fresh.id)).status).toBe("completed");
+  expect(alive(gw)).toBe(true);
+  expect(gw.output()).not.toContain("unhandledRejection");
+  expect(gw.output()).not.toContain("uncaughtException");
+}, 90_000);
+
+it("the LISTEN connection resumes after the database comes back (events reach another instance without polling)", async () => {
+  // Polling backstops at 60 s: within this test, events reach B only through notifications.
+  const slowPoll = { MOORING_POLL_MS: "60000" };
+  const a = await procs.spawn(gatewayEnv(pg!.url, { ...slowPoll, MOORING_INSTANCE_ID: "dbloss-listen-a" }));
+  const b = await procs.spawn(gatewayEnv(pg!.url, { ...slowPoll, MOORING_INSTANCE_ID: "dbloss-listen-b" }));
+  await Promise.all([a.waitReady(), b.waitReady()]);
+  const [session] = await createSessions(a.url, workspace, 1);
+
+  const ws = new WebSocket(`${b.url.replace("http", "ws")}/v1/ws`);
+  const received: any[] = [];
+  ws.on("message", (data) => received.push(JSON.parse(data.toString())));
+  await eventually(async () => received.some((m) => m.method === "hello"));
+  ws.send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "events.subscribe", params: { sessionId: session, afterSeq: 0 } }));
+  await eventually(async () => received.some((m) => m.id === 1));
+  const completedOn = (taskId: string) =>
+    received.some((m) => m.method === "event" && m.params.taskId === taskId && m.params.type === "task.completed");
+
+  const before = await submit(a.url, session, "[deltas 1]");
+  await eventually(async () => completedOn(before.id), 10_000);
+
+  await stopPostgres();
+  await eventually(async () => (await call(a.url, "GET", "/readyz")).status === 503 && (await call(b.url, "GET", "/readyz")).status === 503);
+  const restartedAt = Date.now();
+  await startPostgres();
+  await Promise.all([a.waitReady(), b.waitReady()]);
+
+  const after = await submit(a.url, session, "[deltas 1]");
+  const t0 = Date.now();
+  await eventually(async () => completedOn(after.id), 30_000);
+  console.log(
+    `after the database came back: B re-listened and delivered A's event ${Date.now() - t0} ms after submit (${Date.now() - restartedAt} ms after restart)`,
+  );
+  // Well before B's 60 s poll could have found it.
+  expect(Date.now() - restartedAt).toBeLessThan(30_000);
+  expect(logsWith(b, "listen connection re-established").length).toBeGreaterThanOrEqual(1);
+  ws.close();
+}, 90_000);
+
+it("shutdown while the database is gone still exits", async () => {
+  const gw = await procs.spawn(
+    gatewayEnv(pg!.url, { MOORING_INSTANCE_ID: "dbloss-shutdown", MOORING_SHUTDOWN_GRACE_MS: "500" }),
+  );
+  await gw.waitReady();
+  const [session] = await createSessions(gw.url, workspace, 1);
+  const running = await submit(gw.url, session, "[sleep 30000]");
+  expect(running.status).toBe("running");
+  await stopPostgres();
+  await eventually(async () => (await call(gw.url, "GET", "/readyz")).status === 503);
+
+  const t0 = Date.now();
+  gw.kill("SIGTERM");
+  const code = await gw.exited;
+  console.log(`shutdown without a database: exit ${code} after ${Date.now() - t0} ms`);
+  expect(code).toBe(0);
+  expect(Date.now() - t0).toBeLessThan(20_000);
+  expect(logsWith(gw, "shutdown: done")).toHaveLength(1);
+}, 60_000);

@@ -1,0 +1,104 @@
+/**
+ * Helpers for the crash and restart tests (issue 5): real gateway processes with short timers,
+ * their JSON logs, and small task helpers over the REST API.
+ */
+import { chmod, mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { expect } from "vitest";
+import { call, type GatewayProcess, spawnGateway, testEnv } from "./gateway.js";
+
+/** Short lease/heartbeat/sweep/poll timers so takeover happens within seconds. */
+export const fastTimers: Record<string, string> = {
+  MOORING_LEASE_MS: "1500",
+  MOORING_HEARTBEAT_MS: "300",
+  MOORING_SWEEP_MS: "500",
+  MOORING_POLL_MS: "100",
+  MOORING_SHUTDOWN_GRACE_MS: "1000",
+};
+
+/** Env of a spawned gateway: the test database, fast timers, JSON logs at info. */
+export function gatewayEnv(databaseUrl: string, extra: Record<string, string> = {}): Record<string, string> {
+  return testEnv(databaseUrl, { ...fastTimers, LOG_LEVEL: "info", ...extra });
+}
+
+/** Every process a test file spawns, so afterEach/afterAll can kill what is left. */
+export class Processes {
+  private readonly all: GatewayProcess[] = [];
+
+  async spawn(env: Record<string, string>): Promise<GatewayProcess> {
+    const gw = await spawnGateway(env);
+    this.all.push(gw);
+    return gw;
+  }
+
+  async killAll(): Promise<void> {
+    await Promise.all(
+      this.all.map(async (gw) => {
+        if (gw.child.exitCode === null && gw.child.signalCode === null) gw.kill("SIGKILL");
+        await gw.exited;
+      }),
+    );
+    this.all.length = 0;
+  }
+}
+
+export function alive(gw: GatewayProcess): boolean {
+  return gw.child.exitCode === null && gw.child.signalCode === null;
+}
+
+/** The JSON log lines a spawned gateway wrote so far. */
+export function logLines(gw: GatewayProcess): Record<string, any>[] {
+  const lines: Record<string, any>[] = [];
+  for (const line of gw.output().split("\n")) {
+    if (!line.startsWith("{")) continue;
+    try {
+      lines.push(JSON.parse(line));
+    } catch {
+      // a line cut by the read; ignore
+    }
+  }
+  return lines;
+}
+
+/** Log lines whose message contains `text`. */
+export function logsWith(gw: GatewayProcess, text: string): Record<string, any>[] {
+  return logLines(gw).filter((l) => typeof l.msg === "string" && l.msg.includes(text));
+}
+
+/** A temporary folder usable as a session workspace or a data dir (also by a `postgres` user when root). */
+export async function tempDir(prefix: string): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  await chmod(dir, 0o755);
+  return dir;
+}
+
+export async function createSessions(url: string, workspace: string, n: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const res = await call(url, "POST", "/v1/sessions", { workspace, agent: "simulated", title: `s${i}` });
+    expect(res.status).toBe(201);
+    ids.push(res.body.id);
+  }
+  return ids;
+}
+
+export async function submit(url: string, sessionId: string, prompt: string): Promise<any> {
+  const res = await call(url, "POST", `/v1/sessions/${sessionId}/turns`, { prompt });
+  expect(res.status, JSON.stringify(res.body)).toBe(202);
+  return res.body;
+}
+
+export const terminal = new Set(["completed", "failed", "cancelled", "expired", "interrupted"]);
+
+/** Long-polls a task until it is terminal. */
+export async function waitTerminal(url: string, taskId: string, timeoutMs = 60_000): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await call(url, "GET", `/v1/tasks/${taskId}?waitMs=5000`);
+    if (res.status === 200 && terminal.has(res.body.status)) return res.body;
+    if (Date.now() > deadline) throw new Error(`task ${taskId} not terminal after ${timeoutMs} ms: ${JSON.stringify(res.body)}`);
+    // Not ready (503) answers at once: back off a little before asking again.
+    if (res.status !== 200) await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}

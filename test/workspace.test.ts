@@ -1,0 +1,190 @@
+/** Workspace normalization and roots (SPEC section 2), in the domain and through the API. */
+import { mkdir, mkdtemp, realpath, rm, symlink } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../src/config.js";
+import { MooringError } from "../src/errors.js";
+import { type Gateway, startGateway } from "../src/gateway.js";
+import { requestIdMixin } from "../src/log.js";
+import { isInsideRoots, normalizeWorkspace } from "../src/domain/workspace.js";
+import { createTestDatabase, type TestDatabase } from "./support/db.js";
+import { call, testEnv } from "./support/gateway.js";
+
+let base: string; // real path of a temp dir
+let root: string; // the allowed root
+let proj: string; // an existing folder inside the root
+let outside: string; // an existing folder outside the root
+
+beforeAll(async () => {
+  base = await realpath(await mkdtemp(join(tmpdir(), "mooring-ws-")));
+  root = join(base, "root");
+  proj = join(root, "proj");
+  outside = join(base, "outside");
+  await mkdir(proj, { recursive: true });
+  await mkdir(outside);
+  await mkdir(join(base, "root-evil"));
+  await symlink(proj, join(root, "link-in")); // inside → inside
+  await symlink(outside, join(root, "link-out")); // inside → outside: an escape
+  await symlink(root, join(base, "alias")); // another spelling of the root
+});
+afterAll(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+function refusal(input: string): MooringError {
+  try {
+    normalizeWorkspace(input);
+  } catch (err) {
+    expect(err).toBeInstanceOf(MooringError);
+    return err as MooringError;
+  }
+  throw new Error(`${input} was accepted`);
+}
+
+describe("normalizeWorkspace", () => {
+  it("drops a trailing slash", () => {
+    expect(normalizeWorkspace(`${proj}/`)).toBe(proj);
+    expect(normalizeWorkspace(`${proj}///`)).toBe(proj);
+  });
+
+  it("collapses //", () => {
+    expect(normalizeWorkspace(`${root}//proj`)).toBe(proj);
+  });
+
+  it("removes .", () => {
+    expect(normalizeWorkspace(`${root}/./proj/.`)).toBe(proj);
+  });
+
+  it("resolves ..", () => {
+    expect(normalizeWorkspace(`${proj}/../proj`)).toBe(proj);
+    expect(normalizeWorkspace(`${root}/not-there/../proj`)).toBe(proj);
+  });
+
+  it("resolves a symlink", () => {
+    expect(normalizeWorkspace(join(root, "link-in"))).toBe(proj);
+    expect(normalizeWorkspace(join(base, "alias", "proj"))).toBe(proj);
+  });
+
+  it("only cleans a missing path", () => {
+    expect(normalizeWorkspace("/mooring-does-not-exist/a/./b//c/../d/")).toBe("/mooring-does-not-exist/a/b/d");
+    expect(normalizeWorkspace(`${proj}/new/./deeper/`)).toBe(join(proj, "new", "deeper"));
+  });
+
+  it("resolves the existing, symlinked parent of a missing path", () => {
+    expect(normalizeWorkspace(join(base, "alias", "proj", "new-folder"))).toBe(join(proj, "new-folder"));
+    expect(normalizeWorkspace(join(root, "link-out", "new-folder"))).toBe(join(outside, "new-folder"));
+  });
+
+  it("keeps /", () => {
+    expect(normalizeWorkspace("/")).toBe("/");
+    expect(normalizeWorkspace("//")).toBe("/");
+  });
+
+  it("refuses relative, empty and NUL paths with INVALID_WORKSPACE", () => {
+    for (const input of ["proj", "./proj", "~/proj", "", "   ", `${proj}\0x`]) {
+      const err = refusal(input);
+      expect(err.code).toBe("INVALID_WORKSPACE");
+      expect(err.details).toEqual({ field: "workspace" });
+    }
+  });
+});
+
+describe("isInsideRoots", () => {
+  it("accepts a root and its descendants only", () => {
+    expect(isInsideRoots(root, [root])).toBe(true);
+    expect(isInsideRoots(proj, [root])).toBe(true);
+    expect(isInsideRoots(join(base, "root-evil"), [root])).toBe(false);
+    expect(isInsideRoots(base, [root])).toBe(false);
+    expect(isInsideRoots("/anything", [])).toBe(true);
+    expect(isInsideRoots("/anything", ["/"])).toBe(true);
+  });
+});
+
+describe("through the API with MOORING_WORKSPACE_ROOTS", () => {
+  let db: TestDatabase;
+  let gw: Gateway;
+  const lines: Record<string, any>[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    const sink = new Writable({
+      write(chunk, _encoding, done) {
+        for (const line of chunk.toString().split("\n")) if (line.trim() !== "") lines.push(JSON.parse(line));
+        done();
+      },
+    });
+    // The roots are given through a symlink: a root is normalized like a workspace.
+    const config = loadConfig(testEnv(db.url, { MOORING_WORKSPACE_ROOTS: `/mooring-other-root:${join(base, "alias")}/` }));
+    gw = await startGateway(config, pino({ level: "debug", mixin: requestIdMixin }, sink));
+    await gw.started;
+  });
+  afterAll(async () => {
+    await gw?.stop();
+    await db?.drop();
+  });
+
+  const count = async () => (await db.sql`select count(*)::int as n from sessions`)[0].n as number;
+  const create = (workspace: unknown, headers: Record<string, string> = {}) =>
+    call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" }, headers);
+
+  it("stores two spellings of one folder as one workspace", async () => {
+    const a = await create(`${proj}/`);
+    const b = await create(`${join(base, "alias")}//./proj/../proj`);
+    const c = await create(join(root, "link-in"));
+    for (const r of [a, b, c]) {
+      expect(r.status).toBe(201);
+      expect(r.body.workspace).toBe(proj);
+    }
+    const stored = await db.sql`select distinct workspace from sessions where id in ${db.sql([a.body.id, b.body.id, c.body.id])}`;
+    expect(stored.map((r) => r.workspace)).toEqual([proj]);
+  });
+
+  it("accepts a missing folder inside a root, cleaned", async () => {
+    const r = await create(`${root}/later/./x/`);
+    expect(r.status).toBe(201);
+    expect(r.body.workspace).toBe(join(root, "later", "x"));
+  });
+
+  it.each([
+    ["a folder outside every root", () => outside],
+    ["a sibling sharing the root's prefix", () => join(base, "root-evil")],
+    ["the root's parent", () => base],
+    ["an escape through ..", () => `${proj}/../../outside`],
+    ["an escape through .. from a missing folder", () => `${root}/nope/../../outside/x`],
+    ["an escape through a symlink", () => join(root, "link-out")],
+    ["a missing folder behind an escaping symlink", () => join(root, "link-out", "new")],
+  ])("refuses %s with 403 WORKSPACE_NOT_ALLOWED, writing nothing", async (_what, workspace) => {
+    const before = await count();
+    const r = await create(workspace());
+    expect(r.status).toBe(403);
+    expect(r.body.error).toMatchObject({ code: "WORKSPACE_NOT_ALLOWED", field: "workspace" });
+    expect(JSON.stringify(r.body)).not.toMatch(/at .*\.ts:\d+/);
+    expect(await count()).toBe(before);
+  });
+
+  it("refuses a relative workspace with 400 INVALID_WORKSPACE", async () => {
+    const before = await count();
+    const r = await create("proj");
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({ code: "INVALID_WORKSPACE", field: "workspace" });
+    expect(await count()).toBe(before);
+  });
+
+  it("logs at debug when normalization changed the input, with the request id", async () => {
+    const spelled = `${proj}/./`;
+    const r = await create(spelled, { "x-request-id": "ws-log-1" });
+    expect(r.status).toBe(201);
+    expect(r.headers.get("x-request-id")).toBe("ws-log-1");
+    const logged = lines.filter((l) => l.msg === "workspace path normalized" && l.original === spelled);
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toMatchObject({ level: 20, normalized: proj, reqId: "ws-log-1" });
+
+    const plain = await create(proj, { "x-request-id": "ws-log-2" });
+    expect(plain.status).toBe(201);
+    expect(lines.some((l) => l.reqId === "ws-log-2" && l.msg === "session created")).toBe(true);
+    expect(lines.some((l) => l.reqId === "ws-log-2" && l.msg === "workspace path normalized")).toBe(false);
+  });
+});
