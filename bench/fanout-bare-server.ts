@@ -23,7 +23,13 @@ wss.on("connection", (ws) => {
   ws.send(hello);
   ws.on("message", (data) => {
     const message = JSON.parse(data.toString());
-    ws.send(JSON.stringify({ jsonrpc: "2.0", id: message.id, result: { sessionId: message.params?.sessionId, headSeq: 0 } }));
+    ws.send(
+      JSON.stringify({
+        jsonrpc: "2.0",
+        id: message.id,
+        result: { sessionId: message.params?.sessionId, headSeq: 0 },
+      }),
+    );
   });
 });
 
@@ -38,12 +44,33 @@ async function broadcast(steps: number, tools: number, intervalMs: number) {
   for (let step = 0; step < steps; step++) {
     const at = new Date().toISOString();
     const events: unknown[] = [
-      { sessionId, seq: ++seq, taskId, type: "message.delta", at, data: { text: `clock ${now().toFixed(3)} ` } },
+      {
+        sessionId,
+        seq: ++seq,
+        taskId,
+        type: "message.delta",
+        at,
+        data: { text: `clock ${now().toFixed(3)} ` },
+      },
     ];
     for (let t = 0; t < tools; t++) {
       const id = `tool-${step * tools + t + 1}`;
-      events.push({ sessionId, seq: ++seq, taskId, type: "tool.call", at, data: { id, name: "simulated_command", input: { command: "produce 100 bytes" } } });
-      events.push({ sessionId, seq: ++seq, taskId, type: "tool.result", at, data: { id, bytes: 100, isError: false, preview: "x".repeat(100), truncated: false } });
+      events.push({
+        sessionId,
+        seq: ++seq,
+        taskId,
+        type: "tool.call",
+        at,
+        data: { id, name: "simulated_command", input: { command: "produce 100 bytes" } },
+      });
+      events.push({
+        sessionId,
+        seq: ++seq,
+        taskId,
+        type: "tool.result",
+        at,
+        data: { id, bytes: 100, isError: false, preview: "x".repeat(100), truncated: false },
+      });
     }
     const frame = JSON.stringify(events.map((params) => ({ jsonrpc: "2.0", method: "event", params })));
     for (const ws of wss.clients) ws.send(frame);

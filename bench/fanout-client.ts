@@ -70,7 +70,9 @@ async function open(url: string, sessionId: string | null, afterSeq: number): Pr
       else resolve();
     };
     ws.on("message", onAnswer);
-    ws.send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "events.subscribe", params: { sessionId, afterSeq } }));
+    ws.send(
+      JSON.stringify({ jsonrpc: "2.0", id: 1, method: "events.subscribe", params: { sessionId, afterSeq } }),
+    );
   });
 }
 
@@ -80,7 +82,9 @@ process.on("message", async (message: any) => {
       const batch = 25;
       for (let i = 0; i < message.n; i += batch) {
         const k = Math.min(batch, message.n - i);
-        await Promise.all(Array.from({ length: k }, () => open(message.url, message.sessionId, message.afterSeq ?? 0)));
+        await Promise.all(
+          Array.from({ length: k }, () => open(message.url, message.sessionId, message.afterSeq ?? 0)),
+        );
       }
       process.send!({ ok: true });
     } else if (message.cmd === "collect") {

@@ -140,7 +140,13 @@ class ClientProcess {
   }
 }
 
-async function connectAll(clients: ClientProcess[], url: string, sessionId: string | null, afterSeq: number, n: number) {
+async function connectAll(
+  clients: ClientProcess[],
+  url: string,
+  sessionId: string | null,
+  afterSeq: number,
+  n: number,
+) {
   const per = Math.ceil(n / clients.length);
   await Promise.all(
     clients.map((c, i) => c.ask({ cmd: "connect", url, sessionId, afterSeq, n: Math.min(per, n - i * per) })),
@@ -150,9 +156,19 @@ async function connectAll(clients: ClientProcess[], url: string, sessionId: stri
 /** Collect until every subscriber got `expected` events (or the timeout), then merge. */
 async function collect(clients: ClientProcess[], expectedTotal: number, timeoutMs = 30_000) {
   const deadline = Date.now() + timeoutMs;
-  const merged: ClientStats = { sockets: 0, events: 0, messages: 0, first: Infinity, last: 0, sinceAt: [], sinceClock: [] };
+  const merged: ClientStats = {
+    sockets: 0,
+    events: 0,
+    messages: 0,
+    first: Infinity,
+    last: 0,
+    sinceAt: [],
+    sinceClock: [],
+  };
   for (;;) {
-    const parts = (await Promise.all(clients.map((c) => c.ask({ cmd: "collect" })))).map((r) => r.stats as ClientStats);
+    const parts = (await Promise.all(clients.map((c) => c.ask({ cmd: "collect" })))).map(
+      (r) => r.stats as ClientStats,
+    );
     for (const p of parts) {
       merged.events += p.events;
       merged.messages += p.messages;
@@ -179,12 +195,17 @@ function summarize(stats: ClientStats, expectedTotal: number, rssPerConnection: 
 }
 
 async function runMooring(_ctx: BenchContext, databaseUrl: string, s: ReturnType<typeof size>) {
-  const gateway = await spawnGateway({ env: gatewayEnv(databaseUrl, { MOORING_INSTANCE_ID: "bench-fanout" }) });
+  const gateway = await spawnGateway({
+    env: gatewayEnv(databaseUrl, { MOORING_INSTANCE_ID: "bench-fanout" }),
+  });
   const http = new HttpClient(gateway.url, 8);
   const clients = Array.from({ length: s.processes }, () => ClientProcess.start());
   try {
     await gateway.waitReady();
-    const session = await http.json<{ id: string }>("POST", "/v1/sessions", { workspace: "/tmp", agent: "simulated" });
+    const session = await http.json<{ id: string }>("POST", "/v1/sessions", {
+      workspace: "/tmp",
+      agent: "simulated",
+    });
     const runTurn = async (prompt: string) => {
       const task = await http.json<{ id: string }>("POST", `/v1/sessions/${session.id}/turns`, { prompt });
       for (;;) {
@@ -231,7 +252,9 @@ async function runBare(s: ReturnType<typeof size>) {
     await sleep(1000);
     const after = readRss(server.pid!);
     await collect(clients, 0);
-    await fetch(`${url}/broadcast?steps=${s.steps}&tools=${TOOLS_PER_STEP}&interval=${STEP_MS}`).then((r) => r.text());
+    await fetch(`${url}/broadcast?steps=${s.steps}&tools=${TOOLS_PER_STEP}&interval=${STEP_MS}`).then((r) =>
+      r.text(),
+    );
     const perSubscriber = s.steps * (1 + 2 * TOOLS_PER_STEP);
     const stats = await collect(clients, perSubscriber * s.subscribers);
     return summarize(stats, perSubscriber * s.subscribers, (after - before) / s.subscribers);

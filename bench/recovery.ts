@@ -153,7 +153,13 @@ async function scenario(ctx: BenchContext, s: ReturnType<typeof size>, launcher:
   }
 }
 
-async function seed(sql: import("./lib/db.js").Sql, deadBoot: string, sessions: number, tasks: number, running: number) {
+async function seed(
+  sql: import("./lib/db.js").Sql,
+  deadBoot: string,
+  sessions: number,
+  tasks: number,
+  running: number,
+) {
   await sql`
     insert into sessions (workspace, agent, title)
     select '/tmp', 'simulated', 'seeded ' || g from generate_series(1, ${sessions}) g`;

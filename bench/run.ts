@@ -35,7 +35,10 @@ function parseArgs(argv: string[]): BenchOptions & { only: string[] | null } {
   };
   const runs = Number(at("--runs") ?? process.env.BENCH_RUNS ?? (quick ? 1 : 3));
   if (!Number.isInteger(runs) || runs < 1) throw new Error("--runs must be a positive integer");
-  const only = at("--only")?.split(",").map((s) => s.trim()) ?? null;
+  const only =
+    at("--only")
+      ?.split(",")
+      .map((s) => s.trim()) ?? null;
   if (only) {
     for (const id of only) if (!all.some((b) => b.id === id)) throw new Error(`unknown benchmark ${id}`);
   }
@@ -107,12 +110,23 @@ async function main() {
   const seconds = (Date.now() - started) / 1000;
   const command = `npm run bench${args.quick ? " -- --quick" : ""}${process.argv.includes("--runs") ? ` (--runs ${args.runs})` : ""}`;
   const loadAtEnd = Number(loadavg()[0].toFixed(2));
-  const report = { loadAtEnd, command, quick: args.quick, runs: args.runs, seconds, date: new Date().toISOString(), environment: env, benchmarks: outcomes };
+  const report = {
+    loadAtEnd,
+    command,
+    quick: args.quick,
+    runs: args.runs,
+    seconds,
+    date: new Date().toISOString(),
+    environment: env,
+    benchmarks: outcomes,
+  };
   const markdown = toMarkdown(report);
   process.stdout.write(`\n${toText(outcomes)}\n`);
   writeResults(report, markdown, args.quick);
   const failed = outcomes.filter((o) => o.error);
-  process.stdout.write(`\n${outcomes.length} benchmarks in ${seconds.toFixed(1)} s${failed.length ? `, ${failed.length} FAILED: ${failed.map((f) => f.id).join(", ")}` : ""}\n`);
+  process.stdout.write(
+    `\n${outcomes.length} benchmarks in ${seconds.toFixed(1)} s${failed.length ? `, ${failed.length} FAILED: ${failed.map((f) => f.id).join(", ")}` : ""}\n`,
+  );
   process.exit(failed.length > 0 ? 1 : 0);
 }
 
@@ -134,7 +148,10 @@ async function environment(adminUrl: string) {
   }
   let commit = "unknown";
   try {
-    commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: repoRoot, encoding: "utf8" }).trim();
+    commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], {
+      cwd: repoRoot,
+      encoding: "utf8",
+    }).trim();
   } catch {
     // not a git checkout
   }
@@ -170,7 +187,11 @@ function toText(outcomes: Outcome[]): string {
     o.error ? [[o.title, "FAILED (see above)", "", "", "", "", "", ""]] : o.rows.map(cells),
   );
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i])).join("  ").trimEnd();
+  const line = (r: string[]) =>
+    r
+      .map((c, i) => c.padEnd(widths[i]))
+      .join("  ")
+      .trimEnd();
   return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
 }
 

@@ -15,7 +15,8 @@ import { type Benchmark, ratio, type Row, type Sample } from "./lib/types.js";
 export const startup: Benchmark = {
   id: "startup",
   title: "Startup (npm start, embedded Postgres)",
-  describe: () => "`npm start` to /readyz 200 with a fresh MOORING_DATA_DIR (cold: initdb) and again on it (warm); reference: `node -e \"\"`",
+  describe: () =>
+    '`npm start` to /readyz 200 with a fresh MOORING_DATA_DIR (cold: initdb) and again on it (warm); reference: `node -e ""`',
   async run(ctx) {
     const dir = await mkdtemp(join(tmpdir(), "mooring-bench-startup-"));
     try {
@@ -69,7 +70,9 @@ async function npmStart(dataDir: string): Promise<number> {
     MOORING_LOG_FORMAT: "json",
   });
   const t0 = wallMs();
-  const child = track(spawn("npm", ["start", "--silent"], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] }));
+  const child = track(
+    spawn("npm", ["start", "--silent"], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] }),
+  );
   let output = "";
   child.stdout!.on("data", (c) => (output += c));
   child.stderr!.on("data", (c) => (output += c));

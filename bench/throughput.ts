@@ -95,14 +95,16 @@ export const throughput: Benchmark = {
   },
 };
 
-async function runMooring(ctx: BenchContext, db: BenchDatabase, s: ReturnType<typeof size>) {
+async function runMooring(_ctx: BenchContext, db: BenchDatabase, s: ReturnType<typeof size>) {
   const gateway = await spawnGateway({
     env: gatewayEnv(db.url, {
       MOORING_MAX_ACTIVE: "100000",
       MOORING_MAX_QUEUED: "1000000",
       MOORING_INSTANCE_ID: "bench-throughput",
     }),
-    nodeFlags: process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [],
+    nodeFlags: process.env.BENCH_CPU_PROF
+      ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
+      : [],
   });
   const client = new HttpClient(gateway.url, CLIENTS * 2);
   try {
@@ -146,7 +148,8 @@ async function submitAll(client: HttpClient, sessions: string[], n: number) {
       const answer = await client.request("POST", `/v1/sessions/${sessions[i % sessions.length]}/turns`, {
         prompt: TEN_EVENT_PROMPT,
       });
-      if (answer.status !== 202) throw new Error(`submit answered ${answer.status}: ${JSON.stringify(answer.body)}`);
+      if (answer.status !== 202)
+        throw new Error(`submit answered ${answer.status}: ${JSON.stringify(answer.body)}`);
       latencies.push(wallMs() - t0);
     }
   };
@@ -223,7 +226,11 @@ async function runPgbench(ctx: BenchContext, db: BenchDatabase, turns: number): 
         decodeURIComponent(url.username || "postgres"),
         url.pathname.slice(1),
       ];
-      const out = await exec(pgbench, args, url.password ? { PGPASSWORD: decodeURIComponent(url.password) } : {});
+      const out = await exec(
+        pgbench,
+        args,
+        url.password ? { PGPASSWORD: decodeURIComponent(url.password) } : {},
+      );
       const match = out.match(/tps = ([\d.]+) \(without initial connection time\)/);
       if (!match) throw new Error(`pgbench output not understood:\n${out}`);
       return Number(match[1]);
@@ -243,19 +250,30 @@ function exec(cmd: string, args: string[], env: Record<string, string>): Promise
     child.stdout.on("data", (c) => (out += c));
     child.stderr.on("data", (c) => (out += c));
     child.on("error", reject);
-    child.on("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`${cmd} exited ${code}:\n${out}`))));
+    child.on("exit", (code) =>
+      code === 0 ? resolve(out) : reject(new Error(`${cmd} exited ${code}:\n${out}`)),
+    );
   });
 }
 
-async function runGraphileWorker(ctx: BenchContext, db: BenchDatabase, jobs: number): Promise<number> {
+async function runGraphileWorker(_ctx: BenchContext, db: BenchDatabase, jobs: number): Promise<number> {
   await runMigrations({ connectionString: db.url, logger: quietLogger });
   const concurrency = Number(process.env.BENCH_GW_CONCURRENCY ?? CLIENTS);
   const warmup = Math.max(20, Math.floor(jobs / 10));
-  const utils = await makeWorkerUtils({ connectionString: db.url, maxPoolSize: CLIENTS, logger: quietLogger });
+  const utils = await makeWorkerUtils({
+    connectionString: db.url,
+    maxPoolSize: CLIENTS,
+    logger: quietLogger,
+  });
   const child = track(
     spawn(process.execPath, ["--import", "tsx", "bench/graphile-worker-child.ts"], {
       cwd: repoRoot,
-      env: { ...process.env, DATABASE_URL: db.url, JOBS: String(warmup + jobs), CONCURRENCY: String(concurrency) },
+      env: {
+        ...process.env,
+        DATABASE_URL: db.url,
+        JOBS: String(warmup + jobs),
+        CONCURRENCY: String(concurrency),
+      },
       stdio: ["ignore", "pipe", "pipe"],
     }),
   );
@@ -278,7 +296,8 @@ async function runGraphileWorker(ctx: BenchContext, db: BenchDatabase, jobs: num
       const found = lines.find((l) => l.startsWith(prefix));
       if (found) return found;
       if (child.exitCode !== null) throw new Error(`graphile-worker child exited:\n${errors}`);
-      if (Date.now() > deadline) throw new Error(`graphile-worker: no "${prefix}" in ${timeoutMs} ms:\n${errors}`);
+      if (Date.now() > deadline)
+        throw new Error(`graphile-worker: no "${prefix}" in ${timeoutMs} ms:\n${errors}`);
       await new Promise<void>((resolve) => {
         waiter = resolve;
         setTimeout(resolve, 200);
@@ -304,7 +323,9 @@ async function runGraphileWorker(ctx: BenchContext, db: BenchDatabase, jobs: num
     await add(warmup);
     // Let the warm-up drain before timing.
     for (;;) {
-      const [{ n }] = await db.sql<{ n: number }[]>`select count(*)::int as n from graphile_worker._private_jobs`;
+      const [{ n }] = await db.sql<
+        { n: number }[]
+      >`select count(*)::int as n from graphile_worker._private_jobs`;
       if (n === 0) break;
       await sleep(20);
     }

@@ -37,7 +37,10 @@ export const wireBudget: Benchmark = {
     let socket: RpcSocket | null = null;
     try {
       await gateway.waitReady();
-      const session = await http.json<{ id: string }>("POST", "/v1/sessions", { workspace: "/tmp", agent: "simulated" });
+      const session = await http.json<{ id: string }>("POST", "/v1/sessions", {
+        workspace: "/tmp",
+        agent: "simulated",
+      });
       const waitDone = async (taskId: string) => {
         for (;;) {
           const t = await http.json<{ status: string }>("GET", `/v1/tasks/${taskId}?waitMs=10000`);
@@ -52,7 +55,9 @@ export const wireBudget: Benchmark = {
         if (done.status !== "completed") throw new Error(`past turn ended ${done.status}`);
       }
 
-      const snapshot = await http.request("GET", `/v1/sessions/${session.id}`, undefined, { "accept-encoding": "gzip" });
+      const snapshot = await http.request("GET", `/v1/sessions/${session.id}`, undefined, {
+        "accept-encoding": "gzip",
+      });
       const raw = snapshot.rawBody;
       const decoded = snapshot.headers["content-encoding"] === "gzip" ? gunzipSync(raw) : raw;
       const snapshotGzip = gzipSync(decoded).length;
@@ -62,14 +67,18 @@ export const wireBudget: Benchmark = {
       const ended = new Promise<void>((resolve) => (terminal = resolve));
       socket = await RpcSocket.connect(gateway.url, {
         onEvent: (event) => {
-          if (event.type.startsWith("task.") && event.data?.status && event.type !== "task.started") terminal?.();
+          if (event.type.startsWith("task.") && event.data?.status && event.type !== "task.started")
+            terminal?.();
         },
       });
       await socket.subscribe(session.id, lastSeq);
       await sleep(200);
       const before = { wire: socket.wireBytesRead, decoded: socket.decodedBytes, messages: socket.messages };
       await http.json("POST", `/v1/sessions/${session.id}/turns`, { prompt: turnPrompt(LIVE_TOOL_BYTES) });
-      await Promise.race([ended, sleep(30_000).then(() => Promise.reject(new Error("live turn did not end")))]);
+      await Promise.race([
+        ended,
+        sleep(30_000).then(() => Promise.reject(new Error("live turn did not end"))),
+      ]);
       await sleep(100);
       const live = {
         wire: socket.wireBytesRead - before.wire,

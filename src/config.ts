@@ -63,6 +63,8 @@ export interface Config {
   wsMaxPayloadBytes: number;
   /** Server ping interval on WebSockets in ms; a peer silent for twice this is dropped. Default 15000. */
   wsPingMs: number;
+  /** Interval of the comment lines (`: ping`) that keep an idle SSE stream open through proxies, in ms. Default 15000. */
+  sseHeartbeatMs: number;
   /** Instance id reported in hello and /readyz; must be unique per live process. Default `<hostname>:<port>` (`<hostname>:<random>` when PORT=0). */
   instanceId: string | undefined;
 }
@@ -146,6 +148,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     wsMaxBufferedBytes: read(env, "MOORING_WS_MAX_BUFFERED_BYTES", integer(1024), 4_194_304),
     wsMaxPayloadBytes: read(env, "MOORING_WS_MAX_PAYLOAD_BYTES", integer(1024), 1_048_576),
     wsPingMs: read(env, "MOORING_WS_PING_MS", integer(10), 15_000),
+    sseHeartbeatMs: read(env, "MOORING_SSE_HEARTBEAT_MS", integer(10), 15_000),
     instanceId: read<string | undefined>(env, "MOORING_INSTANCE_ID", text, undefined),
   };
   if (config.heartbeatMs >= config.leaseMs) {

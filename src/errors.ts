@@ -89,6 +89,7 @@ const unavailableCodes = new Set([
   "ECONNREFUSED",
   "ECONNRESET",
   "ETIMEDOUT",
+  "EPIPE",
   "CONNECTION_CLOSED",
   "CONNECTION_ENDED",
   "CONNECTION_DESTROYED",
@@ -103,8 +104,12 @@ const unavailableCodes = new Set([
 ]);
 
 export function isDatabaseUnavailable(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === "string" && unavailableCodes.has(code);
+  // Drizzle wraps the driver's error (DrizzleQueryError) and keeps it as `cause`: look through.
+  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && unavailableCodes.has(code)) return true;
+  }
+  return false;
 }
 
 /** Map anything thrown to a MooringError; unknown errors become INTERNAL without their details. */

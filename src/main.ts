@@ -4,7 +4,7 @@
  */
 import { RegistryError } from "./agents/registry.js";
 import { ConfigError, loadConfig } from "./config.js";
-import { isClosedSocketWrite } from "./db/client.js";
+import { isClosedSocketWrite, recyclePools } from "./db/client.js";
 import { startGateway } from "./gateway.js";
 import { createLogger } from "./log.js";
 
@@ -25,7 +25,8 @@ async function main(): Promise<void> {
   const log = createLogger(config.logLevel, config.logFormat);
   process.on("uncaughtException", (err) => {
     if (isClosedSocketWrite(err)) {
-      log.warn({ err: err.message }, "postgres.js wrote to a closed connection (upstream bug); ignored");
+      log.warn({ err: err.message }, "postgres.js wrote to a closed connection (upstream bug); replacing the pool");
+      recyclePools();
       return;
     }
     log.fatal({ err }, "uncaught exception; exiting");

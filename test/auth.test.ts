@@ -64,7 +64,9 @@ describe("with MOORING_API_TOKENS set", () => {
     for (const [method, path, body] of routes) {
       const r = await call(gw.url, method, path, body, headers);
       expect(r.status, `${method} ${path}`).toBe(401);
-      expect(r.body, `${method} ${path}`).toEqual({ error: { code: "UNAUTHORIZED", message: expect.any(String) } });
+      expect(r.body, `${method} ${path}`).toEqual({
+        error: { code: "UNAUTHORIZED", message: expect.any(String) },
+      });
     }
     expect(await count()).toBe(before);
   });
@@ -86,8 +88,16 @@ describe("with MOORING_API_TOKENS set", () => {
       }
       const s = await call(gw.url, "POST", "/v1/sessions", { workspace: "/tmp", agent: "simulated" }, auth);
       expect(s.status).toBe(201);
-      expect((await call(gw.url, "GET", `/v1/sessions/${s.body.id}`, undefined, auth)).body.id).toBe(s.body.id);
-      const rpc = await call(gw.url, "POST", "/v1/rpc", { jsonrpc: "2.0", id: 7, method: "gate.status" }, auth);
+      expect((await call(gw.url, "GET", `/v1/sessions/${s.body.id}`, undefined, auth)).body.id).toBe(
+        s.body.id,
+      );
+      const rpc = await call(
+        gw.url,
+        "POST",
+        "/v1/rpc",
+        { jsonrpc: "2.0", id: 7, method: "gate.status" },
+        auth,
+      );
       expect(rpc.body).toMatchObject({ jsonrpc: "2.0", id: 7, result: { maxActive: 5 } });
       const docs = await call(gw.url, "GET", "/docs/json", undefined, auth);
       expect(docs.body.paths["/v1/sessions"]).toBeDefined();
@@ -118,7 +128,9 @@ describe("without MOORING_API_TOKENS", () => {
       expect((await call(gw.url, "GET", "/v1/gate")).status).toBe(200);
       expect((await call(gw.url, "GET", "/docs/json")).status).toBe(200);
       // A stray header is ignored, not checked.
-      expect((await call(gw.url, "GET", "/v1/sessions", undefined, { authorization: "Bearer whatever" })).status).toBe(200);
+      expect(
+        (await call(gw.url, "GET", "/v1/sessions", undefined, { authorization: "Bearer whatever" })).status,
+      ).toBe(200);
     } finally {
       await gw.stop();
     }
@@ -131,12 +143,18 @@ describe("binding a non-loopback HOST", () => {
     expect(check({ HOST: "0.0.0.0" })).toThrow(/HOST=0\.0\.0\.0 .*MOORING_API_TOKENS is unset/);
     expect(check({ HOST: "192.168.1.10" })).toThrow(/MOORING_API_TOKENS/);
     expect(check({ HOST: "::" })).toThrow(/MOORING_API_TOKENS/);
-    for (const host of ["127.0.0.1", "127.0.0.2", "localhost", "::1"]) expect(check({ HOST: host })).not.toThrow();
+    for (const host of ["127.0.0.1", "127.0.0.2", "localhost", "::1"])
+      expect(check({ HOST: host })).not.toThrow();
     expect(check({ HOST: "0.0.0.0", MOORING_API_TOKENS: "t" })).not.toThrow();
   });
 
   it("a real process with HOST=0.0.0.0 and no tokens exits non-zero with a clear message", async () => {
-    const run = await runGatewayToExit({ DATABASE_URL: db.url, HOST: "0.0.0.0", PORT: "0", MOORING_API_TOKENS: "" });
+    const run = await runGatewayToExit({
+      DATABASE_URL: db.url,
+      HOST: "0.0.0.0",
+      PORT: "0",
+      MOORING_API_TOKENS: "",
+    });
     expect(run.code).toBe(2);
     expect(run.stderr).toContain("mooring: configuration error: HOST=0.0.0.0 is not a loopback address");
     expect(run.stderr).toContain("Set MOORING_API_TOKENS or bind HOST=127.0.0.1");
@@ -144,12 +162,19 @@ describe("binding a non-loopback HOST", () => {
   });
 
   it("a real process with HOST=0.0.0.0 and tokens starts and asks for them", async () => {
-    const gw = await spawnGateway({ DATABASE_URL: db.url, HOST: "0.0.0.0", PORT: "0", MOORING_API_TOKENS: "net-token" });
+    const gw = await spawnGateway({
+      DATABASE_URL: db.url,
+      HOST: "0.0.0.0",
+      PORT: "0",
+      MOORING_API_TOKENS: "net-token",
+    });
     try {
       await gw.waitReady();
       const url = gw.url.replace("0.0.0.0", "127.0.0.1");
       expect((await call(url, "GET", "/v1/sessions")).status).toBe(401);
-      expect((await call(url, "GET", "/v1/sessions", undefined, { authorization: "Bearer net-token" })).status).toBe(200);
+      expect(
+        (await call(url, "GET", "/v1/sessions", undefined, { authorization: "Bearer net-token" })).status,
+      ).toBe(200);
     } finally {
       gw.kill("SIGTERM");
       expect(await gw.exited).toBe(0);

@@ -3,11 +3,20 @@
  * after the escalation delay), repeated and concurrent cancels, terminal tasks, archive cascade.
  * One slot (MOORING_MAX_ACTIVE=1) so queues form on demand.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually, startTestGateway } from "./support/gateway.js";
-import { counts, createSession, submitOk, taskEventTypes, tempWorkspace, waitStatus, waitTask } from "./support/turns.js";
+import {
+  counts,
+  createSession,
+  submitOk,
+  taskEventTypes,
+  tempWorkspace,
+  waitStatus,
+  waitTask,
+  cancelOpenTasks,
+} from "./support/turns.js";
 
 let db: TestDatabase;
 let gw: Gateway;
@@ -22,6 +31,9 @@ afterAll(async () => {
   await gw?.stop();
   await db?.drop();
 });
+
+// A failed test must not leave the single slot taken for the next one.
+afterEach(() => cancelOpenTasks(gw.url, db.sql));
 
 const cancel = (id: string) => call(gw.url, "POST", `/v1/tasks/${id}/cancel`);
 const get = async (id: string) => (await call(gw.url, "GET", `/v1/tasks/${id}`)).body;
@@ -47,11 +59,13 @@ it("cancels a queued task at once and the queue moves up; a running one goes can
   expect((await get(q2.id)).position).toBe(1);
   expect((await get(q3.id)).position).toBe(2);
   expect((await call(gw.url, "GET", "/v1/gate")).body).toMatchObject({ active: 1, queued: 2 });
-  await eventually(async () => {
+  // Both tasks behind it are told their new place (announced asynchronously).
+  const lastAnnounced = async (id: string) => {
     const [e] = await db.sql<{ data: any }[]>`
-      select data from events where task_id = ${q2.id} and type = 'task.position' order by seq desc limit 1`;
-    return e?.data.position === 1;
-  });
+      select data from events where task_id = ${id} and type = 'task.position' order by seq desc limit 1`;
+    return e?.data.position;
+  };
+  await eventually(async () => (await lastAnnounced(q2.id)) === 1 && (await lastAnnounced(q3.id)) === 2);
 
   // Twice: the same answer, nothing more written.
   const before = await counts(db.sql);
@@ -85,7 +99,9 @@ it("cancels a queued task at once and the queue moves up; a running one goes can
   expect(next.status).toBe("completed");
 
   // The cancelled session takes its next turn normally.
-  expect((await waitTask(gw.url, (await submitOk(gw.url, s1, { prompt: "hello again" })).id)).status).toBe("completed");
+  expect((await waitTask(gw.url, (await submitOk(gw.url, s1, { prompt: "hello again" })).id)).status).toBe(
+    "completed",
+  );
 });
 
 it("kills an agent that ignores the cancel after the escalation delay; the task still ends cancelled", async () => {
@@ -97,12 +113,16 @@ it("kills an agent that ignores the cancel after the escalation delay; the task 
   expect(first.body.status).toBe("cancelling");
 
   // Cancelling during the escalation: the same answer, nothing written.
-  const [{ version }] = await db.sql<{ version: number }[]>`select version from tasks where id = ${stubborn.id}`;
+  const [{ version }] = await db.sql<
+    { version: number }[]
+  >`select version from tasks where id = ${stubborn.id}`;
   const second = await cancel(stubborn.id);
   expect(second.status).toBe(200);
   expect(second.body.status).toBe("cancelling");
   expect(second.body.id).toBe(first.body.id);
-  const [{ version: after }] = await db.sql<{ version: number }[]>`select version from tasks where id = ${stubborn.id}`;
+  const [{ version: after }] = await db.sql<
+    { version: number }[]
+  >`select version from tasks where id = ${stubborn.id}`;
   expect(after).toBe(version);
 
   const ended = await waitTask(gw.url, stubborn.id);

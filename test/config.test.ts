@@ -147,7 +147,9 @@ describe("the agent registry", () => {
 
   it("adds operator entries to the defaults", () => {
     const r = loadAgentRegistry(
-      JSON.stringify({ gemini: { driver: "acp", command: "gemini", args: ["--experimental-acp"], env: { A: "1" } } }),
+      JSON.stringify({
+        gemini: { driver: "acp", command: "gemini", args: ["--experimental-acp"], env: { A: "1" } },
+      }),
     );
     expect(r.get("gemini")).toMatchObject({
       driver: "acp",
@@ -162,10 +164,22 @@ describe("the agent registry", () => {
   it.each([
     ["invalid JSON", "{not json", /MOORING_AGENTS is not valid JSON/],
     ["a JSON array", "[1]", /MOORING_AGENTS is neither JSON nor an existing file/],
-    ["an unknown driver", '{"x": {"driver": "bash"}}', /entry "x": driver must be one of simulated, claude-code, acp/],
+    [
+      "an unknown driver",
+      '{"x": {"driver": "bash"}}',
+      /entry "x": driver must be one of simulated, claude-code, acp/,
+    ],
     ["acp without a command", '{"gem": {"driver": "acp"}}', /entry "gem": an acp agent needs a command/],
-    ["an unknown field", '{"sim": {"driver": "simulated", "program": "rm"}}', /entry "sim": unknown field "program"/],
-    ["a bad permissions policy", '{"a": {"driver": "acp", "command": "a", "permissions": "ask"}}', /entry "a": permissions/],
+    [
+      "an unknown field",
+      '{"sim": {"driver": "simulated", "program": "rm"}}',
+      /entry "sim": unknown field "program"/,
+    ],
+    [
+      "a bad permissions policy",
+      '{"a": {"driver": "acp", "command": "a", "permissions": "ask"}}',
+      /entry "a": permissions/,
+    ],
     ["a bad name", '{"no spaces": {"driver": "simulated"}}', /entry "no spaces": name/],
   ])("refuses %s, naming the entry", (_what, raw, message) => {
     expect(registryError(raw).message).toMatch(message);
@@ -211,12 +225,17 @@ describe("the process refuses to start", () => {
       runGatewayToExit({ ...base, MOORING_RECOVERY: "sometimes" }),
     ]);
     expect(number.code).toBe(2);
-    expect(number.stderr).toContain('MOORING_MAX_QUEUED="many" is invalid: expected an integer from 0 to 1000000');
+    expect(number.stderr).toContain(
+      'MOORING_MAX_QUEUED="many" is invalid: expected an integer from 0 to 1000000',
+    );
     expect(negative.code).toBe(2);
     expect(negative.stderr).toContain('MOORING_SWEEP_MS="-10" is invalid: expected an integer from 10');
     expect(enumeration.code).toBe(2);
-    expect(enumeration.stderr).toContain('MOORING_RECOVERY="sometimes" is invalid: accepted values are fail, continue');
-    for (const run of [number, negative, enumeration]) expect(run.stdout + run.stderr).not.toContain("listening");
+    expect(enumeration.stderr).toContain(
+      'MOORING_RECOVERY="sometimes" is invalid: accepted values are fail, continue',
+    );
+    for (const run of [number, negative, enumeration])
+      expect(run.stdout + run.stderr).not.toContain("listening");
   });
 
   it("on a bad MOORING_AGENTS, naming the entry", async () => {

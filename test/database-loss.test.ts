@@ -12,9 +12,11 @@
 import { createServer } from "node:net";
 import { rm } from "node:fs/promises";
 import { pino } from "pino";
+import postgres from "postgres";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import WebSocket from "ws";
 import { type EmbeddedDatabase, startEmbeddedPostgres } from "../src/db/embedded.js";
+import { GATE_LOCK_KEY } from "../src/sql/gate-lock.js";
 import { call, eventually } from "./support/gateway.js";
 import {
   alive,
@@ -75,7 +77,7 @@ it("Postgres stopped under load: 503 NOT_READY, no crash; back on the same port:
   const gw = await procs.spawn(gatewayEnv(url, { MOORING_INSTANCE_ID: "dbloss-a" }));
   await gw.waitReady();
   const sessions = await createSessions(gw.url, workspace, 11);
-  const accepted = [];
+  const accepted: any[] = [];
   for (const id of sessions.slice(0, 10)) accepted.push(await submit(gw.url, id, "[sleep 2000] [deltas 2]"));
   const wasRunning = accepted.filter((t) => t.status === "running").map((t) => t.id);
   expect(wasRunning).toHaveLength(5);
@@ -95,8 +97,10 @@ it("Postgres stopped under load: 503 NOT_READY, no crash; back on the same port:
     ]);
     for (const r of results) {
       answers.push(r.status);
-      if (r.status >= 500 && !(r.status === 503 && r.body?.error?.code === "NOT_READY")) bad.push(JSON.stringify(r.body));
-      if (r.status === 202 || r.status === 201) bad.push(`accepted while the database was away: ${JSON.stringify(r.body)}`);
+      if (r.status >= 500 && !(r.status === 503 && r.body?.error?.code === "NOT_READY"))
+        bad.push(JSON.stringify(r.body));
+      if (r.status === 202 || r.status === 201)
+        bad.push(`accepted while the database was away: ${JSON.stringify(r.body)}`);
     }
     return results;
   };
@@ -104,18 +108,26 @@ it("Postgres stopped under load: 503 NOT_READY, no crash; back on the same port:
   console.log(`readiness 503 ${Date.now() - stoppedAt} ms after Postgres stopped`);
   const readyz = await call(gw.url, "GET", "/readyz");
   expect(readyz.body).toMatchObject({ ready: false, error: { code: "NOT_READY" }, instanceId: "dbloss-a" });
-  const refused = await call(gw.url, "POST", `/v1/sessions/${sessions[10]}/turns`, { prompt: "during the outage" });
+  const refused = await call(gw.url, "POST", `/v1/sessions/${sessions[10]}/turns`, {
+    prompt: "during the outage",
+  });
   expect(refused.status).toBe(503);
   expect(refused.body).toEqual({ error: { code: "NOT_READY", message: expect.any(String) } });
   // Keep it away until the running turns finished and tried to write (their leases expire meanwhile).
   await eventually(async () => {
     await probe();
-    return logsWith(gw, "settling failed; retrying").length + logsWith(gw, "event log flush failed; retrying").length > 0;
+    return (
+      logsWith(gw, "settling failed; retrying").length +
+        logsWith(gw, "event log flush failed; retrying").length >
+      0
+    );
   }, 20_000);
   await eventually(async () => {
     await probe();
     return Date.now() - stoppedAt > 2500;
   });
+  if (bad.length > 0)
+    console.log(logsWith(gw, "request failed").map((l) => JSON.stringify(l).slice(0, 1500)));
   expect(bad).toEqual([]);
   expect(answers.filter((s) => s === 500)).toEqual([]);
   expect(alive(gw)).toBe(true);
@@ -124,7 +136,9 @@ it("Postgres stopped under load: 503 NOT_READY, no crash; back on the same port:
   await startPostgres();
   expect(pg!.url).toBe(url);
   await gw.waitReady();
-  console.log(`ready again ${Date.now() - restartedAt} ms after Postgres came back (outage ${restartedAt - stoppedAt} ms)`);
+  console.log(
+    `ready again ${Date.now() - restartedAt} ms after Postgres came back (outage ${restartedAt - stoppedAt} ms)`,
+  );
 
   // No accepted turn is lost: each reaches exactly one terminal state.
   const outcomes: Record<string, number> = {};
@@ -162,16 +176,29 @@ it("the LISTEN connection resumes after the database comes back (events reach an
   const received: any[] = [];
   ws.on("message", (data) => received.push(JSON.parse(data.toString())));
   await eventually(async () => received.some((m) => m.method === "hello"));
-  ws.send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "events.subscribe", params: { sessionId: session, afterSeq: 0 } }));
+  ws.send(
+    JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "events.subscribe",
+      params: { sessionId: session, afterSeq: 0 },
+    }),
+  );
   await eventually(async () => received.some((m) => m.id === 1));
   const completedOn = (taskId: string) =>
-    received.some((m) => m.method === "event" && m.params.taskId === taskId && m.params.type === "task.completed");
+    received.some(
+      (m) => m.method === "event" && m.params.taskId === taskId && m.params.type === "task.completed",
+    );
 
   const before = await submit(a.url, session, "[deltas 1]");
   await eventually(async () => completedOn(before.id), 10_000);
 
   await stopPostgres();
-  await eventually(async () => (await call(a.url, "GET", "/readyz")).status === 503 && (await call(b.url, "GET", "/readyz")).status === 503);
+  await eventually(
+    async () =>
+      (await call(a.url, "GET", "/readyz")).status === 503 &&
+      (await call(b.url, "GET", "/readyz")).status === 503,
+  );
   const restartedAt = Date.now();
   await startPostgres();
   await Promise.all([a.waitReady(), b.waitReady()]);
@@ -206,4 +233,63 @@ it("shutdown while the database is gone still exits", async () => {
   expect(code).toBe(0);
   expect(Date.now() - t0).toBeLessThan(20_000);
   expect(logsWith(gw, "shutdown: done")).toHaveLength(1);
+}, 60_000);
+
+it("connections killed inside transactions (pg_terminate_backend) neither crash the gateway nor leave its pool broken", async () => {
+  const gw = await procs.spawn(gatewayEnv(pg!.url, { MOORING_INSTANCE_ID: "dbloss-terminate" }));
+  await gw.waitReady();
+  const sessions = await createSessions(gw.url, workspace, 3);
+  const admin = postgres(pg!.url, { max: 2, onnotice: () => {} });
+  try {
+    // Hold the gate lock, so the gateway's gate transactions (submit, claim, sweep) wait inside
+    // their transactions; then kill those backends while they wait.
+    console.log("A");
+    const holder = await admin.reserve();
+    console.log("B");
+    await holder`select pg_advisory_lock(${GATE_LOCK_KEY})`;
+    const submits = sessions.map((id) => call(gw.url, "POST", `/v1/sessions/${id}/turns`, { prompt: "[deltas 1]" }));
+    const waiting = await eventually(async () => {
+      const rows = await admin`
+        select pid from pg_stat_activity
+        where application_name = 'mooring:dbloss-terminate' and wait_event_type = 'Lock'`;
+      return rows.length >= 3 ? rows : null;
+    });
+    await admin`select pg_terminate_backend(pid) from pg_stat_activity
+      where application_name = 'mooring:dbloss-terminate' and wait_event_type = 'Lock'`;
+    console.log("C");
+    await holder`select pg_advisory_unlock(${GATE_LOCK_KEY})`;
+    console.log("D");
+    holder.release();
+    const answers = await Promise.all(submits);
+    console.log("E");
+    console.log(`killed ${waiting.length} waiting backends; submits answered ${answers.map((a) => a.status).join(", ")}`);
+    for (const a of answers) {
+      // A killed transaction is "database away" for its request: 503 NOT_READY, never 500.
+      if (a.status !== 202) expect(a.body.error.code).toBe("NOT_READY");
+    }
+    expect(logsWith(gw, "postgres.js wrote to a closed connection").length).toBeGreaterThanOrEqual(1);
+    expect(alive(gw)).toBe(true);
+
+    // The pool is healthy: a burst of requests all answer at once (a broken connection would
+    // make some wait for connect_timeout, 10 s, and fail).
+    console.log("F");
+    const t0 = Date.now();
+    const burst = await Promise.all(
+      Array.from({ length: 24 }, (_, i) =>
+        i % 2 === 0
+          ? call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" })
+          : call(gw.url, "GET", "/v1/gate"),
+      ),
+    );
+    const burstMs = Date.now() - t0;
+    expect(burst.map((b) => b.status).filter((s) => s !== 200 && s !== 201)).toEqual([]);
+    expect(burstMs).toBeLessThan(5000);
+    for (const [i, id] of sessions.entries()) {
+      const task = answers[i].status === 202 ? answers[i].body : await submit(gw.url, id, "[deltas 1]");
+      expect((await waitTerminal(gw.url, task.id)).status).toBe("completed");
+    }
+    expect(alive(gw)).toBe(true);
+  } finally {
+    await admin.end({ timeout: 1 });
+  }
 }, 60_000);

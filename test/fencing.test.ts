@@ -74,8 +74,13 @@ it("a stale owner's events, cursor, context usage and settlement change nothing,
   await forgeNewerOwner(task.id);
   const forged = await snapshot(task.id, session);
 
-  await eventually(async () => logsWith(gw, "lost guard: task was settled or taken over elsewhere").length === 1, 15_000);
-  expect(logsWith(gw, "lost guard: events of a task this instance no longer owns were dropped").length).toBeGreaterThanOrEqual(1);
+  await eventually(
+    async () => logsWith(gw, "lost guard: task was settled or taken over elsewhere").length === 1,
+    15_000,
+  );
+  expect(
+    logsWith(gw, "lost guard: events of a task this instance no longer owns were dropped").length,
+  ).toBeGreaterThanOrEqual(1);
   expect(logsWith(gw, "lost guard: resume cursor not saved")).toHaveLength(1);
   expect(logsWith(gw, "lost guard: task was settled or taken over elsewhere")[0]).toMatchObject({
     taskId: task.id,
@@ -94,7 +99,9 @@ it("a stale owner's events, cursor, context usage and settlement change nothing,
 });
 
 it("the owner's heartbeat notices the takeover, stops the turn and writes nothing", async () => {
-  const gw = await procs.spawn(gatewayEnv(db.url, { MOORING_INSTANCE_ID: "fencing-b", MOORING_SWEEP_MS: "60000" }));
+  const gw = await procs.spawn(
+    gatewayEnv(db.url, { MOORING_INSTANCE_ID: "fencing-b", MOORING_SWEEP_MS: "60000" }),
+  );
   await gw.waitReady();
   const [session] = await createSessions(gw.url, workspace, 1);
   const task = await submit(gw.url, session, "[sleep 20000] [deltas 3]");
@@ -103,7 +110,10 @@ it("the owner's heartbeat notices the takeover, stops the turn and writes nothin
   const forged = await snapshot(task.id, session);
 
   await eventually(async () => logsWith(gw, "lost guard: lease taken over; stopping the turn").length === 1);
-  expect(logsWith(gw, "lost guard: lease taken over; stopping the turn")[0]).toMatchObject({ taskId: task.id, attempt: 1 });
+  expect(logsWith(gw, "lost guard: lease taken over; stopping the turn")[0]).toMatchObject({
+    taskId: task.id,
+    attempt: 1,
+  });
   gw.kill("SIGTERM");
   expect(await gw.exited).toBe(0);
   // The stopped turn was not settled by its old owner, and it released nothing it no longer owns.
@@ -116,7 +126,8 @@ it("the named SQL functions change 0 rows with a stale fence, and work with the 
   try {
     await applyMigrations(database);
     const sql = database.sql;
-    const [session] = await sql`insert into sessions (workspace, agent) values ('/tmp', 'simulated') returning id`;
+    const [session] =
+      await sql`insert into sessions (workspace, agent) values ('/tmp', 'simulated') returning id`;
     const currentBoot = randomUUID();
     const staleBoot = randomUUID();
     const [task] = await sql`
@@ -133,25 +144,61 @@ it("the named SQL functions change 0 rows with a stale fence, and work with the 
     ];
     for (const fence of stale) {
       expect(await settleOwnedTask(sql, task.id, fence, { status: "completed", result: null })).toBeNull();
-      expect(await appendEvents(sql, session.id, [{ taskId: task.id, type: "message", data: { text: "late" } }], fence)).toEqual(
-        [],
-      );
-      const cursor = { agentSessionId: "zombie", turnCount: 9, lastAssistantMessageId: "m", pastAgentSessionIds: [] };
+      expect(
+        await appendEvents(
+          sql,
+          session.id,
+          [{ taskId: task.id, type: "message", data: { text: "late" } }],
+          fence,
+        ),
+      ).toEqual([]);
+      const cursor = {
+        agentSessionId: "zombie",
+        turnCount: 9,
+        lastAssistantMessageId: "m",
+        pastAgentSessionIds: [],
+      };
       expect(await saveCursor(sql, session.id, cursor, fence)).toBe(false);
-      expect(await saveContextUsage(sql, session.id, { inputTokens: 1, contextWindow: 2, percent: 50 }, fence)).toBe(false);
+      expect(
+        await saveContextUsage(sql, session.id, { inputTokens: 1, contextWindow: 2, percent: 50 }, fence),
+      ).toBe(false);
     }
     expect(await snapshot(task.id, session.id)).toEqual(before);
 
     // The current owner's writes go through (an expired lease alone does not fence the owner).
     const current = { taskId: task.id, bootId: currentBoot, attempt: 2 };
-    const stored = await appendEvents(sql, session.id, [{ taskId: task.id, type: "message", data: { text: "ok" } }], current);
+    const stored = await appendEvents(
+      sql,
+      session.id,
+      [{ taskId: task.id, type: "message", data: { text: "ok" } }],
+      current,
+    );
     expect(stored.map((e) => e.seq)).toEqual([1]);
-    expect(await saveCursor(sql, session.id, { agentSessionId: "a", turnCount: 1, lastAssistantMessageId: "m1", pastAgentSessionIds: [] }, current)).toBe(true);
+    expect(
+      await saveCursor(
+        sql,
+        session.id,
+        { agentSessionId: "a", turnCount: 1, lastAssistantMessageId: "m1", pastAgentSessionIds: [] },
+        current,
+      ),
+    ).toBe(true);
     const settled = await settleOwnedTask(sql, task.id, current, { status: "completed", result: null });
     expect(settled).toMatchObject({ status: "completed", version: task.version + 1 });
     // Once settled, even the former owner's writes are fenced: terminal states never change.
-    expect(await settleOwnedTask(sql, task.id, current, { status: "failed", error: { code: "AGENT_ERROR", message: "x" } })).toBeNull();
-    expect(await appendEvents(sql, session.id, [{ taskId: task.id, type: "message", data: { text: "after" } }], current)).toEqual([]);
+    expect(
+      await settleOwnedTask(sql, task.id, current, {
+        status: "failed",
+        error: { code: "AGENT_ERROR", message: "x" },
+      }),
+    ).toBeNull();
+    expect(
+      await appendEvents(
+        sql,
+        session.id,
+        [{ taskId: task.id, type: "message", data: { text: "after" } }],
+        current,
+      ),
+    ).toEqual([]);
   } finally {
     await database.close();
   }

@@ -25,7 +25,9 @@ afterAll(async () => {
 
 it("admits 5 running and 20 queued, refuses 5 with 429 queue_full writing nothing, and starts them FIFO", async () => {
   const sessions = await Promise.all(Array.from({ length: 30 }, () => createSession(gw.url, workspace)));
-  const answers = await Promise.all(sessions.map((id, i) => submit(gw.url, id, { prompt: `[sleep 1500] turn ${i}` })));
+  const answers = await Promise.all(
+    sessions.map((id, i) => submit(gw.url, id, { prompt: `[sleep 2000] turn ${i}` })),
+  );
 
   const accepted = answers.filter((a) => a.status === 202);
   const refused = answers.filter((a) => a.status !== 202);
@@ -44,7 +46,9 @@ it("admits 5 running and 20 queued, refuses 5 with 429 queue_full writing nothin
   expect(running).toHaveLength(5);
   expect(queued).toHaveLength(20);
   for (const r of running) expect(r.body.position).toBeNull();
-  expect(queued.map((q) => q.body.position).sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+  expect(queued.map((q) => q.body.position).sort((a, b) => a - b)).toEqual(
+    Array.from({ length: 20 }, (_, i) => i + 1),
+  );
 
   // The database agrees, and the gate reports the same.
   const byStatus = await db.sql<{ status: string; n: number }[]>`
@@ -98,7 +102,7 @@ it("admits 5 running and 20 queued, refuses 5 with 429 queue_full writing nothin
   const announced = logs.filter((l) => l.types.includes("task.position"));
   expect(announced.length).toBeGreaterThan(0);
   // And the queue really waited: the last queued task started at least two turn lengths later.
-  expect(rows[24].startedAt.getTime() - rows[0].startedAt.getTime()).toBeGreaterThanOrEqual(2 * 1500);
+  expect(rows[24].startedAt.getTime() - rows[0].startedAt.getTime()).toBeGreaterThanOrEqual(2 * 2000);
 });
 
 it("runs a session's turns one at a time in order without holding up other sessions", async () => {

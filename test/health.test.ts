@@ -43,7 +43,9 @@ describe("a ready gateway", () => {
   });
 
   it("every response carries x-request-id: the client's when given, else a fresh one", async () => {
-    const given = await call(gw.url, "GET", "/v1/sessions", undefined, { "x-request-id": "client-chosen-42" });
+    const given = await call(gw.url, "GET", "/v1/sessions", undefined, {
+      "x-request-id": "client-chosen-42",
+    });
     expect(given.headers.get("x-request-id")).toBe("client-chosen-42");
     const a = await call(gw.url, "GET", "/healthz");
     const b = await call(gw.url, "GET", "/v1/nope");
@@ -73,7 +75,13 @@ describe("a ready gateway", () => {
     expect(paths["/v1/tasks/{id}"].get).toBeDefined();
     const body = paths["/v1/sessions"].post.requestBody.content["application/json"].schema;
     expect(body.required.sort()).toEqual(["agent", "workspace"]);
-    expect(Object.keys(body.properties).sort()).toEqual(["agent", "agentConfig", "metadata", "title", "workspace"]);
+    expect(Object.keys(body.properties).sort()).toEqual([
+      "agent",
+      "agentConfig",
+      "metadata",
+      "title",
+      "workspace",
+    ]);
     const query = paths["/v1/sessions"].get.parameters.map((p: { name: string }) => p.name).sort();
     expect(query).toEqual(["cursor", "limit", "status", "workspace"]);
   });
@@ -99,7 +107,11 @@ describe("a gateway whose database is not there yet", () => {
     expect((await call(gw.url, "GET", "/healthz")).status).toBe(200);
     const ready = await call(gw.url, "GET", "/readyz");
     expect(ready.status).toBe(503);
-    expect(ready.body).toMatchObject({ ready: false, error: { code: "NOT_READY" }, bootId: gw.identity.bootId });
+    expect(ready.body).toMatchObject({
+      ready: false,
+      error: { code: "NOT_READY" },
+      bootId: gw.identity.bootId,
+    });
     const api = await call(gw.url, "POST", "/v1/sessions", { workspace: "/tmp", agent: "simulated" });
     expect(api.status).toBe(503);
     expect(api.body.error.code).toBe("NOT_READY");

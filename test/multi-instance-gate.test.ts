@@ -13,7 +13,8 @@ let b: GatewayProcess;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  const env = (id: string) => testEnv(db.url, { LOG_LEVEL: "info", MOORING_POLL_MS: "100", MOORING_INSTANCE_ID: id });
+  const env = (id: string) =>
+    testEnv(db.url, { LOG_LEVEL: "info", MOORING_POLL_MS: "100", MOORING_INSTANCE_ID: id });
   [a, b] = await Promise.all([spawnGateway(env("gate-a")), spawnGateway(env("gate-b"))]);
   await Promise.all([a.waitReady(), b.waitReady()]);
 });
@@ -25,7 +26,9 @@ afterAll(async () => {
 
 it("holds 5 running / 20 queued across two instances, and runs every accepted task exactly once", async () => {
   const workspace = await tempWorkspace();
-  const sessions = await Promise.all(Array.from({ length: 80 }, (_, i) => createSession(i % 2 ? a.url : b.url, workspace)));
+  const sessions = await Promise.all(
+    Array.from({ length: 80 }, (_, i) => createSession(i % 2 ? a.url : b.url, workspace)),
+  );
 
   // Sample the gate from the database for the whole run.
   let sampling = true;
@@ -48,7 +51,9 @@ it("holds 5 running / 20 queued across two instances, and runs every accepted ta
   // Phase 1: a burst of 40 long turns, half to each instance. Nothing finishes during the burst,
   // so exactly 25 are admitted in total, whichever instance took them.
   const burst = await Promise.all(
-    sessions.slice(0, 40).map((id, i) => submit(i % 2 ? a.url : b.url, id, { prompt: `[sleep 1000] burst ${i}` })),
+    sessions
+      .slice(0, 40)
+      .map((id, i) => submit(i % 2 ? a.url : b.url, id, { prompt: `[sleep 2000] burst ${i}` })),
   );
   const acceptedBurst = burst.filter((r) => r.status === 202);
   expect(acceptedBurst).toHaveLength(25);
@@ -74,7 +79,9 @@ it("holds 5 running / 20 queued across two instances, and runs every accepted ta
   const accepted = [...acceptedBurst, ...trickle.filter((r) => r.status === 202)].map((r) => r.body);
   expect(accepted.length).toBeGreaterThan(25);
 
-  const finals = await Promise.all(accepted.map((t, i) => waitTask(i % 2 ? a.url : b.url, t.id, undefined, 45_000)));
+  const finals = await Promise.all(
+    accepted.map((t, i) => waitTask(i % 2 ? a.url : b.url, t.id, undefined, 45_000)),
+  );
   sampling = false;
   await sampler;
 

@@ -22,8 +22,12 @@ it("prunes old events and tells a subscriber with an older cursor to resync", as
   const workspace = await mkdtemp(join(tmpdir(), "ws-"));
   const session = (await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" })).body;
   for (let i = 0; i < 3; i++) {
-    const task = (await call(gw.url, "POST", `/v1/sessions/${session.id}/turns`, { prompt: "[tool 10] [tool 10]" })).body;
-    await eventually(async () => (await call(gw.url, "GET", `/v1/tasks/${task.id}?waitMs=2000`)).body.status === "completed");
+    const task = (
+      await call(gw.url, "POST", `/v1/sessions/${session.id}/turns`, { prompt: "[tool 10] [tool 10]" })
+    ).body;
+    await eventually(
+      async () => (await call(gw.url, "GET", `/v1/tasks/${task.id}?waitMs=2000`)).body.status === "completed",
+    );
   }
   const pruned = await eventually(async () => {
     const [row] = await db.sql`select last_seq, pruned_seq from sessions where id = ${session.id}`;
@@ -48,7 +52,8 @@ it("prunes old events and tells a subscriber with an older cursor to resync", as
   expect(res.status).toBe(200);
   const reader = res.body!.getReader();
   let text = "";
-  while (!text.includes(`id: ${pruned.lastSeq}\n`)) text += new TextDecoder().decode((await reader.read()).value);
+  while (!text.includes(`id: ${pruned.lastSeq}\n`))
+    text += new TextDecoder().decode((await reader.read()).value);
   controller.abort();
   expect(text).toContain(`id: ${pruned.prunedSeq + 1}\n`);
   expect(text).not.toContain(`id: ${pruned.prunedSeq}\n`);

@@ -7,7 +7,15 @@
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually } from "./support/gateway.js";
-import { createSessions, gatewayEnv, logsWith, Processes, submit, tempDir, waitTerminal } from "./support/lifecycle.js";
+import {
+  createSessions,
+  gatewayEnv,
+  logsWith,
+  Processes,
+  submit,
+  tempDir,
+  waitTerminal,
+} from "./support/lifecycle.js";
 
 let db: TestDatabase;
 let workspace: string;
@@ -37,7 +45,8 @@ it("saved conversation: a continuation is queued and runs; unsaved: session.rese
   // The saved session completes a turn first, so the agent's cursor has an assistant message.
   const warmup = await submit(first.url, saved, "hello");
   expect((await waitTerminal(first.url, warmup.id)).status).toBe("completed");
-  const [cursor] = await db.sql`select agent_session_id, last_assistant_message_id from sessions where id = ${saved}`;
+  const [cursor] =
+    await db.sql`select agent_session_id, last_assistant_message_id from sessions where id = ${saved}`;
   expect(cursor.agentSessionId).not.toBeNull();
   expect(cursor.lastAssistantMessageId).not.toBeNull();
 
@@ -73,7 +82,9 @@ it("saved conversation: a continuation is queued and runs; unsaved: session.rese
     select type, task_id, data from events where session_id = ${saved} and seq > ${interrupted.firstSeq} order by seq`;
   const types = savedEvents.map((e) => e.type);
   expect(types.indexOf("task.interrupted")).toBeLessThan(types.indexOf("task.queued"));
-  expect(savedEvents.find((e) => e.type === "task.queued")!.data).toMatchObject({ continuesTaskId: savedTurn.id });
+  expect(savedEvents.find((e) => e.type === "task.queued")!.data).toMatchObject({
+    continuesTaskId: savedTurn.id,
+  });
   expect(types).not.toContain("session.reset");
   expect(logsWith(second, "recovery: continuation queued")).toHaveLength(1);
 
@@ -106,7 +117,11 @@ it("saved conversation: a continuation is queued and runs; unsaved: session.rese
 }, 90_000);
 
 it("graceful shutdown with continue: the turn interrupted after the grace gets a continuation another instance runs at once", async () => {
-  const timers = { MOORING_RECOVERY: "continue", MOORING_SHUTDOWN_GRACE_MS: "500", MOORING_LEASE_MS: "30000" };
+  const timers = {
+    MOORING_RECOVERY: "continue",
+    MOORING_SHUTDOWN_GRACE_MS: "500",
+    MOORING_LEASE_MS: "30000",
+  };
   const a = await procs.spawn(gatewayEnv(db.url, { ...timers, MOORING_INSTANCE_ID: "recovery-drain-a" }));
   const b = await procs.spawn(gatewayEnv(db.url, { ...timers, MOORING_INSTANCE_ID: "recovery-drain-b" }));
   await Promise.all([a.waitReady(), b.waitReady()]);
@@ -119,13 +134,22 @@ it("graceful shutdown with continue: the turn interrupted after the grace gets a
 
   a.kill("SIGTERM");
   expect(await a.exited).toBe(0);
-  expect(await waitTerminal(b.url, long.id)).toMatchObject({ status: "interrupted", error: { code: "GATEWAY_RESTART" } });
+  expect(await waitTerminal(b.url, long.id)).toMatchObject({
+    status: "interrupted",
+    error: { code: "GATEWAY_RESTART" },
+  });
   expect(logsWith(a, "recovery: continuation queued")).toHaveLength(1);
   const [continuation] = await db.sql`select id from tasks where continues_task_id = ${long.id}`;
   const done = await waitTerminal(b.url, continuation.id);
-  expect(done).toMatchObject({ status: "completed", sessionId: session, prompt: "Continue where you left off." });
+  expect(done).toMatchObject({
+    status: "completed",
+    sessionId: session,
+    prompt: "Continue where you left off.",
+  });
   const [row] = await db.sql`select owner_boot from tasks where id = ${continuation.id}`;
   expect(row.ownerBoot).toBe(bootB);
   // Picked up without waiting for a lease to expire (the lease is 30 s here).
-  expect(new Date(done.startedAt).getTime() - new Date((await waitTerminal(b.url, long.id)).finishedAt).getTime()).toBeLessThan(3000);
+  expect(
+    new Date(done.startedAt).getTime() - new Date((await waitTerminal(b.url, long.id)).finishedAt).getTime(),
+  ).toBeLessThan(3000);
 }, 60_000);

@@ -52,7 +52,13 @@ function logLines(gw: GatewayProcess): Record<string, any>[] {
 async function createSessions(url: string, tag: string): Promise<any[]> {
   const bodies = [
     { workspace, agent: "simulated" },
-    { workspace: `${workspace}/./`, agent: "simulated", title: `${tag} titled`, metadata: { tag, n: [1, 2] }, agentConfig: { contextSuffix: true } },
+    {
+      workspace: `${workspace}/./`,
+      agent: "simulated",
+      title: `${tag} titled`,
+      metadata: { tag, n: [1, 2] },
+      agentConfig: { contextSuffix: true },
+    },
     { workspace, agent: "claude-code", title: `${tag} archived` },
   ];
   const created: any[] = [];
@@ -74,7 +80,9 @@ async function expectSessions(url: string, expected: any[]): Promise<void> {
     expect(r.status).toBe(200);
     expect(r.body).toEqual(s);
   }
-  const listed = (await call(url, "GET", "/v1/sessions?limit=200")).body.items.map((s: { id: string }) => s.id);
+  const listed = (await call(url, "GET", "/v1/sessions?limit=200")).body.items.map(
+    (s: { id: string }) => s.id,
+  );
   for (const s of expected) expect(listed).toContain(s.id);
 }
 
@@ -143,7 +151,13 @@ describe("with the embedded Postgres (DATABASE_URL unset)", () => {
   }
 
   it("keeps every session across a SIGTERM restart and after kill -9", async () => {
-    const env = { DATABASE_URL: "", MOORING_DATA_DIR: dataDir, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "info" };
+    const env = {
+      DATABASE_URL: "",
+      MOORING_DATA_DIR: dataDir,
+      HOST: "127.0.0.1",
+      PORT: "0",
+      LOG_LEVEL: "info",
+    };
 
     const first = await start(env);
     expect(first.output()).toContain("initialising embedded postgres");

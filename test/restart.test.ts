@@ -47,7 +47,8 @@ it("kill -9 with 5 running and 20 queued: the 5 are interrupted at restart, the 
   const ids = submitted.map((t) => t.id);
   // The first five were claimed in their submit transactions; the rest wait.
   const before = await eventually(async () => {
-    const rows = await db.sql`select id, status, queue_order, queue_deadline_at from tasks order by queue_order`;
+    const rows =
+      await db.sql`select id, status, queue_order, queue_deadline_at from tasks order by queue_order`;
     return rows.filter((r) => r.status === "running").length === 5 ? rows : null;
   });
   const running = before.filter((r) => r.status === "running").map((r) => r.id);
@@ -89,7 +90,8 @@ it("kill -9 with 5 running and 20 queued: the 5 are interrupted at restart, the 
   expect(restartToReadyMs).toBeLessThan(10_000);
 
   // Startup reconcile settled the previous boot's tasks before readiness: no lease wait.
-  const atReady = await db.sql`select id, status, error, attempt from tasks where id = any(${running}::uuid[])`;
+  const atReady =
+    await db.sql`select id, status, error, attempt from tasks where id = any(${running}::uuid[])`;
   for (const row of atReady) {
     expect(row.status).toBe("interrupted");
     expect(row.error.code).toBe("GATEWAY_RESTART");
@@ -193,9 +195,19 @@ it("registers the instance (instanceId, bootId, host, pid, version), heartbeats 
   const gw = await procs.spawn(gatewayEnv(db.url, { MOORING_INSTANCE_ID: "registry-a" }));
   await gw.waitReady();
   const ready = (await call(gw.url, "GET", "/readyz")).body;
-  expect(ready).toMatchObject({ ready: true, instanceId: "registry-a", pid: gw.child.pid, version: expect.any(String) });
+  expect(ready).toMatchObject({
+    ready: true,
+    instanceId: "registry-a",
+    pid: gw.child.pid,
+    version: expect.any(String),
+  });
   const [row] = await db.sql`select * from instances where boot_id = ${ready.bootId}`;
-  expect(row).toMatchObject({ instanceId: "registry-a", host: ready.host, pid: gw.child.pid, version: ready.version });
+  expect(row).toMatchObject({
+    instanceId: "registry-a",
+    host: ready.host,
+    pid: gw.child.pid,
+    version: ready.version,
+  });
   expect(row.stoppedAt).toBeNull();
   const firstBeat = row.heartbeatAt.getTime();
   await eventually(async () => {

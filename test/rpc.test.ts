@@ -4,11 +4,11 @@
  * GATEWAY_BUSY is easy to reach.
  */
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
-import { counts, tempWorkspace, waitTask } from "./support/turns.js";
+import { counts, tempWorkspace, waitTask, cancelOpenTasks } from "./support/turns.js";
 
 let db: TestDatabase;
 let gw: Gateway;
@@ -17,9 +17,15 @@ let nextId = 1;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  gw = await startTestGateway(db.url, { MOORING_POLL_MS: "100", MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "1" });
+  gw = await startTestGateway(db.url, {
+    MOORING_POLL_MS: "100",
+    MOORING_MAX_ACTIVE: "1",
+    MOORING_MAX_QUEUED: "1",
+  });
   workspace = await tempWorkspace();
 });
+// A failed test must not leave slots taken for the next one.
+afterEach(() => cancelOpenTasks(gw.url, db.sql));
 afterAll(async () => {
   await gw?.stop();
   await db?.drop();
@@ -61,14 +67,24 @@ describe("methods", () => {
     expect((await ok("tasks.get", { taskId: task.id })).id).toBe(task.id);
 
     const again = await ok("turns.submit", { sessionId: session.id, prompt: "x", idempotencyKey: "k" });
-    expect((await ok("turns.submit", { sessionId: session.id, prompt: "x", idempotencyKey: "k" })).id).toBe(again.id);
+    expect((await ok("turns.submit", { sessionId: session.id, prompt: "x", idempotencyKey: "k" })).id).toBe(
+      again.id,
+    );
     await waitTask(gw.url, again.id);
 
     const tasks = await ok("tasks.list", { sessionId: session.id });
     expect(tasks.items.map((t: any) => t.id)).toEqual([again.id, task.id]);
-    expect((await ok("tasks.list", { sessionId: session.id, limit: 1 })).nextCursor).toEqual(expect.any(String));
+    expect((await ok("tasks.list", { sessionId: session.id, limit: 1 })).nextCursor).toEqual(
+      expect.any(String),
+    );
 
-    expect(await ok("gate.status")).toEqual({ maxActive: 1, maxQueued: 1, active: 0, queued: 0, queueTimeoutMs: 600000 });
+    expect(await ok("gate.status")).toEqual({
+      maxActive: 1,
+      maxQueued: 1,
+      active: 0,
+      queued: 0,
+      queueTimeoutMs: 600000,
+    });
     expect(await ok("gate.status", {})).toMatchObject({ active: 0 });
 
     const hang = await ok("turns.submit", { sessionId: session.id, prompt: "[hang]" });
@@ -116,7 +132,12 @@ describe("methods", () => {
       ["turns.submit", { sessionId: session.id }, -32602, "INVALID_REQUEST"],
       ["turns.submit", { sessionId: session.id, prompt: "x", loadClass: "huge" }, -32602, "INVALID_REQUEST"],
       ["turns.submit", { sessionId: session.id, prompt: "x", timeoutMs: 0 }, -32602, "INVALID_REQUEST"],
-      ["turns.submit", { sessionId: session.id, prompt: "x", timeoutMs: 3_600_001 }, -32602, "INVALID_REQUEST"],
+      [
+        "turns.submit",
+        { sessionId: session.id, prompt: "x", timeoutMs: 3_600_001 },
+        -32602,
+        "INVALID_REQUEST",
+      ],
       ["tasks.get", { taskId: randomUUID(), waitMs: 60_001 }, -32602, "INVALID_REQUEST"],
       ["tasks.get", { taskId: 5 }, -32602, "INVALID_REQUEST"],
       ["tasks.get", {}, -32602, "INVALID_REQUEST"],
@@ -144,7 +165,9 @@ describe("methods", () => {
 
 describe("envelopes", () => {
   it("parse error -32700 with id null; invalid requests -32600; unknown method -32601", async () => {
-    const parse = await call(gw.url, "POST", "/v1/rpc", '{"jsonrpc": "2.0", "method": ', { "content-type": "application/json" });
+    const parse = await call(gw.url, "POST", "/v1/rpc", '{"jsonrpc": "2.0", "method": ', {
+      "content-type": "application/json",
+    });
     expect(parse.status).toBe(200);
     expect(parse.body).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32700 } });
 

@@ -72,7 +72,8 @@ describe("POST /v1/sessions", () => {
       lastSeq: 0,
     });
     expect(r.body.id).toMatch(/^[0-9a-f-]{36}$/);
-    for (const at of ["createdAt", "updatedAt", "lastActivityAt"]) expect(Date.parse(r.body[at])).not.toBeNaN();
+    for (const at of ["createdAt", "updatedAt", "lastActivityAt"])
+      expect(Date.parse(r.body[at])).not.toBeNaN();
     const got = await call(gw.url, "GET", `/v1/sessions/${r.body.id}`);
     expect(got.status).toBe(200);
     expect(got.body).toMatchObject({ ...r.body, turns: [] });
@@ -82,25 +83,93 @@ describe("POST /v1/sessions", () => {
   it.each<[string, unknown, number, string, string | undefined, Record<string, string>?]>([
     ["missing workspace", { agent: "simulated" }, 400, "INVALID_REQUEST", "workspace"],
     ["missing agent", { workspace: "/tmp" }, 400, "INVALID_REQUEST", "agent"],
-    ["workspace of the wrong type", { workspace: 5, agent: "simulated" }, 400, "INVALID_REQUEST", "workspace"],
+    [
+      "workspace of the wrong type",
+      { workspace: 5, agent: "simulated" },
+      400,
+      "INVALID_REQUEST",
+      "workspace",
+    ],
     ["agent of the wrong type", { workspace: "/tmp", agent: ["simulated"] }, 400, "INVALID_REQUEST", "agent"],
     ["an empty agent", { workspace: "/tmp", agent: "" }, 400, "INVALID_REQUEST", "agent"],
-    ["title of the wrong type", { workspace: "/tmp", agent: "simulated", title: 3 }, 400, "INVALID_REQUEST", "title"],
-    ["metadata that is an array", { workspace: "/tmp", agent: "simulated", metadata: [1] }, 400, "INVALID_REQUEST", "metadata"],
-    ["agentConfig that is a string", { workspace: "/tmp", agent: "simulated", agentConfig: "x" }, 400, "INVALID_REQUEST", "agentConfig"],
-    ["an unknown field", { workspace: "/tmp", agent: "simulated", command: "rm -rf /" }, 400, "INVALID_REQUEST", "command"],
+    [
+      "title of the wrong type",
+      { workspace: "/tmp", agent: "simulated", title: 3 },
+      400,
+      "INVALID_REQUEST",
+      "title",
+    ],
+    [
+      "metadata that is an array",
+      { workspace: "/tmp", agent: "simulated", metadata: [1] },
+      400,
+      "INVALID_REQUEST",
+      "metadata",
+    ],
+    [
+      "agentConfig that is a string",
+      { workspace: "/tmp", agent: "simulated", agentConfig: "x" },
+      400,
+      "INVALID_REQUEST",
+      "agentConfig",
+    ],
+    [
+      "an unknown field",
+      { workspace: "/tmp", agent: "simulated", command: "rm -rf /" },
+      400,
+      "INVALID_REQUEST",
+      "command",
+    ],
     ["an unknown agent", { workspace: "/tmp", agent: "bash" }, 400, "INVALID_REQUEST", "agent"],
-    ["a disallowed agentConfig field", { workspace: "/tmp", agent: "simulated", agentConfig: { command: "sh" } }, 400, "INVALID_REQUEST", "agentConfig"],
-    ["a disallowed claude-code agentConfig field", { workspace: "/tmp", agent: "claude-code", agentConfig: { command: "sh" } }, 400, "INVALID_REQUEST", "agentConfig"],
-    ["a relative workspace", { workspace: "projects/x", agent: "simulated" }, 400, "INVALID_WORKSPACE", "workspace"],
+    [
+      "a disallowed agentConfig field",
+      { workspace: "/tmp", agent: "simulated", agentConfig: { command: "sh" } },
+      400,
+      "INVALID_REQUEST",
+      "agentConfig",
+    ],
+    [
+      "a disallowed claude-code agentConfig field",
+      { workspace: "/tmp", agent: "claude-code", agentConfig: { command: "sh" } },
+      400,
+      "INVALID_REQUEST",
+      "agentConfig",
+    ],
+    [
+      "a relative workspace",
+      { workspace: "projects/x", agent: "simulated" },
+      400,
+      "INVALID_WORKSPACE",
+      "workspace",
+    ],
     ["an empty workspace", { workspace: "", agent: "simulated" }, 400, "INVALID_REQUEST", "workspace"],
     ["an array body", [], 400, "INVALID_REQUEST", undefined],
     ["a null body", "null", 400, "INVALID_REQUEST", undefined],
     ["malformed JSON", '{"workspace": "/tmp", "agent": ', 400, "INVALID_REQUEST", undefined],
     ["an empty JSON body", "", 400, "INVALID_REQUEST", undefined],
-    ["an oversized body", { workspace: "/tmp", agent: "simulated", metadata: { big } }, 413, "PAYLOAD_TOO_LARGE", undefined],
-    ["a text/plain body", "workspace=/tmp", 415, "UNSUPPORTED_MEDIA_TYPE", undefined, { "content-type": "text/plain" }],
-    ["a form body", "workspace=/tmp&agent=simulated", 415, "UNSUPPORTED_MEDIA_TYPE", undefined, { "content-type": "application/x-www-form-urlencoded" }],
+    [
+      "an oversized body",
+      { workspace: "/tmp", agent: "simulated", metadata: { big } },
+      413,
+      "PAYLOAD_TOO_LARGE",
+      undefined,
+    ],
+    [
+      "a text/plain body",
+      "workspace=/tmp",
+      415,
+      "UNSUPPORTED_MEDIA_TYPE",
+      undefined,
+      { "content-type": "text/plain" },
+    ],
+    [
+      "a form body",
+      "workspace=/tmp&agent=simulated",
+      415,
+      "UNSUPPORTED_MEDIA_TYPE",
+      undefined,
+      { "content-type": "application/x-www-form-urlencoded" },
+    ],
   ])("refuses %s and writes nothing", async (_what, body, status, code, field, headers = {}) => {
     const before = await sessionCount();
     const r = await call(gw.url, "POST", "/v1/sessions", body, headers);
@@ -116,9 +185,15 @@ describe("POST /v1/sessions", () => {
   });
 
   it("accepts application/json with a charset", async () => {
-    const r = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" }, {
-      "content-type": "application/json; charset=utf-8",
-    });
+    const r = await call(
+      gw.url,
+      "POST",
+      "/v1/sessions",
+      { workspace, agent: "simulated" },
+      {
+        "content-type": "application/json; charset=utf-8",
+      },
+    );
     expect(r.status).toBe(201);
   });
 });
@@ -161,7 +236,12 @@ describe("unknown sessions and routes", () => {
       [{ prompt: "hi", extra: true }, "extra"],
     ];
     for (const [body, field] of cases) {
-      expectError(await call(gw.url, "POST", `/v1/sessions/${s.id}/turns`, body), 400, "INVALID_REQUEST", field);
+      expectError(
+        await call(gw.url, "POST", `/v1/sessions/${s.id}/turns`, body),
+        400,
+        "INVALID_REQUEST",
+        field,
+      );
     }
     expect(await taskCount()).toBe(tasks);
     expect((await call(gw.url, "GET", `/v1/sessions/${s.id}`)).body.lastSeq).toBe(0);
@@ -188,15 +268,22 @@ describe("GET /v1/sessions", () => {
   });
 
   it("refuses a relative workspace filter", async () => {
-    expectError(await call(gw.url, "GET", "/v1/sessions?workspace=rel/path"), 400, "INVALID_WORKSPACE", "workspace");
+    expectError(
+      await call(gw.url, "GET", "/v1/sessions?workspace=rel/path"),
+      400,
+      "INVALID_WORKSPACE",
+      "workspace",
+    );
   });
 
   it("pages through every session with limit 3: none missing, none twice, newest first", async () => {
     // Created together, so several share a millisecond: the id breaks the tie.
-    await Promise.all(Array.from({ length: 7 }, (_, i) => createSession({ workspace: pageWorkspace, title: `p${i}` })));
-    const expected = (await db.sql`select id from sessions order by date_trunc('milliseconds', created_at) desc, id desc`).map(
-      (r) => r.id as string,
+    await Promise.all(
+      Array.from({ length: 7 }, (_, i) => createSession({ workspace: pageWorkspace, title: `p${i}` })),
     );
+    const expected = (
+      await db.sql`select id from sessions order by date_trunc('milliseconds', created_at) desc, id desc`
+    ).map((r) => r.id as string);
     expect(expected.length).toBeGreaterThanOrEqual(7);
 
     const seen: string[] = [];
@@ -227,12 +314,20 @@ describe("GET /v1/sessions", () => {
   });
 
   it("filters by workspace, normalizing the filter", async () => {
-    const r = await call(gw.url, "GET", `/v1/sessions?workspace=${encodeURIComponent(`${workspace}//./paged/`)}&limit=50`);
+    const r = await call(
+      gw.url,
+      "GET",
+      `/v1/sessions?workspace=${encodeURIComponent(`${workspace}//./paged/`)}&limit=50`,
+    );
     expect(r.status).toBe(200);
     expect(r.body.items).toHaveLength(7);
     for (const s of r.body.items) expect(s.workspace).toBe(pageWorkspace);
     expect(r.body.nextCursor).toBeNull();
-    const none = await call(gw.url, "GET", `/v1/sessions?workspace=${encodeURIComponent(join(workspace, "elsewhere"))}`);
+    const none = await call(
+      gw.url,
+      "GET",
+      `/v1/sessions?workspace=${encodeURIComponent(join(workspace, "elsewhere"))}`,
+    );
     expect(none.body).toEqual({ items: [], nextCursor: null });
   });
 
@@ -247,19 +342,21 @@ describe("GET /v1/sessions", () => {
     expect((await call(gw.url, "DELETE", `/v1/sessions/${archived.id}`)).status).toBe(200);
 
     const ids = async (status: string) =>
-      (await call(gw.url, "GET", `/v1/sessions?workspace=${encodeURIComponent(filterWs)}&status=${status}`)).body.items.map(
-        (s: { id: string; status: string }) => {
-          expect(s.status).toBe(status);
-          return s.id;
-        },
-      );
+      (
+        await call(gw.url, "GET", `/v1/sessions?workspace=${encodeURIComponent(filterWs)}&status=${status}`)
+      ).body.items.map((s: { id: string; status: string }) => {
+        expect(s.status).toBe(status);
+        return s.id;
+      });
     expect(await ids("idle")).toEqual([idle.id]);
     expect(await ids("busy")).toEqual([busy.id]);
     expect(await ids("archived")).toEqual([archived.id]);
 
     // Archiving the busy one cancels its turn and makes it archived, not busy.
     expect((await call(gw.url, "DELETE", `/v1/sessions/${busy.id}`)).body.status).toBe("archived");
-    await eventually(async () => (await call(gw.url, "GET", `/v1/tasks/${turn.body.id}`)).body.status === "cancelled");
+    await eventually(
+      async () => (await call(gw.url, "GET", `/v1/tasks/${turn.body.id}`)).body.status === "cancelled",
+    );
     expect(await ids("busy")).toEqual([]);
     expect((await ids("archived")).sort()).toEqual([busy.id, archived.id].sort());
   });
@@ -279,7 +376,11 @@ describe("DELETE /v1/sessions/:id", () => {
     expect(row.archivedAt).toBeInstanceOf(Date);
 
     const tasks = await taskCount();
-    expectError(await call(gw.url, "POST", `/v1/sessions/${s.id}/turns`, { prompt: "hello" }), 409, "SESSION_ARCHIVED");
+    expectError(
+      await call(gw.url, "POST", `/v1/sessions/${s.id}/turns`, { prompt: "hello" }),
+      409,
+      "SESSION_ARCHIVED",
+    );
     expect(await taskCount()).toBe(tasks);
 
     const again = await call(gw.url, "DELETE", `/v1/sessions/${s.id}`);

@@ -57,11 +57,14 @@ it("SIGTERM: short turns finish, the rest are interrupted and their slots go to 
   const bootB = (await call(b.url, "GET", "/readyz")).body.bootId;
   const sessions = await createSessions(a.url, workspace, 12);
 
-  const short = [await submit(a.url, sessions[0], "[sleep 1500]"), await submit(a.url, sessions[1], "[sleep 1500]")];
-  const long = [];
+  const short = [
+    await submit(a.url, sessions[0], "[sleep 1500]"),
+    await submit(a.url, sessions[1], "[sleep 1500]"),
+  ];
+  const long: any[] = [];
   for (const id of sessions.slice(2, 5)) long.push(await submit(a.url, id, "[sleep 30000]"));
   expect([...short, ...long].map((t) => t.status)).toEqual(Array(5).fill("running"));
-  const queued = [];
+  const queued: any[] = [];
   for (const id of sessions.slice(5, 11)) queued.push(await submit(b.url, id, "[sleep 2000]"));
   expect(queued.every((t) => t.status === "queued")).toBe(true);
 
@@ -121,7 +124,10 @@ it("SIGTERM: short turns finish, the rest are interrupted and their slots go to 
     "shutdown: done",
   ];
   const at = phases.map((p) => msgs.indexOf(p));
-  expect(at.every((i) => i >= 0), JSON.stringify(at)).toBe(true);
+  expect(
+    at.every((i) => i >= 0),
+    JSON.stringify(at),
+  ).toBe(true);
   expect([...at].sort((x, y) => x - y)).toEqual(at);
   expect(logsWith(a, "shutdown: running turns drained")[0]).toMatchObject({ finished: 2, interrupted: 3 });
   const [instance] = await db.sql`select stopped_at from instances where boot_id = ${bootA}`;
@@ -129,7 +135,10 @@ it("SIGTERM: short turns finish, the rest are interrupted and their slots go to 
 }, 90_000);
 
 it("a second signal during the grace exits at once (code 130); the next boot settles what was left running", async () => {
-  const env = gatewayEnv(db.url, { MOORING_INSTANCE_ID: "shutdown-twice", MOORING_SHUTDOWN_GRACE_MS: "20000" });
+  const env = gatewayEnv(db.url, {
+    MOORING_INSTANCE_ID: "shutdown-twice",
+    MOORING_SHUTDOWN_GRACE_MS: "20000",
+  });
   const gw = await procs.spawn(env);
   await gw.waitReady();
   const [session] = await createSessions(gw.url, workspace, 1);
@@ -154,7 +163,11 @@ it("with an embedded Postgres, SIGTERM stops the postmaster too", async () => {
   const dataDir = await tempDir("mooring-embedded-");
   try {
     const gw = await procs.spawn(
-      gatewayEnv("", { DATABASE_URL: "", MOORING_DATA_DIR: dataDir, MOORING_INSTANCE_ID: "shutdown-embedded" }),
+      gatewayEnv("", {
+        DATABASE_URL: "",
+        MOORING_DATA_DIR: dataDir,
+        MOORING_INSTANCE_ID: "shutdown-embedded",
+      }),
     );
     await gw.waitReady();
     const pidFile = join(dataDir, "pg", "postmaster.pid");

@@ -23,7 +23,9 @@ afterAll(async () => {
 it("creates a session and runs a simulated turn to completion", async () => {
   const s = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
   expect(s.status).toBe(201);
-  const t = await call(gw.url, "POST", `/v1/sessions/${s.body.id}/turns`, { prompt: "[deltas 3] [tool 5000] [tokens 1000]" });
+  const t = await call(gw.url, "POST", `/v1/sessions/${s.body.id}/turns`, {
+    prompt: "[deltas 3] [tool 5000] [tokens 1000]",
+  });
   expect(t.status).toBe(202);
   expect(t.headers.get("location")).toBe(`/v1/tasks/${t.body.id}`);
   let task = t.body;

@@ -60,10 +60,10 @@ it("the survivor takes over a killed instance's tasks after the lease expires an
 
   // A claims five long turns in their submit transactions; twenty more wait, submitted on both.
   const sessions = await createSessions(a.url, workspace, 30);
-  const onA = [];
+  const onA: any[] = [];
   for (const id of sessions.slice(0, 5)) onA.push(await submit(a.url, id, "[sleep 20000]"));
   expect(onA.map((t) => t.status)).toEqual(Array(5).fill("running"));
-  const waiting = [];
+  const waiting: any[] = [];
   for (const [i, id] of sessions.slice(5, 25).entries()) {
     waiting.push(await submit(i % 2 === 0 ? a.url : b.url, id, "[sleep 300]"));
   }
@@ -81,7 +81,8 @@ it("the survivor takes over a killed instance's tasks after the lease expires an
 
   // The survivor interrupts A's five, but not before their leases ran out.
   const interrupted = await eventually(async () => {
-    const rows = await db.sql`select * from tasks where id = any(${onA.map((t) => t.id)}::uuid[]) and status <> 'running'`;
+    const rows =
+      await db.sql`select * from tasks where id = any(${onA.map((t) => t.id)}::uuid[]) and status <> 'running'`;
     return rows.length === 5 ? rows : null;
   }, 15_000);
   for (const row of interrupted) {
@@ -90,7 +91,9 @@ it("the survivor takes over a killed instance's tasks after the lease expires an
     expect(row.ownerBoot).toBe(bootA);
     expect(row.finishedAt.getTime()).toBeGreaterThanOrEqual(lease.at.getTime());
   }
-  console.log(`takeover ${Math.min(...interrupted.map((r) => r.finishedAt.getTime())) - killedAt} ms after kill -9 (lease ${leaseMs} ms)`);
+  console.log(
+    `takeover ${Math.min(...interrupted.map((r) => r.finishedAt.getTime())) - killedAt} ms after kill -9 (lease ${leaseMs} ms)`,
+  );
   const takeover = logsWith(b, "lease takeover");
   expect(takeover.length).toBeGreaterThanOrEqual(1);
   const taken = takeover.flatMap((l) => l.tasks.map((t: { id: string }) => t.id));
@@ -100,7 +103,7 @@ it("the survivor takes over a killed instance's tasks after the lease expires an
   expect(events.map((e) => e.taskId).sort()).toEqual(onA.map((t) => t.id).sort());
 
   // Admission goes on on the survivor while the queue drains.
-  const late = [];
+  const late: any[] = [];
   for (const id of sessions.slice(25, 30)) {
     const res = await eventually(async () => {
       const r = await call(b.url, "POST", `/v1/sessions/${id}/turns`, { prompt: "[sleep 200]" });

@@ -3,7 +3,7 @@
  * filters and cursors, the gate, and bad input that writes nothing.
  */
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
@@ -16,6 +16,7 @@ import {
   tempWorkspace,
   waitStatus,
   waitTask,
+  cancelOpenTasks,
 } from "./support/turns.js";
 
 const MAX_PROMPT = 200;
@@ -25,9 +26,14 @@ let workspace: string;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  gw = await startTestGateway(db.url, { MOORING_POLL_MS: "100", MOORING_MAX_PROMPT_CHARS: String(MAX_PROMPT) });
+  gw = await startTestGateway(db.url, {
+    MOORING_POLL_MS: "100",
+    MOORING_MAX_PROMPT_CHARS: String(MAX_PROMPT),
+  });
   workspace = await tempWorkspace();
 });
+// A failed test must not leave slots taken for the next one.
+afterEach(() => cancelOpenTasks(gw.url, db.sql));
 afterAll(async () => {
   await gw?.stop();
   await db?.drop();
@@ -61,7 +67,10 @@ describe("results", () => {
     expect(failed.error.message).toMatch(/\w+ \w+/);
     expect(failed.result).toBeNull();
 
-    const tooLarge = await waitTask(gw.url, (await submitOk(gw.url, s, { prompt: "[fail CONTEXT_TOO_LARGE]" })).id);
+    const tooLarge = await waitTask(
+      gw.url,
+      (await submitOk(gw.url, s, { prompt: "[fail CONTEXT_TOO_LARGE]" })).id,
+    );
     expect(tooLarge.status).toBe("failed");
     expect(tooLarge.error.code).toBe("CONTEXT_TOO_LARGE");
 
@@ -127,7 +136,9 @@ describe("idempotencyKey", () => {
     const s = await createSession(gw.url, workspace);
     const key = `retry-${randomUUID()}`;
     const answers = await Promise.all(
-      Array.from({ length: 10 }, () => submit(gw.url, s, { prompt: "[sleep 300] once", idempotencyKey: key })),
+      Array.from({ length: 10 }, () =>
+        submit(gw.url, s, { prompt: "[sleep 300] once", idempotencyKey: key }),
+      ),
     );
     expect(answers.map((a) => a.status).sort()).toEqual([200, 200, 200, 200, 200, 200, 200, 200, 200, 202]);
     const ids = new Set(answers.map((a) => a.body.id));
@@ -136,7 +147,8 @@ describe("idempotencyKey", () => {
     for (const a of answers) expect(a.headers.get("location")).toBe(`/v1/tasks/${id}`);
     const rows = await db.sql`select id from tasks where session_id = ${s}`;
     expect(rows.map((r) => r.id)).toEqual([id]);
-    const queuedEvents = await db.sql`select seq from events where session_id = ${s} and type = 'task.queued'`;
+    const queuedEvents =
+      await db.sql`select seq from events where session_id = ${s} and type = 'task.queued'`;
     expect(queuedEvents).toHaveLength(1);
 
     // A retry after the task finished still gets that task back, not a second turn.
@@ -146,7 +158,10 @@ describe("idempotencyKey", () => {
     expect(late.body.id).toBe(id);
     expect(late.body.status).toBe("completed");
     // The key belongs to its session: another session gets its own task.
-    const other = await submit(gw.url, await createSession(gw.url, workspace), { prompt: "x", idempotencyKey: key });
+    const other = await submit(gw.url, await createSession(gw.url, workspace), {
+      prompt: "x",
+      idempotencyKey: key,
+    });
     expect(other.status).toBe(202);
     expect(other.body.id).not.toBe(id);
   });
@@ -155,7 +170,7 @@ describe("idempotencyKey", () => {
 describe("long-poll", () => {
   it("returns as soon as the task changes state, well before the wait ends", async () => {
     const s = await createSession(gw.url, workspace);
-    const first = await submitOk(gw.url, s, { prompt: "[sleep 700]" });
+    const first = await submitOk(gw.url, s, { prompt: "[sleep 1200]" });
     const second = await submitOk(gw.url, s, { prompt: "[sleep 10]" });
     expect(second.status).toBe("queued");
     const t0 = Date.now();
@@ -164,7 +179,7 @@ describe("long-poll", () => {
     expect(r.status).toBe(200);
     expect(r.body.status).not.toBe("queued");
     expect(elapsed).toBeGreaterThan(300); // it did hold while the first turn ran
-    expect(elapsed).toBeLessThan(4000); // and answered on the change, not at the end of the wait
+    expect(elapsed).toBeLessThan(6000); // and answered on the change, not at the end of the wait
     expect((await waitTask(gw.url, first.id)).status).toBe("completed");
     await waitTask(gw.url, second.id);
   });
@@ -178,7 +193,7 @@ describe("long-poll", () => {
     expect(r.status).toBe(200);
     expect(r.body.status).toBe("running");
     expect(elapsed).toBeGreaterThanOrEqual(495);
-    expect(elapsed).toBeLessThan(3000);
+    expect(elapsed).toBeLessThan(5000);
 
     // A state change made by another request wakes a waiting poll.
     const waiting = call(gw.url, "GET", `/v1/tasks/${hang.id}?waitMs=10000`);
@@ -270,19 +285,55 @@ describe("bad input writes nothing", () => {
       ["empty prompt", () => submit(gw.url, s, { prompt: "" }), 400, "INVALID_REQUEST"],
       ["blank prompt", () => submit(gw.url, s, { prompt: "  \n " }), 400, "INVALID_REQUEST"],
       ["missing prompt", () => submit(gw.url, s, {}), 400, "INVALID_REQUEST"],
-      ["oversized prompt", () => submit(gw.url, s, { prompt: "x".repeat(MAX_PROMPT + 1) }), 400, "INVALID_REQUEST"],
+      [
+        "oversized prompt",
+        () => submit(gw.url, s, { prompt: "x".repeat(MAX_PROMPT + 1) }),
+        400,
+        "INVALID_REQUEST",
+      ],
       ["bad loadClass", () => submit(gw.url, s, { prompt: "x", loadClass: "huge" }), 400, "INVALID_REQUEST"],
       ["bad ifBusy", () => submit(gw.url, s, { prompt: "x", ifBusy: "wait" }), 400, "INVALID_REQUEST"],
       ["timeoutMs 0", () => submit(gw.url, s, { prompt: "x", timeoutMs: 0 }), 400, "INVALID_REQUEST"],
-      ["timeoutMs > 60 min", () => submit(gw.url, s, { prompt: "x", timeoutMs: 3_600_001 }), 400, "INVALID_REQUEST"],
-      ["timeoutMs fraction", () => submit(gw.url, s, { prompt: "x", timeoutMs: 1.5 }), 400, "INVALID_REQUEST"],
+      [
+        "timeoutMs > 60 min",
+        () => submit(gw.url, s, { prompt: "x", timeoutMs: 3_600_001 }),
+        400,
+        "INVALID_REQUEST",
+      ],
+      [
+        "timeoutMs fraction",
+        () => submit(gw.url, s, { prompt: "x", timeoutMs: 1.5 }),
+        400,
+        "INVALID_REQUEST",
+      ],
       ["unknown field", () => submit(gw.url, s, { prompt: "x", priority: 1 }), 400, "INVALID_REQUEST"],
-      ["not JSON", () => call(gw.url, "POST", `/v1/sessions/${s}/turns`, "{nope", { "content-type": "application/json" }), 400, "INVALID_REQUEST"],
-      ["waitMs too long", () => call(gw.url, "GET", `/v1/tasks/${done.id}?waitMs=60001`), 400, "INVALID_REQUEST"],
-      ["waitMs negative", () => call(gw.url, "GET", `/v1/tasks/${done.id}?waitMs=-1`), 400, "INVALID_REQUEST"],
+      [
+        "not JSON",
+        () =>
+          call(gw.url, "POST", `/v1/sessions/${s}/turns`, "{nope", { "content-type": "application/json" }),
+        400,
+        "INVALID_REQUEST",
+      ],
+      [
+        "waitMs too long",
+        () => call(gw.url, "GET", `/v1/tasks/${done.id}?waitMs=60001`),
+        400,
+        "INVALID_REQUEST",
+      ],
+      [
+        "waitMs negative",
+        () => call(gw.url, "GET", `/v1/tasks/${done.id}?waitMs=-1`),
+        400,
+        "INVALID_REQUEST",
+      ],
       ["unknown task", () => call(gw.url, "GET", `/v1/tasks/${randomUUID()}`), 404, "TASK_NOT_FOUND"],
       ["not a task id", () => call(gw.url, "GET", "/v1/tasks/nope"), 404, "TASK_NOT_FOUND"],
-      ["cancel unknown task", () => call(gw.url, "POST", `/v1/tasks/${randomUUID()}/cancel`), 404, "TASK_NOT_FOUND"],
+      [
+        "cancel unknown task",
+        () => call(gw.url, "POST", `/v1/tasks/${randomUUID()}/cancel`),
+        404,
+        "TASK_NOT_FOUND",
+      ],
     ];
     for (const [name, run, status, code] of cases) {
       const r = await run();

@@ -69,7 +69,9 @@ describe("normalizeWorkspace", () => {
   });
 
   it("only cleans a missing path", () => {
-    expect(normalizeWorkspace("/mooring-does-not-exist/a/./b//c/../d/")).toBe("/mooring-does-not-exist/a/b/d");
+    expect(normalizeWorkspace("/mooring-does-not-exist/a/./b//c/../d/")).toBe(
+      "/mooring-does-not-exist/a/b/d",
+    );
     expect(normalizeWorkspace(`${proj}/new/./deeper/`)).toBe(join(proj, "new", "deeper"));
   });
 
@@ -117,7 +119,9 @@ describe("through the API with MOORING_WORKSPACE_ROOTS", () => {
       },
     });
     // The roots are given through a symlink: a root is normalized like a workspace.
-    const config = loadConfig(testEnv(db.url, { MOORING_WORKSPACE_ROOTS: `/mooring-other-root:${join(base, "alias")}/` }));
+    const config = loadConfig(
+      testEnv(db.url, { MOORING_WORKSPACE_ROOTS: `/mooring-other-root:${join(base, "alias")}/` }),
+    );
     gw = await startGateway(config, pino({ level: "debug", mixin: requestIdMixin }, sink));
     await gw.started;
   });
@@ -138,7 +142,8 @@ describe("through the API with MOORING_WORKSPACE_ROOTS", () => {
       expect(r.status).toBe(201);
       expect(r.body.workspace).toBe(proj);
     }
-    const stored = await db.sql`select distinct workspace from sessions where id in ${db.sql([a.body.id, b.body.id, c.body.id])}`;
+    const stored =
+      await db.sql`select distinct workspace from sessions where id in ${db.sql([a.body.id, b.body.id, c.body.id])}`;
     expect(stored.map((r) => r.workspace)).toEqual([proj]);
   });
 

@@ -20,13 +20,17 @@ export function productionBuild(): Promise<string> {
     folders.push(dir);
     const tsc = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
     const output = await new Promise<string>((resolve) => {
-      execFile(process.execPath, [tsc, "-p", "tsconfig.build.json", "--outDir", join(dir, "dist")], { cwd: repoRoot }, (_err, stdout, stderr) =>
-        resolve(stdout + stderr),
+      execFile(
+        process.execPath,
+        [tsc, "-p", "tsconfig.build.json", "--outDir", join(dir, "dist")],
+        { cwd: repoRoot },
+        (_err, stdout, stderr) => resolve(stdout + stderr),
       );
     });
     // tsc emits even with type errors (e.g. a file someone is editing); only a missing entry point is fatal.
     if (!existsSync(join(dir, "dist", "main.js"))) throw new Error(`production build failed:\n${output}`);
-    for (const name of ["package.json", "migrations", "node_modules"]) await symlink(join(repoRoot, name), join(dir, name));
+    for (const name of ["package.json", "migrations", "node_modules"])
+      await symlink(join(repoRoot, name), join(dir, name));
     return dir;
   })();
   return built;

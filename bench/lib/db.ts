@@ -61,7 +61,9 @@ export class BenchDatabases {
     const sql = postgres(url.toString(), {
       max: 4,
       onnotice: () => {},
-      types: { int8: { to: 20, from: [20], serialize: (v: number) => String(v), parse: (v: string) => Number(v) } },
+      types: {
+        int8: { to: 20, from: [20], serialize: (v: number) => String(v), parse: (v: string) => Number(v) },
+      },
     });
     const db = { name, url: url.toString(), sql };
     this.created.push(db);

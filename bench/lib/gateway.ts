@@ -14,7 +14,8 @@ export const repoRoot = fileURLToPath(new URL("../..", import.meta.url));
 /** Every child a benchmark started; killed if the runner exits early (Ctrl-C, a crash). */
 const children = new Set<ChildProcess>();
 process.on("exit", () => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  for (const child of children)
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
 });
 
 /** Remember a child process so an early exit of the runner does not leave it behind. */
@@ -81,7 +82,9 @@ export async function spawnGateway(options: SpawnOptions): Promise<GatewayProces
     "src/main.ts",
   ];
   const spawnedAt = wallMs();
-  const child = track(spawn(cmd, args, { cwd: options.cwd ?? repoRoot, env, stdio: ["ignore", "pipe", "pipe"] }));
+  const child = track(
+    spawn(cmd, args, { cwd: options.cwd ?? repoRoot, env, stdio: ["ignore", "pipe", "pipe"] }),
+  );
   let output = "";
   const onData = (chunk: Buffer) => {
     output += chunk.toString();
@@ -111,7 +114,8 @@ export async function spawnGateway(options: SpawnOptions): Promise<GatewayProces
         );
         if (status === 200) return wallMs();
         if (!alive()) throw new Error(`gateway exited before ready:\n${output.slice(-4000)}`);
-        if (Date.now() > deadline) throw new Error(`gateway not ready after ${timeoutMs} ms:\n${output.slice(-4000)}`);
+        if (Date.now() > deadline)
+          throw new Error(`gateway not ready after ${timeoutMs} ms:\n${output.slice(-4000)}`);
         await sleep(everyMs);
       }
     },

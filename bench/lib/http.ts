@@ -23,7 +23,12 @@ export class HttpClient {
     this.agent = new http.Agent({ keepAlive: true, maxSockets });
   }
 
-  request<T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer<T>> {
+  request<T = any>(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<Answer<T>> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     return new Promise((resolve, reject) => {
       const req = http.request(
@@ -51,7 +56,13 @@ export class HttpClient {
                 parsed = text;
               }
             }
-            resolve({ status: res.statusCode ?? 0, body: parsed, bytes: raw.length, rawBody: raw, headers: res.headers });
+            resolve({
+              status: res.statusCode ?? 0,
+              body: parsed,
+              bytes: raw.length,
+              rawBody: raw,
+              headers: res.headers,
+            });
           });
           res.on("error", reject);
         },

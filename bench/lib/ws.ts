@@ -79,7 +79,8 @@ export class RpcSocket {
         const p = this.pending.get(message.id);
         if (!p) continue;
         this.pending.delete(message.id);
-        if (message.error) p.reject(new Error(`${message.error.message} (${JSON.stringify(message.error.data)})`));
+        if (message.error)
+          p.reject(new Error(`${message.error.message} (${JSON.stringify(message.error.data)})`));
         else p.resolve(message.result);
       }
     }

@@ -33,7 +33,8 @@ export const reconnectBackoff = (retries: number): number => Math.min(0.05 * 2 *
  * deferred with setImmediate and then dereferences the connection's null socket, an uncaught
  * TypeError that would end the process whenever the database goes away. Nothing waits on that
  * write: the connection's queries were already rejected (CONNECTION_CLOSED) and `begin` rejects
- * through the connection's onclose. The entry point ignores exactly this error (see main.ts).
+ * through the connection's onclose. The entry point ignores exactly this error and replaces the
+ * pools (main.ts, `recyclePools`).
  */
 export function isClosedSocketWrite(err: unknown): boolean {
   if (!(err instanceof TypeError) || !err.message.includes("'write'")) return false;
@@ -41,40 +42,78 @@ export function isClosedSocketWrite(err: unknown): boolean {
   return stack.includes("nextWrite") && /postgres[\\/](cjs[\\/])?src[\\/]connection\.js/.test(stack);
 }
 
-export function connect(url: string, options: { max?: number; applicationName?: string } = {}): Database {
-  const sql = postgres(url, {
-    backoff: reconnectBackoff,
-    max: options.max ?? 10,
-    onnotice: () => {},
-    transform: postgres.camel,
-    connection: { application_name: options.applicationName ?? "mooring" },
-    types: {
-      int8: {
-        to: 20,
-        from: [20],
-        serialize: (value: number) => String(value),
-        parse: (value: string) => Number(value),
-      },
-    },
-    // Reconnects are handled per query by postgres.js; keep idle connections so LISTEN-free pools stay warm.
-    idle_timeout: 0,
-    connect_timeout: 10,
-  }) as unknown as Sql;
-  // drizzle rewires its client's type parsers (dates come back as strings), so it gets a small
-  // pool of its own and the named SQL keeps postgres.js' native types.
-  const ormClient = postgres(url, {
-    max: 2,
-    backoff: reconnectBackoff,
-    onnotice: () => {},
-    connection: { application_name: options.applicationName ?? "mooring" },
+/** Every open Database, so pools holding a connection broken by that bug can be replaced. */
+const openDatabases = new Set<{ recycle(): void }>();
+let recycleScheduled = false;
+
+/**
+ * Replace every open pool with a fresh one and end the old ones (their running queries get a
+ * second, then fail with CONNECTION_DESTROYED, which callers treat as "database away" and retry).
+ * Called after an `isClosedSocketWrite` error: the connection that threw keeps a stale write
+ * buffer and timer, so it would never send its next startup message and every query routed to it
+ * would wait for connect_timeout; measured, that held readiness and lease renewal back ~10 s.
+ * Calls within one tick are coalesced.
+ */
+export function recyclePools(): void {
+  if (recycleScheduled) return;
+  recycleScheduled = true;
+  setImmediate(() => {
+    recycleScheduled = false;
+    for (const db of openDatabases) db.recycle();
   });
-  const orm = drizzle(ormClient, { schema });
-  return {
-    sql,
-    orm,
+}
+
+export function connect(url: string, options: { max?: number; applicationName?: string } = {}): Database {
+  const applicationName = options.applicationName ?? "mooring";
+  const pools = () => {
+    const sql = postgres(url, {
+      backoff: reconnectBackoff,
+      max: options.max ?? 10,
+      onnotice: () => {},
+      transform: postgres.camel,
+      connection: { application_name: applicationName },
+      types: {
+        int8: {
+          to: 20,
+          from: [20],
+          serialize: (value: number) => String(value),
+          parse: (value: string) => Number(value),
+        },
+      },
+      // Reconnects are handled per query by postgres.js; keep idle connections so LISTEN-free pools stay warm.
+      idle_timeout: 0,
+      connect_timeout: 10,
+    }) as unknown as Sql;
+    // drizzle rewires its client's type parsers (dates come back as strings), so it gets a small
+    // pool of its own and the named SQL keeps postgres.js' native types.
+    const ormClient = postgres(url, {
+      max: 2,
+      backoff: reconnectBackoff,
+      onnotice: () => {},
+      connection: { application_name: applicationName },
+    });
+    return { sql, ormClient, orm: drizzle(ormClient, { schema }) };
+  };
+  let current = pools();
+  const database = {
+    // Read at every use, so a recycled pool takes over for every caller.
+    get sql() {
+      return current.sql;
+    },
+    get orm() {
+      return current.orm;
+    },
     url,
+    recycle() {
+      const old = current;
+      current = pools();
+      void Promise.all([old.sql.end({ timeout: 1 }), old.ormClient.end({ timeout: 1 })]).catch(() => {});
+    },
     close: async () => {
-      await Promise.all([sql.end({ timeout: 5 }), ormClient.end({ timeout: 5 })]);
+      openDatabases.delete(database);
+      await Promise.all([current.sql.end({ timeout: 5 }), current.ormClient.end({ timeout: 5 })]);
     },
   };
+  openDatabases.add(database);
+  return database;
 }

@@ -5,7 +5,9 @@
  * task is still queued under the session's row lock (sql/append-position.ts): going through the
  * batched event log instead let a position land after the task had already started.
  */
+import { pipelined } from "../db/pipeline.js";
 import { appendPositionEvents } from "../sql/append-position.js";
+import { lockSessionRow } from "../sql/lock-session.js";
 import { listQueuePositions } from "../sql/gate-status.js";
 import { notifySessions } from "../sql/notify.js";
 import type { Runtime } from "./runtime.js";
@@ -68,11 +70,15 @@ export class QueuePositionAnnouncer {
     for (const id of this.announced.keys()) if (!seen.has(id)) this.announced.delete(id);
     for (const [sessionId, positions] of moved) {
       if (this.stopped) return;
-      const events = await this.rt.db.sql.begin(async (tx) => {
-        const stored = await appendPositionEvents(tx, sessionId, positions);
-        if (stored.length > 0) await notifySessions(tx, new Map([[sessionId, stored[stored.length - 1].seq]]));
-        return stored;
-      });
+      // Lock, then append, as one pipelined transaction (db/pipeline.ts): the session row is held
+      // only while Postgres runs it. The notification follows the commit (a hint).
+      const [, events] = await pipelined(this.rt.db.sql, (q) => [
+        lockSessionRow(q, sessionId),
+        appendPositionEvents(q, sessionId, positions),
+      ]);
+      if (events.length > 0) {
+        void notifySessions(this.rt.db.sql, new Map([[sessionId, events[events.length - 1].seq]])).catch(() => {});
+      }
       this.rt.eventLog.publish(events);
     }
   }

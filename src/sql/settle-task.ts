@@ -1,4 +1,5 @@
 import type { Queryable } from "../db/client.js";
+import type { StoredEvent } from "./append-events.js";
 import type { TaskError, TaskResult, TaskRow, TaskStatus } from "./task-row.js";
 
 export interface Settlement {
@@ -28,4 +29,59 @@ export async function settleOwnedTask(
       and status in ('running', 'cancelling')
     returning *`;
   return row ?? null;
+}
+
+/**
+ * `settleOwnedTask` and its terminal event (`terminalEvent` of domain/task-events.ts, built in SQL:
+ * `task.<status>` with `{status, result, error}`) in one statement, so a settlement can be sent as
+ * one pipelined transaction (db/pipeline.ts) instead of a round trip per statement while it holds
+ * the session and task rows (bench/results/history.md). The caller must hold the session row lock
+ * (sql/lock-session.ts) taken earlier in the transaction: the event's seq is read from the
+ * session's `last_seq` as this statement starts, and the lock guarantees nobody moves it before
+ * the same statement sets it. Fenced exactly like `settleOwnedTask`: when the guard fails nothing
+ * is written, no seq is taken, and null comes back.
+ */
+export async function settleOwnedTaskWithEvent(
+  q: Queryable,
+  taskId: string,
+  owner: { bootId: string; attempt: number },
+  settlement: Settlement,
+): Promise<{ row: TaskRow; event: StoredEvent } | null> {
+  const [row] = await q<(TaskRow & { eventAt: Date; eventData: unknown })[]>`
+    with settled as (
+      update tasks t set
+        status = ${settlement.status},
+        result = ${settlement.result ? JSON.stringify(settlement.result) : null}::text::jsonb,
+        error = ${settlement.error ? JSON.stringify(settlement.error) : null}::text::jsonb,
+        finished_at = now(), lease_expires_at = null, version = t.version + 1,
+        first_seq = coalesce(t.first_seq, s.last_seq + 1), last_seq = s.last_seq + 1
+      from sessions s
+      where t.id = ${taskId} and s.id = t.session_id and t.owner_boot = ${owner.bootId}
+        and t.attempt = ${owner.attempt} and t.status in ('running', 'cancelling')
+      returning t.*
+    ), head as (
+      update sessions s set last_seq = settled.last_seq, last_activity_at = now(), updated_at = now()
+      from settled where s.id = settled.session_id
+    ), inserted as (
+      insert into events (session_id, seq, task_id, type, data)
+      select session_id, last_seq, id, 'task.' || status,
+             jsonb_build_object('status', status, 'result', result, 'error', error)
+      from settled
+      returning task_id, at, data
+    )
+    select settled.*, inserted.at as event_at, inserted.data as event_data
+    from settled join inserted on inserted.task_id = settled.id`;
+  if (!row) return null;
+  const { eventAt, eventData, ...task } = row;
+  return {
+    row: task as TaskRow,
+    event: {
+      sessionId: task.sessionId,
+      seq: task.lastSeq!,
+      taskId: task.id,
+      type: `task.${task.status}`,
+      at: eventAt,
+      data: eventData,
+    },
+  };
 }

@@ -6,6 +6,7 @@
  */
 import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
+import { pipelined } from "../db/pipeline.js";
 import { appendEvents, type NewEvent, type OwnerFence, type StoredEvent } from "../sql/append-events.js";
 import { notifySessions } from "../sql/notify.js";
 
@@ -72,21 +73,28 @@ export class EventLog {
     for (let attempt = 0; ; attempt++) {
       try {
         const committed: StoredEvent[] = [];
-        await this.db.sql.begin(async (tx) => {
-          const heads = new Map<string, number>();
-          for (const group of groups) {
-            const stored = await appendEvents(tx, group.sessionId, group.events, group.fence);
-            if (stored.length === 0 && group.fence) {
-              this.log.warn(
-                { sessionId: group.sessionId, taskId: group.fence.taskId, attempt: group.fence.attempt, dropped: group.events.length },
-                "lost guard: events of a task this instance no longer owns were dropped",
-              );
-            }
-            committed.push(...stored);
-            if (stored.length > 0) heads.set(group.sessionId, stored[stored.length - 1].seq);
+        // One pipelined transaction (db/pipeline.ts): every group's statement goes out with BEGIN
+        // and COMMIT in one write, so the session rows are held only while Postgres runs it, not
+        // across round trips to a busy event loop (bench/results/history.md). The notification
+        // follows the commit (a hint; the polling backstop covers one lost in between).
+        const appended = await pipelined(this.db.sql, (q) =>
+          groups.map((g) => appendEvents(q, g.sessionId, g.events, g.fence)),
+        );
+        const heads = new Map<string, number>();
+        for (const [i, group] of groups.entries()) {
+          const stored = appended[i];
+          if (stored.length === 0 && group.fence) {
+            this.log.warn(
+              { sessionId: group.sessionId, taskId: group.fence.taskId, attempt: group.fence.attempt, dropped: group.events.length },
+              "lost guard: events of a task this instance no longer owns were dropped",
+            );
           }
-          await notifySessions(tx, heads);
-        });
+          committed.push(...stored);
+          if (stored.length > 0) heads.set(group.sessionId, stored[stored.length - 1].seq);
+        }
+        void notifySessions(this.db.sql, heads).catch((err) =>
+          this.log.debug({ err: String(err) }, "notification after a flush failed; polling covers it"),
+        );
         this.publish(committed);
         return;
       } catch (err) {

@@ -35,6 +35,11 @@ export interface Subscriber {
   cursor: number;
   /** Deliver a contiguous run of events (cursor+1 ...). */
   deliver(events: ClientEvent[]): void;
+  /**
+   * While true the feed passes this subscriber over and its cursor stays put (its transport is
+   * catching up with what it was already given); after clearing it, call `SessionFeeds.wake`.
+   */
+  paused?: boolean;
 }
 
 const CACHE_SIZE = 512;
@@ -91,7 +96,7 @@ class Feed {
     for (;;) {
       this.again = false;
       let behind = Number.POSITIVE_INFINITY;
-      for (const sub of this.subscribers) behind = Math.min(behind, sub.cursor);
+      for (const sub of this.subscribers) if (!sub.paused) behind = Math.min(behind, sub.cursor);
       if (behind === Number.POSITIVE_INFINITY || behind >= this.head) {
         if (!this.again) return;
         continue;
@@ -100,6 +105,7 @@ class Feed {
       if (events.length === 0) return;
       let progressed = false;
       for (const sub of this.subscribers) {
+        if (sub.paused) continue;
         const start = events.findIndex((e) => e.seq === sub.cursor + 1);
         if (start < 0) continue;
         const run = events.slice(start);
@@ -194,6 +200,11 @@ export class SessionFeeds {
       owned.subscribers.delete(subscriber);
       if (owned.subscribers.size === 0 && this.feeds.get(sessionId) === owned) this.feeds.delete(sessionId);
     };
+  }
+
+  /** Deliver to a session's subscribers again (one of them was paused and is ready). */
+  wake(sessionId: string): void {
+    this.feeds.get(sessionId)?.pump();
   }
 
   get subscriberCount(): number {

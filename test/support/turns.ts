@@ -50,7 +50,9 @@ export const waitStatus = (base: string, taskId: string, status: string, timeout
   waitTask(base, taskId, (t) => t.status === status || terminal.includes(t.status), timeoutMs);
 
 /** Rows in tasks and events (to prove a refused request wrote nothing). */
-export async function counts(sql: postgres.Sql): Promise<{ tasks: number; events: number; turnIndexes: number }> {
+export async function counts(
+  sql: postgres.Sql,
+): Promise<{ tasks: number; events: number; turnIndexes: number }> {
   const [row] = await sql<{ tasks: number; events: number; turnIndexes: number }[]>`
     select (select count(*)::int from tasks) as tasks, (select count(*)::int from events) as events,
            (select coalesce(sum(next_turn_index), 0)::int from sessions) as turn_indexes`;
@@ -61,4 +63,13 @@ export async function counts(sql: postgres.Sql): Promise<{ tasks: number; events
 export async function taskEventTypes(sql: postgres.Sql, taskId: string): Promise<string[]> {
   const rows = await sql<{ type: string }[]>`select type from events where task_id = ${taskId} order by seq`;
   return rows.map((r) => r.type);
+}
+
+/** Cancel every open task and wait for each to end (so a failed test does not hold slots for the next). */
+export async function cancelOpenTasks(base: string, sql: postgres.Sql): Promise<void> {
+  const open = await sql<
+    { id: string }[]
+  >`select id from tasks where status in ('queued', 'running', 'cancelling')`;
+  await Promise.all(open.map((t) => call(base, "POST", `/v1/tasks/${t.id}/cancel`)));
+  await Promise.all(open.map((t) => waitTask(base, t.id)));
 }

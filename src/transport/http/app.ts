@@ -15,6 +15,7 @@ import { MooringError, toMooringError } from "../../errors.js";
 import { requestContext } from "../../log.js";
 import type { Services } from "../services.js";
 import { describeError, fieldOf } from "../validate.js";
+import { registerCompression } from "./compression.js";
 import { registerEventRoutes, SseStreams } from "./routes/events.js";
 import { registerHealthRoutes } from "./routes/health.js";
 import { registerRpcRoute } from "./routes/rpc.js";
@@ -81,6 +82,8 @@ export async function buildHttpApp(
     const socket = req.raw.socket;
     if (req.headers.upgrade && socket && !socket.destroyed) socket.destroy();
   });
+
+  registerCompression(app);
 
   app.setErrorHandler((error: FastifyError, req, reply) => {
     const mapped = mapFastifyError(error);

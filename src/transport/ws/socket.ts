@@ -3,13 +3,22 @@
  * subscriptions per socket. The server says `hello` first, pings every MOORING_WS_PING_MS, drops a
  * peer silent for two intervals, and closes a client that stops reading with 4008 before its
  * buffer can grow the gateway's memory.
+ *
+ * Two buffers are bounded by MOORING_WS_MAX_BUFFERED_BYTES, and they are told apart:
+ * - bytes the kernel would not take (the TCP socket's own write buffer): the peer is not reading
+ *   them. Past the bound it is too slow: closed with 4008, it resumes with its last seq;
+ * - frames still queued for permessage-deflate: the gateway's own backlog (a replay hands over a
+ *   500-event page per database read, faster than zlib may compress), which drains whoever the
+ *   peer is. Past the bound the connection takes no more events until it has drained to half, and
+ *   its subscriptions then go on from their cursors (the events wait in the log, not in memory).
+ * Counting the second like the first closed readers that kept up perfectly well.
  */
 import type { Socket } from "node:net";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { WebSocket } from "ws";
 import type { Config } from "../../config.js";
-import type { ClientEvent } from "../../stream/session-feeds.js";
+import type { ClientEvent, Subscriber } from "../../stream/session-feeds.js";
 import { handleJsonRpc, parseError } from "../rpc/jsonrpc.js";
 import type { Services } from "../services.js";
 
@@ -49,8 +58,13 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
   };
 }
 
+/** How often a paused connection looks whether its backlog drained. */
+const DRAIN_CHECK_MS = 20;
+
 interface Subscription {
   unsubscribe: () => void;
+  /** What the session's feed delivers to; paused with the connection. */
+  subscriber: Subscriber;
   /** Events wait here until the subscribe answer has been sent, so the answer always comes first. */
   held: ClientEvent[][] | null;
 }
@@ -60,10 +74,12 @@ class SocketConnection {
   private lastHeard = Date.now();
   private readonly pingTimer: NodeJS.Timeout;
   private closed = false;
+  /** Set while the connection takes no events: its deflate backlog is over the bound. */
+  private drainTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly socket: WebSocket,
-    /** The TCP connection under the socket: what it holds unwritten is what the peer has not read. */
+    /** The TCP connection under the socket: what its write buffer holds, the peer has not read. */
     private readonly tcp: Socket,
     private readonly s: Services,
     private readonly config: Config,
@@ -125,14 +141,16 @@ class SocketConnection {
   private async subscribe(sessionId: string, afterSeq: number) {
     const opened = await this.s.events.openSubscription(sessionId, afterSeq);
     this.subscriptions.get(sessionId)?.unsubscribe();
-    const subscription: Subscription = { unsubscribe: () => {}, held: [] };
-    subscription.unsubscribe = this.s.feeds.subscribe(sessionId, opened.headSeq, {
+    const subscriber: Subscriber = {
       cursor: afterSeq,
+      paused: this.drainTimer !== null,
       deliver: (events) => {
         if (subscription.held) subscription.held.push(events);
         else this.sendEvents(events);
       },
-    });
+    };
+    const subscription: Subscription = { unsubscribe: () => {}, subscriber, held: [] };
+    subscription.unsubscribe = this.s.feeds.subscribe(sessionId, opened.headSeq, subscriber);
     this.subscriptions.set(sessionId, subscription);
     return { sessionId, headSeq: opened.headSeq, session: opened.session };
   }
@@ -153,26 +171,51 @@ class SocketConnection {
 
   private send(message: unknown): void {
     if (this.closed || this.socket.readyState !== this.socket.OPEN) return;
-    // Bytes the kernel would not take: the peer is not reading them. (`bufferedAmount` also counts
-    // frames still queued for permessage-deflate, i.e. the gateway's own burst of a replay page,
-    // which drains at compression speed whoever the peer is; counting it closed fast readers.)
-    const unread = this.tcp.writableLength;
-    if (unread > this.config.wsMaxBufferedBytes) {
-      this.log.info({ buffered: unread }, "closing a websocket client too slow to read (4008)");
-      this.closed = true;
-      this.dispose();
-      this.socket.close(CLOSE_TOO_SLOW, "client too slow; resubscribe with your last seq");
-      // The close frame queues behind what the peer has not read yet: a slow peer that reads on
-      // sees it (and resumes with its last seq); one silent for two ping intervals is dropped,
-      // as any silent peer is. Until then no more is queued for it, so its memory stays bounded.
-      setTimeout(() => this.socket.terminate(), 2 * this.config.wsPingMs).unref();
+    if (this.tcp.writableLength > this.config.wsMaxBufferedBytes) {
+      this.closeTooSlow();
       return;
     }
     this.socket.send(JSON.stringify(message));
+    if (this.socket.bufferedAmount > this.config.wsMaxBufferedBytes) this.pause();
+  }
+
+  /** Take no more events until the backlog drains (or the peer turns out not to read at all). */
+  private pause(): void {
+    if (this.drainTimer) return;
+    for (const { subscriber } of this.subscriptions.values()) subscriber.paused = true;
+    this.drainTimer = setInterval(() => {
+      if (this.closed || this.socket.readyState !== this.socket.OPEN) return this.stopDrainCheck();
+      if (this.tcp.writableLength > this.config.wsMaxBufferedBytes) return this.closeTooSlow();
+      if (this.socket.bufferedAmount > this.config.wsMaxBufferedBytes / 2) return;
+      this.stopDrainCheck();
+      for (const [sessionId, { subscriber }] of this.subscriptions) {
+        subscriber.paused = false;
+        this.s.feeds.wake(sessionId);
+      }
+    }, DRAIN_CHECK_MS);
+    this.drainTimer.unref();
+  }
+
+  private stopDrainCheck(): void {
+    if (this.drainTimer) clearInterval(this.drainTimer);
+    this.drainTimer = null;
+  }
+
+  private closeTooSlow(): void {
+    this.log.info(
+      { buffered: this.tcp.writableLength, queued: this.socket.bufferedAmount },
+      "closing a websocket client too slow to read (4008)",
+    );
+    this.closed = true;
+    this.dispose();
+    this.socket.close(CLOSE_TOO_SLOW, "client too slow; resubscribe with your last seq");
+    // A peer that does not read will not complete the closing handshake either.
+    setTimeout(() => this.socket.terminate(), 1000).unref();
   }
 
   dispose(): void {
     clearInterval(this.pingTimer);
+    this.stopDrainCheck();
     for (const subscription of this.subscriptions.values()) subscription.unsubscribe();
     this.subscriptions.clear();
   }

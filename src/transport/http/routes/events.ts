@@ -6,7 +6,6 @@ import type { ClientEvent } from "../../../stream/session-feeds.js";
 import { EventPayloadParams, EventsQuery, SessionIdParams } from "../../schemas.js";
 import type { Services } from "../../services.js";
 
-const SSE_HEARTBEAT_MS = 15_000;
 const SSE_RETRY_MS = 2_000;
 
 /** Open SSE streams, so shutdown can end them (a hijacked response would hold `app.close()` open). */
@@ -90,7 +89,7 @@ export function registerEventRoutes(app: FastifyInstance, s: Services, config: C
           if (res.writableLength > config.wsMaxBufferedBytes) close();
         },
       });
-      const heartbeat = setInterval(() => res.write(": ping\n\n"), SSE_HEARTBEAT_MS);
+      const heartbeat = setInterval(() => res.write(": ping\n\n"), config.sseHeartbeatMs);
       heartbeat.unref();
       req.raw.on("close", close);
       res.on("error", close);

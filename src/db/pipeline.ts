@@ -1,0 +1,51 @@
+/**
+ * A whole transaction in one round trip: BEGIN, the statements and COMMIT are written to one
+ * reserved connection at once (postgres.js pipelines them) and Postgres runs them in order.
+ *
+ * Why: a transaction that takes the gate lock holds it until it commits. Sent one statement at a
+ * time, it also holds it while the gateway's event loop gets round to sending the next statement,
+ * which under load takes milliseconds per statement and serializes every submit and claim behind
+ * it (bench/results/history.md). Pipelined, the lock is held only while Postgres executes.
+ *
+ * The statements cannot look at each other's answers, so whatever decides must happen in SQL: a
+ * statement that finds the transaction must not commit raises an error, Postgres skips everything
+ * after it (each answers "current transaction is aborted") and turns the COMMIT into a ROLLBACK.
+ * `pipelined` then throws the first error in statement order, i.e. the cause.
+ *
+ * Each statement must be one tagged-template query issued synchronously by `build` (the named SQL
+ * functions in sql/ that run a single statement qualify; one that awaits a first query before
+ * sending a second would send it after the COMMIT), or `q.unsafe(text)` without parameters.
+ * Nested query fragments are not supported.
+ */
+import type { Sql, Tx } from "./client.js";
+
+export class RolledBack extends Error {}
+
+export async function pipelined<T extends readonly unknown[]>(
+  sql: Sql,
+  build: (q: Tx) => { [K in keyof T]: Promise<T[K]> },
+): Promise<T> {
+  const connection = await sql.reserve();
+  try {
+    // Every query is executed as it is created, so the order on the wire is the order of the calls.
+    type Executable = { execute(): unknown };
+    const raw = connection as unknown as ((s: TemplateStringsArray, ...a: unknown[]) => Executable) & {
+      unsafe(text: string): Executable;
+    };
+    const q = Object.assign(
+      (strings: TemplateStringsArray, ...args: unknown[]) => raw(strings, ...args).execute(),
+      { unsafe: (text: string) => raw.unsafe(text).execute() },
+    ) as unknown as Tx;
+    const begin = q`begin` as unknown as Promise<unknown>;
+    const statements = build(q) as unknown as Promise<unknown>[];
+    const commit = q`commit` as unknown as Promise<{ command: string }>;
+    const settled = await Promise.allSettled([begin, ...statements, commit]);
+    const failed = settled.find((r): r is PromiseRejectedResult => r.status === "rejected");
+    if (failed) throw failed.reason;
+    const committed = (settled[settled.length - 1] as PromiseFulfilledResult<{ command: string }>).value;
+    if (committed.command !== "COMMIT") throw new RolledBack(`transaction ended with ${committed.command}`);
+    return settled.slice(1, -1).map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
+  } finally {
+    connection.release();
+  }
+}
