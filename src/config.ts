@@ -57,7 +57,10 @@ export interface Config {
   eventFlushMax: number;
   /** Polling backstop for queued work and subscribed sessions, in ms. Default 1000. */
   pollMs: number;
-  /** Bytes a WebSocket client may leave unread before it is closed with 4008. Default 4194304. */
+  /**
+   * Bytes a WebSocket client may leave unread before it is closed with 4008; also how much the
+   * gateway queues for permessage-deflate before a connection waits for it to drain. Default 4194304.
+   */
   wsMaxBufferedBytes: number;
   /** Largest accepted WebSocket frame in bytes; larger closes the socket with 1009. Default 1048576. */
   wsMaxPayloadBytes: number;

@@ -243,9 +243,7 @@ it("connections killed inside transactions (pg_terminate_backend) neither crash 
   try {
     // Hold the gate lock, so the gateway's gate transactions (submit, claim, sweep) wait inside
     // their transactions; then kill those backends while they wait.
-    console.log("A");
     const holder = await admin.reserve();
-    console.log("B");
     await holder`select pg_advisory_lock(${GATE_LOCK_KEY})`;
     const submits = sessions.map((id) => call(gw.url, "POST", `/v1/sessions/${id}/turns`, { prompt: "[deltas 1]" }));
     const waiting = await eventually(async () => {
@@ -256,23 +254,19 @@ it("connections killed inside transactions (pg_terminate_backend) neither crash 
     });
     await admin`select pg_terminate_backend(pid) from pg_stat_activity
       where application_name = 'mooring:dbloss-terminate' and wait_event_type = 'Lock'`;
-    console.log("C");
     await holder`select pg_advisory_unlock(${GATE_LOCK_KEY})`;
-    console.log("D");
     holder.release();
     const answers = await Promise.all(submits);
-    console.log("E");
     console.log(`killed ${waiting.length} waiting backends; submits answered ${answers.map((a) => a.status).join(", ")}`);
     for (const a of answers) {
       // A killed transaction is "database away" for its request: 503 NOT_READY, never 500.
       if (a.status !== 202) expect(a.body.error.code).toBe("NOT_READY");
     }
-    expect(logsWith(gw, "postgres.js wrote to a closed connection").length).toBeGreaterThanOrEqual(1);
+    expect(logsWith(gw, "request failed")).toEqual([]);
     expect(alive(gw)).toBe(true);
 
     // The pool is healthy: a burst of requests all answer at once (a broken connection would
     // make some wait for connect_timeout, 10 s, and fail).
-    console.log("F");
     const t0 = Date.now();
     const burst = await Promise.all(
       Array.from({ length: 24 }, (_, i) =>

@@ -17,7 +17,8 @@
  * sending a second would send it after the COMMIT), or `q.unsafe(text)` without parameters.
  * Nested query fragments are not supported.
  */
-import type { Sql, Tx } from "./client.js";
+import { isDatabaseUnavailable } from "../errors.js";
+import { recyclePools, type Sql, type Tx } from "./client.js";
 
 export class RolledBack extends Error {}
 
@@ -26,6 +27,7 @@ export async function pipelined<T extends readonly unknown[]>(
   build: (q: Tx) => { [K in keyof T]: Promise<T[K]> },
 ): Promise<T> {
   const connection = await sql.reserve();
+  let broken = false;
   try {
     // Every query is executed as it is created, so the order on the wire is the order of the calls.
     type Executable = { execute(): unknown };
@@ -39,13 +41,33 @@ export async function pipelined<T extends readonly unknown[]>(
     const begin = q`begin` as unknown as Promise<unknown>;
     const statements = build(q) as unknown as Promise<unknown>[];
     const commit = q`commit` as unknown as Promise<{ command: string }>;
-    const settled = await Promise.allSettled([begin, ...statements, commit]);
+    const settled = await settleUnlessBroken([begin, ...statements, commit]).catch((err) => {
+      broken = true;
+      throw err;
+    });
     const failed = settled.find((r): r is PromiseRejectedResult => r.status === "rejected");
     if (failed) throw failed.reason;
     const committed = (settled[settled.length - 1] as PromiseFulfilledResult<{ command: string }>).value;
     if (committed.command !== "COMMIT") throw new RolledBack(`transaction ended with ${committed.command}`);
     return settled.slice(1, -1).map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
   } finally {
-    connection.release();
+    // A connection that died under us must not go back to the pool: postgres.js would hand it to
+    // the next caller as if open, and writes on it are lost (or crash, see client.ts). Replace the
+    // pool instead; the old one, with this connection, is ended.
+    if (broken) recyclePools();
+    else connection.release();
   }
+}
+
+/**
+ * `Promise.allSettled`, except that it rejects as soon as one statement fails because the
+ * connection died. postgres.js queues the statements behind a parameterized one on the reserved
+ * connection itself, and when that connection closes it never settles them: waiting for all would
+ * hang the caller (a claim, a settlement, an event flush, a submit) forever.
+ */
+function settleUnlessBroken(all: Promise<unknown>[]): Promise<PromiseSettledResult<unknown>[]> {
+  return new Promise((resolve, reject) => {
+    for (const p of all) p.catch((err) => isDatabaseUnavailable(err) && reject(err));
+    void Promise.allSettled(all).then(resolve);
+  });
 }

@@ -58,9 +58,12 @@ export class QueuePositionAnnouncer {
     const queue = await listQueuePositions(this.rt.db.sql, ANNOUNCE_LIMIT);
     const seen = new Set<string>();
     const moved = new Map<string, { taskId: string; position: number }[]>();
-    for (const { id, sessionId, position } of queue) {
+    for (const { id, sessionId, position, queuedAt } of queue) {
       seen.add(id);
-      const before = this.announced.get(id);
+      // First seen here: compare with what its task.queued event said (a submit that is quick
+      // enough can move the queue between two rounds; another instance may then have announced
+      // the same position already, which costs one repeated event at worst).
+      const before = this.announced.get(id) ?? queuedAt ?? undefined;
       this.announced.set(id, position);
       if (before === undefined || before === position) continue;
       const list = moved.get(sessionId) ?? [];

@@ -25,8 +25,14 @@ export async function queuePositions(q: Queryable, taskIds: string[]): Promise<M
 export async function listQueuePositions(
   q: Queryable,
   limit: number,
-): Promise<{ id: string; sessionId: string; position: number }[]> {
-  return q<{ id: string; sessionId: string; position: number }[]>`
-    select id, session_id, row_number() over (order by queue_order)::int as position
-    from tasks where status = 'queued' order by queue_order limit ${limit}`;
+): Promise<{ id: string; sessionId: string; position: number; queuedAt: number | null }[]> {
+  // queuedAt: the position its `task.queued` event told (the task's first event, a primary-key
+  // lookup), so a task first seen by the announcer after it already moved is still announced.
+  return q<{ id: string; sessionId: string; position: number; queuedAt: number | null }[]>`
+    select q.id, q.session_id, q.position,
+           (select (e.data->>'position')::int from events e
+            where e.session_id = q.session_id and e.seq = q.first_seq) as queued_at
+    from (select id, session_id, first_seq, row_number() over (order by queue_order)::int as position
+          from tasks where status = 'queued' order by queue_order limit ${limit}) q
+    order by q.position`;
 }

@@ -57,14 +57,15 @@ export class EventLog {
       clearTimeout(this.timer);
       this.timer = null;
     }
-    while (this.flushing) await this.flushing;
-    if (this.pending.length === 0) return;
-    const batch = this.pending;
-    this.pending = [];
-    this.flushing = this.write(batch).finally(() => {
-      this.flushing = null;
-    });
-    await this.flushing;
+    for (;;) {
+      while (this.flushing) await this.flushing;
+      if (this.pending.length === 0) return;
+      const batch = takeBatch(this.pending);
+      this.flushing = this.write(batch).finally(() => {
+        this.flushing = null;
+      });
+      await this.flushing;
+    }
   }
 
   private async write(batch: PendingEvent[]): Promise<void> {
@@ -122,6 +123,29 @@ export class EventLog {
     this.closed = true;
     await this.flush();
   }
+}
+
+/** Bounds on one transaction, so a burst of huge tool outputs never becomes one giant write. */
+const MAX_EVENTS_PER_TX = 256;
+const MAX_BYTES_PER_TX = 8 * 1024 * 1024;
+
+/** Remove and return the oldest events that fit in one transaction (always at least one). */
+function takeBatch(pending: PendingEvent[]): PendingEvent[] {
+  let bytes = 0;
+  let n = 0;
+  while (n < pending.length && n < MAX_EVENTS_PER_TX) {
+    bytes += approximateBytes(pending[n]);
+    if (n > 0 && bytes > MAX_BYTES_PER_TX) break;
+    n++;
+  }
+  return pending.splice(0, n);
+}
+
+/** Tool output dominates an event's size; strings are measured, anything else counted small. */
+function approximateBytes(event: PendingEvent): number {
+  const payload = event.payload as { output?: unknown; input?: unknown } | undefined;
+  const big = payload?.output ?? payload?.input;
+  return 256 + (typeof big === "string" ? big.length : 0);
 }
 
 interface Group {
