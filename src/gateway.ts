@@ -147,7 +147,11 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
     state.ready = true;
     log.info({ ms: Date.now() - t0, ...reconciled }, "ready");
   })();
-  started.catch((err) => log.error({ err }, "startup failed"));
+  started.catch((err) => {
+    // A shutdown while still waiting for the database ends the startup on purpose.
+    if (state.stopping) log.info("startup abandoned: shutting down");
+    else log.error({ err }, "startup failed");
+  });
 
   let stopping: Promise<void> | null = null;
   const stop = () => {

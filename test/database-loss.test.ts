@@ -21,6 +21,7 @@ import { call, eventually } from "./support/gateway.js";
 import {
   alive,
   createSessions,
+  exitedWithOutput,
   gatewayEnv,
   logsWith,
   Processes,
@@ -62,14 +63,15 @@ beforeAll(async () => {
   port = await freePort();
   await startPostgres();
 }, 60_000);
-afterEach(async () => {
-  await procs.killAll();
+afterEach(async (ctx) => {
+  await procs.killAll(ctx.task.result?.state === "fail");
   if (!pg) await startPostgres();
 });
 afterAll(async () => {
   await procs.killAll();
   await stopPostgres();
   await rm(dataDir, { recursive: true, force: true });
+  if (workspace) await rm(workspace, { recursive: true, force: true });
 });
 
 it("Postgres stopped under load: 503 NOT_READY, no crash; back on the same port: ready by itself, no accepted turn lost", async () => {
@@ -174,7 +176,11 @@ it("the LISTEN connection resumes after the database comes back (events reach an
 
   const ws = new WebSocket(`${b.url.replace("http", "ws")}/v1/ws`);
   const received: any[] = [];
-  ws.on("message", (data) => received.push(JSON.parse(data.toString())));
+  ws.on("message", (data) => {
+    // Events may come batched (a JSON-RPC batch of notifications).
+    const message = JSON.parse(data.toString());
+    received.push(...(Array.isArray(message) ? message : [message]));
+  });
   await eventually(async () => received.some((m) => m.method === "hello"));
   ws.send(
     JSON.stringify({
@@ -194,11 +200,12 @@ it("the LISTEN connection resumes after the database comes back (events reach an
   await eventually(async () => completedOn(before.id), 10_000);
 
   await stopPostgres();
-  await eventually(
-    async () =>
-      (await call(a.url, "GET", "/readyz")).status === 503 &&
-      (await call(b.url, "GET", "/readyz")).status === 503,
-  );
+  const stoppedAt = Date.now();
+  // Away for a few seconds, so reconnect attempts pile up (and a growing backoff would show).
+  await eventually(async () => {
+    const both = [await call(a.url, "GET", "/readyz"), await call(b.url, "GET", "/readyz")];
+    return both.every((r) => r.status === 503) && Date.now() - stoppedAt > 3000;
+  });
   const restartedAt = Date.now();
   await startPostgres();
   await Promise.all([a.waitReady(), b.waitReady()]);
@@ -210,8 +217,8 @@ it("the LISTEN connection resumes after the database comes back (events reach an
     `after the database came back: B re-listened and delivered A's event ${Date.now() - t0} ms after submit (${Date.now() - restartedAt} ms after restart)`,
   );
   // Well before B's 60 s poll could have found it.
-  expect(Date.now() - restartedAt).toBeLessThan(30_000);
-  expect(logsWith(b, "listen connection re-established").length).toBeGreaterThanOrEqual(1);
+  expect(Date.now() - restartedAt).toBeLessThan(10_000);
+  await eventually(async () => logsWith(b, "listen connection re-established").length >= 1);
   ws.close();
 }, 90_000);
 
@@ -228,7 +235,7 @@ it("shutdown while the database is gone still exits", async () => {
 
   const t0 = Date.now();
   gw.kill("SIGTERM");
-  const code = await gw.exited;
+  const code = await exitedWithOutput(gw);
   console.log(`shutdown without a database: exit ${code} after ${Date.now() - t0} ms`);
   expect(code).toBe(0);
   expect(Date.now() - t0).toBeLessThan(20_000);
@@ -265,19 +272,20 @@ it("connections killed inside transactions (pg_terminate_backend) neither crash 
     expect(logsWith(gw, "request failed")).toEqual([]);
     expect(alive(gw)).toBe(true);
 
-    // The pool is healthy: a burst of requests all answer at once (a broken connection would
-    // make some wait for connect_timeout, 10 s, and fail).
-    const t0 = Date.now();
-    const burst = await Promise.all(
-      Array.from({ length: 24 }, (_, i) =>
-        i % 2 === 0
-          ? call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" })
-          : call(gw.url, "GET", "/v1/gate"),
-      ),
-    );
-    const burstMs = Date.now() - t0;
-    expect(burst.map((b) => b.status).filter((s) => s !== 200 && s !== 201)).toEqual([]);
-    expect(burstMs).toBeLessThan(5000);
+    // The pool is healthy: a burst of requests soon answers in full, and quickly (a connection
+    // left broken would make some of them wait for connect_timeout, 10 s, and fail). The killed
+    // connections may make a heartbeat fail first, so readiness can flicker for one beat.
+    await eventually(async () => {
+      const t0 = Date.now();
+      const burst = await Promise.all(
+        Array.from({ length: 24 }, (_, i) =>
+          i % 2 === 0
+            ? call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" })
+            : call(gw.url, "GET", "/v1/gate"),
+        ),
+      );
+      return burst.every((b) => b.status === 200 || b.status === 201) && Date.now() - t0 < 3000;
+    }, 10_000);
     for (const [i, id] of sessions.entries()) {
       const task = answers[i].status === 202 ? answers[i].body : await submit(gw.url, id, "[deltas 1]");
       expect((await waitTerminal(gw.url, task.id)).status).toBe("completed");

@@ -4,6 +4,7 @@
  * settlement change nothing, and it logs "lost guard". Checked end to end against a real gateway
  * process (a forged newer owner) and directly on the named SQL functions.
  */
+import { rm } from "node:fs/promises";
 import { randomUUID } from "node:crypto";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { connect, type Database } from "../src/db/client.js";
@@ -13,7 +14,15 @@ import { saveContextUsage, saveCursor } from "../src/sql/save-cursor.js";
 import { settleOwnedTask } from "../src/sql/settle-task.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { eventually } from "./support/gateway.js";
-import { createSessions, gatewayEnv, logsWith, Processes, submit, tempDir } from "./support/lifecycle.js";
+import {
+  createSessions,
+  exitedWithOutput,
+  gatewayEnv,
+  logsWith,
+  Processes,
+  submit,
+  tempDir,
+} from "./support/lifecycle.js";
 
 let db: TestDatabase;
 let workspace: string;
@@ -23,12 +32,13 @@ beforeAll(async () => {
   db = await createTestDatabase();
   workspace = await tempDir("ws-fencing-");
 });
-afterEach(async () => {
-  await procs.killAll();
+afterEach(async (ctx) => {
+  await procs.killAll(ctx.task.result?.state === "fail");
 });
 afterAll(async () => {
   await procs.killAll();
   await db?.drop();
+  if (workspace) await rm(workspace, { recursive: true, force: true });
 });
 
 /** Make the task look taken over: a newer attempt by another boot, with an expired lease. */
@@ -90,7 +100,7 @@ it("a stale owner's events, cursor, context usage and settlement change nothing,
 
   // Let the process finish everything it might still write, then compare.
   gw.kill("SIGTERM");
-  expect(await gw.exited).toBe(0);
+  expect(await exitedWithOutput(gw)).toBe(0);
   const after = await snapshot(task.id, session);
   expect(after).toEqual(forged);
   expect(after.task).toMatchObject({ status: "running", attempt: 2, ownerInstance: "forged" });
@@ -115,7 +125,7 @@ it("the owner's heartbeat notices the takeover, stops the turn and writes nothin
     attempt: 1,
   });
   gw.kill("SIGTERM");
-  expect(await gw.exited).toBe(0);
+  expect(await exitedWithOutput(gw)).toBe(0);
   // The stopped turn was not settled by its old owner, and it released nothing it no longer owns.
   expect(await snapshot(task.id, session)).toEqual(forged);
   expect(logsWith(gw, "turn settled")).toHaveLength(0);

@@ -4,11 +4,13 @@
  * "Continue where you left off." linked to it, which runs; an unsaved one gets a `session.reset`
  * notice and nothing is queued.
  */
+import { rm } from "node:fs/promises";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually } from "./support/gateway.js";
 import {
   createSessions,
+  exitedWithOutput,
   gatewayEnv,
   logsWith,
   Processes,
@@ -25,12 +27,13 @@ beforeAll(async () => {
   db = await createTestDatabase();
   workspace = await tempDir("ws-recovery-");
 });
-afterEach(async () => {
-  await procs.killAll();
+afterEach(async (ctx) => {
+  await procs.killAll(ctx.task.result?.state === "fail");
 });
 afterAll(async () => {
   await procs.killAll();
   await db?.drop();
+  if (workspace) await rm(workspace, { recursive: true, force: true });
 });
 
 const UNSAVED =
@@ -64,7 +67,7 @@ it("saved conversation: a continuation is queued and runs; unsaved: session.rese
   expect(unsavedCursor.lastAssistantMessageId).toBeNull();
 
   first.kill("SIGKILL");
-  await first.exited;
+  await exitedWithOutput(first);
   const second = await procs.spawn(env);
   await second.waitReady();
 
@@ -86,7 +89,7 @@ it("saved conversation: a continuation is queued and runs; unsaved: session.rese
     continuesTaskId: savedTurn.id,
   });
   expect(types).not.toContain("session.reset");
-  expect(logsWith(second, "recovery: continuation queued")).toHaveLength(1);
+  await eventually(async () => logsWith(second, "recovery: continuation queued").length === 1);
 
   // Unsaved: interrupted, a session.reset with the spec's notice, and no new task.
   expect(await waitTerminal(second.url, unsavedTurn.id)).toMatchObject({
@@ -98,7 +101,7 @@ it("saved conversation: a continuation is queued and runs; unsaved: session.rese
   expect(resets).toEqual([{ taskId: unsavedTurn.id, data: { reason: "unsaved", notice: UNSAVED } }]);
   const unsavedTasks = await db.sql`select id from tasks where session_id = ${unsaved}`;
   expect(unsavedTasks.map((t) => t.id)).toEqual([unsavedTurn.id]);
-  expect(logsWith(second, "recovery: conversation was not saved; reset")).toHaveLength(1);
+  await eventually(async () => logsWith(second, "recovery: conversation was not saved; reset").length === 1);
 
   // The session.reset reaches a client replaying the session's events.
   const sse = await fetch(`${second.url}/v1/sessions/${unsaved}/events?afterSeq=0`, {
@@ -133,7 +136,7 @@ it("graceful shutdown with continue: the turn interrupted after the grace gets a
   expect(long.status).toBe("running");
 
   a.kill("SIGTERM");
-  expect(await a.exited).toBe(0);
+  expect(await exitedWithOutput(a)).toBe(0);
   expect(await waitTerminal(b.url, long.id)).toMatchObject({
     status: "interrupted",
     error: { code: "GATEWAY_RESTART" },

@@ -4,14 +4,16 @@
  * order with their original queue deadlines, and every task answers at every moment after restart.
  * Also: the startup order (NOT_READY until the database is there) and the instance registry.
  */
+import { rm } from "node:fs/promises";
 import { connect, createServer } from "node:net";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import WebSocket from "ws";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { call, eventually } from "./support/gateway.js";
+import { type Answer, call, eventually } from "./support/gateway.js";
 import {
   alive,
   createSessions,
+  exitedWithOutput,
   gatewayEnv,
   logLines,
   logsWith,
@@ -29,12 +31,13 @@ beforeAll(async () => {
   db = await createTestDatabase();
   workspace = await tempDir("ws-restart-");
 });
-afterEach(async () => {
-  await procs.killAll();
+afterEach(async (ctx) => {
+  await procs.killAll(ctx.task.result?.state === "fail");
 });
 afterAll(async () => {
   await procs.killAll();
   await db?.drop();
+  if (workspace) await rm(workspace, { recursive: true, force: true });
 });
 
 it("kill -9 with 5 running and 20 queued: the 5 are interrupted at restart, the 20 run exactly once, in order", async () => {
@@ -58,7 +61,7 @@ it("kill -9 with 5 running and 20 queued: the 5 are interrupted at restart, the 
   const firstBoot = (await call(first.url, "GET", "/readyz")).body.bootId;
 
   first.kill("SIGKILL");
-  expect(await first.exited).toBe("SIGKILL");
+  expect(await exitedWithOutput(first)).toBe("SIGKILL");
 
   // Restart: measure spawn → /readyz 200, and keep asking for all 25 tasks the whole time.
   const t0 = Date.now();
@@ -68,9 +71,14 @@ it("kill -9 with 5 running and 20 queued: the 5 are interrupted at restart, the 
   const seenStatuses = new Map<string, Set<string>>();
   let stopPolling = false;
   const poller = (async () => {
-    while (!stopPolling) {
-      const answers = await Promise.all(ids.map((id) => call(second.url, "GET", `/v1/tasks/${id}`)));
+    while (!stopPolling && alive(second)) {
+      // Whether /readyz had said 200 before this round was sent.
       const afterReady = readyAt > 0;
+      const answers = await Promise.all(
+        ids.map((id) =>
+          call(second.url, "GET", `/v1/tasks/${id}`).catch((err) => ({ status: 0, body: String(err) }) as Answer),
+        ),
+      );
       answers.forEach((a, i) => {
         if (a.status === 200) {
           const set = seenStatuses.get(ids[i]) ?? new Set<string>();
@@ -97,7 +105,10 @@ it("kill -9 with 5 running and 20 queued: the 5 are interrupted at restart, the 
     expect(row.error.code).toBe("GATEWAY_RESTART");
     expect(row.attempt).toBe(1);
   }
-  const reconcile = logsWith(second, "startup reconcile done");
+  const reconcile = await eventually(async () => {
+    const lines = logsWith(second, "startup reconcile done");
+    return lines.length > 0 ? lines : null;
+  });
   expect(reconcile).toHaveLength(1);
   expect(reconcile[0]).toMatchObject({ previousBoot: 5 });
   const ready = (await call(second.url, "GET", "/readyz")).body;
@@ -180,13 +191,16 @@ it("startup order: /healthz answers at once, /readyz and the API say NOT_READY u
     await new Promise<void>((resolve) => proxy.listen(port, "127.0.0.1", resolve));
     await gw.waitReady();
     console.log(`database appeared → /readyz 200 in ${Date.now() - appeared} ms`);
-    const lines = logLines(gw).map((l) => l.msg);
+    const lines = await eventually(async () => {
+      const msgs = logLines(gw).map((l) => l.msg);
+      return msgs.includes("ready") ? msgs : null;
+    });
     expect(lines.indexOf("startup reconcile done")).toBeGreaterThan(-1);
     expect(lines.indexOf("startup reconcile done")).toBeLessThan(lines.indexOf("ready"));
     expect((await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" })).status).toBe(201);
   } finally {
     gw.kill("SIGKILL");
-    await gw.exited;
+    await exitedWithOutput(gw);
     proxy.close();
   }
 });
@@ -230,7 +244,7 @@ it("registers the instance (instanceId, bootId, host, pid, version), heartbeats 
 
   // A clean stop marks the row stopped.
   gw.kill("SIGTERM");
-  expect(await gw.exited).toBe(0);
+  expect(await exitedWithOutput(gw)).toBe(0);
   const [stopped] = await db.sql`select stopped_at from instances where boot_id = ${ready.bootId}`;
   expect(stopped.stoppedAt).not.toBeNull();
 });

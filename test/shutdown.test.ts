@@ -13,6 +13,7 @@ import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually } from "./support/gateway.js";
 import {
   createSessions,
+  exitedWithOutput,
   gatewayEnv,
   logLines,
   logsWith,
@@ -30,12 +31,13 @@ beforeAll(async () => {
   db = await createTestDatabase();
   workspace = await tempDir("ws-shutdown-");
 });
-afterEach(async () => {
-  await procs.killAll();
+afterEach(async (ctx) => {
+  await procs.killAll(ctx.task.result?.state === "fail");
 });
 afterAll(async () => {
   await procs.killAll();
   await db?.drop();
+  if (workspace) await rm(workspace, { recursive: true, force: true });
 });
 
 function processAlive(pid: number): boolean {
@@ -86,7 +88,7 @@ it("SIGTERM: short turns finish, the rest are interrupted and their slots go to 
   expect(refused.status).toBe(503);
   expect(refused.body.error.code).toBe("NOT_READY");
 
-  expect(await a.exited).toBe(0);
+  expect(await exitedWithOutput(a)).toBe(0);
   expect(await closed).toBe(1001);
 
   // Turns that finished within the grace completed on A.
@@ -149,7 +151,7 @@ it("a second signal during the grace exits at once (code 130); the next boot set
   await eventually(async () => logsWith(gw, "shutdown: stopped admitting and claiming").length === 1);
   const t0 = Date.now();
   gw.kill("SIGTERM");
-  expect(await gw.exited).toBe(130);
+  expect(await exitedWithOutput(gw)).toBe(130);
   expect(Date.now() - t0).toBeLessThan(2000);
   expect(logsWith(gw, "second signal: exiting at once")).toHaveLength(1);
 
@@ -178,7 +180,7 @@ it("with an embedded Postgres, SIGTERM stops the postmaster too", async () => {
     expect((await waitTerminal(gw.url, task.id)).status).toBe("completed");
 
     gw.kill("SIGTERM");
-    expect(await gw.exited).toBe(0);
+    expect(await exitedWithOutput(gw)).toBe(0);
     expect(processAlive(postmaster)).toBe(false);
     expect(existsSync(pidFile)).toBe(false);
     expect(logsWith(gw, "embedded postgres stopped")).toHaveLength(1);
@@ -186,3 +188,16 @@ it("with an embedded Postgres, SIGTERM stops the postmaster too", async () => {
     await rm(dataDir, { recursive: true, force: true });
   }
 }, 90_000);
+
+it("SIGTERM while still waiting for the database exits cleanly (0), not as a failed startup", async () => {
+  const missing = new URL(db.url);
+  missing.port = "1"; // nothing listens on port 1
+  const gw = await procs.spawn(gatewayEnv(missing.toString(), { MOORING_INSTANCE_ID: "shutdown-no-db" }));
+  await eventually(async () => logsWith(gw, "database unreachable at startup").length >= 1);
+  const t0 = Date.now();
+  gw.kill("SIGTERM");
+  expect(await exitedWithOutput(gw)).toBe(0);
+  expect(Date.now() - t0).toBeLessThan(8000);
+  expect(logsWith(gw, "startup failed")).toEqual([]);
+  expect(logsWith(gw, "shutdown: done")).toHaveLength(1);
+});

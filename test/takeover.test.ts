@@ -3,12 +3,14 @@
  * the dead instance's tasks only once their lease expired (interrupted, GATEWAY_RESTART, logged
  * "lease takeover"), keeps the global limits the whole time, and runs the queued work.
  */
+import { rm } from "node:fs/promises";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually } from "./support/gateway.js";
 import {
   alive,
   createSessions,
+  exitedWithOutput,
   gatewayEnv,
   logsWith,
   Processes,
@@ -25,12 +27,13 @@ beforeAll(async () => {
   db = await createTestDatabase();
   workspace = await tempDir("ws-takeover-");
 });
-afterEach(async () => {
-  await procs.killAll();
+afterEach(async (ctx) => {
+  await procs.killAll(ctx.task.result?.state === "fail");
 });
 afterAll(async () => {
   await procs.killAll();
   await db?.drop();
+  if (workspace) await rm(workspace, { recursive: true, force: true });
 });
 
 it("the survivor takes over a killed instance's tasks after the lease expires and keeps the global limits", async () => {
@@ -77,7 +80,7 @@ it("the survivor takes over a killed instance's tasks after the lease expires an
     select max(lease_expires_at) as at from tasks where owner_boot = ${bootA} and status = 'running'`;
   a.kill("SIGKILL");
   const killedAt = Date.now();
-  await a.exited;
+  await exitedWithOutput(a);
 
   // The survivor interrupts A's five, but not before their leases ran out.
   const interrupted = await eventually(async () => {
@@ -94,8 +97,10 @@ it("the survivor takes over a killed instance's tasks after the lease expires an
   console.log(
     `takeover ${Math.min(...interrupted.map((r) => r.finishedAt.getTime())) - killedAt} ms after kill -9 (lease ${leaseMs} ms)`,
   );
-  const takeover = logsWith(b, "lease takeover");
-  expect(takeover.length).toBeGreaterThanOrEqual(1);
+  const takeover = await eventually(async () => {
+    const lines = logsWith(b, "lease takeover");
+    return lines.flatMap((l) => l.tasks).length >= 5 ? lines : null;
+  });
   const taken = takeover.flatMap((l) => l.tasks.map((t: { id: string }) => t.id));
   expect(taken.sort()).toEqual(onA.map((t) => t.id).sort());
   expect(takeover[0].tasks[0]).toMatchObject({ owner: "takeover-a", attempt: 1 });

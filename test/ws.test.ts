@@ -76,7 +76,7 @@ afterAll(async () => {
 });
 
 describe("connection", () => {
-  it("sends hello {instanceId, bootId, version} first; a second connection sees the same boot", async () => {
+  it("sends hello {instanceId, bootId, version, host, pid} first; a second connection sees the same boot", async () => {
     const a = await connect();
     const first = a.received[0].message;
     expect(first).toEqual({
@@ -86,6 +86,8 @@ describe("connection", () => {
         instanceId: gw.identity.instanceId,
         bootId: gw.identity.bootId,
         version: gw.identity.version,
+        host: gw.identity.host,
+        pid: gw.identity.pid,
       },
     });
     const b = await connect();

@@ -47,8 +47,8 @@ const openDatabases = new Set<{ recycle(): void }>();
 let recycleScheduled = false;
 
 /**
- * Replace every open pool with a fresh one and end the old ones (their running queries get a
- * second, then fail with CONNECTION_DESTROYED, which callers treat as "database away" and retry).
+ * Replace every open pool with a fresh one and end the old ones (their running queries fail with
+ * CONNECTION_DESTROYED, which callers treat as "database away" and retry).
  * Called after an `isClosedSocketWrite` error: the connection that threw keeps a stale write
  * buffer and timer, so it would never send its next startup message and every query routed to it
  * would wait for connect_timeout; measured, that held readiness and lease renewal back ~10 s.
@@ -107,7 +107,9 @@ export function connect(url: string, options: { max?: number; applicationName?: 
     recycle() {
       const old = current;
       current = pools();
-      void Promise.all([old.sql.end({ timeout: 1 }), old.ormClient.end({ timeout: 1 })]).catch(() => {});
+      // timeout 0: end at once. With a grace, postgres.js ends idle connections and never rejects
+      // a `reserve` still queued in the old pool, whose caller would then wait forever.
+      void Promise.all([old.sql.end({ timeout: 0 }), old.ormClient.end({ timeout: 0 })]).catch(() => {});
     },
     close: async () => {
       openDatabases.delete(database);

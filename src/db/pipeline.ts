@@ -18,7 +18,7 @@
  * Nested query fragments are not supported.
  */
 import { isDatabaseUnavailable } from "../errors.js";
-import { recyclePools, type Sql, type Tx } from "./client.js";
+import type { Sql, Tx } from "./client.js";
 
 export class RolledBack extends Error {}
 
@@ -26,7 +26,7 @@ export async function pipelined<T extends readonly unknown[]>(
   sql: Sql,
   build: (q: Tx) => { [K in keyof T]: Promise<T[K]> },
 ): Promise<T> {
-  const connection = await sql.reserve();
+  const connection = await reserve(sql);
   let broken = false;
   try {
     // Every query is executed as it is created, so the order on the wire is the order of the calls.
@@ -51,11 +51,10 @@ export async function pipelined<T extends readonly unknown[]>(
     if (committed.command !== "COMMIT") throw new RolledBack(`transaction ended with ${committed.command}`);
     return settled.slice(1, -1).map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
   } finally {
-    // A connection that died under us must not go back to the pool: postgres.js would hand it to
-    // the next caller as if open, and writes on it are lost (or crash, see client.ts). Replace the
-    // pool instead; the old one, with this connection, is ended.
-    if (broken) recyclePools();
-    else connection.release();
+    // A connection that died under us is not released: postgres.js already took it back as
+    // closed (and may be reconnecting it for someone else); `release` would put it among the
+    // open ones with no socket, where the next query on it is lost (or crashes, see client.ts).
+    if (!broken) connection.release();
   }
 }
 
@@ -70,4 +69,35 @@ function settleUnlessBroken(all: Promise<unknown>[]): Promise<PromiseSettledResu
     for (const p of all) p.catch((err) => isDatabaseUnavailable(err) && reject(err));
     void Promise.allSettled(all).then(resolve);
   });
+}
+
+/** How long `pipelined` waits for a connection before it gives up with a retryable error. */
+const RESERVE_TIMEOUT_MS = 5000;
+
+class ReserveTimeout extends Error {
+  /** Counts as "database away" (errors.ts): submits answer NOT_READY, background work retries. */
+  readonly code = "CONNECT_TIMEOUT";
+}
+
+/**
+ * `sql.reserve()` with a deadline. postgres.js 3.4.9 can strand a queued reserve forever when a
+ * connection closes while it waits (porsager/postgres#1195: the reconnect takes it as its initial
+ * query and drops it), which happens when the database restarts under load; an event-log flush
+ * stuck there would hold every settlement behind it. A reserve that resolves after the deadline
+ * is released at once.
+ */
+async function reserve(sql: Sql): Promise<Awaited<ReturnType<Sql["reserve"]>>> {
+  const pending = sql.reserve();
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ReserveTimeout("no database connection became free in time")), RESERVE_TIMEOUT_MS);
+  });
+  try {
+    return await Promise.race([pending, deadline]);
+  } catch (err) {
+    if (err instanceof ReserveTimeout) void pending.then((c) => c.release(), () => {});
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
 }

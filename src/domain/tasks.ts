@@ -12,7 +12,7 @@ import { lockGate } from "../sql/gate-lock.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { countActiveAndQueued, queuePositions } from "../sql/gate-status.js";
 import { appendQueuedEvent, findTaskByIdempotencyKey, insertTask } from "../sql/insert-task.js";
-import { notifyCancel, notifyGate, notifySessions } from "../sql/notify.js";
+import { notifyCancel, notifyGate, notifySessionHeads, notifySessions } from "../sql/notify.js";
 import { isTerminal, type TaskRow, type TaskStatus } from "../sql/task-row.js";
 import { claimAndStart, type TaskRunner } from "./claim.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
@@ -157,7 +157,8 @@ export class TaskService {
             retryAfterSeconds: RETRY_AFTER_SECONDS,
           });
         }
-        const heads = new Map(claim.heads);
+        // The claim statement notified the sessions it started (notify-free callers).
+        const heads = new Map<string, number>();
         if (row && queued) {
           // The row was read before its event was appended: keep the answer's seqs current.
           row.firstSeq = queued.seq;
@@ -199,8 +200,7 @@ export class TaskService {
    * the gate and the session row, look up the idempotency key, insert (nothing if the key is
    * taken), append `task.queued`, claim whatever can start (this task included), refuse in SQL if
    * the queue now overflows, commit. Same outcome as the step-by-step transaction below; measured
-   * in bench/results/history.md. Notifications go out right after the commit (they are hints;
-   * the polling backstops cover one lost with a crash in between).
+   * in bench/results/history.md. Notifications are statements of the same transaction.
    */
   private async admit(
     sessionId: string,
@@ -228,6 +228,8 @@ export class TaskService {
       appendQueuedEvent(q, id),
       claimAndStart(q, this.rt, this.runner.claimLimit()),
       refuseIfQueueOverflows(q, id, this.rt.config.maxQueued),
+      // Delivered at commit (the claim statement notifies what it started itself).
+      notifySessionHeads(q, [sessionId], true),
     ]).catch((err) => {
       if (!isQueueFull(err)) throw err;
       this.rt.log.info({ sessionId, maxQueued: this.rt.config.maxQueued }, "gate refusal: queue full");
@@ -237,17 +239,10 @@ export class TaskService {
       });
     });
     const [, , existing, row, queued, claim] = answers;
-    const heads = new Map(claim.heads);
     if (row && queued) {
       // The row was read before its event was appended: keep the answer's seqs current.
       row.firstSeq = queued.seq;
       row.lastSeq = queued.seq;
-      if (!heads.has(sessionId)) heads.set(sessionId, queued.seq);
-    }
-    if (heads.size > 0) {
-      void Promise.all([notifySessions(this.rt.db.sql, heads), notifyGate(this.rt.db.sql)]).catch((err) =>
-        this.rt.log.debug({ err: String(err) }, "notification after submit failed; polling covers it"),
-      );
     }
     this.rt.eventLog.publish(queued && row ? [queued, ...claim.events] : claim.events);
     this.runner.startClaimed(claim.rows);

@@ -28,3 +28,17 @@ export async function notifyGate(q: Queryable): Promise<void> {
 export async function notifyCancel(q: Queryable, taskId: string): Promise<void> {
   await q`select pg_notify(${channels.cancel}, ${taskId})`;
 }
+
+/**
+ * `notifySessions` (and optionally `notifyGate`) for a pipelined transaction (db/pipeline.ts),
+ * whose statements cannot use an earlier statement's answer: the heads are read from the session
+ * rows this transaction wrote (it holds them locked, so they are its own final values). Same
+ * payload and channels; delivered at commit, or never.
+ */
+export function notifySessionHeads(q: Queryable, sessionIds: string[], gate: boolean): Promise<unknown> {
+  return q`
+    select pg_notify(${channels.sessions}, case when length(h) > ${MAX_PAYLOAD} then '*' else h end),
+           case when ${gate} then pg_notify(${channels.gate}, '') end
+    from (select coalesce(json_agg(json_build_array(id, last_seq)), '[]')::text as h
+          from sessions where id = any(${sessionIds}::uuid[])) heads`;
+}

@@ -8,7 +8,7 @@ import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
 import { pipelined } from "../db/pipeline.js";
 import { appendEvents, type NewEvent, type OwnerFence, type StoredEvent } from "../sql/append-events.js";
-import { notifySessions } from "../sql/notify.js";
+import { notifySessionHeads } from "../sql/notify.js";
 
 export interface PendingEvent extends NewEvent {
   sessionId: string;
@@ -76,11 +76,13 @@ export class EventLog {
         const committed: StoredEvent[] = [];
         // One pipelined transaction (db/pipeline.ts): every group's statement goes out with BEGIN
         // and COMMIT in one write, so the session rows are held only while Postgres runs it, not
-        // across round trips to a busy event loop (bench/results/history.md). The notification
-        // follows the commit (a hint; the polling backstop covers one lost in between).
-        const appended = await pipelined(this.db.sql, (q) =>
-          groups.map((g) => appendEvents(q, g.sessionId, g.events, g.fence)),
-        );
+        // across round trips to a busy event loop (bench/results/history.md); so does the
+        // notification, delivered at commit.
+        const sessionIds = [...new Set(groups.map((g) => g.sessionId))];
+        const [appended] = await pipelined(this.db.sql, (q) => [
+          Promise.all(groups.map((g) => appendEvents(q, g.sessionId, g.events, g.fence))),
+          notifySessionHeads(q, sessionIds, false),
+        ]);
         const heads = new Map<string, number>();
         for (const [i, group] of groups.entries()) {
           const stored = appended[i];
@@ -93,9 +95,6 @@ export class EventLog {
           committed.push(...stored);
           if (stored.length > 0) heads.set(group.sessionId, stored[stored.length - 1].seq);
         }
-        void notifySessions(this.db.sql, heads).catch((err) =>
-          this.log.debug({ err: String(err) }, "notification after a flush failed; polling covers it"),
-        );
         this.publish(committed);
         return;
       } catch (err) {

@@ -2,6 +2,7 @@
  * Helpers for the crash and restart tests (issue 5): real gateway processes with short timers,
  * their JSON logs, and small task helpers over the REST API.
  */
+import { once } from "node:events";
 import { chmod, mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,25 +23,49 @@ export function gatewayEnv(databaseUrl: string, extra: Record<string, string> = 
   return testEnv(databaseUrl, { ...fastTimers, LOG_LEVEL: "info", ...extra });
 }
 
+const outputClosed = new WeakMap<GatewayProcess, Promise<unknown>>();
+
 /** Every process a test file spawns, so afterEach/afterAll can kill what is left. */
 export class Processes {
   private readonly all: GatewayProcess[] = [];
 
   async spawn(env: Record<string, string>): Promise<GatewayProcess> {
     const gw = await spawnGateway(env);
+    outputClosed.set(gw, once(gw.child, "close"));
     this.all.push(gw);
     return gw;
   }
 
-  async killAll(): Promise<void> {
+  /**
+   * Kill what is left. When the test failed, print the warnings and errors every process logged
+   * (and the end of the output of one that died on its own), so a failure explains itself.
+   */
+  async killAll(failed = false): Promise<void> {
     await Promise.all(
       this.all.map(async (gw) => {
-        if (gw.child.exitCode === null && gw.child.signalCode === null) gw.kill("SIGKILL");
-        await gw.exited;
+        const diedOnItsOwn = !alive(gw);
+        if (!diedOnItsOwn) gw.kill("SIGKILL");
+        await exitedWithOutput(gw);
+        if (!failed) return;
+        const notable = logLines(gw).filter((l) => l.level >= 40 && l.msg !== "sweep failed; next tick retries");
+        const tail = diedOnItsOwn ? gw.output().split("\n").slice(-30).join("\n") : "";
+        console.log(
+          `gateway pid ${gw.child.pid} (${gw.url}): warnings/errors:\n${notable
+            .slice(-60)
+            .map((l) => JSON.stringify(l).slice(0, 400))
+            .join("\n")}${tail ? `\nlast output:\n${tail}` : ""}`,
+        );
       }),
     );
     this.all.length = 0;
   }
+}
+
+/** Resolves with the exit code once the process exited and all of its output was read. */
+export async function exitedWithOutput(gw: GatewayProcess): Promise<number | string> {
+  const code = await gw.exited;
+  await outputClosed.get(gw);
+  return code;
 }
 
 export function alive(gw: GatewayProcess): boolean {

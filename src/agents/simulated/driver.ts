@@ -23,7 +23,7 @@ class SimulatedConversation implements AgentConversation {
   alive = true;
   private cursor: ResumeCursor;
 
-  constructor(private readonly options: OpenConversationOptions) {
+  constructor(options: OpenConversationOptions) {
     this.cursor = { ...options.cursor, pastAgentSessionIds: [...options.cursor.pastAgentSessionIds] };
   }
 

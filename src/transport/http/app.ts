@@ -116,9 +116,22 @@ export async function buildHttpApp(
   const sse = new SseStreams();
   await app.register(async (v1) => {
     // API routes answer NOT_READY until startup is done or while the database is away.
-    v1.addHook("onRequest", async () => {
+    v1.addHook("onRequest", async (req, reply) => {
       const r = services.readiness();
-      if (!r.ready) throw new MooringError("NOT_READY", r.reason ?? "The gateway is starting; retry shortly.", { retryAfterSeconds: 1 });
+      if (r.ready) return;
+      const error = new MooringError("NOT_READY", r.reason ?? "The gateway is starting; retry shortly.", {
+        retryAfterSeconds: 1,
+      });
+      // A JSON-RPC client gets its own envelope, as it would from the method table.
+      if (req.url.split("?")[0] === "/v1/rpc") {
+        reply.header("retry-after", "1");
+        return reply.status(503).send({
+          jsonrpc: "2.0",
+          id: null,
+          error: { code: error.rpcCode, message: error.message, data: { code: error.code } },
+        });
+      }
+      throw error;
     });
     registerSessionRoutes(v1, services);
     registerTaskRoutes(v1, services);

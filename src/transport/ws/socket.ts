@@ -85,8 +85,8 @@ class SocketConnection {
     private readonly config: Config,
     private readonly log: Logger,
   ) {
-    const { instanceId, bootId, version } = s.identity;
-    this.send({ jsonrpc: "2.0", method: "hello", params: { instanceId, bootId, version } });
+    const { instanceId, bootId, version, host, pid } = s.identity;
+    this.send({ jsonrpc: "2.0", method: "hello", params: { instanceId, bootId, version, host, pid } });
     socket.on("message", (data, isBinary) => void this.onMessage(data.toString(), isBinary));
     socket.on("pong", () => {
       this.lastHeard = Date.now();
