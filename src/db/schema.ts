@@ -140,3 +140,17 @@ export const instances = pgTable("instances", {
   heartbeatAt: ts("heartbeat_at").notNull().defaultNow(),
   stoppedAt: ts("stopped_at"),
 });
+
+/**
+ * One row per committed event-log flush. A flush whose commit answer was lost (the connection
+ * died after COMMIT reached the server) looks failed to the writer; before retrying, the writer
+ * asks here whether it landed, so a retry never appends the same events twice. Pruned by the sweep.
+ */
+export const eventWrites = pgTable(
+  "event_writes",
+  {
+    writeId: uuid("write_id").primaryKey(),
+    at: ts("at").notNull().defaultNow(),
+  },
+  (t) => [index("event_writes_at_idx").on(t.at)],
+);

@@ -10,6 +10,7 @@ import { expireQueuedTasks } from "../sql/expire-queued.js";
 import { lockGate } from "../sql/gate-lock.js";
 import { interruptExpiredLeases, interruptOwnTasks, interruptPreviousBootTasks } from "../sql/interrupt-orphans.js";
 import { notifyGate, notifySessions } from "../sql/notify.js";
+import { pruneEventWrites } from "../sql/event-writes.js";
 import { pruneEvents } from "../sql/prune-events.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { Recovery } from "./recovery.js";
@@ -32,6 +33,7 @@ export class Sweeper {
   start(): void {
     this.every(this.rt.config.sweepMs, () => this.sweepLeases());
     if (this.rt.config.eventRetention > 0) this.every(this.rt.config.sweepMs, () => this.prune());
+    this.every(60_000, () => pruneEventWrites(this.rt.db.sql));
     this.every(this.rt.config.pollMs, () => this.pollQueue());
   }
 

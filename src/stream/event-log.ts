@@ -4,10 +4,12 @@
  * so one per flush, not per event). Consecutive text deltas of a turn are coalesced within a flush.
  * Clients only ever see committed events: subscribers are fed after the commit.
  */
+import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
 import { pipelined } from "../db/pipeline.js";
 import { appendEvents, type NewEvent, type OwnerFence, type StoredEvent } from "../sql/append-events.js";
+import { eventWriteCommitted, recordEventWrite } from "../sql/event-writes.js";
 import { notifySessionHeads } from "../sql/notify.js";
 
 export interface PendingEvent extends NewEvent {
@@ -71,17 +73,29 @@ export class EventLog {
   private async write(batch: PendingEvent[]): Promise<void> {
     // A fixed order of session rows across transactions keeps concurrent writers free of deadlocks.
     const groups = groupBySessionAndFence(batch).sort((a, b) => (a.sessionId < b.sessionId ? -1 : a.sessionId > b.sessionId ? 1 : 0));
+    // Identifies this flush across retries: a retry first asks whether an earlier attempt whose
+    // answer was lost committed after all (sql/event-writes.ts), so no event is appended twice.
+    const writeId = randomUUID();
+    let uncertain = false;
     for (let attempt = 0; ; attempt++) {
       try {
+        if (uncertain && (await eventWriteCommitted(this.db.sql, writeId))) {
+          this.log.warn({ writeId, events: batch.length }, "event log flush had committed; its answer was lost");
+          // Subscribers still get these events: the commit carried its notification, and the
+          // polling backstop reads them from the log.
+          return;
+        }
         const committed: StoredEvent[] = [];
         // One pipelined transaction (db/pipeline.ts): every group's statement goes out with BEGIN
         // and COMMIT in one write, so the session rows are held only while Postgres runs it, not
         // across round trips to a busy event loop (bench/results/history.md); so does the
         // notification, delivered at commit.
         const sessionIds = [...new Set(groups.map((g) => g.sessionId))];
+        uncertain = true;
         const [appended] = await pipelined(this.db.sql, (q) => [
           Promise.all(groups.map((g) => appendEvents(q, g.sessionId, g.events, g.fence))),
           notifySessionHeads(q, sessionIds, false),
+          recordEventWrite(q, writeId),
         ]);
         const heads = new Map<string, number>();
         for (const [i, group] of groups.entries()) {
