@@ -49,6 +49,8 @@ class RunningTurn {
 
 export class Worker implements TaskRunner {
   private readonly turns = new Map<string, RunningTurn>();
+  /** Tasks this boot owned on the last heartbeat without running them (see adoptUnknownLeases). */
+  private unknownLeases = new Set<string>();
   private claiming = false;
   private claimPending = false;
   private claimRunning = false;
@@ -179,6 +181,7 @@ export class Worker implements TaskRunner {
           turn.stop("cancel");
         }
       }
+      await this.adoptUnknownLeases(renewed);
     } catch (err) {
       if (answeredByServer(err)) {
         // The database answered (e.g. a deadlock or a statement timeout): it is reachable, and
@@ -189,6 +192,24 @@ export class Worker implements TaskRunner {
       if (this.databaseReachable) this.log.error({ err: String(err) }, "heartbeat failed: database unreachable");
       this.databaseReachable = false;
     }
+  }
+
+  /**
+   * A claim whose commit answer was lost leaves tasks this boot owns that it never started; the
+   * heartbeat would renew their leases forever. A task seen owned-but-unknown on two beats in a
+   * row (one beat can race a claim that is just being started) is started now.
+   */
+  private async adoptUnknownLeases(renewed: { id: string }[]): Promise<void> {
+    const unknown = renewed.filter((r) => !this.turns.has(r.id)).map((r) => r.id);
+    const adopt = unknown.filter((id) => this.unknownLeases.has(id));
+    this.unknownLeases = new Set(unknown);
+    if (adopt.length === 0 || !this.claiming) return;
+    const rows = await this.rt.db.sql<TaskRow[]>`
+      select * from tasks where id = any(${adopt}::uuid[]) and owner_boot = ${this.rt.identity.bootId}
+        and status in ('running', 'cancelling')`;
+    if (rows.length === 0) return;
+    this.log.warn({ tasks: rows.map((r) => r.id) }, "adopting tasks this instance claimed but never started");
+    this.startClaimed(rows.filter((r) => !this.turns.has(r.id)));
   }
 
   /** Shutdown: wait up to `graceMs` for running turns, then stop the rest (they settle interrupted). */
