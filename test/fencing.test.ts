@@ -1,18 +1,12 @@
-/**
- * Issue 5 / SPEC section 6: guarded writes. A task's owner is `(owner_boot, attempt)`; once the
- * row says someone else owns a newer attempt, the old owner's events, cursor, context usage and
- * settlement change nothing, and it logs "lost guard". Checked end to end against a real gateway
- * process (a forged newer owner) and directly on the named SQL functions.
- */
-import { rm } from "node:fs/promises";
+
 import { randomUUID } from "node:crypto";
-import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { connect, type Database } from "../src/db/client.js";
 import { applyMigrations } from "../src/db/migrate.js";
 import { appendEvents } from "../src/sql/append-events.js";
 import { saveContextUsage, saveCursor } from "../src/sql/save-cursor.js";
 import { settleOwnedTask } from "../src/sql/settle-task.js";
-import { createTestDatabase, type TestDatabase } from "./support/db.js";
+import type { TestDatabase } from "./support/db.js";
 import { eventually } from "./support/gateway.js";
 import {
   createSessions,
@@ -21,24 +15,15 @@ import {
   logsWith,
   Processes,
   submit,
-  tempDir,
+  useProcessSuite,
 } from "./support/lifecycle.js";
 
 let db: TestDatabase;
 let workspace: string;
 const procs = new Processes();
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  workspace = await tempDir("ws-fencing-");
-});
-afterEach(async (ctx) => {
-  await procs.killAll(ctx.task.result?.state === "fail");
-});
-afterAll(async () => {
-  await procs.killAll();
-  await db?.drop();
-  if (workspace) await rm(workspace, { recursive: true, force: true });
+useProcessSuite("ws-fencing-", procs, (d, w) => {
+  db = d;
+  workspace = w;
 });
 
 /** Make the task look taken over: a newer attempt by another boot, with an expired lease. */

@@ -1,12 +1,6 @@
-/**
- * Issue 5 / SPEC section 6: MOORING_RECOVERY=continue. After a kill -9, an interrupted turn of a
- * session whose agent conversation was saved (an assistant message was observed) gets a queued
- * "Continue where you left off." linked to it, which runs; an unsaved one gets a `session.reset`
- * notice and nothing is queued.
- */
-import { rm } from "node:fs/promises";
-import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "./support/db.js";
+
+import { expect, it } from "vitest";
+import type { TestDatabase } from "./support/db.js";
 import { call, eventually } from "./support/gateway.js";
 import {
   createSessions,
@@ -15,25 +9,16 @@ import {
   logsWith,
   Processes,
   submit,
-  tempDir,
+  useProcessSuite,
   waitTerminal,
 } from "./support/lifecycle.js";
 
 let db: TestDatabase;
 let workspace: string;
 const procs = new Processes();
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  workspace = await tempDir("ws-recovery-");
-});
-afterEach(async (ctx) => {
-  await procs.killAll(ctx.task.result?.state === "fail");
-});
-afterAll(async () => {
-  await procs.killAll();
-  await db?.drop();
-  if (workspace) await rm(workspace, { recursive: true, force: true });
+useProcessSuite("ws-recovery-", procs, (d, w) => {
+  db = d;
+  workspace = w;
 });
 
 const UNSAVED =

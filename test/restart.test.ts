@@ -1,14 +1,8 @@
-/**
- * Issue 5: kill -9 a gateway with 5 running and 20 queued turns and start it again (same
- * MOORING_INSTANCE_ID). The 5 are interrupted at startup, the 20 run once each in their original
- * order with their original queue deadlines, and every task answers at every moment after restart.
- * Also: the startup order (NOT_READY until the database is there) and the instance registry.
- */
-import { rm } from "node:fs/promises";
+
 import { connect, createServer } from "node:net";
-import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import WebSocket from "ws";
-import { createTestDatabase, type TestDatabase } from "./support/db.js";
+import type { TestDatabase } from "./support/db.js";
 import { type Answer, call, eventually } from "./support/gateway.js";
 import {
   alive,
@@ -19,25 +13,16 @@ import {
   logsWith,
   Processes,
   submit,
-  tempDir,
+  useProcessSuite,
   terminal,
 } from "./support/lifecycle.js";
 
 let db: TestDatabase;
 let workspace: string;
 const procs = new Processes();
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  workspace = await tempDir("ws-restart-");
-});
-afterEach(async (ctx) => {
-  await procs.killAll(ctx.task.result?.state === "fail");
-});
-afterAll(async () => {
-  await procs.killAll();
-  await db?.drop();
-  if (workspace) await rm(workspace, { recursive: true, force: true });
+useProcessSuite("ws-restart-", procs, (d, w) => {
+  db = d;
+  workspace = w;
 });
 
 it("kill -9 with 5 running and 20 queued: the 5 are interrupted at restart, the 20 run exactly once, in order", async () => {

@@ -7,9 +7,9 @@
 import { existsSync, readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import WebSocket from "ws";
-import { createTestDatabase, type TestDatabase } from "./support/db.js";
+import type { TestDatabase } from "./support/db.js";
 import { call, eventually } from "./support/gateway.js";
 import {
   createSessions,
@@ -18,6 +18,7 @@ import {
   logLines,
   logsWith,
   Processes,
+  useProcessSuite,
   submit,
   tempDir,
   waitTerminal,
@@ -26,18 +27,9 @@ import {
 let db: TestDatabase;
 let workspace: string;
 const procs = new Processes();
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  workspace = await tempDir("ws-shutdown-");
-});
-afterEach(async (ctx) => {
-  await procs.killAll(ctx.task.result?.state === "fail");
-});
-afterAll(async () => {
-  await procs.killAll();
-  await db?.drop();
-  if (workspace) await rm(workspace, { recursive: true, force: true });
+useProcessSuite("ws-shutdown-", procs, (d, w) => {
+  db = d;
+  workspace = w;
 });
 
 function processAlive(pid: number): boolean {

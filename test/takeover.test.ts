@@ -1,11 +1,6 @@
-/**
- * Issue 5: two instances share a database; kill -9 one while it runs turns. The survivor settles
- * the dead instance's tasks only once their lease expired (interrupted, GATEWAY_RESTART, logged
- * "lease takeover"), keeps the global limits the whole time, and runs the queued work.
- */
-import { rm } from "node:fs/promises";
-import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "./support/db.js";
+
+import { expect, it } from "vitest";
+import type { TestDatabase } from "./support/db.js";
 import { call, eventually } from "./support/gateway.js";
 import {
   alive,
@@ -15,25 +10,16 @@ import {
   logsWith,
   Processes,
   submit,
-  tempDir,
+  useProcessSuite,
   waitTerminal,
 } from "./support/lifecycle.js";
 
 let db: TestDatabase;
 let workspace: string;
 const procs = new Processes();
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  workspace = await tempDir("ws-takeover-");
-});
-afterEach(async (ctx) => {
-  await procs.killAll(ctx.task.result?.state === "fail");
-});
-afterAll(async () => {
-  await procs.killAll();
-  await db?.drop();
-  if (workspace) await rm(workspace, { recursive: true, force: true });
+useProcessSuite("ws-takeover-", procs, (d, w) => {
+  db = d;
+  workspace = w;
 });
 
 it("the survivor takes over a killed instance's tasks after the lease expires and keeps the global limits", async () => {

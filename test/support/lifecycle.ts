@@ -3,11 +3,39 @@
  * their JSON logs, and small task helpers over the REST API.
  */
 import { once } from "node:events";
-import { chmod, mkdtemp } from "node:fs/promises";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { expect } from "vitest";
+import { afterAll, afterEach, beforeAll, expect } from "vitest";
+import { createTestDatabase, type TestDatabase } from "./db.js";
 import { call, type GatewayProcess, spawnGateway, testEnv } from "./gateway.js";
+
+/**
+ * The hooks every process test file needs: a fresh database and workspace before the tests, every
+ * spawned gateway killed after each test (printing its warnings when the test failed), everything
+ * removed at the end. `ready` receives the database and workspace once they exist.
+ */
+export function useProcessSuite(
+  workspacePrefix: string,
+  procs: Processes,
+  ready: (db: TestDatabase, workspace: string) => void,
+): void {
+  let db: TestDatabase | undefined;
+  let workspace: string | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    workspace = await tempDir(workspacePrefix);
+    ready(db, workspace);
+  });
+  afterEach(async (ctx) => {
+    await procs.killAll(ctx.task.result?.state === "fail");
+  });
+  afterAll(async () => {
+    await procs.killAll();
+    await db?.drop();
+    if (workspace) await rm(workspace, { recursive: true, force: true });
+  });
+}
 
 /** Short lease/heartbeat/sweep/poll timers so takeover happens within seconds. */
 export const fastTimers: Record<string, string> = {
