@@ -12,7 +12,12 @@ const wss = new WebSocketServer({
   server,
   path: "/v1/ws",
   maxPayload: 1_048_576,
-  perMessageDeflate: { threshold: 256, zlibDeflateOptions: { level: 6 } },
+  perMessageDeflate: {
+    threshold: 256,
+    zlibDeflateOptions: { level: 6 },
+    serverNoContextTakeover: true,
+    clientNoContextTakeover: true,
+  },
 });
 const hello = JSON.stringify({
   jsonrpc: "2.0",

@@ -50,7 +50,9 @@ function onMessage(data: Buffer) {
 }
 
 async function open(url: string, sessionId: string | null, afterSeq: number): Promise<void> {
-  const ws = new WebSocket(`${url.replace(/^http/, "ws")}/v1/ws`, { perMessageDeflate: true });
+  const ws = new WebSocket(`${url.replace(/^http/, "ws")}/v1/ws`, {
+    perMessageDeflate: process.env.BENCH_FANOUT_DEFLATE !== "0",
+  });
   await new Promise<void>((resolve, reject) => {
     ws.once("open", () => resolve());
     ws.once("error", reject);

@@ -14,12 +14,14 @@ import { HttpClient } from "./lib/http.js";
 import { percentile, sleep } from "./lib/stats.js";
 import { type BenchContext, type Benchmark, ratio, type Row, type Sample } from "./lib/types.js";
 
-const TOOLS_PER_STEP = 2;
-const STEP_MS = 20;
+const TOOLS_PER_STEP = Number(process.env.BENCH_FANOUT_TOOLS ?? 1);
+const STEP_MS = Number(process.env.BENCH_FANOUT_STEP_MS ?? 100);
+/** How long the connected subscribers sit idle before the gateway's RSS is read again. */
+const IDLE_MS = 1500;
 
 const size = (ctx: BenchContext) => ({
-  subscribers: ctx.options.quick ? 100 : 1000,
-  processes: ctx.options.quick ? 1 : 2,
+  subscribers: Number(process.env.BENCH_FANOUT_SUBSCRIBERS ?? (ctx.options.quick ? 100 : 1000)),
+  processes: Number(process.env.BENCH_FANOUT_PROCESSES ?? (ctx.options.quick ? 1 : 2)),
   steps: ctx.options.quick ? 20 : 50,
 });
 
@@ -174,8 +176,8 @@ async function collect(clients: ClientProcess[], expectedTotal: number, timeoutM
       merged.messages += p.messages;
       if (p.events > 0) merged.first = Math.min(merged.first, p.first);
       merged.last = Math.max(merged.last, p.last);
-      merged.sinceAt.push(...p.sinceAt);
-      merged.sinceClock.push(...p.sinceClock);
+      for (const v of p.sinceAt) merged.sinceAt.push(v);
+      for (const v of p.sinceClock) merged.sinceClock.push(v);
     }
     merged.sockets = parts.reduce((n, p) => n + p.sockets, 0);
     if (merged.events >= expectedTotal || Date.now() > deadline) return merged;
@@ -218,7 +220,7 @@ async function runMooring(_ctx: BenchContext, databaseUrl: string, s: ReturnType
     const before = gateway.rss();
     const { lastSeq } = await http.json<{ lastSeq: number }>("GET", `/v1/sessions/${session.id}`);
     await connectAll(clients, gateway.url, session.id, lastSeq, s.subscribers);
-    await sleep(1000);
+    await sleep(IDLE_MS);
     const after = gateway.rss();
     await collect(clients, 0);
     const step = `[clock]${" [tool 100]".repeat(TOOLS_PER_STEP)} [sleep ${STEP_MS}]`;
@@ -249,7 +251,7 @@ async function runBare(s: ReturnType<typeof size>) {
     await sleep(500);
     const before = readRss(server.pid!);
     await connectAll(clients, url, "00000000-0000-0000-0000-000000000001", 0, s.subscribers);
-    await sleep(1000);
+    await sleep(IDLE_MS);
     const after = readRss(server.pid!);
     await collect(clients, 0);
     await fetch(`${url}/broadcast?steps=${s.steps}&tools=${TOOLS_PER_STEP}&interval=${STEP_MS}`).then((r) =>

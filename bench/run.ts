@@ -4,12 +4,14 @@
  * Runs every benchmark against real gateway processes and real clients on loopback, each on a fresh
  * database that is dropped afterwards, and prints one table: each figure, its reference measured in
  * the same run, the ratio and the target. Figures are medians over the runs (3 by default, 1 with
- * --quick). Results go to bench/results/latest.{json,md} plus a dated copy (full runs), or
- * latest-quick.{json,md} (quick runs). Nothing here asserts speed: a missed target is reported,
- * not fatal; a benchmark that cannot run at all exits non-zero.
+ * --quick). Results go to bench/results/latest.{json,md} plus a dated copy (full runs),
+ * latest-quick.{json,md} (quick runs) or partial.{json,md} (--only). Nothing here asserts speed: a
+ * missed target is reported, not fatal; a benchmark that cannot run at all exits non-zero.
+ * Knobs for experiments (see bench/README.md): BENCH_DATABASE_URL, BENCH_RUNS, BENCH_GATEWAY_ENV,
+ * BENCH_APP_DIR, BENCH_CPU_PROF, BENCH_FANOUT_*, PGBENCH.
  */
 import { execFileSync } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
@@ -122,7 +124,7 @@ async function main() {
   };
   const markdown = toMarkdown(report);
   process.stdout.write(`\n${toText(outcomes)}\n`);
-  writeResults(report, markdown, args.quick);
+  writeResults(report, markdown, args.quick ? "latest-quick" : args.only ? "partial" : "latest");
   const failed = outcomes.filter((o) => o.error);
   process.stdout.write(
     `\n${outcomes.length} benchmarks in ${seconds.toFixed(1)} s${failed.length ? `, ${failed.length} FAILED: ${failed.map((f) => f.id).join(", ")}` : ""}\n`,
@@ -152,6 +154,15 @@ async function environment(adminUrl: string) {
       cwd: repoRoot,
       encoding: "utf8",
     }).trim();
+    const changed = execFileSync(
+      "git",
+      ["--no-optional-locks", "status", "--porcelain", "--untracked-files=no", "--", "src"],
+      {
+        cwd: repoRoot,
+        encoding: "utf8",
+      },
+    ).trim();
+    if (changed) commit += " with uncommitted changes in src/";
   } catch {
     // not a git checkout
   }
@@ -227,14 +238,18 @@ function toMarkdown(report: {
   return `${out.join("\n")}\n`;
 }
 
-function writeResults(report: object, markdown: string, quick: boolean) {
+/**
+ * latest (+ a dated copy, and the table in bench/README.md) for a full run, latest-quick for
+ * --quick, partial for --only.
+ */
+function writeResults(report: object, markdown: string, base: "latest" | "latest-quick" | "partial") {
   const dir = join(repoRoot, "bench", "results");
   mkdirSync(dir, { recursive: true });
   const json = `${JSON.stringify(report, null, 2)}\n`;
-  const base = quick ? "latest-quick" : "latest";
   writeFileSync(join(dir, `${base}.json`), json);
   writeFileSync(join(dir, `${base}.md`), markdown);
-  if (!quick) {
+  if (base === "latest") {
+    updateReadme(markdown);
     const stamp = new Date().toISOString().slice(0, 16).replace(/[:T]/g, "-");
     writeFileSync(join(dir, `${stamp}.json`), json);
     writeFileSync(join(dir, `${stamp}.md`), markdown);
@@ -245,3 +260,23 @@ void main().catch((err) => {
   process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exit(1);
 });
+
+/** Replace the figures between the markers in bench/README.md with this run's header and table. */
+function updateReadme(markdown: string) {
+  const file = join(repoRoot, "bench", "README.md");
+  let readme: string;
+  try {
+    readme = readFileSync(file, "utf8");
+  } catch {
+    return;
+  }
+  const start = "<!-- latest:start -->";
+  const end = "<!-- latest:end -->";
+  const i = readme.indexOf(start);
+  const j = readme.indexOf(end);
+  if (i < 0 || j < i) return;
+  const lines = markdown.split("\n");
+  const table = lines.filter((l) => l.startsWith("|")).join("\n");
+  const header = lines.slice(2, 4).join("\n");
+  writeFileSync(file, `${readme.slice(0, i + start.length)}\n${header}\n\n${table}\n${readme.slice(j)}`);
+}

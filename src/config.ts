@@ -51,7 +51,11 @@ export interface Config {
   maxPromptChars: number;
   /** Events kept per session; older ones are pruned by the sweep and a cursor before them gets RESYNC_REQUIRED. Default 0 (keep all). */
   eventRetention: number;
-  /** Event log flush interval in ms (writes are batched). Default 20. */
+  /**
+   * How long the event log waits after an agent event before writing (batching). Default 2: under
+   * load batches still form, because a flush waits for the one in flight; 20 added up to 20 ms to
+   * every agent event's delivery (bench/results/history.md).
+   */
   eventFlushMs: number;
   /** Event log flush size: a flush happens at this many buffered events even before the interval. Default 64. */
   eventFlushMax: number;
@@ -145,7 +149,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bodyLimitBytes: read(env, "MOORING_BODY_LIMIT_BYTES", integer(1024), 1_048_576),
     maxPromptChars: read(env, "MOORING_MAX_PROMPT_CHARS", integer(1), 200_000),
     eventRetention: read(env, "MOORING_EVENT_RETENTION", integer(0), 0),
-    eventFlushMs: read(env, "MOORING_EVENT_FLUSH_MS", integer(1, 1000), 20),
+    eventFlushMs: read(env, "MOORING_EVENT_FLUSH_MS", integer(1, 1000), 2),
     eventFlushMax: read(env, "MOORING_EVENT_FLUSH_MAX", integer(1, 10000), 64),
     pollMs: read(env, "MOORING_POLL_MS", integer(10), 1000),
     wsMaxBufferedBytes: read(env, "MOORING_WS_MAX_BUFFERED_BYTES", integer(1024), 4_194_304),

@@ -56,7 +56,10 @@ export interface GatewayProcess {
 
 export interface SpawnOptions {
   env: Record<string, string>;
-  /** Working directory (default the checkout; a production build folder for `dist/main.js`). */
+  /**
+   * Working directory: a production build folder for `dist/main.js`; by default BENCH_APP_DIR
+   * (another checkout, e.g. an older commit, for before/after figures), else this checkout.
+   */
   cwd?: string;
   /** Command and args; default `node --import tsx src/main.ts`. */
   command?: string[];
@@ -83,7 +86,11 @@ export async function spawnGateway(options: SpawnOptions): Promise<GatewayProces
   ];
   const spawnedAt = wallMs();
   const child = track(
-    spawn(cmd, args, { cwd: options.cwd ?? repoRoot, env, stdio: ["ignore", "pipe", "pipe"] }),
+    spawn(cmd, args, {
+      cwd: options.cwd ?? process.env.BENCH_APP_DIR ?? repoRoot,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    }),
   );
   let output = "";
   const onData = (chunk: Buffer) => {
@@ -145,7 +152,13 @@ export function readRss(pid: number): number {
   return Number(match[1]) * 1024;
 }
 
-/** Environment for a benchmark gateway on `databaseUrl`. */
+/**
+ * Environment for a benchmark gateway on `databaseUrl`. BENCH_GATEWAY_ENV (a JSON object) is
+ * added to every gateway a benchmark starts, to try a setting: `BENCH_GATEWAY_ENV='{"MOORING_EVENT_FLUSH_MS":"5"}'`.
+ */
 export function gatewayEnv(databaseUrl: string, extra: Record<string, string> = {}): Record<string, string> {
-  return { DATABASE_URL: databaseUrl, ...extra };
+  const tried = process.env.BENCH_GATEWAY_ENV
+    ? (JSON.parse(process.env.BENCH_GATEWAY_ENV) as Record<string, string>)
+    : {};
+  return { DATABASE_URL: databaseUrl, ...extra, ...tried };
 }

@@ -9,7 +9,7 @@ import { pipelined } from "../db/pipeline.js";
 import { appendPositionEvents } from "../sql/append-position.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { listQueuePositions } from "../sql/gate-status.js";
-import { notifySessionHeads } from "../sql/notify.js";
+import { notifierOf } from "../sql/notify.js";
 import type { Runtime } from "./runtime.js";
 
 /** Positions beyond this are not announced (they still show, live, in every snapshot). */
@@ -78,8 +78,8 @@ export class QueuePositionAnnouncer {
       const [, events] = await pipelined(this.rt.db.sql, (q) => [
         lockSessionRow(q, sessionId),
         appendPositionEvents(q, sessionId, positions),
-        notifySessionHeads(q, [sessionId], false),
       ]);
+      if (events.length > 0) notifierOf(this.rt.db).sessions(new Map([[sessionId, events[events.length - 1].seq]]));
       this.rt.eventLog.publish(events);
     }
   }

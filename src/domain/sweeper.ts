@@ -134,10 +134,14 @@ export class Sweeper {
     return result.rows;
   }
 
+  /**
+   * One statement per settled task, sent together (postgres.js pipelines them on the transaction's
+   * connection; Postgres runs them in this order): at startup after a crash that is hundreds of
+   * round trips in one (bench/results/history.md, recovery).
+   */
   private async terminalEvents(tx: Tx, rows: TaskRow[]): Promise<StoredEvent[]> {
-    const events: StoredEvent[] = [];
-    for (const row of rows) events.push(...(await appendEvents(tx, row.sessionId, [terminalEvent(row)])));
-    return events;
+    const appended = await Promise.all(rows.map((row) => appendEvents(tx, row.sessionId, [terminalEvent(row)])));
+    return appended.flat();
   }
 }
 

@@ -12,7 +12,7 @@ import { lockGate } from "../sql/gate-lock.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { countActiveAndQueued, queuePositions } from "../sql/gate-status.js";
 import { appendQueuedEvent, findTaskByIdempotencyKey, insertTask } from "../sql/insert-task.js";
-import { notifyCancel, notifyGate, notifySessionHeads, notifySessions } from "../sql/notify.js";
+import { notifierOf, notifyCancel, notifyGate, notifySessions } from "../sql/notify.js";
 import { isTerminal, type TaskRow, type TaskStatus } from "../sql/task-row.js";
 import { claimAndStart, type TaskRunner } from "./claim.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
@@ -157,8 +157,7 @@ export class TaskService {
             retryAfterSeconds: RETRY_AFTER_SECONDS,
           });
         }
-        // The claim statement notified the sessions it started (notify-free callers).
-        const heads = new Map<string, number>();
+        const heads = new Map(claim.heads);
         if (row && queued) {
           // The row was read before its event was appended: keep the answer's seqs current.
           row.firstSeq = queued.seq;
@@ -200,7 +199,7 @@ export class TaskService {
    * the gate and the session row, look up the idempotency key, insert (nothing if the key is
    * taken), append `task.queued`, claim whatever can start (this task included), refuse in SQL if
    * the queue now overflows, commit. Same outcome as the step-by-step transaction below; measured
-   * in bench/results/history.md. Notifications are statements of the same transaction.
+   * in bench/results/history.md. Notifications follow the commit (sql/notify.ts, Notifier).
    */
   private async admit(
     sessionId: string,
@@ -228,8 +227,6 @@ export class TaskService {
       appendQueuedEvent(q, id),
       claimAndStart(q, this.rt, this.runner.claimLimit()),
       refuseIfQueueOverflows(q, id, this.rt.config.maxQueued),
-      // Delivered at commit (the claim statement notifies what it started itself).
-      notifySessionHeads(q, [sessionId], true),
     ]).catch((err) => {
       if (!isQueueFull(err)) throw err;
       this.rt.log.info({ sessionId, maxQueued: this.rt.config.maxQueued }, "gate refusal: queue full");
@@ -239,11 +236,14 @@ export class TaskService {
       });
     });
     const [, , existing, row, queued, claim] = answers;
+    const heads = new Map(claim.heads);
     if (row && queued) {
       // The row was read before its event was appended: keep the answer's seqs current.
       row.firstSeq = queued.seq;
       row.lastSeq = queued.seq;
+      if (!heads.has(sessionId)) heads.set(sessionId, queued.seq);
     }
+    if (heads.size > 0) notifierOf(this.rt.db).sessions(heads, true);
     this.rt.eventLog.publish(queued && row ? [queued, ...claim.events] : claim.events);
     this.runner.startClaimed(claim.rows);
     if (row || claim.rows.length > 0) this.onQueueChanged();

@@ -11,7 +11,7 @@ import { appendEvents, type OwnerFence } from "../sql/append-events.js";
 import { lockGate } from "../sql/gate-lock.js";
 import { pipelined } from "../db/pipeline.js";
 import { lockSessionRow } from "../sql/lock-session.js";
-import { notifyGate, notifySessionHeads, notifySessions } from "../sql/notify.js";
+import { notifierOf, notifyGate, notifySessions } from "../sql/notify.js";
 import { renewLeases } from "../sql/renew-leases.js";
 import { saveContextUsage, saveCursor } from "../sql/save-cursor.js";
 import { type Settlement, settleOwnedTask, settleOwnedTaskWithEvent } from "../sql/settle-task.js";
@@ -150,7 +150,8 @@ export class Worker implements TaskRunner {
     if (!queued) return;
     // One pipelined transaction (db/pipeline.ts): the gate lock is held only while Postgres runs it.
     const [, claim] = await pipelined(this.rt.db.sql, (q) => [lockGate(q), claimAndStart(q, this.rt, limit)]);
-    if (claim.rows.length === 0) return; // the claim statement notified what it started
+    if (claim.rows.length === 0) return;
+    notifierOf(this.rt.db).sessions(claim.heads, true);
     this.rt.eventLog.publish(claim.events);
     this.startClaimed(claim.rows);
     this.onQueueChanged();
@@ -320,17 +321,15 @@ export class Worker implements TaskRunner {
         if (!(settlement.status === "interrupted" && this.recovery.needsGateLock)) {
           // The common case as one pipelined transaction (db/pipeline.ts): the session and task
           // rows are held only while Postgres runs it (bench/results/history.md).
-          // The notification goes in the same transaction (delivered at commit); when the guard
-          // fails it is an empty hint.
           const [, done] = await pipelined(this.rt.db.sql, (q) => [
             lockSessionRow(q, turn.row.sessionId),
             settleOwnedTaskWithEvent(q, fence.taskId, fence, settlement),
-            notifySessionHeads(q, [turn.row.sessionId], true),
           ]);
           if (!done) {
             log.warn({ status: settlement.status }, "lost guard: task was settled or taken over elsewhere; nothing written");
             return;
           }
+          notifierOf(this.rt.db).sessions(new Map([[done.event.sessionId, done.event.seq]]), true);
           this.rt.eventLog.publish([done.event]);
           log.info({ status: done.row.status, code: done.row.error?.code }, "turn settled");
           return;

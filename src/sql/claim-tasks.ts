@@ -29,9 +29,6 @@ export interface ClaimedTask {
  * allocates exactly one seq, gap-free as in append-events.ts, and the task's first/last seq are
  * set by the claim's own update. The event's data is `startedEvent` (domain/task-events.ts)
  * built in SQL: `{attempt, deadlineAt}` with deadlineAt as JavaScript's toISOString writes it.
- * When it starts anything, the statement also notifies `mooring_sessions` (the claimed sessions'
- * heads) and `mooring_gate` (channel names as in notify.ts): callers send no notification of their
- * own for a claim.
  */
 export async function claimTasks(tx: Tx, claimant: Claimant, maxActive: number, limit: number): Promise<ClaimedTask[]> {
   if (limit <= 0) return [];
@@ -73,17 +70,9 @@ export async function claimTasks(tx: Tx, claimant: Claimant, maxActive: number, 
                'deadlineAt', to_char(c.deadline_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
       from claimed c
       returning task_id, seq, at, data
-    ), notified as (
-      -- What notifySessions + notifyGate sent after a claim that started something, from here so a
-      -- pipelined transaction needs no round trip for it; delivered at commit, or never.
-      select pg_notify('mooring_sessions', case when length(h) > 7900 then '*' else h end),
-             pg_notify('mooring_gate', '')
-      from (select json_agg(json_build_array(session_id, last_seq))::text as h from claimed) heads
-      where h is not null
     )
     select c.*, e.seq as event_seq, e.at as event_at, e.data as event_data
     from claimed c join started e on e.task_id = c.id
-    where (select count(*) from notified) >= 0
     order by c.queue_order`;
   return rows.map(({ eventSeq, eventAt, eventData, ...row }) => ({
     row: row as TaskRow,

@@ -30,15 +30,73 @@ export async function notifyCancel(q: Queryable, taskId: string): Promise<void> 
 }
 
 /**
- * `notifySessions` (and optionally `notifyGate`) for a pipelined transaction (db/pipeline.ts),
- * whose statements cannot use an earlier statement's answer: the heads are read from the session
- * rows this transaction wrote (it holds them locked, so they are its own final values). Same
- * payload and channels; delivered at commit, or never.
+ * Notifications for the hot paths (submit, claim, settlement, event flushes), sent right after
+ * the commits they describe and coalesced: whatever piles up while one is in flight goes out in
+ * the next, as one statement of its own. Why not inside the transactions: NOTIFY takes a global
+ * lock at commit that is held until the commit is flushed to disk, so every notifying commit
+ * waits for the previous one's fsync, and the gate lock, held until commit, waited with it
+ * (bench/results/history.md). A notification-only statement writes nothing to flush. They are
+ * hints either way: one lost to a crash right after a commit is covered by the polling backstops.
  */
-export function notifySessionHeads(q: Queryable, sessionIds: string[], gate: boolean): Promise<unknown> {
+export class Notifier {
+  private heads = new Map<string, number>();
+  private gate = false;
+  private sending = false;
+
+  constructor(
+    private readonly q: () => Queryable,
+    private readonly onError: (err: unknown) => void = () => {},
+  ) {}
+
+  /** Sessions whose logs grew to these heads (committed). */
+  sessions(heads: Map<string, number>, gate = false): void {
+    for (const [id, seq] of heads) if ((this.heads.get(id) ?? -1) < seq) this.heads.set(id, seq);
+    if (gate) this.gate = true;
+    this.kick();
+  }
+
+  private kick(): void {
+    if (this.sending || (this.heads.size === 0 && !this.gate)) return;
+    this.sending = true;
+    const heads = this.heads;
+    const gate = this.gate;
+    this.heads = new Map();
+    this.gate = false;
+    let payload = heads.size > 0 ? JSON.stringify([...heads]) : null;
+    if (payload && payload.length > MAX_PAYLOAD) payload = "*";
+    void this.q()`
+      select case when ${payload}::text is not null then pg_notify(${channels.sessions}, ${payload}::text) end,
+             case when ${gate} then pg_notify(${channels.gate}, '') end`
+      .catch(this.onError)
+      .finally(() => {
+        this.sending = false;
+        this.kick();
+      });
+  }
+}
+
+const notifiers = new WeakMap<object, Notifier>();
+
+/** The notifier of a database (one per pool, so every writer's notifications coalesce). */
+export function notifierOf(db: { sql: Queryable }, onError?: (err: unknown) => void): Notifier {
+  let notifier = notifiers.get(db);
+  if (!notifier) {
+    notifier = new Notifier(() => db.sql, onError);
+    notifiers.set(db, notifier);
+  }
+  return notifier;
+}
+
+/**
+ * `notifySessions` for a pipelined transaction (db/pipeline.ts), whose statements cannot use an
+ * earlier statement's answer: the heads are read from the session rows this transaction wrote
+ * (it holds them locked, so they are its own final values). Same payload and channel; delivered
+ * at commit, or never.
+ */
+export function notifySessionHeads(q: Queryable, sessionIds: string[]): Promise<unknown> {
   return q`
-    select pg_notify(${channels.sessions}, case when length(h) > ${MAX_PAYLOAD} then '*' else h end),
-           case when ${gate} then pg_notify(${channels.gate}, '') end
-    from (select coalesce(json_agg(json_build_array(id, last_seq)), '[]')::text as h
-          from sessions where id = any(${sessionIds}::uuid[])) heads`;
+    select pg_notify(${channels.sessions}, case when length(h) > ${MAX_PAYLOAD} then '*' else h end)
+    from (select json_agg(json_build_array(id, last_seq))::text as h
+          from sessions where id = any(${sessionIds}::uuid[])) heads
+    where h is not null`;
 }

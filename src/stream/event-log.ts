@@ -88,13 +88,13 @@ export class EventLog {
         const committed: StoredEvent[] = [];
         // One pipelined transaction (db/pipeline.ts): every group's statement goes out with BEGIN
         // and COMMIT in one write, so the session rows are held only while Postgres runs it, not
-        // across round trips to a busy event loop (bench/results/history.md); so does the
-        // notification, delivered at commit.
+        // across round trips to a busy event loop (bench/results/history.md); so does the one
+        // notification of the flush, delivered at commit.
         const sessionIds = [...new Set(groups.map((g) => g.sessionId))];
         uncertain = true;
         const [appended] = await pipelined(this.db.sql, (q) => [
           Promise.all(groups.map((g) => appendEvents(q, g.sessionId, g.events, g.fence))),
-          notifySessionHeads(q, sessionIds, false),
+          notifySessionHeads(q, sessionIds),
           recordEventWrite(q, writeId),
         ]);
         const heads = new Map<string, number>();

@@ -108,7 +108,17 @@ export async function buildHttpApp(
   await app.register(websocket, {
     options: {
       maxPayload: config.wsMaxPayloadBytes,
-      perMessageDeflate: { threshold: 256, zlibDeflateOptions: { level: 6 } },
+      // No context takeover either way: each message is compressed on its own, so frames under
+      // the threshold (hello, small answers) go out as they are and need no zlib stream, and a
+      // quiet connection's zlib stream can be freed between messages (ws/socket.ts). A zlib
+      // stream costs ~250 KiB of RSS; kept per connection it was 245 KiB per idle subscriber
+      // (bench/results/history.md). Measured cost on the wire: see bench/README.md.
+      perMessageDeflate: {
+        threshold: 256,
+        zlibDeflateOptions: { level: 6 },
+        serverNoContextTakeover: true,
+        clientNoContextTakeover: true,
+      },
     },
   });
 

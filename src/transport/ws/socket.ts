@@ -14,6 +14,7 @@
  * Counting the second like the first closed readers that kept up perfectly well.
  */
 import type { Socket } from "node:net";
+import { deflateRawSync, constants as zlibConstants } from "node:zlib";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { WebSocket } from "ws";
@@ -58,6 +59,88 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
   };
 }
 
+/** A delivered run's frame, keyed by its first event object (runs share the feed's event objects). */
+interface Frame {
+  last: ClientEvent;
+  text: string;
+  /** Its permessage-deflate payload, made on first use; null when sent uncompressed. */
+  deflated?: Buffer | null;
+}
+const serialized = new WeakMap<ClientEvent, Frame>();
+
+/** As the threshold and level in http/app.ts: frames below it go out uncompressed. */
+const DEFLATE_THRESHOLD = 256;
+const DEFLATE_LEVEL = 6;
+/**
+ * Frames up to this size are compressed here, synchronously, once (and then need no zlib stream
+ * per connection: an idle connection stays small); larger ones (a replay page) go through `ws`,
+ * which compresses off the main thread.
+ */
+const DEFLATE_HERE_MAX = 64 * 1024;
+
+function deflate(text: string): Buffer | null {
+  const raw = Buffer.from(text);
+  if (raw.length < DEFLATE_THRESHOLD || raw.length > DEFLATE_HERE_MAX) return null;
+  const out = deflateRawSync(raw, { level: DEFLATE_LEVEL, finishFlush: zlibConstants.Z_SYNC_FLUSH });
+  return out.subarray(0, out.length - 4);
+}
+
+/**
+ * The frame's compressed payload (RFC 7692: raw deflate, sync flush, the final 00 00 ff ff cut),
+ * made once for all its subscribers. With no context takeover (http/app.ts) every connection
+ * compresses each message from a fresh state, so the result is what `ws` would make per socket.
+ */
+function deflatedOf(frame: Frame): Buffer | null {
+  if (frame.deflated === undefined) frame.deflated = deflate(frame.text);
+  return frame.deflated;
+}
+
+/**
+ * Sends an already compressed text frame on `socket` when it can take it as is: permessage-deflate
+ * with no server context takeover and the full window, and nothing queued before it in the sender
+ * (order). Otherwise false, and the caller sends the text the usual way (ws compresses it). Uses
+ * `ws` 8 internals (the sender's frame writer), guarded: when they are not as expected, false.
+ */
+function sendDeflated(socket: WebSocket, payload: Buffer): boolean {
+  const internals = socket as unknown as {
+    _extensions?: Record<string, { params?: Record<string, unknown> }>;
+    _sender?: {
+      _state?: number;
+      _queue?: unknown[];
+      sendFrame?: (list: Buffer[], cb?: () => void) => void;
+      constructor: { frame?: (data: Buffer, options: Record<string, unknown>) => Buffer[] };
+    };
+  };
+  const params = internals._extensions?.["permessage-deflate"]?.params;
+  if (params?.server_no_context_takeover !== true) return false;
+  if (typeof params.server_max_window_bits === "number" && params.server_max_window_bits < 15) return false;
+  const sender = internals._sender;
+  if (sender?._state !== 0 || (sender._queue?.length ?? 1) > 0) return false;
+  const Sender = sender.constructor;
+  if (typeof Sender.frame !== "function" || typeof sender.sendFrame !== "function") return false;
+  sender.sendFrame(Sender.frame(payload, { fin: true, rsv1: true, opcode: 1, mask: false, readOnly: true }));
+  return true;
+}
+
+/**
+ * Frees the zlib stream of a connection that sent nothing for a ping interval. Safe only because
+ * no context takeover is negotiated (http/app.ts): every message is compressed from a fresh
+ * state, and `ws` creates the stream again for the next one. Reaches into `ws` 8 internals,
+ * guarded: when they are not as expected it does nothing. Only when no compression is running
+ * (the sender is idle).
+ */
+function releaseIdleDeflate(socket: WebSocket): void {
+  const internals = socket as unknown as {
+    _extensions?: Record<string, { _deflate?: { close(): void } | null; params?: Record<string, unknown> }>;
+    _sender?: { _state?: number };
+  };
+  const deflate = internals._extensions?.["permessage-deflate"];
+  if (!deflate?._deflate || deflate.params?.server_no_context_takeover !== true) return;
+  if (internals._sender?._state !== 0 || socket.bufferedAmount > 0) return;
+  deflate._deflate.close();
+  deflate._deflate = null;
+}
+
 /** How often a paused connection looks whether its backlog drained. */
 const DRAIN_CHECK_MS = 20;
 
@@ -76,6 +159,8 @@ class SocketConnection {
   private closed = false;
   /** Set while the connection takes no events: its deflate backlog is over the bound. */
   private drainTimer: NodeJS.Timeout | null = null;
+  /** Whether anything was sent since the last ping tick (a quiet connection frees its zlib stream). */
+  private sentSinceTick = true;
 
   constructor(
     private readonly socket: WebSocket,
@@ -97,6 +182,8 @@ class SocketConnection {
         socket.terminate();
         return;
       }
+      if (!this.sentSinceTick) releaseIdleDeflate(socket);
+      this.sentSinceTick = false;
       socket.ping();
     }, config.wsPingMs);
     this.pingTimer.unref();
@@ -163,19 +250,49 @@ class SocketConnection {
     for (const events of held) this.sendEvents(events);
   }
 
-  /** One frame per delivered run: a single notification, or a JSON-RPC batch of them. */
+  /**
+   * One frame per delivered run: a single notification, or a JSON-RPC batch of them. Every
+   * subscriber of a session usually gets the same run (the same event objects): it is serialized
+   * once, and compressed once, not once per subscriber (fan-out to 1000 sockets; compressing per
+   * socket made the last of 1000 subscribers wait for 1000 zlib runs; bench/results/history.md).
+   */
   private sendEvents(events: ClientEvent[]): void {
-    const notes = events.map((params) => ({ jsonrpc: "2.0", method: "event", params }));
-    this.send(notes.length === 1 ? notes[0] : notes);
+    let frame = serialized.get(events[0]);
+    if (!frame || frame.last !== events[events.length - 1]) {
+      const notes = events.map((params) => ({ jsonrpc: "2.0", method: "event", params }));
+      frame = { last: events[events.length - 1], text: JSON.stringify(notes.length === 1 ? notes[0] : notes) };
+      serialized.set(events[0], frame);
+    }
+    if (!this.writable()) return;
+    const deflated = deflatedOf(frame);
+    if (!deflated || !sendDeflated(this.socket, deflated)) this.socket.send(frame.text);
+    this.afterSend();
   }
 
   private send(message: unknown): void {
-    if (this.closed || this.socket.readyState !== this.socket.OPEN) return;
+    this.sendText(JSON.stringify(message));
+  }
+
+  /** Open and keeping up; a peer too slow to read is closed here (4008). */
+  private writable(): boolean {
+    if (this.closed || this.socket.readyState !== this.socket.OPEN) return false;
     if (this.tcp.writableLength > this.config.wsMaxBufferedBytes) {
       this.closeTooSlow();
-      return;
+      return false;
     }
-    this.socket.send(JSON.stringify(message));
+    return true;
+  }
+
+  /** Compressed here when it fits (see DEFLATE_HERE_MAX), else by `ws`. */
+  private sendText(text: string): void {
+    if (!this.writable()) return;
+    const deflated = deflate(text);
+    if (!deflated || !sendDeflated(this.socket, deflated)) this.socket.send(text);
+    this.afterSend();
+  }
+
+  private afterSend(): void {
+    this.sentSinceTick = true;
     if (this.socket.bufferedAmount > this.config.wsMaxBufferedBytes) this.pause();
   }
 
