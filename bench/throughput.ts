@@ -12,6 +12,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Logger, makeWorkerUtils, runMigrations } from "graphile-worker";
+import pg from "pg";
 import type { BenchDatabase } from "./lib/db.js";
 import { findPgbench } from "./lib/db.js";
 import { gatewayEnv, repoRoot, spawnGateway, track } from "./lib/gateway.js";
@@ -256,15 +257,34 @@ function exec(cmd: string, args: string[], env: Record<string, string>): Promise
   });
 }
 
+/**
+ * A pg pool that outlives graphile-worker's use of it. graphile-worker ends the pools it creates
+ * without waiting and removes its error handlers at once, so a socket still closing when the
+ * benchmark drops the database (`with (force)` terminates it) raised an unhandled 'error' and
+ * crashed the run. Our pool keeps its handlers for good and is ended, awaited, by us.
+ */
+function referencePool(url: string, max: number): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max });
+  const ignore = () => {};
+  pool.on("error", ignore);
+  pool.on("connect", (client) => client.on("error", ignore));
+  return pool;
+}
+
 async function runGraphileWorker(_ctx: BenchContext, db: BenchDatabase, jobs: number): Promise<number> {
-  await runMigrations({ connectionString: db.url, logger: quietLogger });
+  const pool = referencePool(db.url, CLIENTS);
+  try {
+    return await timeGraphileWorker(db, pool, jobs);
+  } finally {
+    await pool.end();
+  }
+}
+
+async function timeGraphileWorker(db: BenchDatabase, pool: pg.Pool, jobs: number): Promise<number> {
+  await runMigrations({ pgPool: pool, logger: quietLogger });
   const concurrency = Number(process.env.BENCH_GW_CONCURRENCY ?? CLIENTS);
   const warmup = Math.max(20, Math.floor(jobs / 10));
-  const utils = await makeWorkerUtils({
-    connectionString: db.url,
-    maxPoolSize: CLIENTS,
-    logger: quietLogger,
-  });
+  const utils = await makeWorkerUtils({ pgPool: pool, logger: quietLogger });
   const child = track(
     spawn(process.execPath, ["--import", "tsx", "bench/graphile-worker-child.ts"], {
       cwd: repoRoot,
