@@ -6,14 +6,13 @@ import type { Tx } from "../db/client.js";
 import { invalid, MooringError } from "../errors.js";
 import { appendEvents, type StoredEvent } from "../sql/append-events.js";
 import { cancelQueuedTask, findActiveTaskOfSession, markTaskCancelling } from "../sql/cancel-task.js";
-import { pipelined } from "../db/pipeline.js";
-import { isQueueFull, refuseIfQueueOverflows } from "../sql/gate-check.js";
 import { lockGate } from "../sql/gate-lock.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { countActiveAndQueued, queuePositions } from "../sql/gate-status.js";
 import { appendQueuedEvent, findTaskByIdempotencyKey, insertTask } from "../sql/insert-task.js";
-import { notifierOf, notifyCancel, notifyGate, notifySessions } from "../sql/notify.js";
+import { notifyCancel, notifyGate, notifySessions } from "../sql/notify.js";
 import { isTerminal, type TaskRow, type TaskStatus } from "../sql/task-row.js";
+import { AdmissionQueue, QueueFull } from "./admission.js";
 import { claimAndStart, type TaskRunner } from "./claim.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
 import type { Runtime } from "./runtime.js";
@@ -66,10 +65,18 @@ export class TaskService {
   /** False while starting or shutting down: submits answer NOT_READY. */
   accepting = false;
 
+  private readonly admissions: AdmissionQueue;
+
   constructor(
     private readonly rt: Runtime,
     private readonly sessions: SessionService,
-  ) {}
+  ) {
+    this.admissions = new AdmissionQueue(
+      rt,
+      () => this.runner,
+      () => this.onQueueChanged(),
+    );
+  }
 
   async submit(sessionId: string, input: SubmitInput): Promise<{ task: TaskView; created: boolean }> {
     if (!this.accepting) throw new MooringError("NOT_READY", "The gateway is not accepting turns right now.");
@@ -86,10 +93,13 @@ export class TaskService {
       throw invalid(`timeoutMs must be an integer from 1 to ${MAX_TIMEOUT_MS}`, "timeoutMs");
     }
     const ifBusy = input.ifBusy ?? "enqueue";
+    if (!isUuid(sessionId))
+      throw new MooringError("SESSION_NOT_FOUND", `session ${sessionId} does not exist`);
+    // Admission reads no session first: its insert does nothing unless the session is open.
+    if (ifBusy === "enqueue") return this.admit(sessionId.toLowerCase(), input, prompt, timeoutMs);
     const session = await this.sessions.row(sessionId);
     if (session.status === "archived")
       throw new MooringError("SESSION_ARCHIVED", `session ${sessionId} is archived`);
-    if (ifBusy === "enqueue") return this.admit(sessionId, input, prompt, timeoutMs);
 
     const outcome = await retryOnDeadlock(() =>
       this.rt.db.sql.begin(async (tx) => {
@@ -193,65 +203,33 @@ export class TaskService {
     return { task: await this.view(outcome.row), created: outcome.created };
   }
 
-  /**
-   * The common submit (ifBusy=enqueue) as one pipelined transaction (db/pipeline.ts), so the gate
-   * lock is held only while Postgres runs it, never while this process is busy elsewhere: lock
-   * the gate and the session row, look up the idempotency key, insert (nothing if the key is
-   * taken), append `task.queued`, claim whatever can start (this task included), refuse in SQL if
-   * the queue now overflows, commit. Same outcome as the step-by-step transaction below; measured
-   * in bench/results/history.md. Notifications follow the commit (sql/notify.ts, Notifier).
-   */
+  /** The common submit (ifBusy=enqueue), admitted in batches (domain/admission.ts). */
   private async admit(
     sessionId: string,
     input: SubmitInput,
     prompt: string,
     timeoutMs: number,
   ): Promise<{ task: TaskView; created: boolean }> {
-    const id = randomUUID();
-    const key = input.idempotencyKey ?? null;
-    const answers = await pipelined(this.rt.db.sql, (q) => [
-      lockGate(q),
-      lockSessionRow(q, sessionId),
-      key ? findTaskByIdempotencyKey(q, sessionId, key) : Promise.resolve(null),
-      insertTask(q, {
-        id,
+    const admitted = await this.admissions
+      .admit({
         sessionId,
         prompt,
-        idempotencyKey: key,
-        jumpsQueue: false,
+        idempotencyKey: input.idempotencyKey ?? null,
         loadClass: input.loadClass ?? null,
         timeoutMs,
-        queueTimeoutMs: this.rt.config.queueTimeoutMs,
-        continuesTaskId: null,
-      }),
-      appendQueuedEvent(q, id),
-      claimAndStart(q, this.rt, this.runner.claimLimit()),
-      refuseIfQueueOverflows(q, id, this.rt.config.maxQueued),
-    ]).catch((err) => {
-      if (!isQueueFull(err)) throw err;
-      this.rt.log.info({ sessionId, maxQueued: this.rt.config.maxQueued }, "gate refusal: queue full");
-      throw new MooringError("GATEWAY_BUSY", "The gateway is busy and its queue is full; retry later.", {
-        reason: "queue_full",
-        retryAfterSeconds: RETRY_AFTER_SECONDS,
+      })
+      .catch((err) => {
+        if (!(err instanceof QueueFull)) throw err;
+        throw new MooringError("GATEWAY_BUSY", "The gateway is busy and its queue is full; retry later.", {
+          reason: "queue_full",
+          retryAfterSeconds: RETRY_AFTER_SECONDS,
+        });
       });
-    });
-    const [, , existing, row, queued, claim] = answers;
-    const heads = new Map(claim.heads);
-    if (row && queued) {
-      // The row was read before its event was appended: keep the answer's seqs current.
-      row.firstSeq = queued.seq;
-      row.lastSeq = queued.seq;
-      if (!heads.has(sessionId)) heads.set(sessionId, queued.seq);
-    }
-    if (heads.size > 0) notifierOf(this.rt.db).sessions(heads, true);
-    this.rt.eventLog.publish(queued && row ? [queued, ...claim.events] : claim.events);
-    this.runner.startClaimed(claim.rows);
-    if (row || claim.rows.length > 0) this.onQueueChanged();
-    // Archived in the meantime (the insert found no open session): the claim's work still started.
-    if (!row && !existing) throw new MooringError("SESSION_ARCHIVED", `session ${sessionId} is archived`);
-    if (!row) return { task: await this.view(existing!), created: false };
-    const mine = claim.rows.find((r) => r.id === row.id) ?? row;
-    return { task: await this.view(mine), created: true };
+    if (admitted.created) return { task: await this.view(admitted.created), created: true };
+    if (admitted.existing) return { task: await this.view(admitted.existing), created: false };
+    // Nothing inserted and no earlier task with the key: the session is missing or archived.
+    const session = await this.sessions.row(sessionId);
+    throw new MooringError("SESSION_ARCHIVED", `session ${session.id} is archived`);
   }
 
   async row(taskId: string): Promise<TaskRow> {

@@ -8,3 +8,11 @@ import type { Tx } from "../db/client.js";
 export async function lockSessionRow(tx: Tx, sessionId: string): Promise<void> {
   await tx`select 1 from sessions where id = ${sessionId} for update`;
 }
+
+/**
+ * Several session rows in one statement, in id order: `FOR UPDATE` locks rows as the sorted rows
+ * come out, and id order is the order the event log's flush takes them in.
+ */
+export async function lockSessionRows(tx: Tx, sessionIds: string[]): Promise<void> {
+  await tx`select 1 from sessions where id = any(${sessionIds}::uuid[]) order by id for update`;
+}
