@@ -107,6 +107,14 @@ try {
   console.log(
     `per turn: commits ${per("commits")}, rows inserted ${per("inserted")}, updated ${per("updated")}, deleted ${per("deleted")}`,
   );
+  const [timing] = await db.sql<{ waited: number; ran: number; p90: number }[]>`
+    select avg(extract(epoch from started_at - created_at) * 1000)::float as waited,
+           avg(extract(epoch from finished_at - started_at) * 1000)::float as ran,
+           percentile_cont(0.9) within group (order by extract(epoch from finished_at - started_at) * 1000)::float as p90
+    from tasks`;
+  console.log(
+    `per turn: queued ${timing.waited.toFixed(1)} ms, ran ${timing.ran.toFixed(1)} ms (p90 ${timing.p90.toFixed(1)} ms)`,
+  );
   if (statements) {
     const rows = await db.sql<{ calls: number; ms: number; query: string }[]>`
       select calls::int, total_exec_time as ms, regexp_replace(query, '\\s+', ' ', 'g') as query

@@ -59,6 +59,12 @@ export interface Config {
   eventFlushMs: number;
   /** Event log flush size: a flush happens at this many buffered events even before the interval. Default 64. */
   eventFlushMax: number;
+  /**
+   * Event log writers working in parallel, each for its share of the sessions (one session always
+   * uses the same one, so its events stay in order). Each holds a pooled connection while it flushes.
+   * Default 4.
+   */
+  eventFlushLanes: number;
   /** Polling backstop for queued work and subscribed sessions, in ms. Default 1000. */
   pollMs: number;
   /**
@@ -85,7 +91,9 @@ const integer =
   (name, raw) => {
     const n = Number(raw);
     if (raw.trim() === "" || !Number.isInteger(n) || n < min || n > max) {
-      throw new ConfigError(`${name}=${JSON.stringify(raw)} is invalid: expected an integer from ${min} to ${max}`);
+      throw new ConfigError(
+        `${name}=${JSON.stringify(raw)} is invalid: expected an integer from ${min} to ${max}`,
+      );
     }
     return n;
   };
@@ -94,7 +102,9 @@ const oneOf =
   <T extends string>(...values: T[]): Parser<T> =>
   (name, raw) => {
     if (!values.includes(raw as T)) {
-      throw new ConfigError(`${name}=${JSON.stringify(raw)} is invalid: accepted values are ${values.join(", ")}`);
+      throw new ConfigError(
+        `${name}=${JSON.stringify(raw)} is invalid: accepted values are ${values.join(", ")}`,
+      );
     }
     return raw as T;
   };
@@ -144,13 +154,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     apiTokens: read(env, "MOORING_API_TOKENS", list(","), []),
     workspaceRoots: read(env, "MOORING_WORKSPACE_ROOTS", absolutePaths, []),
     agents: read<string | undefined>(env, "MOORING_AGENTS", text, undefined),
-    logLevel: read(env, "LOG_LEVEL", oneOf("fatal", "error", "warn", "info", "debug", "trace", "silent"), "info"),
+    logLevel: read(
+      env,
+      "LOG_LEVEL",
+      oneOf("fatal", "error", "warn", "info", "debug", "trace", "silent"),
+      "info",
+    ),
     logFormat: read(env, "MOORING_LOG_FORMAT", oneOf("auto", "json", "pretty"), "auto"),
     bodyLimitBytes: read(env, "MOORING_BODY_LIMIT_BYTES", integer(1024), 1_048_576),
     maxPromptChars: read(env, "MOORING_MAX_PROMPT_CHARS", integer(1), 200_000),
     eventRetention: read(env, "MOORING_EVENT_RETENTION", integer(0), 0),
     eventFlushMs: read(env, "MOORING_EVENT_FLUSH_MS", integer(1, 1000), 2),
     eventFlushMax: read(env, "MOORING_EVENT_FLUSH_MAX", integer(1, 10000), 64),
+    eventFlushLanes: read(env, "MOORING_EVENT_FLUSH_LANES", integer(1, 16), 4),
     pollMs: read(env, "MOORING_POLL_MS", integer(10), 1000),
     wsMaxBufferedBytes: read(env, "MOORING_WS_MAX_BUFFERED_BYTES", integer(1024), 4_194_304),
     wsMaxPayloadBytes: read(env, "MOORING_WS_MAX_PAYLOAD_BYTES", integer(1024), 1_048_576),

@@ -218,7 +218,7 @@ function assemble(
   registry: ReturnType<typeof loadAgentRegistry>,
   workspaceRoots: string[],
 ): Parts {
-  const eventLog = new EventLog(db, { flushMs: config.eventFlushMs, flushMax: config.eventFlushMax }, log);
+  const eventLog = new EventLog(db, { flushMs: config.eventFlushMs, flushMax: config.eventFlushMax, lanes: config.eventFlushLanes }, log);
   const rt: Runtime = { config, db, log, bus, eventLog, identity };
   const listener = new PgListener(db.url, `mooring-listen:${identity.instanceId}`, bus, log);
   const feeds = new SessionFeeds(db, bus, log, config.pollMs);

@@ -248,23 +248,29 @@ it("connections killed inside transactions (pg_terminate_backend) neither crash 
   const sessions = await createSessions(gw.url, workspace, 3);
   const admin = postgres(pg!.url, { max: 2, onnotice: () => {} });
   try {
-    // Hold the gate lock, so the gateway's gate transactions (submit, claim, sweep) wait inside
-    // their transactions; then kill those backends while they wait.
+    // Hold the gate lock, so the gateway's gate transactions (an admission, a claim, the sweep)
+    // wait inside their transactions; then kill those backends while they wait. Submits that arrive
+    // while one admission waits wait in the gateway for it (domain/admission.ts), so at least one
+    // backend waits, not one per submit.
     const holder = await admin.reserve();
     await holder`select pg_advisory_lock(${GATE_LOCK_KEY})`;
-    const submits = sessions.map((id) => call(gw.url, "POST", `/v1/sessions/${id}/turns`, { prompt: "[deltas 1]" }));
+    const submits = sessions.map((id) =>
+      call(gw.url, "POST", `/v1/sessions/${id}/turns`, { prompt: "[deltas 1]" }),
+    );
     const waiting = await eventually(async () => {
       const rows = await admin`
         select pid from pg_stat_activity
         where application_name = 'mooring:dbloss-terminate' and wait_event_type = 'Lock'`;
-      return rows.length >= 3 ? rows : null;
+      return rows.length >= 1 ? rows : null;
     });
     await admin`select pg_terminate_backend(pid) from pg_stat_activity
       where application_name = 'mooring:dbloss-terminate' and wait_event_type = 'Lock'`;
     await holder`select pg_advisory_unlock(${GATE_LOCK_KEY})`;
     holder.release();
     const answers = await Promise.all(submits);
-    console.log(`killed ${waiting.length} waiting backends; submits answered ${answers.map((a) => a.status).join(", ")}`);
+    console.log(
+      `killed ${waiting.length} waiting backends; submits answered ${answers.map((a) => a.status).join(", ")}`,
+    );
     for (const a of answers) {
       // A killed transaction is "database away" for its request: 503 NOT_READY, never 500.
       if (a.status !== 202) expect(a.body.error.code).toBe("NOT_READY");

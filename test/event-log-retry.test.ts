@@ -55,7 +55,7 @@ it("does not append a batch twice when the commit's answer was lost", async () =
   const [session] = await db.sql`insert into sessions (workspace, agent) values ('/tmp', 'simulated') returning id`;
   const lines: string[] = [];
   const log = pino({ level: "warn" }, { write: (line: string) => lines.push(line) });
-  const eventLog = new EventLog(through, { flushMs: 1000, flushMax: 1000 }, log);
+  const eventLog = new EventLog(through, { flushMs: 1000, flushMax: 1000, lanes: 1 }, log);
   // Warm up: postgres.js waits for Postgres to describe a new statement before it executes it, so
   // the statements must already be prepared on the connection for the commit to go through blind.
   eventLog.append({ sessionId: session.id, taskId: null, type: "session.notice", data: { message: "n0" } });

@@ -156,7 +156,7 @@ describe("event log", () => {
       if (payload.includes(a) || payload.includes(b)) notifications.push(payload);
     });
     const database = connectDb(db.url, { max: 2 });
-    const log = new EventLog(database, { flushMs: 60_000, flushMax: 10_000 }, pino({ level: "silent" }));
+    const log = new EventLog(database, { flushMs: 60_000, flushMax: 10_000, lanes: 1 }, pino({ level: "silent" }));
     const published: number[] = [];
     log.onCommitted((events) => published.push(events.length));
     try {

@@ -67,7 +67,9 @@ export interface TurnSink {
   /**
    * Persist a new resume cursor (a guarded write: it changes nothing if this turn no longer owns
    * the task). Drivers call it as soon as the agent reports a conversation id or an assistant
-   * message, so a crash right after still resumes the right conversation.
+   * message. It resolves once the write is queued in the event log, in order with the turn's
+   * events: it commits with them in the next flush (milliseconds later), and always before the
+   * turn settles, so a crash loses the cursor only together with the events around it.
    */
   saveCursor(cursor: ResumeCursor): Promise<void>;
 }
@@ -157,7 +159,10 @@ export interface AgentDriver {
    * human-readable problem naming the offending field. Clients may only choose what the driver and
    * the entry allow; they can never name a program to run.
    */
-  validateConfig(entry: AgentEntry, config: Record<string, unknown>): { ok: true; config: Record<string, unknown> } | { ok: false; problem: string };
+  validateConfig(
+    entry: AgentEntry,
+    config: Record<string, unknown>,
+  ): { ok: true; config: Record<string, unknown> } | { ok: false; problem: string };
   /** Open a conversation. Must not block on the agent; starting the process may happen lazily in runTurn. */
   open(options: OpenConversationOptions): AgentConversation;
 }

@@ -67,6 +67,13 @@ export class SessionService {
     return row;
   }
 
+  /** Several session rows in one query (the sessions of turns claimed together); missing ones are absent. */
+  async rows(ids: string[]): Promise<Map<string, SessionRow>> {
+    const rows = await this.db.sql<SessionRow[]>`
+      select ${statusColumn(this.db.sql)}, s.* from sessions s where s.id = any(${ids}::uuid[])`;
+    return new Map(rows.map((r) => [r.id, r]));
+  }
+
   async get(id: string, options: { withTurns: boolean } = { withTurns: true }) {
     const row = await this.row(id);
     const view = sessionView(row);

@@ -4,7 +4,13 @@
  * write fenced by owner and attempt.
  */
 import type { Logger } from "pino";
-import { type AgentDriver, AgentFailure, type AgentEvent, type AgentUsage, type TurnOutcome } from "../agents/driver.js";
+import {
+  type AgentDriver,
+  AgentFailure,
+  type AgentEvent,
+  type AgentUsage,
+  type TurnOutcome,
+} from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
 import { isDatabaseUnavailable } from "../errors.js";
 import { appendEvents, type OwnerFence } from "../sql/append-events.js";
@@ -13,7 +19,7 @@ import { pipelined } from "../db/pipeline.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { notifierOf, notifyGate, notifySessions } from "../sql/notify.js";
 import { renewLeases } from "../sql/renew-leases.js";
-import { saveContextUsage, saveCursor } from "../sql/save-cursor.js";
+import type { CursorFields } from "../sql/save-cursor.js";
 import { type Settlement, settleOwnedTask, settleOwnedTaskWithEvent } from "../sql/settle-task.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { preview } from "../stream/preview.js";
@@ -109,11 +115,15 @@ export class Worker implements TaskRunner {
   }
 
   startClaimed(rows: TaskRow[]): void {
-    for (const row of rows) {
-      if (this.turns.has(row.id)) continue;
+    const starting = rows.filter((row) => !this.turns.has(row.id));
+    if (starting.length === 0) return;
+    // One read for the sessions of every turn claimed together (a claim starts many under load).
+    const sessions = this.sessions.rows([...new Set(starting.map((row) => row.sessionId))]);
+    sessions.catch(() => {}); // each turn handles the failure
+    for (const row of starting) {
       const turn = new RunningTurn(row);
       this.turns.set(row.id, turn);
-      turn.done = this.execute(turn).catch((err) => {
+      turn.done = this.execute(turn, sessions).catch((err) => {
         this.log.error({ err, taskId: row.id }, "turn execution failed unexpectedly");
       });
     }
@@ -175,7 +185,10 @@ export class Worker implements TaskRunner {
         if (!lease || lease.attempt !== turn.row.attempt) {
           // A stopped turn may still be finishing (flushing, settling): say it once.
           if (turn.cause !== "lost") {
-            this.log.warn({ taskId, attempt: turn.row.attempt }, "lost guard: lease taken over; stopping the turn");
+            this.log.warn(
+              { taskId, attempt: turn.row.attempt },
+              "lost guard: lease taken over; stopping the turn",
+            );
           }
           turn.stop("lost");
         } else if (lease.status === "cancelling") {
@@ -190,7 +203,8 @@ export class Worker implements TaskRunner {
         this.log.warn({ err: String(err) }, "heartbeat failed; the next beat retries");
         return;
       }
-      if (this.databaseReachable) this.log.error({ err: String(err) }, "heartbeat failed: database unreachable");
+      if (this.databaseReachable)
+        this.log.error({ err: String(err) }, "heartbeat failed: database unreachable");
       this.databaseReachable = false;
     }
   }
@@ -233,7 +247,7 @@ export class Worker implements TaskRunner {
     return { finished: before - remaining.length, interrupted: remaining.length };
   }
 
-  private async execute(turn: RunningTurn): Promise<void> {
+  private async execute(turn: RunningTurn, sessions: Promise<Map<string, SessionRow>>): Promise<void> {
     const { row } = turn;
     const fence: OwnerFence = { taskId: row.id, bootId: this.rt.identity.bootId, attempt: row.attempt };
     const log = this.log.child({ taskId: row.id, sessionId: row.sessionId, attempt: row.attempt });
@@ -241,12 +255,16 @@ export class Worker implements TaskRunner {
     let healthy = false;
     let tokens: number | null = null;
     try {
-      session = await this.sessions.row(row.sessionId);
+      session = (await sessions).get(row.sessionId) ?? null;
+      if (!session) throw new Error(`session ${row.sessionId} not found`);
       const entry = this.registry.get(session.agent);
       if (!entry) {
         await this.settle(turn, fence, log, {
           status: "failed",
-          error: { code: "AGENT_START_FAILED", message: `The agent "${session.agent}" is no longer registered.` },
+          error: {
+            code: "AGENT_START_FAILED",
+            message: `The agent "${session.agent}" is no longer registered.`,
+          },
         });
         return;
       }
@@ -294,7 +312,10 @@ export class Worker implements TaskRunner {
    * Run the turn; once a stop was requested, give the agent CANCEL_ESCALATION_MS to stop by itself,
    * then kill it. Resolves null when it had to be killed.
    */
-  private async runWithEscalation(turn: RunningTurn, run: () => Promise<TurnOutcome>): Promise<TurnOutcome | null> {
+  private async runWithEscalation(
+    turn: RunningTurn,
+    run: () => Promise<TurnOutcome>,
+  ): Promise<TurnOutcome | null> {
     const running = run();
     running.catch(() => {});
     let timer: NodeJS.Timeout | undefined;
@@ -313,9 +334,14 @@ export class Worker implements TaskRunner {
   }
 
   /** The owner's fenced settlement with its terminal event, in one transaction. */
-  private async settle(turn: RunningTurn, fence: OwnerFence, log: Logger, settlement: Settlement): Promise<void> {
+  private async settle(
+    turn: RunningTurn,
+    fence: OwnerFence,
+    log: Logger,
+    settlement: Settlement,
+  ): Promise<void> {
     if (turn.cause === "lost") return; // another instance owns the outcome now
-    await this.rt.eventLog.flush();
+    await this.rt.eventLog.flush(turn.row.sessionId);
     for (let attempt = 0; ; attempt++) {
       try {
         if (!(settlement.status === "interrupted" && this.recovery.needsGateLock)) {
@@ -326,7 +352,10 @@ export class Worker implements TaskRunner {
             settleOwnedTaskWithEvent(q, fence.taskId, fence, settlement),
           ]);
           if (!done) {
-            log.warn({ status: settlement.status }, "lost guard: task was settled or taken over elsewhere; nothing written");
+            log.warn(
+              { status: settlement.status },
+              "lost guard: task was settled or taken over elsewhere; nothing written",
+            );
             return;
           }
           notifierOf(this.rt.db).sessions(new Map([[done.event.sessionId, done.event.seq]]), true);
@@ -342,7 +371,8 @@ export class Worker implements TaskRunner {
           const settled = await settleOwnedTask(tx, fence.taskId, fence, settlement);
           if (!settled) return null;
           const events = await appendEvents(tx, settled.sessionId, [terminalEvent(settled)]);
-          const extra = settled.status === "interrupted" ? await this.recovery.afterInterrupted(tx, [settled]) : [];
+          const extra =
+            settled.status === "interrupted" ? await this.recovery.afterInterrupted(tx, [settled]) : [];
           const all = [...events, ...extra];
           const heads = new Map<string, number>();
           for (const e of all) heads.set(e.sessionId, e.seq);
@@ -351,7 +381,10 @@ export class Worker implements TaskRunner {
           return { settled, events: all };
         });
         if (!done) {
-          log.warn({ status: settlement.status }, "lost guard: task was settled or taken over elsewhere; nothing written");
+          log.warn(
+            { status: settlement.status },
+            "lost guard: task was settled or taken over elsewhere; nothing written",
+          );
           return;
         }
         this.rt.eventLog.publish(done.events);
@@ -361,7 +394,10 @@ export class Worker implements TaskRunner {
         // The database is away: the lease keeps the task ours until it expires, so keep trying.
         const delay = Math.min(100 * 2 ** attempt, 2000);
         if (attempt > 30 || (this.shuttingDown && attempt >= 2)) {
-          log.error({ err: String(err) }, "settling failed; giving up (the lease expires and the task is settled elsewhere)");
+          log.error(
+            { err: String(err) },
+            "settling failed; giving up (the lease expires and the task is settled elsewhere)",
+          );
           return;
         }
         log.warn({ err: String(err), retryInMs: delay }, "settling failed; retrying");
@@ -378,7 +414,7 @@ class TurnState {
   lastUsage: AgentUsage | null = null;
   text = "";
   readonly sink;
-  /** Guarded session writes, chained so they land in order and while this turn owns the task. */
+  /** This turn's session writes in the event log (stream/event-log.ts), until they committed. */
   private writes: Promise<void> = Promise.resolve();
 
   constructor(
@@ -390,24 +426,14 @@ class TurnState {
   ) {
     this.sink = {
       emit: (event: AgentEvent) => this.emit(event),
-      // Never throws into the agent: a database outage is not the agent's failure. While the
-      // database is away the write is retried for up to one lease (after that the task may have
-      // been taken over anyway); the turn waits, as its events and settlement do.
-      saveCursor: async (cursor: Parameters<typeof saveCursor>[2]) => {
-        const giveUpAt = Date.now() + this.rt.config.leaseMs;
-        for (let attempt = 0; ; attempt++) {
-          try {
-            const ok = await saveCursor(this.rt.db.sql, this.session.id, cursor, this.fence);
-            if (!ok) this.log.warn("lost guard: resume cursor not saved (task no longer owned)");
-            return;
-          } catch (err) {
-            if (!isDatabaseUnavailable(err) || Date.now() >= giveUpAt) {
-              this.log.warn({ err: String(err) }, "resume cursor not saved");
-              return;
-            }
-            await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 1000)));
-          }
-        }
+      // Goes in with the next event flush (stream/event-log.ts), after the events emitted before
+      // it. Never throws into the agent: while the database is away the write waits, as the
+      // turn's events and its settlement do.
+      saveCursor: async (cursor: CursorFields) => {
+        this.track(
+          this.rt.eventLog.writeSession({ sessionId: this.session.id, fence: this.fence, cursor }),
+          "lost guard: resume cursor not saved (task no longer owned)",
+        );
       },
     };
   }
@@ -437,7 +463,13 @@ class TurnState {
         this.append(
           "tool.call",
           input.truncated
-            ? { id: event.id, name: event.name, input: input.preview, inputBytes: input.bytes, truncated: true }
+            ? {
+                id: event.id,
+                name: event.name,
+                input: input.preview,
+                inputBytes: input.bytes,
+                truncated: true,
+              }
             : { id: event.id, name: event.name, input: event.input },
           input.truncated ? { input: event.input } : undefined,
         );
@@ -447,7 +479,13 @@ class TurnState {
         const output = preview(event.output);
         this.append(
           "tool.result",
-          { id: event.id, isError: event.isError, preview: output.preview, bytes: output.bytes, truncated: output.truncated },
+          {
+            id: event.id,
+            isError: event.isError,
+            preview: output.preview,
+            bytes: output.bytes,
+            truncated: output.truncated,
+          },
           output.truncated ? { output: event.output } : undefined,
         );
         break;
@@ -472,12 +510,14 @@ class TurnState {
           { inputTokens: this.contextTokens, contextWindow: window, percent, model: event.usage.model },
           "context per turn",
         );
-        this.writes = this.writes
-          .then(() => saveContextUsage(this.rt.db.sql, this.session.id, usage, this.fence))
-          .then((ok) => {
-            if (!ok) this.log.warn("lost guard: context usage not saved (task no longer owned)");
-          })
-          .catch((err) => this.log.warn({ err: String(err) }, "context usage not saved"));
+        this.track(
+          this.rt.eventLog.writeSession({
+            sessionId: this.session.id,
+            fence: this.fence,
+            contextUsage: usage,
+          }),
+          "lost guard: context usage not saved (task no longer owned)",
+        );
         break;
       }
       case "session.reset":
@@ -487,6 +527,13 @@ class TurnState {
         this.append("session.notice", { message: event.message });
         break;
     }
+  }
+
+  /** Remember a session write; say so if it was fenced out. */
+  private track(written: Promise<boolean>, fencedOut: string): void {
+    this.writes = Promise.all([this.writes, written]).then(([, ok]) => {
+      if (!ok) this.log.warn(fencedOut);
+    });
   }
 
   /** Resolves once every session write this turn started has landed (or failed and was logged). */
@@ -501,7 +548,8 @@ class TurnState {
       percent = contextPercent(usage, contextWindowOf(usage, this.rt.config.contextWindow));
     }
     let text = outcome.text || this.text;
-    if (this.session.agentConfig.contextSuffix === true && percent !== null) text = withContextSuffix(text, percent);
+    if (this.session.agentConfig.contextSuffix === true && percent !== null)
+      text = withContextSuffix(text, percent);
     return {
       text,
       stopReason: outcome.stopReason,
@@ -525,7 +573,11 @@ function answeredByServer(err: unknown): boolean {
 
 const stopMessages = {
   cancel: { status: "cancelled", code: "CANCELLED", message: "The turn was cancelled." },
-  timeout: { status: "failed", code: "TURN_TIMEOUT", message: "The turn ran past its deadline and was stopped." },
+  timeout: {
+    status: "failed",
+    code: "TURN_TIMEOUT",
+    message: "The turn ran past its deadline and was stopped.",
+  },
   shutdown: {
     status: "interrupted",
     code: "GATEWAY_RESTART",
@@ -559,7 +611,11 @@ function settlementFor(
     }
     return {
       status: "failed",
-      error: { code: failure.code, message: failure.message, ...(failure.reason ? { reason: failure.reason } : {}) },
+      error: {
+        code: failure.code,
+        message: failure.message,
+        ...(failure.reason ? { reason: failure.reason } : {}),
+      },
     };
   }
   return {

@@ -13,7 +13,12 @@ export interface CursorFields {
  * was taken over (or a late callback of a killed agent) changes nothing. Only the cursor fields
  * are written, so a concurrent archive or title change is never overwritten.
  */
-export async function saveCursor(q: Queryable, sessionId: string, cursor: CursorFields, fence: OwnerFence): Promise<boolean> {
+export async function saveCursor(
+  q: Queryable,
+  sessionId: string,
+  cursor: CursorFields,
+  fence: OwnerFence,
+): Promise<boolean> {
   const rows = await q`
     update sessions set agent_session_id = ${cursor.agentSessionId}, turn_count = ${cursor.turnCount},
       last_assistant_message_id = ${cursor.lastAssistantMessageId},
@@ -26,11 +31,18 @@ export async function saveCursor(q: Queryable, sessionId: string, cursor: Cursor
   return rows.length > 0;
 }
 
+/** How full the session's context window was at its last model call. */
+export interface ContextUsage {
+  inputTokens: number;
+  contextWindow: number;
+  percent: number;
+}
+
 /** Context usage of the session's last model call, guarded the same way. */
 export async function saveContextUsage(
   q: Queryable,
   sessionId: string,
-  usage: { inputTokens: number; contextWindow: number; percent: number },
+  usage: ContextUsage,
   fence: OwnerFence,
 ): Promise<boolean> {
   const rows = await q`
