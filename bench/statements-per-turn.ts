@@ -7,6 +7,7 @@
  * pg_stat_statements needs `shared_preload_libraries = 'pg_stat_statements'` and a restart; without
  * it only the commit and row counts are printed.
  */
+import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { BenchDatabases } from "./lib/db.js";
 import { gatewayEnv, spawnGateway } from "./lib/gateway.js";
@@ -88,10 +89,20 @@ try {
     return row;
   };
   const before = await counters();
+  // With STRACE=1: count the gateway's system calls during the timed run (strace -c).
+  const strace = process.env.STRACE
+    ? spawn("strace", ["-c", "-f", "-p", String(gateway.pid), "-o", "/tmp/mooring-strace.txt"], { stdio: "ignore" })
+    : null;
+  if (strace) await sleep(500);
   const cpuBefore = { gateway: cpuOf(gateway.pid), postgres: postgresCpu(), client: selfCpu() };
   const started = performance.now();
   await run(turns);
   const seconds = (performance.now() - started) / 1000;
+  if (strace) {
+    strace.kill("SIGINT");
+    await new Promise((resolve) => strace.once("exit", resolve));
+    console.log(readFileSync("/tmp/mooring-strace.txt", "utf8").split("\n").slice(0, 14).join("\n"));
+  }
   const cpu = {
     gateway: cpuOf(gateway.pid) - cpuBefore.gateway,
     postgres: postgresCpu() - cpuBefore.postgres,
@@ -115,6 +126,10 @@ try {
   console.log(
     `per turn: queued ${timing.waited.toFixed(1)} ms, ran ${timing.ran.toFixed(1)} ms (p90 ${timing.p90.toFixed(1)} ms)`,
   );
+  const tables = await db.sql<{ relname: string; upd: number; hot: number }[]>`
+    select relname, n_tup_upd::int as upd, n_tup_hot_upd::int as hot from pg_stat_user_tables
+    where relname in ('tasks', 'sessions', 'events') order by relname`;
+  console.log(`updates (HOT share): ${tables.map((t) => `${t.relname} ${t.upd} (${t.upd ? Math.round((100 * t.hot) / t.upd) : 0}%)`).join(", ")}`);
   if (statements) {
     const rows = await db.sql<{ calls: number; ms: number; query: string }[]>`
       select calls::int, total_exec_time as ms, regexp_replace(query, '\\s+', ' ', 'g') as query

@@ -20,7 +20,7 @@ import { lockSessionRow } from "../sql/lock-session.js";
 import { notifierOf, notifyGate, notifySessions } from "../sql/notify.js";
 import { renewLeases } from "../sql/renew-leases.js";
 import type { CursorFields } from "../sql/save-cursor.js";
-import { type Settlement, settleOwnedTask, settleOwnedTaskWithEvent } from "../sql/settle-task.js";
+import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { preview } from "../stream/preview.js";
 import { claimAndStart, type TaskRunner } from "./claim.js";
@@ -333,7 +333,12 @@ export class Worker implements TaskRunner {
     }
   }
 
-  /** The owner's fenced settlement with its terminal event, in one transaction. */
+  /**
+   * The owner's fenced settlement with its terminal event. The common case rides in the event
+   * log's next flush for the session (stream/event-lane.ts), after the turn's events; an
+   * interruption that may queue a continuation (MOORING_RECOVERY=continue) needs the gate lock
+   * and has a transaction of its own.
+   */
   private async settle(
     turn: RunningTurn,
     fence: OwnerFence,
@@ -341,31 +346,41 @@ export class Worker implements TaskRunner {
     settlement: Settlement,
   ): Promise<void> {
     if (turn.cause === "lost") return; // another instance owns the outcome now
-    await this.rt.eventLog.flush(turn.row.sessionId);
+    if (settlement.status === "interrupted" && this.recovery.needsGateLock) {
+      await this.rt.eventLog.flush(turn.row.sessionId);
+      return this.settleWithContinuation(turn, fence, log, settlement);
+    }
+    const outcome = await this.rt.eventLog.settle({ sessionId: turn.row.sessionId, fence, settlement });
+    switch (outcome.kind) {
+      case "settled":
+        log.info({ status: outcome.row.status, code: outcome.row.error?.code }, "turn settled");
+        return;
+      case "unconfirmed":
+        log.info({ status: settlement.status }, "turn settled (the commit's answer was lost)");
+        return;
+      case "not-owner":
+        log.warn(
+          { status: settlement.status },
+          "lost guard: task was settled or taken over elsewhere; nothing written",
+        );
+        return;
+      case "gave-up":
+        log.error("settling failed; giving up (the lease expires and the task is settled elsewhere)");
+        return;
+    }
+  }
+
+  /** An interruption with its continuation, admitted under the gate lock like any turn. */
+  private async settleWithContinuation(
+    turn: RunningTurn,
+    fence: OwnerFence,
+    log: Logger,
+    settlement: Settlement,
+  ): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       try {
-        if (!(settlement.status === "interrupted" && this.recovery.needsGateLock)) {
-          // The common case as one pipelined transaction (db/pipeline.ts): the session and task
-          // rows are held only while Postgres runs it (bench/results/history.md).
-          const [, done] = await pipelined(this.rt.db.sql, (q) => [
-            lockSessionRow(q, turn.row.sessionId),
-            settleOwnedTaskWithEvent(q, fence.taskId, fence, settlement),
-          ]);
-          if (!done) {
-            log.warn(
-              { status: settlement.status },
-              "lost guard: task was settled or taken over elsewhere; nothing written",
-            );
-            return;
-          }
-          notifierOf(this.rt.db).sessions(new Map([[done.event.sessionId, done.event.seq]]), true);
-          this.rt.eventLog.publish([done.event]);
-          log.info({ status: done.row.status, code: done.row.error?.code }, "turn settled");
-          return;
-        }
         const done = await this.rt.db.sql.begin(async (tx) => {
-          // A continuation (MOORING_RECOVERY=continue) is admitted under the gate lock like any turn.
-          if (settlement.status === "interrupted" && this.recovery.needsGateLock) await lockGate(tx);
+          await lockGate(tx);
           // Session row before task row, the order the event log's flush takes them in.
           await lockSessionRow(tx, turn.row.sessionId);
           const settled = await settleOwnedTask(tx, fence.taskId, fence, settlement);

@@ -68,7 +68,11 @@ export async function appendEvents(
       -- the head of the queue and start a later task first (FIFO broken; found by test/gate.test.ts).
       from (select task_id, min(seq) as min_seq, max(seq) as max_seq from inserted
             where task_id is not null and type <> 'task.position' group by task_id) s
+      -- The array condition makes the tasks a primary-key lookup: planned from the join alone
+      -- (estimated at 100 rows, as any set-returning function is), it was a sequential scan of
+      -- every task on each append once the table held a few thousand (bench/results/history.md).
       where t.id = s.task_id
+        and t.id = any(array(select task_id from inserted where task_id is not null and type <> 'task.position'))
     )
     select * from inserted order by seq`;
   return rows;

@@ -81,7 +81,10 @@ class Feed {
     this.pumping = true;
     void this.run()
       .catch((err) => {
-        this.log.warn({ err: String(err), sessionId: this.sessionId }, "event feed read failed; the poll will retry");
+        this.log.warn(
+          { err: String(err), sessionId: this.sessionId },
+          "event feed read failed; the poll will retry",
+        );
       })
       .finally(() => {
         this.pumping = false;
@@ -128,7 +131,8 @@ class Feed {
       select session_id, seq, task_id, type, at, data from events
       where session_id = ${this.sessionId} and seq > ${after} order by seq limit ${PAGE_SIZE}`;
     const events = rows.map(toClientEvent);
-    if (events.length > 0 && events[events.length - 1].seq > this.head) this.head = events[events.length - 1].seq;
+    if (events.length > 0 && events[events.length - 1].seq > this.head)
+      this.head = events[events.length - 1].seq;
     if (events.length > 0 && events.length < PAGE_SIZE) this.remember(events);
     return events;
   }

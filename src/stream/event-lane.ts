@@ -1,0 +1,282 @@
+/**
+ * One writer of the event log (stream/event-log.ts): it flushes one transaction at a time for the
+ * sessions that hash to it. A flush holds, in one pipelined transaction (db/pipeline.ts):
+ * - the pending events, appended per session with gap-free seqs;
+ * - running turns' session writes (resume cursor, context usage), the latest of each per turn;
+ * - settlements of turns that ended, each with its terminal event, after the turn's own events;
+ * - one NOTIFY of the sessions' new heads, and the flush's record in `event_writes`.
+ * Statements go out in session id order (every writer of session rows locks them in that order,
+ * so concurrent transactions never deadlock), and per session: events, writes, settlements.
+ */
+import { randomUUID } from "node:crypto";
+import type { Logger } from "pino";
+import type { Database, Tx } from "../db/client.js";
+import { pipelined } from "../db/pipeline.js";
+import { appendEvents, type StoredEvent } from "../sql/append-events.js";
+import { eventWriteCommitted, recordEventWrite } from "../sql/event-writes.js";
+import { lockSessionRow } from "../sql/lock-session.js";
+import { notifierOf, notifySessionHeads } from "../sql/notify.js";
+import { saveTurnState } from "../sql/save-cursor.js";
+import { settleOwnedTaskWithEvent } from "../sql/settle-task.js";
+import { type Group, groupBySessionAndFence, takeBatch } from "./event-batch.js";
+import type {
+  EventLogOptions,
+  PendingEvent,
+  SessionWrite,
+  SettleOutcome,
+  SettleRequest,
+} from "./event-log.js";
+
+/** A session write or a settlement waiting for a flush. */
+type Work =
+  | { kind: "write"; write: SessionWrite; after: number; done: (written: boolean) => void }
+  | { kind: "settle"; request: SettleRequest; after: number; done: (outcome: SettleOutcome) => void };
+
+/** What one flush committed, per work item (null: given up at shutdown). */
+type WorkResult = boolean | SettleOutcome;
+
+export class EventLane {
+  private pending: PendingEvent[] = [];
+  /** Session writes and settlements, oldest first. */
+  private work: Work[] = [];
+  /** Counts since start: `flush` waits until everything queued before its call is in. */
+  private eventsAppended = 0;
+  private eventsWritten = 0;
+  private workQueued = 0;
+  private workDone = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private flushing: Promise<void> | null = null;
+
+  constructor(
+    private readonly db: Database,
+    private readonly options: EventLogOptions,
+    private readonly log: Logger,
+    private readonly publish: (events: StoredEvent[]) => void,
+    private readonly closed: () => boolean,
+  ) {}
+
+  append(event: PendingEvent): void {
+    this.pending.push(event);
+    this.eventsAppended++;
+    if (this.pending.length >= this.options.flushMax) void this.flush();
+    else this.schedule();
+  }
+
+  writeSession(write: SessionWrite): Promise<boolean> {
+    return new Promise((done) => {
+      this.queue({ kind: "write", write, after: this.eventsAppended, done });
+      this.schedule();
+    });
+  }
+
+  /** A settlement goes out at once: the turn is over and its client is waiting. */
+  settle(request: SettleRequest): Promise<SettleOutcome> {
+    return new Promise((done) => {
+      this.queue({ kind: "settle", request, after: this.eventsAppended, done });
+      void this.flush();
+    });
+  }
+
+  private queue(item: Work): void {
+    this.work.push(item);
+    this.workQueued++;
+  }
+
+  private schedule(): void {
+    if (!this.timer) this.timer = setTimeout(() => void this.flush(), this.options.flushMs);
+  }
+
+  /**
+   * Commit everything queued so far; resolves once it is durable (retrying while the database is
+   * away). It does not wait for what is queued after the call: under steady load the lane is never
+   * empty, and a settling turn must not wait for other turns' later events.
+   */
+  async flush(): Promise<void> {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    const events = this.eventsAppended;
+    const work = this.workQueued;
+    for (;;) {
+      while (this.flushing) await this.flushing;
+      // Both queues are taken oldest first, so these counts say that everything before the call is in.
+      if (this.eventsWritten >= events && this.workDone >= work) return;
+      const batch = takeBatch(this.pending);
+      const covered = this.eventsWritten + batch.length;
+      // Work goes in once every event queued before it is in this flush or an earlier one: a
+      // settlement's terminal event must follow all of its turn's events.
+      let n = 0;
+      while (n < this.work.length && this.work[n].after <= covered) n++;
+      const items = this.work.splice(0, n);
+      this.flushing = this.write(batch, items).finally(() => {
+        this.eventsWritten += batch.length;
+        this.workDone += items.length;
+        this.flushing = null;
+      });
+      await this.flushing;
+    }
+  }
+
+  private async write(batch: PendingEvent[], items: Work[]): Promise<void> {
+    const results = await this.commit(batch, items);
+    for (const [i, item] of items.entries()) {
+      const result = results?.[i] ?? null;
+      if (item.kind === "write") item.done(result === true);
+      else item.done(result === null || typeof result === "boolean" ? { kind: "gave-up" } : result);
+    }
+    if (
+      items.some((item, i) => item.kind === "settle" && (results?.[i] as SettleOutcome)?.kind !== "not-owner")
+    ) {
+      // A slot is free: instances waiting for one claim now (sql/notify.ts, after the commit).
+      notifierOf(this.db).sessions(new Map(), true);
+    }
+  }
+
+  /** One flush in one transaction, retried while the database is away (until shutdown gives up). */
+  private async commit(batch: PendingEvent[], items: Work[]): Promise<WorkResult[] | null> {
+    const plan = planFlush(groupBySessionAndFence(batch), items);
+    // Identifies this flush across retries: a retry first asks whether an earlier attempt whose
+    // answer was lost committed after all (sql/event-writes.ts), so nothing is written twice.
+    const writeId = randomUUID();
+    let uncertain = false;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (uncertain && (await eventWriteCommitted(this.db.sql, writeId))) {
+          this.log.warn(
+            { writeId, events: batch.length },
+            "event log flush had committed; its answer was lost",
+          );
+          // Subscribers still get these events: the commit carried its notification, and the
+          // polling backstop reads them from the log.
+          return items.map((item) => (item.kind === "write" ? true : { kind: "unconfirmed" }));
+        }
+        uncertain = true;
+        const answers = await pipelined<unknown[]>(this.db.sql, (q) => [
+          ...plan.statements.map((statement) => statement(q)),
+          notifySessionHeads(q, plan.notifySessions),
+          recordEventWrite(q, writeId),
+        ]);
+        return this.committed(plan, answers, items);
+      } catch (err) {
+        if (this.closed() && attempt >= 3) {
+          this.log.error(
+            { err: String(err), lost: batch.length, sessionWork: items.length },
+            "event log could not be flushed at shutdown",
+          );
+          return null;
+        }
+        const delay = Math.min(50 * 2 ** attempt, 2000);
+        this.log.warn(
+          { err: String(err), retryInMs: delay, events: batch.length },
+          "event log flush failed; retrying",
+        );
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
+  }
+
+  /** Publish what committed, in seq order per session, and answer each work item. */
+  private committed(plan: FlushPlan, answers: unknown[], items: Work[]): WorkResult[] {
+    const results: WorkResult[] = new Array(items.length);
+    const events: StoredEvent[] = [];
+    for (const [i, step] of plan.steps.entries()) {
+      const answer = answers[i];
+      if (step.kind === "append") {
+        const stored = answer as StoredEvent[];
+        if (stored.length === 0 && step.group.fence) {
+          this.log.warn(
+            {
+              sessionId: step.group.sessionId,
+              taskId: step.group.fence.taskId,
+              attempt: step.group.fence.attempt,
+              dropped: step.group.events.length,
+            },
+            "lost guard: events of a task this instance no longer owns were dropped",
+          );
+        }
+        events.push(...stored);
+      } else if (step.kind === "write") {
+        for (const item of step.items) results[item] = answer as boolean;
+      } else if (step.kind === "settle") {
+        const settled = answer as Awaited<ReturnType<typeof settleOwnedTaskWithEvent>>;
+        if (settled) events.push(settled.event);
+        results[step.item] = settled
+          ? { kind: "settled", row: settled.row, event: settled.event }
+          : { kind: "not-owner" };
+      }
+    }
+    this.publish(events);
+    return results;
+  }
+}
+
+/** One statement of a flush and what its answer means. */
+type Step =
+  | { kind: "lock" }
+  | { kind: "append"; group: Group }
+  | { kind: "write"; items: number[] }
+  | { kind: "settle"; item: number };
+
+interface FlushPlan {
+  steps: Step[];
+  statements: ((q: Tx) => Promise<unknown>)[];
+  /** Sessions whose log grows in this flush. */
+  notifySessions: string[];
+}
+
+/**
+ * The flush's statements in session id order. Per session: its row lock when a settlement follows
+ * (the settlement reads the session's last seq, which the lock keeps still; an append takes the
+ * lock too, but only when its fence holds), its event groups, one write per turn with only the
+ * latest cursor and usage, then its settlements in the order they came.
+ */
+function planFlush(groups: Group[], items: Work[]): FlushPlan {
+  const bySession = new Map<string, { groups: Group[]; writes: Map<string, number[]>; settles: number[] }>();
+  const entry = (sessionId: string) => {
+    const known = bySession.get(sessionId);
+    if (known) return known;
+    const created = { groups: [] as Group[], writes: new Map<string, number[]>(), settles: [] as number[] };
+    bySession.set(sessionId, created);
+    return created;
+  };
+  for (const group of groups) entry(group.sessionId).groups.push(group);
+  for (const [i, item] of items.entries()) {
+    if (item.kind === "settle") {
+      entry(item.request.sessionId).settles.push(i);
+    } else {
+      const { writes } = entry(item.write.sessionId);
+      const turn = `${item.write.fence.taskId}:${item.write.fence.attempt}`;
+      writes.set(turn, [...(writes.get(turn) ?? []), i]);
+    }
+  }
+  const plan: FlushPlan = { steps: [], statements: [], notifySessions: [] };
+  const add = (step: Step, statement: (q: Tx) => Promise<unknown>) => {
+    plan.steps.push(step);
+    plan.statements.push(statement);
+  };
+  for (const sessionId of [...bySession.keys()].sort()) {
+    const session = bySession.get(sessionId)!;
+    if (session.groups.length > 0 || session.settles.length > 0) plan.notifySessions.push(sessionId);
+    if (session.settles.length > 0) add({ kind: "lock" }, (q) => lockSessionRow(q, sessionId));
+    for (const group of session.groups) {
+      add({ kind: "append" as const, group }, (q) =>
+        appendEvents(q, group.sessionId, group.events, group.fence),
+      );
+    }
+    for (const turnWrites of session.writes.values()) {
+      const writes = turnWrites.map((i) => (items[i] as Extract<Work, { kind: "write" }>).write);
+      const cursor = [...writes].reverse().find((w) => w.cursor)?.cursor;
+      const contextUsage = [...writes].reverse().find((w) => w.contextUsage)?.contextUsage;
+      const fence = writes[0].fence;
+      add({ kind: "write", items: turnWrites }, (q) =>
+        saveTurnState(q, sessionId, { cursor, contextUsage }, fence),
+      );
+    }
+    for (const i of session.settles) {
+      const { fence, settlement } = (items[i] as Extract<Work, { kind: "settle" }>).request;
+      add({ kind: "settle", item: i }, (q) => settleOwnedTaskWithEvent(q, fence.taskId, fence, settlement));
+    }
+  }
+  return plan;
+}
