@@ -16,8 +16,13 @@ let workspace: string;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  // A flush holds at most 256 events; flushMax 16 makes a turn's events span many flushes.
-  gw = await startTestGateway(db.url, { MOORING_EVENT_FLUSH_LANES: "3", MOORING_EVENT_FLUSH_MAX: "16" });
+  // A flush holds at most 256 events, and flushMax 16 makes a turn's events span many flushes;
+  // 10 running, so none of the 6 turns waits in the queue (that would add task.position events).
+  gw = await startTestGateway(db.url, {
+    MOORING_EVENT_FLUSH_LANES: "3",
+    MOORING_EVENT_FLUSH_MAX: "16",
+    MOORING_MAX_ACTIVE: "10",
+  });
   workspace = await tempWorkspace();
 });
 afterAll(async () => {

@@ -4,7 +4,8 @@
  * - the pending events, appended per session with gap-free seqs;
  * - running turns' session writes (resume cursor, context usage), the latest of each per turn;
  * - settlements of turns that ended, each with its terminal event, after the turn's own events;
- * - one NOTIFY of the sessions' new heads, and the flush's record in `event_writes`.
+ * - one NOTIFY of the sessions' new heads (and of the gate when a turn settled: a slot is free), and
+ *   the flush's record in `event_writes`.
  * Statements go out in session id order (every writer of session rows locks them in that order,
  * so concurrent transactions never deadlock), and per session: events, writes, settlements.
  */
@@ -15,7 +16,7 @@ import { pipelined } from "../db/pipeline.js";
 import { appendEvents, type StoredEvent } from "../sql/append-events.js";
 import { eventWriteCommitted, recordEventWrite } from "../sql/event-writes.js";
 import { lockSessionRow } from "../sql/lock-session.js";
-import { notifierOf, notifySessionHeads } from "../sql/notify.js";
+import { notifyGate, notifySessionHeads } from "../sql/notify.js";
 import { saveTurnState } from "../sql/save-cursor.js";
 import { settleOwnedTaskWithEvent } from "../sql/settle-task.js";
 import { type Group, groupBySessionAndFence, takeBatch } from "./event-batch.js";
@@ -125,12 +126,6 @@ export class EventLane {
       if (item.kind === "write") item.done(result === true);
       else item.done(result === null || typeof result === "boolean" ? { kind: "gave-up" } : result);
     }
-    if (
-      items.some((item, i) => item.kind === "settle" && (results?.[i] as SettleOutcome)?.kind !== "not-owner")
-    ) {
-      // A slot is free: instances waiting for one claim now (sql/notify.ts, after the commit).
-      notifierOf(this.db).sessions(new Map(), true);
-    }
   }
 
   /** One flush in one transaction, retried while the database is away (until shutdown gives up). */
@@ -155,6 +150,8 @@ export class EventLane {
         const answers = await pipelined<unknown[]>(this.db.sql, (q) => [
           ...plan.statements.map((statement) => statement(q)),
           notifySessionHeads(q, plan.notifySessions),
+          // A settlement frees a slot: instances waiting for one claim (delivered at commit).
+          plan.settles ? notifyGate(q) : Promise.resolve(),
           recordEventWrite(q, writeId),
         ]);
         return this.committed(plan, answers, items);
@@ -223,6 +220,8 @@ interface FlushPlan {
   statements: ((q: Tx) => Promise<unknown>)[];
   /** Sessions whose log grows in this flush. */
   notifySessions: string[];
+  /** Settlements in this flush. */
+  settles: number;
 }
 
 /**
@@ -250,7 +249,7 @@ function planFlush(groups: Group[], items: Work[]): FlushPlan {
       writes.set(turn, [...(writes.get(turn) ?? []), i]);
     }
   }
-  const plan: FlushPlan = { steps: [], statements: [], notifySessions: [] };
+  const plan: FlushPlan = { steps: [], statements: [], notifySessions: [], settles: 0 };
   const add = (step: Step, statement: (q: Tx) => Promise<unknown>) => {
     plan.steps.push(step);
     plan.statements.push(statement);
@@ -276,6 +275,7 @@ function planFlush(groups: Group[], items: Work[]): FlushPlan {
     for (const i of session.settles) {
       const { fence, settlement } = (items[i] as Extract<Work, { kind: "settle" }>).request;
       add({ kind: "settle", item: i }, (q) => settleOwnedTaskWithEvent(q, fence.taskId, fence, settlement));
+      plan.settles++;
     }
   }
   return plan;
