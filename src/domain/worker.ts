@@ -118,7 +118,7 @@ export class Worker implements TaskRunner {
     const starting = rows.filter((row) => !this.turns.has(row.id));
     if (starting.length === 0) return;
     // One read for the sessions of every turn claimed together (a claim starts many under load).
-    const sessions = this.sessions.rows([...new Set(starting.map((row) => row.sessionId))]);
+    const sessions = this.readSessions([...new Set(starting.map((row) => row.sessionId))]);
     sessions.catch(() => {}); // each turn handles the failure
     for (const row of starting) {
       const turn = new RunningTurn(row);
@@ -126,6 +126,23 @@ export class Worker implements TaskRunner {
       turn.done = this.execute(turn, sessions).catch((err) => {
         this.log.error({ err, taskId: row.id }, "turn execution failed unexpectedly");
       });
+    }
+  }
+
+  /**
+   * The sessions of turns about to start. A database hiccup here (a pooled connection that died
+   * while the database restarted answers its first query with an error) is not the agent's
+   * failure: the read is retried for up to one lease, during which the heartbeat keeps the tasks ours.
+   */
+  private async readSessions(ids: string[]): Promise<Map<string, SessionRow>> {
+    const giveUpAt = Date.now() + this.rt.config.leaseMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.sessions.rows(ids);
+      } catch (err) {
+        if (!isDatabaseUnavailable(err) || Date.now() >= giveUpAt) throw err;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 1000)));
+      }
     }
   }
 
