@@ -24,7 +24,7 @@ import type { Tx } from "../db/client.js";
 import type { StoredEvent } from "../sql/append-events.js";
 import { isQueueFull, refuseIfQueueOverflows } from "../sql/gate-check.js";
 import { lockGate } from "../sql/gate-lock.js";
-import { appendQueuedEvent, findTaskByIdempotencyKey, insertTask } from "../sql/insert-task.js";
+import { findTaskByIdempotencyKey, insertQueuedTask } from "../sql/insert-task.js";
 import { lockSessionRow, lockSessionRows } from "../sql/lock-session.js";
 import { notifierOf } from "../sql/notify.js";
 import type { TaskRow } from "../sql/task-row.js";
@@ -135,8 +135,8 @@ export class AdmissionQueue {
   /**
    * The statements, in order: gate lock; the batch's session rows, locked in id order (the order
    * the event log's flush locks them in, so the two never deadlock); per submit an idempotency
-   * lookup (sent before its insert, so it also sees a same-key submit earlier in the batch), the
-   * insert (nothing when the key is taken or the session is not open) and its `task.queued`; the
+   * lookup (sent before its insert, so it also sees a same-key submit earlier in the batch) and the
+   * insert with its `task.queued` (nothing when the key is taken or the session is not open); the
    * claim; the queue check, which aborts the whole transaction when the queue would overflow.
    */
   private transaction(batch: Waiting[]): Promise<unknown[]> {
@@ -149,7 +149,7 @@ export class AdmissionQueue {
         request.idempotencyKey
           ? findTaskByIdempotencyKey(q, request.sessionId, request.idempotencyKey)
           : Promise.resolve(null),
-        insertTask(q, {
+        insertQueuedTask(q, {
           id,
           sessionId: request.sessionId,
           prompt: request.prompt,
@@ -160,7 +160,6 @@ export class AdmissionQueue {
           queueTimeoutMs: config.queueTimeoutMs,
           continuesTaskId: null,
         }),
-        appendQueuedEvent(q, id),
       ]),
       claimAndStart(q, this.rt, this.runner().claimLimit()),
       refuseIfQueueOverflows(
@@ -173,21 +172,18 @@ export class AdmissionQueue {
 
   /** After the commit: answer each submit, tell subscribers, start what was claimed. */
   private finish(batch: Waiting[], answers: unknown[]): void {
-    const claim = answers[2 + batch.length * 3] as Awaited<ReturnType<typeof claimAndStart>>;
+    const claim = answers[2 + batch.length * 2] as Awaited<ReturnType<typeof claimAndStart>>;
     const claimedById = new Map(claim.rows.map((r) => [r.id, r]));
     const heads = new Map<string, number>();
     const events: StoredEvent[] = [];
     const results: Admitted[] = [];
     for (const [i, { request }] of batch.entries()) {
-      const existing = answers[2 + i * 3] as TaskRow | null;
-      const row = answers[3 + i * 3] as TaskRow | null;
-      const queued = answers[4 + i * 3] as StoredEvent | null;
-      if (row && queued) {
-        // The row was read before its event was appended: keep the answer's seqs current.
-        row.firstSeq = queued.seq;
-        row.lastSeq = queued.seq;
-        heads.set(request.sessionId, queued.seq);
-        events.push(queued);
+      const existing = answers[2 + i * 2] as TaskRow | null;
+      const inserted = answers[3 + i * 2] as Awaited<ReturnType<typeof insertQueuedTask>>;
+      const row = inserted?.row ?? null;
+      if (inserted) {
+        heads.set(request.sessionId, inserted.queued.seq);
+        events.push(inserted.queued);
       }
       results.push({
         created: row ? (claimedById.get(row.id) ?? row) : null,

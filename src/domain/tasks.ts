@@ -9,7 +9,7 @@ import { cancelQueuedTask, findActiveTaskOfSession, markTaskCancelling } from ".
 import { lockGate } from "../sql/gate-lock.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { countActiveAndQueued, queuePositions } from "../sql/gate-status.js";
-import { appendQueuedEvent, findTaskByIdempotencyKey, insertTask } from "../sql/insert-task.js";
+import { findTaskByIdempotencyKey, insertQueuedTask } from "../sql/insert-task.js";
 import { notifyCancel, notifyGate, notifySessions } from "../sql/notify.js";
 import { isTerminal, type TaskRow, type TaskStatus } from "../sql/task-row.js";
 import { AdmissionQueue, QueueFull } from "./admission.js";
@@ -138,10 +138,10 @@ export class TaskService {
         // The insert does nothing when the idempotency key is already taken (the lookup, sent before
         // it, then answers with that task), and so does everything that names the new task's id.
         const id = randomUUID();
-        const [, existing, row, queued, claim, counts] = await Promise.all([
+        const [, existing, inserted, claim, counts] = await Promise.all([
           locked,
           lookup,
-          insertTask(tx, {
+          insertQueuedTask(tx, {
             id,
             sessionId,
             prompt,
@@ -152,10 +152,11 @@ export class TaskService {
             queueTimeoutMs: this.rt.config.queueTimeoutMs,
             continuesTaskId: null,
           }),
-          appendQueuedEvent(tx, id),
           claimAndStart(tx, this.rt, this.runner.claimLimit()),
           countActiveAndQueued(tx),
         ]);
+        const row = inserted?.row ?? null;
+        const queued = inserted?.queued ?? null;
         if (!row && !existing) throw new MooringError("SESSION_ARCHIVED", `session ${sessionId} is archived`);
         if (row && counts.queued > this.rt.config.maxQueued) {
           this.rt.log.info(
@@ -168,10 +169,7 @@ export class TaskService {
           });
         }
         const heads = new Map(claim.heads);
-        if (row && queued) {
-          // The row was read before its event was appended: keep the answer's seqs current.
-          row.firstSeq = queued.seq;
-          row.lastSeq = queued.seq;
+        if (queued) {
           if (!heads.has(sessionId)) heads.set(sessionId, queued.seq);
         }
         if (heads.size > 0 || cancel) {

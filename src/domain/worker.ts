@@ -300,8 +300,8 @@ export class Worker implements TaskRunner {
       } finally {
         clearTimeout(deadlineTimer);
       }
-      // The context usage write must land before the settlement ends the fence that guards it.
-      await state.writesDone();
+      // The turn's session writes need no waiting for: its lane commits them before (or with)
+      // the settlement queued after them, while the fence that guards them still holds.
       tokens = state.contextTokens;
       healthy = failure === null && outcome !== null && conversation.alive;
       if (outcome === null && failure === null) {
@@ -446,8 +446,6 @@ class TurnState {
   lastUsage: AgentUsage | null = null;
   text = "";
   readonly sink;
-  /** This turn's session writes in the event log (stream/event-log.ts), until they committed. */
-  private writes: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly rt: Runtime,
@@ -561,16 +559,11 @@ class TurnState {
     }
   }
 
-  /** Remember a session write; say so if it was fenced out. */
+  /** A session write queued in the event log (stream/event-log.ts): say so if it was fenced out. */
   private track(written: Promise<boolean>, fencedOut: string): void {
-    this.writes = Promise.all([this.writes, written]).then(([, ok]) => {
+    void written.then((ok) => {
       if (!ok) this.log.warn(fencedOut);
     });
-  }
-
-  /** Resolves once every session write this turn started has landed (or failed and was logged). */
-  writesDone(): Promise<void> {
-    return this.writes;
   }
 
   resultFor(outcome: TurnOutcome) {

@@ -41,37 +41,64 @@ export async function insertTask(tx: Tx, task: TaskToInsert): Promise<TaskRow | 
 }
 
 /**
- * The `task.queued` event of a task inserted earlier in this transaction, with its place in the
- * global queue: `queuedEvent` (domain/task-events.ts) built in SQL, so that it needs nothing from
- * the insert's answer and goes out in the same round trip (bench/results/history.md). Seq
- * allocation as in append-events.ts (the session's `last_seq`, gap-free); the task's first/last
- * seq follow. Null when the task is not there (the insert did nothing) or no longer queued.
+ * `insertTask` and the task's `task.queued` event in one statement (`queuedEvent` of
+ * domain/task-events.ts built in SQL), for admissions: one statement per submit instead of two in
+ * the gate's transaction (bench/results/history.md). The session row's update takes the turn index
+ * and the event's seq together (gap-free, as in append-events.ts). The event's `position` counts
+ * the queued tasks admitted before this one (visible: earlier statements of this transaction
+ * included) plus this one, which the statement's own snapshot cannot see. Null exactly when
+ * `insertTask` would be.
  */
-export async function appendQueuedEvent(tx: Tx, taskId: string): Promise<StoredEvent | null> {
-  const [row] = await tx<StoredEvent[]>`
-    with t as (
-      select id, session_id, turn_index, queue_order, continues_task_id from tasks
-      where id = ${taskId} and status = 'queued'
-    ), head as (
-      update sessions s set last_seq = s.last_seq + 1, last_activity_at = now(), updated_at = now()
-      from t where s.id = t.session_id
-      returning s.last_seq as seq
+export async function insertQueuedTask(
+  tx: Tx,
+  task: TaskToInsert,
+): Promise<{ row: TaskRow; queued: StoredEvent } | null> {
+  const [found] = await tx<(TaskRow & { eventAt: Date; eventData: unknown })[]>`
+    with turn as (
+      update sessions set next_turn_index = next_turn_index + 1, last_seq = last_seq + 1,
+        updated_at = now(), last_activity_at = now()
+      where id = ${task.sessionId} and archived_at is null
+        and (${task.idempotencyKey}::text is null or not exists (
+          select 1 from tasks where session_id = ${task.sessionId} and idempotency_key = ${task.idempotencyKey}))
+      returning next_turn_index - 1 as turn_index, last_seq as seq
     ), inserted as (
+      insert into tasks (id, session_id, turn_index, status, prompt, idempotency_key, jumps_queue, load_class,
+                         timeout_ms, queue_deadline_at, continues_task_id, first_seq, last_seq)
+      select coalesce(${task.id ?? null}::uuid, gen_random_uuid()), ${task.sessionId}, turn.turn_index, 'queued',
+             ${task.prompt}, ${task.idempotencyKey}, ${task.jumpsQueue}, ${task.loadClass}, ${task.timeoutMs},
+             now() + make_interval(secs => ${task.queueTimeoutMs} / 1000.0), ${task.continuesTaskId},
+             turn.seq, turn.seq
+      from turn
+      returning *
+    ), queued as (
       insert into events (session_id, seq, task_id, type, data)
-      select t.session_id, head.seq, t.id, 'task.queued', jsonb_build_object(
-               'position', (select count(*)::int from tasks q where q.status = 'queued' and q.queue_order <= t.queue_order),
-               'turnIndex', t.turn_index, 'continuesTaskId', t.continues_task_id)
-      from t, head
-      returning session_id, seq, task_id, type, at, data
-    ), seqs as (
-      update tasks set first_seq = coalesce(first_seq, i.seq), last_seq = i.seq
-      from inserted i where tasks.id = i.task_id
+      select i.session_id, i.first_seq, i.id, 'task.queued', jsonb_build_object(
+               'position', 1 + (select count(*)::int from tasks q where q.status = 'queued' and q.queue_order < i.queue_order),
+               'turnIndex', i.turn_index, 'continuesTaskId', i.continues_task_id)
+      from inserted i
+      returning at, data
     )
-    select * from inserted`;
-  return row ?? null;
+    select inserted.*, queued.at as event_at, queued.data as event_data from inserted, queued`;
+  if (!found) return null;
+  const { eventAt, eventData, ...row } = found;
+  return {
+    row: row as TaskRow,
+    queued: {
+      sessionId: row.sessionId,
+      seq: row.firstSeq!,
+      taskId: row.id,
+      type: "task.queued",
+      at: eventAt,
+      data: eventData,
+    },
+  };
 }
 
-export async function findTaskByIdempotencyKey(tx: Tx, sessionId: string, key: string): Promise<TaskRow | null> {
+export async function findTaskByIdempotencyKey(
+  tx: Tx,
+  sessionId: string,
+  key: string,
+): Promise<TaskRow | null> {
   const [row] = await tx<TaskRow[]>`
     select * from tasks where session_id = ${sessionId} and idempotency_key = ${key}`;
   return row ?? null;

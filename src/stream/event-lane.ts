@@ -13,7 +13,7 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { Database, Tx } from "../db/client.js";
 import { pipelined } from "../db/pipeline.js";
-import { appendEvents, type StoredEvent } from "../sql/append-events.js";
+import { appendEvents, type OwnerFence, type StoredEvent } from "../sql/append-events.js";
 import { eventWriteCommitted, recordEventWrite } from "../sql/event-writes.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { notifyGate, notifySessionHeads } from "../sql/notify.js";
@@ -226,9 +226,10 @@ interface FlushPlan {
 
 /**
  * The flush's statements in session id order. Per session: its row lock when a settlement follows
- * (the settlement reads the session's last seq, which the lock keeps still; an append takes the
- * lock too, but only when its fence holds), its event groups, one write per turn with only the
- * latest cursor and usage, then its settlements in the order they came.
+ * that no earlier statement is sure to have locked it for (the settlement reads the session's last
+ * seq, which the lock keeps still; an append locks the row unless its fence fails, and a fence that
+ * fails the append fails the settlement of the same turn too), its event groups, one write per turn
+ * with only the latest cursor and usage, then its settlements in the order they came.
  */
 function planFlush(groups: Group[], items: Work[]): FlushPlan {
   const bySession = new Map<string, { groups: Group[]; writes: Map<string, number[]>; settles: number[] }>();
@@ -257,7 +258,16 @@ function planFlush(groups: Group[], items: Work[]): FlushPlan {
   for (const sessionId of [...bySession.keys()].sort()) {
     const session = bySession.get(sessionId)!;
     if (session.groups.length > 0 || session.settles.length > 0) plan.notifySessions.push(sessionId);
-    if (session.settles.length > 0) add({ kind: "lock" }, (q) => lockSessionRow(q, sessionId));
+    const lockedByAppend = (fence: OwnerFence) =>
+      session.groups.some(
+        (g) => !g.fence || (g.fence.taskId === fence.taskId && g.fence.attempt === fence.attempt),
+      );
+    const settleFences = session.settles.map(
+      (i) => (items[i] as Extract<Work, { kind: "settle" }>).request.fence,
+    );
+    if (settleFences.some((fence) => !lockedByAppend(fence))) {
+      add({ kind: "lock" }, (q) => lockSessionRow(q, sessionId));
+    }
     for (const group of session.groups) {
       add({ kind: "append" as const, group }, (q) =>
         appendEvents(q, group.sessionId, group.events, group.fence),
