@@ -137,8 +137,9 @@ describe("event log", () => {
         await new Promise((r) => setTimeout(r, 10));
       expect(heads.at(-1)).toBe(log.length);
       // One notification per transaction: each names that transaction's last seq, so they are
-      // distinct and ascending, and there are far fewer than events (and than agent emissions).
-      expect([...heads].sort((a, b) => a - b)).toEqual(heads);
+      // distinct, and there are far fewer than events (and than agent emissions). They need not
+      // arrive in seq order: the admission notifies right after its commit, a flush at its commit,
+      // and a receiver reads up to the highest head it has seen.
       expect(new Set(heads).size).toBe(heads.length);
       expect(log.length).toBeGreaterThan(10);
       expect(heads.length).toBeLessThan(log.length);
