@@ -1,10 +1,9 @@
-
 import { randomUUID } from "node:crypto";
 import { expect, it } from "vitest";
 import { connect, type Database } from "../src/db/client.js";
 import { applyMigrations } from "../src/db/migrate.js";
 import { appendEvents } from "../src/sql/append-events.js";
-import { saveContextUsage, saveCursor } from "../src/sql/save-cursor.js";
+import { saveTurnState } from "../src/sql/save-turn-state.js";
 import { settleOwnedTask } from "../src/sql/settle-task.js";
 import type { TestDatabase } from "./support/db.js";
 import { eventually } from "./support/gateway.js";
@@ -153,9 +152,14 @@ it("the named SQL functions change 0 rows with a stale fence, and work with the 
         lastAssistantMessageId: "m",
         pastAgentSessionIds: [],
       };
-      expect(await saveCursor(sql, session.id, cursor, fence)).toBe(false);
+      expect(await saveTurnState(sql, session.id, { cursor }, fence)).toBe(false);
       expect(
-        await saveContextUsage(sql, session.id, { inputTokens: 1, contextWindow: 2, percent: 50 }, fence),
+        await saveTurnState(
+          sql,
+          session.id,
+          { contextUsage: { inputTokens: 1, contextWindow: 2, percent: 50 } },
+          fence,
+        ),
       ).toBe(false);
     }
     expect(await snapshot(task.id, session.id)).toEqual(before);
@@ -170,13 +174,28 @@ it("the named SQL functions change 0 rows with a stale fence, and work with the 
     );
     expect(stored.map((e) => e.seq)).toEqual([1]);
     expect(
-      await saveCursor(
+      await saveTurnState(
         sql,
         session.id,
-        { agentSessionId: "a", turnCount: 1, lastAssistantMessageId: "m1", pastAgentSessionIds: [] },
+        {
+          cursor: {
+            agentSessionId: "a",
+            turnCount: 1,
+            lastAssistantMessageId: "m1",
+            pastAgentSessionIds: [],
+          },
+          contextUsage: { inputTokens: 10, contextWindow: 100, percent: 10 },
+        },
         current,
       ),
     ).toBe(true);
+    const [written] = await sql<{ agentSessionId: string; turnCount: number; contextUsage: unknown }[]>`
+      select agent_session_id, turn_count, context_usage from sessions where id = ${session.id}`;
+    expect(written).toEqual({
+      agentSessionId: "a",
+      turnCount: 1,
+      contextUsage: { inputTokens: 10, contextWindow: 100, percent: 10 },
+    });
     const settled = await settleOwnedTask(sql, task.id, current, { status: "completed", result: null });
     expect(settled).toMatchObject({ status: "completed", version: task.version + 1 });
     // Once settled, even the former owner's writes are fenced: terminal states never change.

@@ -19,7 +19,7 @@ import { pipelined } from "../db/pipeline.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { notifierOf, notifyGate, notifySessions } from "../sql/notify.js";
 import { renewLeases } from "../sql/renew-leases.js";
-import type { CursorFields } from "../sql/save-cursor.js";
+import type { CursorFields } from "../sql/save-turn-state.js";
 import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { preview } from "../stream/preview.js";

@@ -17,7 +17,7 @@ import { appendEvents, type OwnerFence, type StoredEvent } from "../sql/append-e
 import { eventWriteCommitted, recordEventWrite } from "../sql/event-writes.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { notifyGate, notifySessionHeads } from "../sql/notify.js";
-import { saveTurnState } from "../sql/save-cursor.js";
+import { saveTurnState } from "../sql/save-turn-state.js";
 import { settleOwnedTaskWithEvent } from "../sql/settle-task.js";
 import { type Group, groupBySessionAndFence, takeBatch } from "./event-batch.js";
 import type {

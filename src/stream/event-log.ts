@@ -19,7 +19,7 @@
 import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
 import type { NewEvent, OwnerFence, StoredEvent } from "../sql/append-events.js";
-import type { ContextUsage, CursorFields } from "../sql/save-cursor.js";
+import type { ContextUsage, CursorFields } from "../sql/save-turn-state.js";
 import type { Settlement } from "../sql/settle-task.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { EventLane } from "./event-lane.js";
