@@ -21,6 +21,7 @@
 import { randomUUID } from "node:crypto";
 import { pipelined } from "../db/pipeline.js";
 import type { Tx } from "../db/client.js";
+import { isDatabaseUnavailable } from "../errors.js";
 import type { StoredEvent } from "../sql/append-events.js";
 import { isQueueFull, refuseIfQueueOverflows } from "../sql/gate-check.js";
 import { lockGate } from "../sql/gate-lock.js";
@@ -101,6 +102,11 @@ export class AdmissionQueue {
     try {
       answers = await this.transaction(batch);
     } catch (err) {
+      if (isDatabaseUnavailable(err)) {
+        // One at a time would only fail the same way, each after its own connection wait.
+        for (const waiting of batch) waiting.reject(err);
+        return;
+      }
       if (!isQueueFull(err)) {
         this.rt.log.debug(
           { err: String(err), submits: batch.length },
@@ -194,10 +200,17 @@ export class AdmissionQueue {
     for (const [sessionId, seq] of claim.heads) heads.set(sessionId, seq);
     events.push(...claim.events);
     this.rt.log.debug({ submits: batch.length, claimed: claim.rows.length }, "admission committed");
-    if (heads.size > 0) notifierOf(this.rt.db).sessions(heads, true);
-    this.rt.eventLog.publish(events);
-    this.runner().startClaimed(claim.rows);
-    if (results.some((r) => r.created) || claim.rows.length > 0) this.onQueueChanged();
-    for (const [i, waiting] of batch.entries()) waiting.resolve(results[i]);
+    try {
+      if (heads.size > 0) notifierOf(this.rt.db).sessions(heads, true);
+      this.rt.eventLog.publish(events);
+      this.runner().startClaimed(claim.rows);
+      if (results.some((r) => r.created) || claim.rows.length > 0) this.onQueueChanged();
+    } catch (err) {
+      // Committed is committed: the submits are answered whatever went wrong after (subscribers'
+      // polling backstops read the events; the heartbeat adopts claimed tasks that never started).
+      this.rt.log.error({ err: String(err) }, "after an admission committed");
+    } finally {
+      for (const [i, waiting] of batch.entries()) waiting.resolve(results[i]);
+    }
   }
 }
