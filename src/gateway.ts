@@ -61,7 +61,9 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   const registry = loadAgentRegistry(config.agents);
   const workspaceRoots = normalizeRoots(config.workspaceRoots);
   const identity: Identity = {
-    instanceId: config.instanceId ?? (config.port === 0 ? `${hostname()}:${randomUUID().slice(0, 8)}` : `${hostname()}:${config.port}`),
+    instanceId:
+      config.instanceId ??
+      (config.port === 0 ? `${hostname()}:${randomUUID().slice(0, 8)}` : `${hostname()}:${config.port}`),
     bootId: randomUUID(),
     host: hostname(),
     pid: process.pid,
@@ -88,7 +90,8 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
     identity,
     readiness: () => {
       if (!state.ready || !parts) return { ready: false, reason: state.reason };
-      if (!parts.worker.databaseReachable) return { ready: false, reason: "The database is unreachable; retry shortly." };
+      if (!parts.worker.databaseReachable)
+        return { ready: false, reason: "The database is unreachable; retry shortly." };
       return { ready: true };
     },
   };
@@ -103,7 +106,11 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
         ok,
         body: {
           ready: ok,
-          ...(ok ? {} : { error: { code: "NOT_READY", message: database ? r.reason : "The database is unreachable." } }),
+          ...(ok
+            ? {}
+            : {
+                error: { code: "NOT_READY", message: database ? r.reason : "The database is unreachable." },
+              }),
           instanceId: identity.instanceId,
           bootId: identity.bootId,
           version,
@@ -218,7 +225,11 @@ function assemble(
   registry: ReturnType<typeof loadAgentRegistry>,
   workspaceRoots: string[],
 ): Parts {
-  const eventLog = new EventLog(db, { flushMs: config.eventFlushMs, flushMax: config.eventFlushMax, lanes: config.eventFlushLanes }, log);
+  const eventLog = new EventLog(
+    db,
+    { flushMs: config.eventFlushMs, flushMax: config.eventFlushMax, lanes: config.eventFlushLanes },
+    log,
+  );
   const rt: Runtime = { config, db, log, bus, eventLog, identity };
   const listener = new PgListener(db.url, `mooring-listen:${identity.instanceId}`, bus, log);
   const feeds = new SessionFeeds(db, bus, log, config.pollMs);
@@ -248,7 +259,9 @@ function assemble(
   };
   tasks.onQueueChanged = queueChanged;
   // A running turn is cancelled by the archive; an idle warm agent is closed right away.
-  tasks.onArchived = (sessionId) => pool.closeIfIdle(sessionId);
+  tasks.onArchived = (sessionId) => pool.closeArchived(sessionId);
+  // Other instances' archives arrive as notifications (sql/notify.ts, channel mooring_archived).
+  bus.on("archived", (sessionId) => pool.closeArchived(sessionId));
   worker.onQueueChanged = queueChanged;
   sweeper.onQueueChanged = queueChanged;
   return { db, listener, eventLog, feeds, sessions, tasks, events, worker, sweeper, pool, announcer };

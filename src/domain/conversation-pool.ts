@@ -28,6 +28,8 @@ interface Warm {
   idleSince: number;
   idleTimer: NodeJS.Timeout | null;
   tokens: number | null;
+  /** The session was archived while a turn ran: close when that turn ends. */
+  closeWhenReleased: boolean;
 }
 
 export class ConversationPool {
@@ -93,6 +95,7 @@ export class ConversationPool {
       idleSince: 0,
       idleTimer: null,
       tokens: session.contextUsage?.inputTokens ?? null,
+      closeWhenReleased: false,
     };
     warm.handle = observeCursor(conversation, warm);
     this.warm.set(session.id, warm);
@@ -105,6 +108,11 @@ export class ConversationPool {
     if (!warm) return;
     warm.busy = false;
     if (tokens !== null) warm.tokens = tokens;
+    if (warm.closeWhenReleased) {
+      this.log.info({ sessionId, workspace: warm.workspace }, "warm agent closed: session archived");
+      this.drop(sessionId, warm.conversation.alive ? "graceful" : "kill");
+      return;
+    }
     if (!healthy || !warm.conversation.alive) {
       // A failed turn's agent may still be running: let it save (a killed Claude Code can leave a
       // torn transcript line). The next turn resumes from the cursor.
@@ -140,9 +148,19 @@ export class ConversationPool {
   }
 
   /** Archive: an idle warm agent goes now; a busy one is closed when its (cancelled) turn ends. */
-  closeIfIdle(sessionId: string): void {
+  /**
+   * The session was archived (here or on another instance): close its warm agent now if idle,
+   * else when its turn (being cancelled by the archive) ends.
+   */
+  closeArchived(sessionId: string): void {
     const warm = this.warm.get(sessionId);
-    if (warm && !warm.busy) this.drop(sessionId, "graceful");
+    if (!warm) return;
+    if (warm.busy) {
+      warm.closeWhenReleased = true;
+      return;
+    }
+    this.log.info({ sessionId, workspace: warm.workspace }, "warm agent closed: session archived");
+    this.drop(sessionId, "graceful");
   }
 
   /** Shutdown: close every conversation so agents can save. */

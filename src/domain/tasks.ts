@@ -10,7 +10,7 @@ import { lockGate } from "../sql/gate-lock.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { countActiveAndQueued, queuePositions } from "../sql/gate-status.js";
 import { findTaskByIdempotencyKey, insertQueuedTask } from "../sql/insert-task.js";
-import { notifyCancel, notifyGate, notifySessions } from "../sql/notify.js";
+import { notifyArchived, notifyCancel, notifyGate, notifySessions } from "../sql/notify.js";
 import { isTerminal, type TaskRow, type TaskStatus } from "../sql/task-row.js";
 import { AdmissionQueue, QueueFull } from "./admission.js";
 import { claimAndStart, type TaskRunner } from "./claim.js";
@@ -374,6 +374,7 @@ export class TaskService {
       const out = [];
       for (const task of open) out.push(await this.cancelInTx(tx, task));
       await notifySessions(tx, new Map([[sessionId, -1]]));
+      await notifyArchived(tx, sessionId);
       return out;
     });
     for (const result of results) this.afterCancel(result);

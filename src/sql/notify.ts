@@ -8,6 +8,8 @@ export const channels = {
   gate: "mooring_gate",
   /** Payload: a task id whose owner should stop it. */
   cancel: "mooring_cancel",
+  /** Payload: a session id that was archived: every instance closes its warm agent for it. */
+  archived: "mooring_archived",
 } as const;
 
 /** Postgres refuses payloads of 8000 bytes or more. */
@@ -27,6 +29,10 @@ export async function notifyGate(q: Queryable): Promise<void> {
 
 export async function notifyCancel(q: Queryable, taskId: string): Promise<void> {
   await q`select pg_notify(${channels.cancel}, ${taskId})`;
+}
+
+export async function notifyArchived(q: Queryable, sessionId: string): Promise<void> {
+  await q`select pg_notify(${channels.archived}, ${sessionId})`;
 }
 
 /**

@@ -14,6 +14,8 @@ export interface ChangeBusEvents {
   gate: [];
   /** The owner of this task should stop it. */
   cancel: [taskId: string];
+  /** This session was archived: its warm agent, wherever it is, should go. */
+  archived: [sessionId: string];
 }
 
 export class ChangeBus extends EventEmitter<ChangeBusEvents> {
