@@ -5,7 +5,10 @@
  * the agent emitting an event to each subscriber receiving it (p50/p99), and the gateway's RSS per
  * idle connection (VmRSS before and after the subscribers connect). Reference in the same run: a
  * bare `ws` server with the gateway's WebSocket options sending the same frames at the same pace to
- * the same number of clients.
+ * the same number of clients. Both run twice: with clients that negotiate permessage-deflate (as
+ * browsers do) and with clients that do not. With deflate, the Node `ws` clients of this benchmark
+ * inflate every frame through zlib on the same two cores, which dominates the delay they measure
+ * (bench/results/notes.md).
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
@@ -40,20 +43,24 @@ export const fanout: Benchmark = {
   title: "Fan-out to one session",
   describe: (ctx) => {
     const s = size(ctx);
-    return `${s.subscribers} WebSocket subscribers (permessage-deflate) in ${s.processes} client process(es) on one session; the turn emits a [clock] delta + ${TOOLS_PER_STEP} tool calls every ${STEP_MS} ms for ${s.steps} steps; reference: a bare ws server sending the same frames`;
+    return `${s.subscribers} WebSocket subscribers in ${s.processes} client process(es) on one session, once negotiating permessage-deflate (as browsers do) and once not; the turn emits a [clock] delta + ${TOOLS_PER_STEP} tool calls every ${STEP_MS} ms for ${s.steps} steps; reference: a bare ws server sending the same frames`;
   },
   async run(ctx) {
     const s = size(ctx);
     const db = await ctx.databases.create("fanout");
     try {
-      const mooring = await runMooring(ctx, db.url, s);
-      const bare = await runBare(s);
-      ctx.log(
-        `  mooring ${mooring.eventsPerSecond.toFixed(0)} events/s, delay p50 ${mooring.delayP50.toFixed(1)} p99 ${mooring.delayP99.toFixed(1)} ms, ${(mooring.rssPerConnection / 1024).toFixed(1)} KiB/conn, ${mooring.missing} missing; bare ws ${bare.eventsPerSecond.toFixed(0)} events/s, p99 ${bare.delayP99.toFixed(1)} ms, ${(bare.rssPerConnection / 1024).toFixed(1)} KiB/conn`,
-      );
       const out: Sample = {};
-      for (const [k, v] of Object.entries(mooring)) out[k] = v;
-      for (const [k, v] of Object.entries(bare)) out[`bare_${k}`] = v;
+      // With permessage-deflate (keys as before), then without it (keys prefixed plain_).
+      for (const deflate of [true, false]) {
+        const mooring = await runMooring(ctx, db.url, s, deflate);
+        const bare = await runBare(s, deflate);
+        ctx.log(
+          `  ${deflate ? "deflate" : "plain  "}: mooring ${mooring.eventsPerSecond.toFixed(0)} events/s, delay p50 ${mooring.delayP50.toFixed(1)} p99 ${mooring.delayP99.toFixed(1)} ms, ${(mooring.rssPerConnection / 1024).toFixed(1)} KiB/conn, ${mooring.missing} missing; bare ws ${bare.eventsPerSecond.toFixed(0)} events/s, p99 ${bare.delayP99.toFixed(1)} ms, ${(bare.rssPerConnection / 1024).toFixed(1)} KiB/conn`,
+        );
+        const prefix = deflate ? "" : "plain_";
+        for (const [k, v] of Object.entries(mooring)) out[`${prefix}${k}`] = v;
+        for (const [k, v] of Object.entries(bare)) out[`${prefix}bare_${k}`] = v;
+      }
       return out;
     } finally {
       await ctx.databases.drop(db);
@@ -75,7 +82,7 @@ export const fanout: Benchmark = {
       },
       {
         benchmark,
-        figure: "agent event → subscriber p50",
+        figure: "agent event → subscriber p50, deflate",
         value: m.delayP50,
         unit: "ms",
         reference: { label: "bare ws server p50", value: m.bare_delayP50, unit: "ms" },
@@ -85,7 +92,7 @@ export const fanout: Benchmark = {
       },
       {
         benchmark,
-        figure: "agent event → subscriber p99",
+        figure: "agent event → subscriber p99, deflate",
         value: m.delayP99,
         unit: "ms",
         reference: { label: "bare ws server p99", value: m.bare_delayP99, unit: "ms" },
@@ -93,6 +100,27 @@ export const fanout: Benchmark = {
         target: "≤ 50 ms",
         met: m.delayP99 <= 50,
         note: `commit (event at) → subscriber p99 ${m.commitDelayP99?.toFixed(1)} ms; events missing ${m.missing}`,
+      },
+      {
+        benchmark,
+        figure: "agent event → subscriber p50, no deflate",
+        value: m.plain_delayP50,
+        unit: "ms",
+        reference: { label: "bare ws server p50, no deflate", value: m.plain_bare_delayP50, unit: "ms" },
+        ratio: ratio(m.plain_delayP50, m.plain_bare_delayP50),
+        target: null,
+        met: null,
+      },
+      {
+        benchmark,
+        figure: "agent event → subscriber p99, no deflate",
+        value: m.plain_delayP99,
+        unit: "ms",
+        reference: { label: "bare ws server p99, no deflate", value: m.plain_bare_delayP99, unit: "ms" },
+        ratio: ratio(m.plain_delayP99, m.plain_bare_delayP99),
+        target: "≤ 50 ms",
+        met: m.plain_delayP99 <= 50,
+        note: `clients that do not negotiate permessage-deflate; ${m.plain_eventsPerSecond?.toFixed(0)} events/s delivered, events missing ${m.plain_missing}`,
       },
       {
         benchmark,
@@ -111,10 +139,11 @@ export const fanout: Benchmark = {
 class ClientProcess {
   private constructor(readonly child: ChildProcess) {}
 
-  static start(): ClientProcess {
+  static start(deflate: boolean): ClientProcess {
     const child = track(
       spawn(process.execPath, ["--import", "tsx", "bench/fanout-client.ts"], {
         cwd: repoRoot,
+        env: { ...process.env, BENCH_FANOUT_DEFLATE: deflate ? "1" : "0" },
         stdio: ["ignore", "inherit", "inherit", "ipc"],
       }),
     );
@@ -196,12 +225,17 @@ function summarize(stats: ClientStats, expectedTotal: number, rssPerConnection: 
   };
 }
 
-async function runMooring(_ctx: BenchContext, databaseUrl: string, s: ReturnType<typeof size>) {
+async function runMooring(
+  _ctx: BenchContext,
+  databaseUrl: string,
+  s: ReturnType<typeof size>,
+  deflate: boolean,
+) {
   const gateway = await spawnGateway({
     env: gatewayEnv(databaseUrl, { MOORING_INSTANCE_ID: "bench-fanout" }),
   });
   const http = new HttpClient(gateway.url, 8);
-  const clients = Array.from({ length: s.processes }, () => ClientProcess.start());
+  const clients = Array.from({ length: s.processes }, () => ClientProcess.start(deflate));
   try {
     await gateway.waitReady();
     const session = await http.json<{ id: string }>("POST", "/v1/sessions", {
@@ -235,14 +269,14 @@ async function runMooring(_ctx: BenchContext, databaseUrl: string, s: ReturnType
   }
 }
 
-async function runBare(s: ReturnType<typeof size>) {
+async function runBare(s: ReturnType<typeof size>, deflate: boolean) {
   const server = track(
     spawn(process.execPath, ["--import", "tsx", "bench/fanout-bare-server.ts"], {
       cwd: repoRoot,
       stdio: ["ignore", "pipe", "inherit"],
     }),
   );
-  const clients = Array.from({ length: s.processes }, () => ClientProcess.start());
+  const clients = Array.from({ length: s.processes }, () => ClientProcess.start(deflate));
   try {
     const [line] = (await once(server.stdout!, "data")) as [Buffer];
     const port = Number(line.toString().match(/port (\d+)/)?.[1]);
