@@ -20,12 +20,13 @@ import { type BenchContext, type Benchmark, ratio, type Row, type Sample } from 
 const TOOLS_PER_STEP = Number(process.env.BENCH_FANOUT_TOOLS ?? 1);
 const STEP_MS = Number(process.env.BENCH_FANOUT_STEP_MS ?? 100);
 /** How long the connected subscribers sit idle before the gateway's RSS is read again. */
-const IDLE_MS = 1500;
+const idleMs = (ctx: BenchContext) => (ctx.options.quick ? 1000 : 1500);
 
 const size = (ctx: BenchContext) => ({
   subscribers: Number(process.env.BENCH_FANOUT_SUBSCRIBERS ?? (ctx.options.quick ? 100 : 1000)),
   processes: Number(process.env.BENCH_FANOUT_PROCESSES ?? (ctx.options.quick ? 1 : 2)),
-  steps: ctx.options.quick ? 20 : 50,
+  steps: ctx.options.quick ? 10 : 50,
+  idleMs: idleMs(ctx),
 });
 
 interface ClientStats {
@@ -254,7 +255,7 @@ async function runMooring(
     const before = gateway.rss();
     const { lastSeq } = await http.json<{ lastSeq: number }>("GET", `/v1/sessions/${session.id}`);
     await connectAll(clients, gateway.url, session.id, lastSeq, s.subscribers);
-    await sleep(IDLE_MS);
+    await sleep(s.idleMs);
     const after = gateway.rss();
     await collect(clients, 0);
     const step = `[clock]${" [tool 100]".repeat(TOOLS_PER_STEP)} [sleep ${STEP_MS}]`;
@@ -285,7 +286,7 @@ async function runBare(s: ReturnType<typeof size>, deflate: boolean) {
     await sleep(500);
     const before = readRss(server.pid!);
     await connectAll(clients, url, "00000000-0000-0000-0000-000000000001", 0, s.subscribers);
-    await sleep(IDLE_MS);
+    await sleep(s.idleMs);
     const after = readRss(server.pid!);
     await collect(clients, 0);
     await fetch(`${url}/broadcast?steps=${s.steps}&tools=${TOOLS_PER_STEP}&interval=${STEP_MS}`).then((r) =>
