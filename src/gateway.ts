@@ -259,8 +259,7 @@ function assemble(
   };
   tasks.onQueueChanged = queueChanged;
   // A running turn is cancelled by the archive; an idle warm agent is closed right away.
-  tasks.onArchived = (sessionId) => pool.closeArchived(sessionId);
-  // Other instances' archives arrive as notifications (sql/notify.ts, channel mooring_archived).
+  // Archives here and, through their notification (channel mooring_archived), on other instances.
   bus.on("archived", (sessionId) => pool.closeArchived(sessionId));
   worker.onQueueChanged = queueChanged;
   sweeper.onQueueChanged = queueChanged;

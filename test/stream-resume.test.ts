@@ -15,6 +15,7 @@ import { EventLog } from "../src/stream/event-log.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, type GatewayProcess, spawnGateway, startTestGateway, testEnv } from "./support/gateway.js";
 import { range, seqs, WsClient } from "./support/ws-client.js";
+import { createSession, submitOk, waitTask } from "./support/turns.js";
 
 let db: TestDatabase;
 let gw: Gateway;
@@ -27,24 +28,11 @@ async function connect(base = gw.url): Promise<WsClient> {
   return client;
 }
 
-async function newSession(base = gw.url): Promise<string> {
-  const s = await call(base, "POST", "/v1/sessions", { workspace, agent: "simulated" });
-  expect(s.status).toBe(201);
-  return s.body.id;
-}
-
-async function submit(sessionId: string, prompt: string, base = gw.url): Promise<string> {
-  const t = await call(base, "POST", `/v1/sessions/${sessionId}/turns`, { prompt });
-  expect(t.status).toBe(202);
-  return t.body.id;
-}
-
-async function waitTerminal(taskId: string, base = gw.url): Promise<any> {
-  for (;;) {
-    const t = await call(base, "GET", `/v1/tasks/${taskId}?waitMs=5000`);
-    if (["completed", "failed", "cancelled", "expired", "interrupted"].includes(t.body.status)) return t.body;
-  }
-}
+// The shared helpers (support/turns.ts), bound to this file's gateway and workspace.
+const newSession = (base = gw.url): Promise<string> => createSession(base, workspace);
+const submit = async (sessionId: string, prompt: string, base = gw.url): Promise<string> =>
+  (await submitOk(base, sessionId, { prompt })).id;
+const waitTerminal = (taskId: string, base = gw.url): Promise<any> => waitTask(base, taskId);
 
 interface Row {
   seq: number;
@@ -157,7 +145,11 @@ describe("event log", () => {
       if (payload.includes(a) || payload.includes(b)) notifications.push(payload);
     });
     const database = connectDb(db.url, { max: 2 });
-    const log = new EventLog(database, { flushMs: 60_000, flushMax: 10_000, lanes: 1 }, pino({ level: "silent" }));
+    const log = new EventLog(
+      database,
+      { flushMs: 60_000, flushMax: 10_000, lanes: 1 },
+      pino({ level: "silent" }),
+    );
     const published: number[] = [];
     log.onCommitted((events) => published.push(events.length));
     try {

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
+import { createSession, submitOk, waitTask } from "./support/turns.js";
 import { isTerminalEvent, range, seqs, WsClient, type WsEvent } from "./support/ws-client.js";
 
 const PING_MS = 150;
@@ -28,24 +29,11 @@ async function connect(base = gw.url, options: WebSocket.ClientOptions = {}): Pr
   return client;
 }
 
-async function newSession(base = gw.url): Promise<string> {
-  const s = await call(base, "POST", "/v1/sessions", { workspace, agent: "simulated" });
-  expect(s.status).toBe(201);
-  return s.body.id;
-}
-
-async function submit(sessionId: string, prompt: string, base = gw.url): Promise<string> {
-  const t = await call(base, "POST", `/v1/sessions/${sessionId}/turns`, { prompt });
-  expect(t.status).toBe(202);
-  return t.body.id;
-}
-
-async function waitTerminal(taskId: string, base = gw.url): Promise<any> {
-  for (;;) {
-    const t = await call(base, "GET", `/v1/tasks/${taskId}?waitMs=5000`);
-    if (["completed", "failed", "cancelled", "expired", "interrupted"].includes(t.body.status)) return t.body;
-  }
-}
+// The shared helpers (support/turns.ts), bound to this file's gateway and workspace.
+const newSession = (base = gw.url): Promise<string> => createSession(base, workspace);
+const submit = async (sessionId: string, prompt: string, base = gw.url): Promise<string> =>
+  (await submitOk(base, sessionId, { prompt })).id;
+const waitTerminal = (taskId: string, base = gw.url): Promise<any> => waitTask(base, taskId);
 
 async function logSeqs(sessionId: string): Promise<number[]> {
   const rows = await db.sql<

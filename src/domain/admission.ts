@@ -26,7 +26,7 @@ import type { StoredEvent } from "../sql/append-events.js";
 import { isQueueFull, refuseIfQueueOverflows } from "../sql/gate-check.js";
 import { lockGate } from "../sql/gate-lock.js";
 import { findTaskByIdempotencyKey, insertQueuedTask } from "../sql/insert-task.js";
-import { lockSessionRow, lockSessionRows } from "../sql/lock-session.js";
+import { lockSessionRows } from "../sql/lock-session.js";
 import { notifierOf } from "../sql/notify.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { claimAndStart, type TaskRunner } from "./claim.js";
@@ -150,7 +150,7 @@ export class AdmissionQueue {
     const sessionIds = [...new Set(batch.map((w) => w.request.sessionId))].sort();
     return pipelined<unknown[]>(this.rt.db.sql, (q: Tx) => [
       lockGate(q),
-      sessionIds.length === 1 ? lockSessionRow(q, sessionIds[0]) : lockSessionRows(q, sessionIds),
+      lockSessionRows(q, sessionIds),
       ...batch.flatMap(({ id, request }) => [
         request.idempotencyKey
           ? findTaskByIdempotencyKey(q, request.sessionId, request.idempotencyKey)

@@ -7,10 +7,10 @@
 import type { Tx } from "../db/client.js";
 import { appendEvents, type StoredEvent } from "../sql/append-events.js";
 import { countActiveAndQueued } from "../sql/gate-status.js";
-import { insertTask } from "../sql/insert-task.js";
+import { insertQueuedTask } from "../sql/insert-task.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { Runtime } from "./runtime.js";
-import { CONTINUE_PROMPT, queuedEvent, UNSAVED_NOTICE } from "./task-events.js";
+import { CONTINUE_PROMPT, UNSAVED_NOTICE } from "./task-events.js";
 
 export class Recovery {
   constructor(private readonly rt: Runtime) {}
@@ -28,7 +28,9 @@ export class Recovery {
     if (this.rt.config.recovery !== "continue") return [];
     const events: StoredEvent[] = [];
     for (const row of rows) {
-      const [session] = await tx<{ agentSessionId: string | null; lastAssistantMessageId: string | null; archivedAt: Date | null }[]>`
+      const [session] = await tx<
+        { agentSessionId: string | null; lastAssistantMessageId: string | null; archivedAt: Date | null }[]
+      >`
         select agent_session_id, last_assistant_message_id, archived_at from sessions where id = ${row.sessionId}`;
       if (!session || session.archivedAt) continue;
       const saved = session.agentSessionId !== null && session.lastAssistantMessageId !== null;
@@ -38,7 +40,10 @@ export class Recovery {
             { taskId: row.id, type: "session.reset", data: { reason: "unsaved", notice: UNSAVED_NOTICE } },
           ])),
         );
-        this.rt.log.info({ sessionId: row.sessionId, taskId: row.id }, "recovery: conversation was not saved; reset");
+        this.rt.log.info(
+          { sessionId: row.sessionId, taskId: row.id },
+          "recovery: conversation was not saved; reset",
+        );
         continue;
       }
       events.push(...(await this.queueContinuation(tx, row)));
@@ -49,7 +54,7 @@ export class Recovery {
   private async queueContinuation(tx: Tx, interrupted: TaskRow): Promise<StoredEvent[]> {
     try {
       return await tx.savepoint(async (sp) => {
-        const row = await insertTask(sp as unknown as Tx, {
+        const inserted = await insertQueuedTask(sp as unknown as Tx, {
           sessionId: interrupted.sessionId,
           prompt: CONTINUE_PROMPT,
           idempotencyKey: `continue:${interrupted.id}`,
@@ -59,14 +64,14 @@ export class Recovery {
           queueTimeoutMs: this.rt.config.queueTimeoutMs,
           continuesTaskId: interrupted.id,
         });
-        if (!row) return [];
+        if (!inserted) return [];
         const { queued } = await countActiveAndQueued(sp);
         if (queued > this.rt.config.maxQueued) throw new QueueFull();
         this.rt.log.info(
-          { sessionId: interrupted.sessionId, taskId: row.id, continues: interrupted.id },
+          { sessionId: interrupted.sessionId, taskId: inserted.row.id, continues: interrupted.id },
           "recovery: continuation queued",
         );
-        return appendEvents(sp, interrupted.sessionId, [queuedEvent(row, queued)]);
+        return [inserted.queued];
       });
     } catch (err) {
       if (!(err instanceof QueueFull)) throw err;
@@ -75,7 +80,10 @@ export class Recovery {
         {
           taskId: interrupted.id,
           type: "session.notice",
-          data: { message: "The gateway restarted during this turn and was too busy to continue it; send your message again." },
+          data: {
+            message:
+              "The gateway restarted during this turn and was too busy to continue it; send your message again.",
+          },
         },
       ]);
     }

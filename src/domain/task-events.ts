@@ -2,12 +2,6 @@
 import type { NewEvent } from "../sql/append-events.js";
 import type { TaskRow } from "../sql/task-row.js";
 
-export const queuedEvent = (task: TaskRow, position: number | null): NewEvent => ({
-  taskId: task.id,
-  type: "task.queued",
-  data: { position, turnIndex: task.turnIndex, continuesTaskId: task.continuesTaskId },
-});
-
 export const startedEvent = (task: TaskRow): NewEvent => ({
   taskId: task.id,
   type: "task.started",

@@ -60,8 +60,6 @@ export class TaskService {
   runner: TaskRunner = { claimLimit: () => 0, startClaimed: () => {} };
   /** Poked after the queue changed so positions get announced. */
   onQueueChanged: () => void = () => {};
-  /** Called after a session was archived (its warm agent here can go). */
-  onArchived: (sessionId: string) => void = () => {};
   /** False while starting or shutting down: submits answer NOT_READY. */
   accepting = false;
 
@@ -378,7 +376,8 @@ export class TaskService {
       return out;
     });
     for (const result of results) this.afterCancel(result);
-    this.onArchived(sessionId);
+    // Its warm agent here goes at once; other instances learn it from the notification.
+    this.rt.bus.emit("archived", sessionId);
     this.rt.log.info({ sessionId, cancelled: results.length }, "session archived");
     return this.sessions.get(sessionId, { withTurns: false });
   }

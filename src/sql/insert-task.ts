@@ -16,38 +16,15 @@ export interface TaskToInsert {
 }
 
 /**
- * Inserts a queued task and takes its turn index from the session in the same statement, so turn
- * indexes are dense and ordered per session. Returns null when the session does not exist or is
- * archived (the caller then says which), or when the session already has a task with this
- * idempotency key (nothing is taken from the session then, so no turn index is skipped).
- */
-export async function insertTask(tx: Tx, task: TaskToInsert): Promise<TaskRow | null> {
-  const [row] = await tx<TaskRow[]>`
-    with turn as (
-      update sessions set next_turn_index = next_turn_index + 1, updated_at = now(), last_activity_at = now()
-      where id = ${task.sessionId} and archived_at is null
-        and (${task.idempotencyKey}::text is null or not exists (
-          select 1 from tasks where session_id = ${task.sessionId} and idempotency_key = ${task.idempotencyKey}))
-      returning next_turn_index - 1 as turn_index
-    )
-    insert into tasks (id, session_id, turn_index, status, prompt, idempotency_key, jumps_queue, load_class,
-                       timeout_ms, queue_deadline_at, continues_task_id)
-    select coalesce(${task.id ?? null}::uuid, gen_random_uuid()), ${task.sessionId}, turn.turn_index, 'queued',
-           ${task.prompt}, ${task.idempotencyKey}, ${task.jumpsQueue}, ${task.loadClass}, ${task.timeoutMs},
-           now() + make_interval(secs => ${task.queueTimeoutMs} / 1000.0), ${task.continuesTaskId}
-    from turn
-    returning *`;
-  return row ?? null;
-}
-
-/**
- * `insertTask` and the task's `task.queued` event in one statement (`queuedEvent` of
- * domain/task-events.ts built in SQL), for admissions: one statement per submit instead of two in
- * the gate's transaction (bench/results/history.md). The session row's update takes the turn index
- * and the event's seq together (gap-free, as in append-events.ts). The event's `position` counts
- * the queued tasks admitted before this one (visible: earlier statements of this transaction
- * included) plus this one, which the statement's own snapshot cannot see. Null exactly when
- * `insertTask` would be.
+ * Inserts a queued task with its `task.queued` event, in one statement. The session row's update
+ * takes the turn index and the event's seq together, so turn indexes are dense and ordered per
+ * session and seqs stay gap-free (as in append-events.ts); one statement per admission instead of
+ * two in the gate's transaction (bench/results/history.md). The event's data is `{position,
+ * turnIndex, continuesTaskId}`: `position` counts the queued tasks admitted before this one
+ * (visible: earlier statements of this transaction included) plus this one, which the statement's
+ * own snapshot cannot see. Returns null when the session does not exist or is archived (the caller
+ * then says which), or when the session already has a task with this idempotency key (nothing is
+ * taken from the session then, so no turn index is skipped).
  */
 export async function insertQueuedTask(
   tx: Tx,

@@ -151,7 +151,7 @@ export class EventLane {
           ...plan.statements.map((statement) => statement(q)),
           notifySessionHeads(q, plan.notifySessions),
           // A settlement frees a slot: instances waiting for one claim (delivered at commit).
-          plan.settles ? notifyGate(q) : Promise.resolve(),
+          plan.steps.some((step) => step.kind === "settle") ? notifyGate(q) : Promise.resolve(),
           recordEventWrite(q, writeId),
         ]);
         return this.committed(plan, answers, items);
@@ -220,8 +220,6 @@ interface FlushPlan {
   statements: ((q: Tx) => Promise<unknown>)[];
   /** Sessions whose log grows in this flush. */
   notifySessions: string[];
-  /** Settlements in this flush. */
-  settles: number;
 }
 
 /**
@@ -250,7 +248,7 @@ function planFlush(groups: Group[], items: Work[]): FlushPlan {
       writes.set(turn, [...(writes.get(turn) ?? []), i]);
     }
   }
-  const plan: FlushPlan = { steps: [], statements: [], notifySessions: [], settles: 0 };
+  const plan: FlushPlan = { steps: [], statements: [], notifySessions: [] };
   const add = (step: Step, statement: (q: Tx) => Promise<unknown>) => {
     plan.steps.push(step);
     plan.statements.push(statement);
@@ -285,7 +283,6 @@ function planFlush(groups: Group[], items: Work[]): FlushPlan {
     for (const i of session.settles) {
       const { fence, settlement } = (items[i] as Extract<Work, { kind: "settle" }>).request;
       add({ kind: "settle", item: i }, (q) => settleOwnedTaskWithEvent(q, fence.taskId, fence, settlement));
-      plan.settles++;
     }
   }
   return plan;
