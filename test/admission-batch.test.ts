@@ -9,7 +9,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
-import { createSession, submit, tempWorkspace, waitTask } from "./support/turns.js";
+import { cancelOpenTasks, createSession, submit, tempWorkspace, waitTask } from "./support/turns.js";
 
 let db: TestDatabase;
 let gw: Gateway;
@@ -92,7 +92,9 @@ it("answers each submit of a batch as if it came alone", async () => {
 it("refuses exactly the submits that overflow the queue when a batch would overfill it", async () => {
   const sessions = await Promise.all(Array.from({ length: 24 }, () => createSession(gw.url, workspace)));
   batches.length = 0;
-  const answers = await Promise.all(sessions.map((id) => submit(gw.url, id, { prompt: "[sleep 500] fill" })));
+  // The turns hang until cancelled: a slot freed by a finished turn while the submits are still
+  // arriving (a loaded machine spreads them out) would admit more than the limits allow here.
+  const answers = await Promise.all(sessions.map((id) => submit(gw.url, id, { prompt: "[hang] fill" })));
   const accepted = answers.filter((a) => a.status === 202);
   const refused = answers.filter((a) => a.status !== 202);
   // 3 running + 12 queued admitted; the rest refused with nothing written.
@@ -105,6 +107,7 @@ it("refuses exactly the submits that overflow the queue when a batch would overf
     select status, count(*)::int as n from tasks where session_id = any(${sessions}::uuid[])
     group by status order by status`;
   expect(Object.fromEntries(byStatus.map((r) => [r.status, r.n]))).toEqual({ queued: 12, running: 3 });
+  await cancelOpenTasks(gw.url, db.sql);
   const finals = await Promise.all(accepted.map((a) => waitTask(gw.url, a.body.id)));
-  for (const t of finals) expect(t.status).toBe("completed");
+  for (const t of finals) expect(t.status).toBe("cancelled");
 });

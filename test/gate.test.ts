@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { call, startTestGateway } from "./support/gateway.js";
+import { call, eventually, startTestGateway } from "./support/gateway.js";
 import { createSession, submit, submitOk, tempWorkspace, waitTask } from "./support/turns.js";
 
 let db: TestDatabase;
@@ -25,8 +25,10 @@ afterAll(async () => {
 
 it("admits 5 running and 20 queued, refuses 5 with 429 queue_full writing nothing, and starts them FIFO", async () => {
   const sessions = await Promise.all(Array.from({ length: 30 }, () => createSession(gw.url, workspace)));
+  // Every turn hangs until it is cancelled, so what the gate holds cannot change while the
+  // submits arrive or while it is checked, however slow the machine is.
   const answers = await Promise.all(
-    sessions.map((id, i) => submit(gw.url, id, { prompt: `[sleep 2000] turn ${i}` })),
+    sessions.map((id, i) => submit(gw.url, id, { prompt: `[hang] turn ${i}` })),
   );
 
   const accepted = answers.filter((a) => a.status === 202);
@@ -70,10 +72,27 @@ it("admits 5 running and 20 queued, refuses 5 with 429 queue_full writing nothin
   expect(untouched).toHaveLength(5);
   for (const s of untouched) expect(s).toEqual({ lastSeq: 0, nextTurnIndex: 0, n: 0 });
 
-  // Every accepted task completes.
+  // Drain the queue in rounds: cancel whatever runs; the gate then starts the next five.
+  const startedInRound: string[][] = [];
+  for (;;) {
+    const running = await db.sql<{ id: string }[]>`select id from tasks where status = 'running'`;
+    if (running.length === 0) break;
+    expect(running.length).toBeLessThanOrEqual(5);
+    startedInRound.push(running.map((r) => r.id));
+    await Promise.all(running.map((r) => call(gw.url, "POST", `/v1/tasks/${r.id}/cancel`)));
+    await Promise.all(running.map((r) => waitTask(gw.url, r.id)));
+    await eventually(async () => {
+      const [{ open }] = await db.sql<{ open: number }[]>`
+        select count(*)::int as open from tasks where status in ('queued', 'running', 'cancelling')`;
+      const [{ active }] = await db.sql<{ active: number }[]>`
+        select count(*)::int as active from tasks where status = 'running'`;
+      return open === 0 || active === Math.min(5, open);
+    });
+  }
+  expect(startedInRound.map((r) => r.length)).toEqual([5, 5, 5, 5, 5]);
   const finals = await Promise.all(accepted.map((a) => waitTask(gw.url, a.body.id)));
   for (const t of finals) {
-    expect(t.status).toBe("completed");
+    expect(t.status).toBe("cancelled");
     expect(t.attempt).toBe(1);
   }
 
@@ -97,18 +116,21 @@ it("admits 5 running and 20 queued, refuses 5 with 429 queue_full writing nothin
     expect(types[0]).toBe("task.queued");
     expect(types.filter((t) => t === "task.started")).toHaveLength(1);
     expect(types.slice(types.indexOf("task.started")).includes("task.position")).toBe(false);
-    expect(types[types.length - 1]).toBe("task.completed");
+    expect(types[types.length - 1]).toBe("task.cancelled");
   }
   const announced = logs.filter((l) => l.types.includes("task.position"));
   expect(announced.length).toBeGreaterThan(0);
-  // And the queue really waited: the last queued task started at least two turn lengths later.
-  expect(rows[24].startedAt.getTime() - rows[0].startedAt.getTime()).toBeGreaterThanOrEqual(2 * 2000);
+  // And the queue really waited: round k started exactly the tasks admitted k-th five.
+  for (let k = 0; k < 5; k++) {
+    expect(new Set(startedInRound[k])).toEqual(new Set(rows.slice(5 * k, 5 * k + 5).map((r) => r.id)));
+  }
 });
 
 it("runs a session's turns one at a time in order without holding up other sessions", async () => {
   const a = await createSession(gw.url, workspace);
   const b = await createSession(gw.url, workspace);
-  const a1 = await submitOk(gw.url, a, { prompt: "[sleep 800] first" });
+  // A's first turn hangs until B's turn is done, so "B does not wait for A" needs no timing.
+  const a1 = await submitOk(gw.url, a, { prompt: "[hang] first" });
   const a2 = await submitOk(gw.url, a, { prompt: "[sleep 200] second" });
   const a3 = await submitOk(gw.url, a, { prompt: "[sleep 200] third" });
   expect(a1.status).toBe("running");
@@ -123,17 +145,22 @@ it("runs a session's turns one at a time in order without holding up other sessi
   const a2Now = (await call(gw.url, "GET", `/v1/tasks/${a2.id}`)).body;
   expect(a2Now.status).toBe("queued");
 
-  const [f1, f2, f3, fb] = await Promise.all([a1, a2, a3, b1].map((t) => waitTask(gw.url, t.id)));
-  for (const t of [f1, f2, f3, fb]) expect(t.status).toBe("completed");
+  const fb = await waitTask(gw.url, b1.id);
+  expect(fb.status).toBe("completed");
+  expect((await call(gw.url, "GET", `/v1/tasks/${a2.id}`)).body.status).toBe("queued");
+  await call(gw.url, "POST", `/v1/tasks/${a1.id}/cancel`);
+  const [f1, f2, f3] = await Promise.all([a1, a2, a3].map((t) => waitTask(gw.url, t.id)));
+  expect(f1.status).toBe("cancelled");
+  for (const t of [f2, f3]) expect(t.status).toBe("completed");
   expect(new Date(fb.finishedAt).getTime()).toBeLessThan(new Date(f2.startedAt).getTime());
 
   // The session's log shows strictly one turn at a time, in turn order.
   const events = await db.sql<{ taskId: string; type: string }[]>`
     select task_id, type from events
-    where session_id = ${a} and type in ('task.started', 'task.completed') order by seq`;
+    where session_id = ${a} and type in ('task.started', 'task.completed', 'task.cancelled') order by seq`;
   expect(events.map((e) => [e.taskId, e.type])).toEqual([
     [a1.id, "task.started"],
-    [a1.id, "task.completed"],
+    [a1.id, "task.cancelled"],
     [a2.id, "task.started"],
     [a2.id, "task.completed"],
     [a3.id, "task.started"],

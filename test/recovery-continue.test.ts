@@ -1,4 +1,3 @@
-
 import { expect, it } from "vitest";
 import type { TestDatabase } from "./support/db.js";
 import { call, eventually } from "./support/gateway.js";

@@ -1,4 +1,3 @@
-
 import { connect, createServer } from "node:net";
 import { expect, it } from "vitest";
 import WebSocket from "ws";
@@ -31,7 +30,10 @@ it("kill -9 with 5 running and 20 queued: the 5 are interrupted at restart, the 
   await first.waitReady();
   const sessions = await createSessions(first.url, workspace, 25);
   const submitted = [];
-  for (const id of sessions) submitted.push(await submit(first.url, id, "[sleep 3000]"));
+  // The first five run until the kill (a slow machine must not let one finish and free a slot);
+  // the twenty behind them only ever run after the restart.
+  for (const [i, id] of sessions.entries())
+    submitted.push(await submit(first.url, id, i < 5 ? "[hang]" : "[sleep 1000]"));
   const ids = submitted.map((t) => t.id);
   // The first five were claimed in their submit transactions; the rest wait.
   const before = await eventually(async () => {
@@ -61,7 +63,9 @@ it("kill -9 with 5 running and 20 queued: the 5 are interrupted at restart, the 
       const afterReady = readyAt > 0;
       const answers = await Promise.all(
         ids.map((id) =>
-          call(second.url, "GET", `/v1/tasks/${id}`).catch((err) => ({ status: 0, body: String(err) }) as Answer),
+          call(second.url, "GET", `/v1/tasks/${id}`).catch(
+            (err) => ({ status: 0, body: String(err) }) as Answer,
+          ),
         ),
       );
       answers.forEach((a, i) => {
@@ -79,8 +83,8 @@ it("kill -9 with 5 running and 20 queued: the 5 are interrupted at restart, the 
   await second.waitReady();
   readyAt = Date.now();
   const restartToReadyMs = readyAt - t0;
+  // A figure, not an assertion: startup speed is measured by the benchmark (bench/recovery.ts).
   console.log(`restart → /readyz 200 in ${restartToReadyMs} ms (process spawn included)`);
-  expect(restartToReadyMs).toBeLessThan(10_000);
 
   // Startup reconcile settled the previous boot's tasks before readiness: no lease wait.
   const atReady =

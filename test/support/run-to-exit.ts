@@ -11,7 +11,7 @@ export interface Exit {
 }
 
 /** Runs the gateway with `env` over the current environment; kills it if it is still running after `timeoutMs`. */
-export async function runGatewayToExit(env: Record<string, string>, timeoutMs = 20_000): Promise<Exit> {
+export async function runGatewayToExit(env: Record<string, string>, timeoutMs = 45_000): Promise<Exit> {
   const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
     cwd: repoRoot,
     env: { ...process.env, MOORING_LOG_FORMAT: "json", ...env },
