@@ -34,8 +34,7 @@ it("starts a task it owns but never started, instead of renewing its lease forev
             now() + interval '5 seconds')
     returning id`;
   let view = (await call(gw.url, "GET", `/v1/tasks/${task.id}`)).body;
-  while (view.status === "running")
-    view = (await call(gw.url, "GET", `/v1/tasks/${task.id}?waitMs=5000`)).body;
+  while (view.status === "running") view = (await call(gw.url, "GET", `/v1/tasks/${task.id}?waitMs=5000`)).body;
   expect(view.status).toBe("completed");
   expect(view.attempt).toBe(1);
   expect(view.result.text).toBe("You said: hello there");

@@ -52,8 +52,7 @@ afterAll(async () => {
 });
 
 it("does not append a batch twice when the commit's answer was lost", async () => {
-  const [session] =
-    await db.sql`insert into sessions (workspace, agent) values ('/tmp', 'simulated') returning id`;
+  const [session] = await db.sql`insert into sessions (workspace, agent) values ('/tmp', 'simulated') returning id`;
   const lines: string[] = [];
   const log = pino({ level: "warn" }, { write: (line: string) => lines.push(line) });
   const eventLog = new EventLog(through, { flushMs: 1000, flushMax: 1000, lanes: 1 }, log);
@@ -62,12 +61,7 @@ it("does not append a batch twice when the commit's answer was lost", async () =
   eventLog.append({ sessionId: session.id, taskId: null, type: "session.notice", data: { message: "n0" } });
   await eventLog.flush();
   for (let i = 1; i <= 3; i++) {
-    eventLog.append({
-      sessionId: session.id,
-      taskId: null,
-      type: "session.notice",
-      data: { message: `n${i}` },
-    });
+    eventLog.append({ sessionId: session.id, taskId: null, type: "session.notice", data: { message: `n${i}` } });
   }
 
   swallowAnswers = true;

@@ -1,3 +1,4 @@
+
 import { expect, it } from "vitest";
 import type { TestDatabase } from "./support/db.js";
 import { call, eventually } from "./support/gateway.js";

@@ -137,10 +137,7 @@ export async function call<T = any>(
 }
 
 /** Poll `fn` until it returns a truthy value (for state that has no event to await). */
-export async function eventually<T>(
-  fn: () => Promise<T | null | undefined | false>,
-  timeoutMs = 20_000,
-): Promise<T> {
+export async function eventually<T>(fn: () => Promise<T | null | undefined | false>, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -150,8 +147,7 @@ export async function eventually<T>(
     } catch (err) {
       last = err;
     }
-    if (Date.now() > deadline)
-      throw new Error(`condition not met in ${timeoutMs} ms${last ? `: ${String(last)}` : ""}`);
+    if (Date.now() > deadline) throw new Error(`condition not met in ${timeoutMs} ms${last ? `: ${String(last)}` : ""}`);
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }

@@ -75,9 +75,7 @@ export class Processes {
         if (!diedOnItsOwn) gw.kill("SIGKILL");
         await exitedWithOutput(gw);
         if (!failed) return;
-        const notable = logLines(gw).filter(
-          (l) => l.level >= 40 && l.msg !== "sweep failed; next tick retries",
-        );
+        const notable = logLines(gw).filter((l) => l.level >= 40 && l.msg !== "sweep failed; next tick retries");
         const tail = diedOnItsOwn ? gw.output().split("\n").slice(-30).join("\n") : "";
         console.log(
           `gateway pid ${gw.child.pid} (${gw.url}): warnings/errors:\n${notable
@@ -152,8 +150,7 @@ export async function waitTerminal(url: string, taskId: string, timeoutMs = 60_0
   for (;;) {
     const res = await call(url, "GET", `/v1/tasks/${taskId}?waitMs=5000`);
     if (res.status === 200 && terminal.has(res.body.status)) return res.body;
-    if (Date.now() > deadline)
-      throw new Error(`task ${taskId} not terminal after ${timeoutMs} ms: ${JSON.stringify(res.body)}`);
+    if (Date.now() > deadline) throw new Error(`task ${taskId} not terminal after ${timeoutMs} ms: ${JSON.stringify(res.body)}`);
     // Not ready (503) answers at once: back off a little before asking again.
     if (res.status !== 200) await new Promise((resolve) => setTimeout(resolve, 100));
   }

@@ -43,13 +43,7 @@ export interface Received {
   at: number;
 }
 
-const TERMINAL = new Set([
-  "task.completed",
-  "task.failed",
-  "task.cancelled",
-  "task.expired",
-  "task.interrupted",
-]);
+const TERMINAL = new Set(["task.completed", "task.failed", "task.cancelled", "task.expired", "task.interrupted"]);
 export const isTerminalEvent = (e: WsEvent) => TERMINAL.has(e.type);
 
 export class WsClient {
@@ -149,9 +143,7 @@ export class WsClient {
     const id = this.nextId++;
     const answer = new Promise<RpcAnswer<T>>((resolve, reject) => {
       this.pending.set(id, resolve as (a: RpcAnswer) => void);
-      void this.closed.then((c) =>
-        reject(new Error(`socket closed (${c.code}) before the answer to ${method}`)),
-      );
+      void this.closed.then((c) => reject(new Error(`socket closed (${c.code}) before the answer to ${method}`)));
     });
     this.ws.send(JSON.stringify({ jsonrpc: "2.0", id, method, ...(params === undefined ? {} : { params }) }));
     return answer;
@@ -174,11 +166,7 @@ export class WsClient {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((w) => w !== waiter);
-        reject(
-          new Error(
-            `${what} not met in ${timeoutMs} ms (events: ${this.events.length}, closed: ${JSON.stringify(this.closeInfo)})`,
-          ),
-        );
+        reject(new Error(`${what} not met in ${timeoutMs} ms (events: ${this.events.length}, closed: ${JSON.stringify(this.closeInfo)})`));
       }, timeoutMs);
       const waiter = {
         match,
@@ -197,11 +185,7 @@ export class WsClient {
   }
 
   /** Wait for an event of `sessionId` matching `match`; resolves with it. */
-  async waitForEvent(
-    sessionId: string,
-    match: (e: WsEvent) => boolean,
-    timeoutMs = 20_000,
-  ): Promise<WsEvent> {
+  async waitForEvent(sessionId: string, match: (e: WsEvent) => boolean, timeoutMs = 20_000): Promise<WsEvent> {
     let found: WsEvent | undefined;
     await this.until(
       () => {
@@ -247,5 +231,4 @@ export class WsClient {
 export const seqs = (events: { seq: number }[]) => events.map((e) => e.seq);
 
 /** 1..n */
-export const range = (from: number, to: number) =>
-  Array.from({ length: Math.max(0, to - from + 1) }, (_, i) => from + i);
+export const range = (from: number, to: number) => Array.from({ length: Math.max(0, to - from + 1) }, (_, i) => from + i);
