@@ -22,7 +22,9 @@ import {
   type ResumeCursor,
   type TurnSink,
 } from "../src/agents/driver.js";
+import { agentEnvironment } from "../src/agents/agent-env.js";
 import type { AgentEntry } from "../src/agents/registry.js";
+import { resolveWorkspaceForSpawn } from "../src/domain/workspace.js";
 import { type FakeAnthropic, startFakeAnthropic } from "./support/fake-anthropic.js";
 
 const claudeBin = fileURLToPath(new URL("../node_modules/.bin/claude", import.meta.url));
@@ -114,10 +116,14 @@ function open(
       done();
     },
   });
+  const folder = options.workspace ?? workspace;
+  const chosen = options.entry ?? entry();
   const conversation = claudeCodeDriver.open({
     sessionId: "sess-test",
-    workspace: options.workspace ?? workspace,
-    entry: options.entry ?? entry(),
+    workspace: folder,
+    resolveWorkspace: () => resolveWorkspaceForSpawn(folder, []),
+    env: agentEnvironment(chosen, []),
+    entry: chosen,
     agentConfig: options.agentConfig ?? {},
     cursor,
     settings: { contextWindow: 200_000 },
@@ -534,6 +540,8 @@ describe("claude-code driver with the real CLI", () => {
     const failure = await run(conversation, "anything", new RecordingSink(fake)).catch((err: unknown) => err);
 
     expect(failure).toMatchObject({ code: "AGENT_START_FAILED", message: expect.stringContaining("ENOENT") });
+    // A client learns why, not where the operator keeps the program.
+    expect((failure as Error).message).not.toContain("no-such-claude");
   });
 });
 
