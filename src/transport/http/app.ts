@@ -15,7 +15,7 @@ import { MooringError, toMooringError } from "../../errors.js";
 import { requestContext, requestForLog } from "../../log.js";
 import type { Services } from "../services.js";
 import { describeError, fieldOf } from "../validate.js";
-import { registerAccessChecks } from "./access.js";
+import { refuse, registerAccessChecks } from "./access.js";
 import { bearerToken, takeQueryToken, validToken } from "./auth.js";
 import { registerCompression } from "./compression.js";
 import { registerEventRoutes, SseStreams } from "./routes/events.js";
@@ -83,7 +83,7 @@ export async function buildHttpApp(
     const path = req.url.split("?")[0];
     if (openRoutes.has(path)) return;
     if (config.apiTokens.length > 0 && !verified.has(req)) {
-      throw new MooringError("UNAUTHORIZED", "a valid bearer token is required (Authorization: Bearer <token>)");
+      return refuse(reply, new MooringError("UNAUTHORIZED", "a valid bearer token is required (Authorization: Bearer <token>)"));
     }
   });
 
