@@ -85,6 +85,20 @@ describe("normalizeWorkspace", async () => {
     expect(await normalizeWorkspace("//")).toBe("/");
   });
 
+  it("refuses a path longer than 4096 characters or deeper than 256 components", async () => {
+    expect((await refusal(`/${"x".repeat(4096)}`)).message).toMatch(/at most 4096 characters/);
+    expect((await refusal("/a".repeat(257))).message).toMatch(/at most 256 path components/);
+    expect(await normalizeWorkspace("/mooring-nope/a".repeat(128))).toBe("/mooring-nope/a".repeat(128));
+  });
+
+  it("resolves off the event loop: a deep missing path leaves timers running", async () => {
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 0);
+    await Promise.all(Array.from({ length: 20 }, () => normalizeWorkspace(`${proj}${"/missing".repeat(250)}`)));
+    clearInterval(timer);
+    expect(ticks).toBeGreaterThan(0);
+  });
+
   it("refuses relative, empty and NUL paths with INVALID_WORKSPACE", async () => {
     for (const input of ["proj", "./proj", "~/proj", "", "   ", `${proj}\0x`]) {
       const err = await refusal(input);
@@ -168,6 +182,29 @@ describe("through the API with MOORING_WORKSPACE_ROOTS", () => {
     expect(r.body.error).toMatchObject({ code: "WORKSPACE_NOT_ALLOWED", field: "workspace" });
     expect(JSON.stringify(r.body)).not.toMatch(/at .*\.ts:\d+/);
     expect(await count()).toBe(before);
+  });
+
+  it("a refusal names only the path the client sent, never what it resolved to", async () => {
+    for (const sent of ["/proc/self/cwd", "/proc/self/exe", "/proc/self/fd/1", join(root, "link-out", "x")]) {
+      const r = await create(sent);
+      expect(r.status, sent).toBe(403);
+      expect(r.body.error.message).toBe(`workspace ${JSON.stringify(sent)} is outside the allowed roots`);
+    }
+    const leaked = JSON.stringify((await create("/proc/self/cwd")).body);
+    expect(leaked).not.toContain(process.cwd());
+    expect(leaked).not.toContain(String(process.pid));
+    expect(JSON.stringify((await create(join(root, "link-out"))).body)).not.toContain(outside);
+  });
+
+  it("refuses a path of more than 256 components with 400 INVALID_WORKSPACE, before resolving it", async () => {
+    const before = await count();
+    const deep = `${root}${"/a".repeat(257)}`;
+    const r = await create(deep);
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({ code: "INVALID_WORKSPACE", field: "workspace" });
+    expect(r.body.error.message).toMatch(/at most 256 path components/);
+    expect((await create(`${root}${"/a".repeat(200)}`)).status).toBe(201);
+    expect(await count()).toBe(before + 1);
   });
 
   it("refuses a relative workspace with 400 INVALID_WORKSPACE", async () => {
