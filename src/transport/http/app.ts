@@ -112,8 +112,13 @@ export async function buildHttpApp(
   await app.register(swagger, {
     openapi: {
       info: { title: "mooring", version: services.identity.version, description: "Durable gateway for AI coding-agent sessions" },
-      components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
-      security: config.apiTokens.length > 0 ? [{ bearer: [] }] : [],
+      components: {
+        securitySchemes: {
+          bearer: { type: "http", scheme: "bearer" },
+          accessToken: { type: "apiKey", in: "query", name: "access_token" },
+        },
+      },
+      security: config.apiTokens.length > 0 ? [{ bearer: [] }, { accessToken: [] }] : [],
     },
   });
   await app.register(swaggerUi, { routePrefix: "/docs" });
