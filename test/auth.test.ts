@@ -213,6 +213,9 @@ describe("binding a non-loopback HOST", () => {
     expect(check({ HOST: "0.0.0.0" })).toThrow(/HOST=0\.0\.0\.0 .*MOORING_API_TOKENS is unset/);
     expect(check({ HOST: "192.168.1.10" })).toThrow(/MOORING_API_TOKENS/);
     expect(check({ HOST: "::" })).toThrow(/MOORING_API_TOKENS/);
+    // Only real loopback addresses count: a name that starts like one is any other name.
+    expect(check({ HOST: "127.example.com" })).toThrow(/MOORING_API_TOKENS/);
+    expect(check({ HOST: "127.0.0.1.nip.io" })).toThrow(/MOORING_API_TOKENS/);
     for (const host of ["127.0.0.1", "127.0.0.2", "localhost", "::1"])
       expect(check({ HOST: host })).not.toThrow();
     expect(check({ HOST: "0.0.0.0", MOORING_API_TOKENS: "t" })).not.toThrow();
