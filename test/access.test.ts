@@ -77,6 +77,7 @@ describe("a default gateway (no tokens)", () => {
     expect(created.status).toBe(403);
     expect(created.body.error).toMatchObject({ code: "ORIGIN_NOT_ALLOWED" });
     expect(created.headers["access-control-allow-origin"]).toBeUndefined();
+    expect(created.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
     const rpc = await rawRequest(gw.url, "POST", "/v1/rpc", origin, {
       jsonrpc: "2.0",
       id: 1,

@@ -55,5 +55,7 @@ export async function registerAccessChecks(app: FastifyInstance, config: Config)
  */
 export function refuse(reply: FastifyReply, error: MooringError): FastifyReply {
   reply.log.debug({ code: error.code, msg: error.message }, "request refused");
+  // Every answer names its request, refusals before the auth hook included.
+  reply.header("x-request-id", reply.request.id);
   return reply.status(error.httpStatus).send({ error: error.toBody() });
 }
