@@ -50,6 +50,8 @@ export class AgentProcess {
       this.child.on("error", (err) => {
         // `error` also reports failed kills of a live process; only a missing pid means it never ran.
         if (this.child.pid === undefined && !this.exit) {
+          // The whole error (with the program's path) for the operator; clients get spawn-error.ts.
+          log.error({ err: err.message, command: entry.command, cwd }, "agent could not be started");
           this.exit = { code: null, signal: null, spawnError: err };
           resolve(this.exit);
         }
