@@ -57,6 +57,8 @@ export const startup: Benchmark = {
   },
 };
 
+const STARTUP_TOKEN = "bench-startup-token";
+
 /** Spawn `npm start`, time it to /readyz 200, then stop the gateway (SIGTERM) and wait for everything to exit. */
 async function npmStart(dataDir: string): Promise<number> {
   const port = await freePort();
@@ -68,6 +70,8 @@ async function npmStart(dataDir: string): Promise<number> {
     HOST: "127.0.0.1",
     LOG_LEVEL: "warn",
     MOORING_LOG_FORMAT: "json",
+    // /readyz tells the gateway's pid (to stop it below, not npm) only to a valid token.
+    MOORING_API_TOKENS: STARTUP_TOKEN,
   });
   const t0 = wallMs();
   const child = track(
@@ -81,7 +85,10 @@ async function npmStart(dataDir: string): Promise<number> {
   let readyAt = 0;
   const deadline = Date.now() + 120_000;
   while (!readyAt) {
-    const answer = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(2000) }).then(
+    const answer = await fetch(`http://127.0.0.1:${port}/readyz`, {
+      headers: { authorization: `Bearer ${STARTUP_TOKEN}` },
+      signal: AbortSignal.timeout(2000),
+    }).then(
       async (r) => ({ status: r.status, body: (await r.json().catch(() => ({}))) as { pid?: number } }),
       () => null,
     );

@@ -2,6 +2,7 @@
  * Every option of the gateway, with its default and what it means (SPEC section 1). Read once at
  * start; a bad value stops the process with a message naming the variable and what it accepts.
  */
+import { isIPv4, isIPv6 } from "node:net";
 import { isAbsolute, resolve } from "node:path";
 
 export interface Config {
@@ -80,6 +81,12 @@ export interface Config {
   sseHeartbeatMs: number;
   /** Instance id reported in hello and /readyz; must be unique per live process. Default `<hostname>:<port>` (`<hostname>:<random>` when PORT=0). */
   instanceId: string | undefined;
+  /** Browser origins (exact `scheme://host[:port]`) allowed besides the gateway's own; `*` any (only with tokens). Default unset. */
+  corsOrigins: string[];
+  /** Host names accepted in `Host` besides loopback ones (`.example.com` also matches subdomains). Default unset. */
+  allowedHosts: string[];
+  /** Variable names (or `PREFIX*`) kept from agents besides MOORING_*, DATABASE_URL and PG*. Default unset. */
+  agentEnvDeny: string[];
 }
 
 type Parser<T> = (name: string, raw: string) => T;
@@ -117,6 +124,52 @@ const list =
       .split(separator)
       .map((s) => s.trim())
       .filter((s) => s !== "");
+
+/** Exact origins as a browser sends them (`new URL(o).origin === o`), or `*`. */
+const origins: Parser<string[]> = (name, raw) => {
+  const values = list(",")(name, raw);
+  for (const value of values) {
+    if (value === "*") continue;
+    let origin: string | null = null;
+    try {
+      origin = new URL(value).origin;
+    } catch {
+      // reported below
+    }
+    if (origin !== value) {
+      throw new ConfigError(
+        `${name} contains ${JSON.stringify(value)}: every entry must be an exact origin such as http://localhost:5173 (scheme, host and port only, lower case, no trailing slash) or *`,
+      );
+    }
+  }
+  return values;
+};
+
+/** Host names without scheme, port or path; compared in lower case. */
+const hostNames: Parser<string[]> = (name, raw) => {
+  const values = list(",")(name, raw).map((v) => v.toLowerCase());
+  for (const value of values) {
+    if (!/^\.?[a-z0-9_.-]+$|^\[[0-9a-f:.]+\]$/.test(value)) {
+      throw new ConfigError(
+        `${name} contains ${JSON.stringify(value)}: every entry must be a host name (no scheme, port or path), e.g. gateway.example.com or .example.com for its subdomains`,
+      );
+    }
+  }
+  return values;
+};
+
+/** Environment variable names, or a prefix ending in `*`. */
+const variableNames: Parser<string[]> = (name, raw) => {
+  const values = list(",")(name, raw);
+  for (const value of values) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*\*?$/.test(value)) {
+      throw new ConfigError(
+        `${name} contains ${JSON.stringify(value)}: every entry must be a variable name or a prefix ending in * (e.g. AWS_*)`,
+      );
+    }
+  }
+  return values;
+};
 
 const absolutePaths: Parser<string[]> = (name, raw) => {
   const roots = list(":")(name, raw);
@@ -173,7 +226,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     wsPingMs: read(env, "MOORING_WS_PING_MS", integer(10), 15_000),
     sseHeartbeatMs: read(env, "MOORING_SSE_HEARTBEAT_MS", integer(10), 15_000),
     instanceId: read<string | undefined>(env, "MOORING_INSTANCE_ID", text, undefined),
+    corsOrigins: read(env, "MOORING_CORS_ORIGINS", origins, []),
+    allowedHosts: read(env, "MOORING_ALLOWED_HOSTS", hostNames, []),
+    agentEnvDeny: read(env, "MOORING_AGENT_ENV_DENY", variableNames, []),
   };
+  if (config.corsOrigins.includes("*") && config.apiTokens.length === 0) {
+    throw new ConfigError(
+      "MOORING_CORS_ORIGINS=* lets every website call the gateway and is accepted only with MOORING_API_TOKENS set; list the exact origins instead",
+    );
+  }
   if (config.heartbeatMs >= config.leaseMs) {
     throw new ConfigError(
       `MOORING_HEARTBEAT_MS (${config.heartbeatMs}) must be smaller than MOORING_LEASE_MS (${config.leaseMs})`,
@@ -182,6 +243,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return config;
 }
 
+/** `localhost` or a loopback IP address (127.0.0.0/8, ::1, ::ffff:127.x); never a name like 127.example.com. */
 export function isLoopback(host: string): boolean {
-  return host === "localhost" || host === "::1" || host.startsWith("127.");
+  const h = host.toLowerCase().replace(/^\[(.*)\]$/, "$1");
+  if (h === "localhost") return true;
+  const v4 = isIPv4(h) ? h : h.startsWith("::ffff:") && isIPv4(h.slice(7)) ? h.slice(7) : null;
+  if (v4) return v4.startsWith("127.");
+  // The URL parser writes every spelling of an IPv6 address the same way.
+  return isIPv6(h) && new URL(`http://[${h}]`).hostname === "[::1]";
 }

@@ -8,6 +8,8 @@ export const errorCodes = {
   INVALID_WORKSPACE: { http: 400, rpc: -32602 },
   UNAUTHORIZED: { http: 401, rpc: -32001 },
   WORKSPACE_NOT_ALLOWED: { http: 403, rpc: -32003 },
+  ORIGIN_NOT_ALLOWED: { http: 403, rpc: -32003 },
+  HOST_NOT_ALLOWED: { http: 403, rpc: -32003 },
   NOT_FOUND: { http: 404, rpc: -32601 },
   SESSION_NOT_FOUND: { http: 404, rpc: -32004 },
   TASK_NOT_FOUND: { http: 404, rpc: -32004 },
@@ -30,6 +32,7 @@ export type TaskErrorCode =
   | "TURN_TIMEOUT"
   | "GATEWAY_RESTART"
   | "AGENT_START_FAILED"
+  | "WORKSPACE_NOT_ALLOWED"
   | "AGENT_CRASHED"
   | "AGENT_ERROR"
   | "CONTEXT_TOO_LARGE"

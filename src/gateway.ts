@@ -23,6 +23,7 @@ import { Sweeper } from "./domain/sweeper.js";
 import { TaskService } from "./domain/tasks.js";
 import { Worker } from "./domain/worker.js";
 import { normalizeRoots } from "./domain/workspace.js";
+import type { ReadyzView } from "./transport/http/routes/health.js";
 import { heartbeatInstance, markInstanceStopped, registerInstance } from "./sql/instances.js";
 import { ChangeBus } from "./stream/change-bus.js";
 import { EventLog } from "./stream/event-log.js";
@@ -59,7 +60,7 @@ export function checkStartupConfig(config: Config): void {
 export async function startGateway(config: Config, log: Logger): Promise<Gateway> {
   checkStartupConfig(config);
   const registry = loadAgentRegistry(config.agents);
-  const workspaceRoots = normalizeRoots(config.workspaceRoots);
+  const workspaceRoots = await normalizeRoots(config.workspaceRoots);
   const identity: Identity = {
     instanceId:
       config.instanceId ??
@@ -97,11 +98,13 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   };
 
   const health = {
-    readyz: async () => {
+    readyz: async (view: ReadyzView) => {
       const r = services.readiness();
       let database = false;
       if (parts) database = await probeDatabase(parts.db);
       const ok = r.ready && database;
+      // Without a valid token (when tokens are set) only ready or not; host and pid only with one.
+      if (view === "status") return { ok, body: { ready: ok } };
       return {
         ok,
         body: {
@@ -114,8 +117,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
           instanceId: identity.instanceId,
           bootId: identity.bootId,
           version,
-          host: identity.host,
-          pid: identity.pid,
+          ...(view === "operator" ? { host: identity.host, pid: identity.pid } : {}),
         },
       };
     },
@@ -245,7 +247,10 @@ function assemble(
   const sessions = new SessionService(db, registry, drivers, workspaceRoots, log);
   const tasks = new TaskService(rt, sessions);
   const events = new EventService(db, sessions);
-  const pool = new ConversationPool(config.agentIdleMs, config.contextWindow, log);
+  const pool = new ConversationPool(config.agentIdleMs, config.contextWindow, log, {
+    workspaceRoots,
+    agentEnvDeny: config.agentEnvDeny,
+  });
   const recovery = new Recovery(rt);
   const worker = new Worker(rt, sessions, registry, drivers, pool, recovery);
   const sweeper = new Sweeper(rt, worker, recovery);

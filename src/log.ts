@@ -21,6 +21,38 @@ export function createLogger(level: string, format: "auto" | "json" | "pretty" =
     level,
     base: { pid: process.pid },
     mixin: requestIdMixin,
+    // Secrets never reach a log: fastify's request lines go through requestForLog (no headers),
+    // and this catches an authorization header logged by anything else.
+    redact: { paths: ["authorization", "headers.authorization", "req.headers.authorization"], censor: "[redacted]" },
     ...(pretty ? { transport: { target: "pino-pretty", options: { colorize: true, translateTime: "SYS:HH:MM:ss.l" } } } : {}),
   });
+}
+
+/** A URL fit for a log: the value of every `access_token` query parameter replaced. */
+export function redactUrl(url: string): string {
+  const mark = url.indexOf("?");
+  if (mark === -1) return url;
+  const params = new URLSearchParams(url.slice(mark + 1));
+  if (!params.has("access_token")) return url;
+  for (const key of [...new Set(params.keys())]) {
+    if (key === "access_token") params.set(key, "[redacted]");
+  }
+  return `${url.slice(0, mark)}?${params.toString()}`;
+}
+
+/** How a request appears in fastify's `incoming request` lines: no headers, the URL redacted. */
+export function requestForLog(req: {
+  method: string;
+  url: string;
+  host?: string;
+  ip?: string;
+  socket?: { remotePort?: number };
+}): Record<string, unknown> {
+  return {
+    method: req.method,
+    url: redactUrl(req.url),
+    host: req.host,
+    remoteAddress: req.ip,
+    remotePort: req.socket?.remotePort,
+  };
 }

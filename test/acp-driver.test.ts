@@ -375,6 +375,8 @@ describe("acp driver: failures and lifecycle", () => {
         code: "AGENT_START_FAILED",
         message: expect.stringContaining("ENOENT"),
       });
+      // A client learns why, not where the operator keeps the program.
+      await expect(turn).rejects.toMatchObject({ message: expect.not.stringContaining("/nonexistent") });
       expect(conversation.alive).toBe(false);
     },
     TIMEOUT,

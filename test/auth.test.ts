@@ -104,6 +104,74 @@ describe("with MOORING_API_TOKENS set", () => {
     }
   });
 
+  it("the Bearer scheme is matched in any case", async () => {
+    for (const scheme of ["bearer", "BEARER", "BeArEr"]) {
+      const r = await call(gw.url, "GET", "/v1/gate", undefined, { authorization: `${scheme} ${TOKENS[0]}` });
+      expect(r.status, scheme).toBe(200);
+    }
+  });
+
+  it("every route answers ?access_token= exactly as it answers the header, strict query schemas included", async () => {
+    const auth = { authorization: `Bearer ${TOKENS[1]}` };
+    const withQuery = (path: string, extra = "") =>
+      `${path}${path.includes("?") ? "&" : "?"}${extra}access_token=${encodeURIComponent(TOKENS[1])}`;
+    for (const [method, path, body] of [
+      ...routes,
+      ["GET", "/v1/sessions?limit=5"],
+      ["GET", "/v1/tasks?status=queued"],
+      ["GET", "/readyz"],
+    ] as [string, string, unknown?][]) {
+      const byHeader = await call(gw.url, method, path, body, auth);
+      const byQuery = await call(gw.url, method, withQuery(path), body);
+      expect(byQuery.status, `${method} ${path}`).toBe(byHeader.status);
+      expect(byQuery.status, `${method} ${path}`).not.toBe(401);
+      expect(byQuery.status, `${method} ${path}`).not.toBe(400);
+    }
+    // The token is never a query field a schema would see, even next to real ones.
+    const listed = await call(gw.url, "GET", withQuery("/v1/sessions", "limit=1&"));
+    expect(listed.status).toBe(200);
+    expect(listed.body.items.length).toBeLessThanOrEqual(1);
+
+    // The streams browsers open without headers: SSE and the WebSocket.
+    const s = await call(gw.url, "POST", "/v1/sessions", { workspace: "/tmp", agent: "simulated" }, auth);
+    const controller = new AbortController();
+    const sse = await fetch(`${gw.url}${withQuery(`/v1/sessions/${s.body.id}/events`)}`, { signal: controller.signal });
+    expect(sse.status).toBe(200);
+    expect(sse.headers.get("content-type")).toMatch(/text\/event-stream/);
+    controller.abort();
+    const socket = new WebSocket(`${gw.url.replace("http", "ws")}${withQuery("/v1/ws")}`);
+    const [hello] = await once(socket, "message");
+    expect(JSON.parse(String(hello))).toMatchObject({ method: "hello" });
+    socket.close();
+    await once(socket, "close");
+  });
+
+  it("/readyz says only ready or not without a token, and the details (host and pid too) with one", async () => {
+    const anonymous = await call(gw.url, "GET", "/readyz");
+    expect(anonymous.body).toEqual({ ready: true });
+    const wrong = await call(gw.url, "GET", "/readyz", undefined, { authorization: "Bearer nope" });
+    expect(wrong.body).toEqual({ ready: true });
+    for (const r of [
+      await call(gw.url, "GET", "/readyz", undefined, { authorization: `Bearer ${TOKENS[0]}` }),
+      await call(gw.url, "GET", `/readyz?access_token=${TOKENS[0]}`),
+    ]) {
+      expect(r.body).toEqual({
+        ready: true,
+        instanceId: gw.identity.instanceId,
+        bootId: gw.identity.bootId,
+        version: gw.identity.version,
+        host: gw.identity.host,
+        pid: process.pid,
+      });
+    }
+  });
+
+  it("an OPTIONS request without a token is refused like any other (401, not an error)", async () => {
+    const r = await call(gw.url, "OPTIONS", "/v1/sessions");
+    expect(r.status).toBe(401);
+    expect(r.body.error.code).toBe("UNAUTHORIZED");
+  });
+
   it("the WebSocket upgrade needs a token too", async () => {
     const wsUrl = `${gw.url.replace("http", "ws")}/v1/ws`;
     for (const headers of [{}, { authorization: "Bearer nope" }]) {
@@ -131,6 +199,8 @@ describe("without MOORING_API_TOKENS", () => {
       expect(
         (await call(gw.url, "GET", "/v1/sessions", undefined, { authorization: "Bearer whatever" })).status,
       ).toBe(200);
+      // So is a stray access_token, even on a route whose query schema takes no unknown field.
+      expect((await call(gw.url, "GET", "/v1/sessions?access_token=whatever")).status).toBe(200);
     } finally {
       await gw.stop();
     }
@@ -143,6 +213,9 @@ describe("binding a non-loopback HOST", () => {
     expect(check({ HOST: "0.0.0.0" })).toThrow(/HOST=0\.0\.0\.0 .*MOORING_API_TOKENS is unset/);
     expect(check({ HOST: "192.168.1.10" })).toThrow(/MOORING_API_TOKENS/);
     expect(check({ HOST: "::" })).toThrow(/MOORING_API_TOKENS/);
+    // Only real loopback addresses count: a name that starts like one is any other name.
+    expect(check({ HOST: "127.example.com" })).toThrow(/MOORING_API_TOKENS/);
+    expect(check({ HOST: "127.0.0.1.nip.io" })).toThrow(/MOORING_API_TOKENS/);
     for (const host of ["127.0.0.1", "127.0.0.2", "localhost", "::1"])
       expect(check({ HOST: host })).not.toThrow();
     expect(check({ HOST: "0.0.0.0", MOORING_API_TOKENS: "t" })).not.toThrow();

@@ -4,7 +4,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { existsSync, realpathSync } from "node:fs";
-import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -22,7 +22,9 @@ import {
   type ResumeCursor,
   type TurnSink,
 } from "../src/agents/driver.js";
+import { agentEnvironment } from "../src/agents/agent-env.js";
 import type { AgentEntry } from "../src/agents/registry.js";
+import { resolveWorkspaceForSpawn } from "../src/domain/workspace.js";
 import { type FakeAnthropic, startFakeAnthropic } from "./support/fake-anthropic.js";
 
 const claudeBin = fileURLToPath(new URL("../node_modules/.bin/claude", import.meta.url));
@@ -106,7 +108,7 @@ function entry(overrides: Partial<AgentEntry> = {}): AgentEntry {
 
 function open(
   cursor: ResumeCursor,
-  options: { workspace?: string; entry?: AgentEntry; agentConfig?: Record<string, unknown> } = {},
+  options: { workspace?: string; entry?: AgentEntry; agentConfig?: Record<string, unknown>; roots?: string[] } = {},
 ) {
   const capture = new Writable({
     write(chunk, _encoding, done) {
@@ -114,10 +116,14 @@ function open(
       done();
     },
   });
+  const folder = options.workspace ?? workspace;
+  const chosen = options.entry ?? entry();
   const conversation = claudeCodeDriver.open({
     sessionId: "sess-test",
-    workspace: options.workspace ?? workspace,
-    entry: options.entry ?? entry(),
+    workspace: folder,
+    resolveWorkspace: () => resolveWorkspaceForSpawn(folder, options.roots ?? []),
+    env: agentEnvironment(chosen, []),
+    entry: chosen,
     agentConfig: options.agentConfig ?? {},
     cursor,
     settings: { contextWindow: 200_000 },
@@ -221,6 +227,24 @@ describe("claude-code driver with the real CLI", () => {
     expect(sink.cursor).toMatchObject({ agentSessionId: id, turnCount: 2 });
     expect(callsFor("warm two")[0].userTexts).toContain("warm one");
     expect(logs.filter((l) => l.msg === "claude-code spawned")).toHaveLength(1);
+  });
+
+  it("checks the workspace at every turn: a warm CLI whose folder now leads outside the roots is not used", async () => {
+    fake.respond(() => ({ text: "ok" }));
+    const sink = new RecordingSink(fake);
+    const outside = join(root, "outside");
+    await mkdir(outside);
+    const conversation = open(emptyCursor(), { roots: [workspace] });
+    await run(conversation, "first", sink);
+    expect(logs.find((l) => l.msg === "claude-code spawned")).toMatchObject({ cwd: workspace, workspace });
+
+    await rename(workspace, `${workspace}.moved`);
+    await symlink(outside, workspace);
+    const failure = await run(conversation, "second", sink).catch((err: unknown) => err);
+
+    expect(failure).toMatchObject({ code: "WORKSPACE_NOT_ALLOWED" });
+    expect((failure as Error).message).not.toContain(outside);
+    expect(callsFor("second")).toEqual([]);
   });
 
   it("resumes the same conversation after a graceful close", async () => {
@@ -534,6 +558,8 @@ describe("claude-code driver with the real CLI", () => {
     const failure = await run(conversation, "anything", new RecordingSink(fake)).catch((err: unknown) => err);
 
     expect(failure).toMatchObject({ code: "AGENT_START_FAILED", message: expect.stringContaining("ENOENT") });
+    // A client learns why, not where the operator keeps the program.
+    expect((failure as Error).message).not.toContain("no-such-claude");
   });
 });
 

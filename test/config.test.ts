@@ -119,6 +119,31 @@ describe("loadConfig", () => {
     expect(err.message).toContain("relative/root");
   });
 
+  it("reads the access settings, and refuses what is not an origin, a host name or a variable name", () => {
+    const c = loadConfig({
+      MOORING_CORS_ORIGINS: "http://localhost:5173, https://ui.example",
+      MOORING_ALLOWED_HOSTS: "GW.example,.corp.example,[::2]",
+      MOORING_AGENT_ENV_DENY: "AWS_*,DEPLOY_KEY",
+    });
+    expect(c).toMatchObject({
+      corsOrigins: ["http://localhost:5173", "https://ui.example"],
+      allowedHosts: ["gw.example", ".corp.example", "[::2]"],
+      agentEnvDeny: ["AWS_*", "DEPLOY_KEY"],
+    });
+    expect(loadConfig({})).toMatchObject({ corsOrigins: [], allowedHosts: [], agentEnvDeny: [] });
+    for (const origin of ["localhost:5173", "http://ui.example/app", "http://UI.example", "null"]) {
+      expect(configError({ MOORING_CORS_ORIGINS: origin }).message, origin).toMatch(/^MOORING_CORS_ORIGINS contains/);
+    }
+    expect(configError({ MOORING_CORS_ORIGINS: "*" }).message).toMatch(/only with MOORING_API_TOKENS/);
+    expect(loadConfig({ MOORING_CORS_ORIGINS: "*", MOORING_API_TOKENS: "t" }).corsOrigins).toEqual(["*"]);
+    for (const host of ["http://gw.example", "gw.example:8787", "gw.example/x", "*"]) {
+      expect(configError({ MOORING_ALLOWED_HOSTS: host }).message, host).toMatch(/^MOORING_ALLOWED_HOSTS contains/);
+    }
+    for (const name of ["AWS-KEY", "*", "A*B", "1ABC"]) {
+      expect(configError({ MOORING_AGENT_ENV_DENY: name }).message, name).toMatch(/^MOORING_AGENT_ENV_DENY contains/);
+    }
+  });
+
   it("refuses a heartbeat that is not shorter than the lease", () => {
     const err = configError({ MOORING_HEARTBEAT_MS: "30000", MOORING_LEASE_MS: "30000" });
     expect(err.message).toMatch(/MOORING_HEARTBEAT_MS.*MOORING_LEASE_MS/);

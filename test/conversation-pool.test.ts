@@ -13,7 +13,7 @@ import type {
   TurnOutcome,
 } from "../src/agents/driver.js";
 import type { AgentEntry } from "../src/agents/registry.js";
-import { ConversationPool } from "../src/domain/conversation-pool.js";
+import { ConversationPool, type LaunchPolicy } from "../src/domain/conversation-pool.js";
 import type { SessionRow } from "../src/domain/views.js";
 import { LogRecorder } from "./support/agent-gateway.js";
 
@@ -36,6 +36,7 @@ class ScriptedConversation implements AgentConversation {
   }
 }
 
+const launch: LaunchPolicy = { workspaceRoots: [], agentEnvDeny: [] };
 const opened: ScriptedConversation[] = [];
 const driver: AgentDriver = {
   name: "simulated",
@@ -91,7 +92,7 @@ afterEach(async () => {
 
 describe("conversation pool", () => {
   it("reuses the warm conversation while the stored cursor is the one it saved", async () => {
-    pool = new ConversationPool(60_000, 200_000, pino({ level: "silent" }));
+    pool = new ConversationPool(60_000, 200_000, pino({ level: "silent" }), launch);
     const first = pool.acquire(row(), entry, driver);
     opened[0].next = saved;
     await first.runTurn({ prompt: "one", sink, signal });
@@ -110,6 +111,7 @@ describe("conversation pool", () => {
       60_000,
       200_000,
       pino({ level: "info" }, { write: (l: string) => logs.push(JSON.parse(l)) }),
+      launch,
     );
     const first = pool.acquire(row(), entry, driver);
     opened[0].next = saved;
@@ -131,7 +133,7 @@ describe("conversation pool", () => {
   });
 
   it("closes a failed turn's live agent gracefully and a dead one by kill", async () => {
-    pool = new ConversationPool(60_000, 200_000, pino({ level: "silent" }));
+    pool = new ConversationPool(60_000, 200_000, pino({ level: "silent" }), launch);
     pool.acquire(row(), entry, driver);
     pool.release(row().id, false, null);
     expect(opened[0].closes).toEqual(["graceful"]);
@@ -148,6 +150,7 @@ describe("conversation pool", () => {
       50,
       200_000,
       pino({ level: "info" }, { write: (l: string) => logs.push(JSON.parse(l)) }),
+      launch,
     );
     pool.acquire(row(), entry, driver);
     pool.release(row().id, true, 4321);

@@ -106,7 +106,10 @@ describe("against an external Postgres", () => {
     const firstBoot = await bootId(first.url);
 
     // Request ids in a real process: every line of a request, the domain's included, carries it.
-    const ofRequest = logLines(first).filter((l) => l.reqId === "ext-1");
+    // The id is the gateway's own; the client's x-request-id is kept beside it.
+    const incoming = logLines(first).find((l) => l.msg === "incoming request" && l.clientRequestId === "ext-1");
+    expect(incoming?.reqId).toMatch(/^[0-9a-f-]{36}$/);
+    const ofRequest = logLines(first).filter((l) => l.reqId === incoming?.reqId);
     expect(ofRequest.map((l) => l.msg)).toEqual(
       expect.arrayContaining(["incoming request", "session created", "request completed"]),
     );

@@ -34,9 +34,9 @@ afterAll(async () => {
   await rm(base, { recursive: true, force: true });
 });
 
-function refusal(input: string): MooringError {
+async function refusal(input: string): Promise<MooringError> {
   try {
-    normalizeWorkspace(input);
+    await normalizeWorkspace(input);
   } catch (err) {
     expect(err).toBeInstanceOf(MooringError);
     return err as MooringError;
@@ -44,50 +44,64 @@ function refusal(input: string): MooringError {
   throw new Error(`${input} was accepted`);
 }
 
-describe("normalizeWorkspace", () => {
-  it("drops a trailing slash", () => {
-    expect(normalizeWorkspace(`${proj}/`)).toBe(proj);
-    expect(normalizeWorkspace(`${proj}///`)).toBe(proj);
+describe("normalizeWorkspace", async () => {
+  it("drops a trailing slash", async () => {
+    expect(await normalizeWorkspace(`${proj}/`)).toBe(proj);
+    expect(await normalizeWorkspace(`${proj}///`)).toBe(proj);
   });
 
-  it("collapses //", () => {
-    expect(normalizeWorkspace(`${root}//proj`)).toBe(proj);
+  it("collapses //", async () => {
+    expect(await normalizeWorkspace(`${root}//proj`)).toBe(proj);
   });
 
-  it("removes .", () => {
-    expect(normalizeWorkspace(`${root}/./proj/.`)).toBe(proj);
+  it("removes .", async () => {
+    expect(await normalizeWorkspace(`${root}/./proj/.`)).toBe(proj);
   });
 
-  it("resolves ..", () => {
-    expect(normalizeWorkspace(`${proj}/../proj`)).toBe(proj);
-    expect(normalizeWorkspace(`${root}/not-there/../proj`)).toBe(proj);
+  it("resolves ..", async () => {
+    expect(await normalizeWorkspace(`${proj}/../proj`)).toBe(proj);
+    expect(await normalizeWorkspace(`${root}/not-there/../proj`)).toBe(proj);
   });
 
-  it("resolves a symlink", () => {
-    expect(normalizeWorkspace(join(root, "link-in"))).toBe(proj);
-    expect(normalizeWorkspace(join(base, "alias", "proj"))).toBe(proj);
+  it("resolves a symlink", async () => {
+    expect(await normalizeWorkspace(join(root, "link-in"))).toBe(proj);
+    expect(await normalizeWorkspace(join(base, "alias", "proj"))).toBe(proj);
   });
 
-  it("only cleans a missing path", () => {
-    expect(normalizeWorkspace("/mooring-does-not-exist/a/./b//c/../d/")).toBe(
+  it("only cleans a missing path", async () => {
+    expect(await normalizeWorkspace("/mooring-does-not-exist/a/./b//c/../d/")).toBe(
       "/mooring-does-not-exist/a/b/d",
     );
-    expect(normalizeWorkspace(`${proj}/new/./deeper/`)).toBe(join(proj, "new", "deeper"));
+    expect(await normalizeWorkspace(`${proj}/new/./deeper/`)).toBe(join(proj, "new", "deeper"));
   });
 
-  it("resolves the existing, symlinked parent of a missing path", () => {
-    expect(normalizeWorkspace(join(base, "alias", "proj", "new-folder"))).toBe(join(proj, "new-folder"));
-    expect(normalizeWorkspace(join(root, "link-out", "new-folder"))).toBe(join(outside, "new-folder"));
+  it("resolves the existing, symlinked parent of a missing path", async () => {
+    expect(await normalizeWorkspace(join(base, "alias", "proj", "new-folder"))).toBe(join(proj, "new-folder"));
+    expect(await normalizeWorkspace(join(root, "link-out", "new-folder"))).toBe(join(outside, "new-folder"));
   });
 
-  it("keeps /", () => {
-    expect(normalizeWorkspace("/")).toBe("/");
-    expect(normalizeWorkspace("//")).toBe("/");
+  it("keeps /", async () => {
+    expect(await normalizeWorkspace("/")).toBe("/");
+    expect(await normalizeWorkspace("//")).toBe("/");
   });
 
-  it("refuses relative, empty and NUL paths with INVALID_WORKSPACE", () => {
+  it("refuses a path longer than 4096 characters or deeper than 256 components", async () => {
+    expect((await refusal(`/${"x".repeat(4096)}`)).message).toMatch(/at most 4096 characters/);
+    expect((await refusal("/a".repeat(257))).message).toMatch(/at most 256 path components/);
+    expect(await normalizeWorkspace("/mooring-nope/a".repeat(128))).toBe("/mooring-nope/a".repeat(128));
+  });
+
+  it("resolves off the event loop: a deep missing path leaves timers running", async () => {
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 0);
+    await Promise.all(Array.from({ length: 20 }, () => normalizeWorkspace(`${proj}${"/missing".repeat(250)}`)));
+    clearInterval(timer);
+    expect(ticks).toBeGreaterThan(0);
+  });
+
+  it("refuses relative, empty and NUL paths with INVALID_WORKSPACE", async () => {
     for (const input of ["proj", "./proj", "~/proj", "", "   ", `${proj}\0x`]) {
-      const err = refusal(input);
+      const err = await refusal(input);
       expect(err.code).toBe("INVALID_WORKSPACE");
       expect(err.details).toEqual({ field: "workspace" });
     }
@@ -170,6 +184,29 @@ describe("through the API with MOORING_WORKSPACE_ROOTS", () => {
     expect(await count()).toBe(before);
   });
 
+  it("a refusal names only the path the client sent, never what it resolved to", async () => {
+    for (const sent of ["/proc/self/cwd", "/proc/self/exe", "/proc/self/fd/1", join(root, "link-out", "x")]) {
+      const r = await create(sent);
+      expect(r.status, sent).toBe(403);
+      expect(r.body.error.message).toBe(`workspace ${JSON.stringify(sent)} is outside the allowed roots`);
+    }
+    const leaked = JSON.stringify((await create("/proc/self/cwd")).body);
+    expect(leaked).not.toContain(process.cwd());
+    expect(leaked).not.toContain(String(process.pid));
+    expect(JSON.stringify((await create(join(root, "link-out"))).body)).not.toContain(outside);
+  });
+
+  it("refuses a path of more than 256 components with 400 INVALID_WORKSPACE, before resolving it", async () => {
+    const before = await count();
+    const deep = `${root}${"/a".repeat(257)}`;
+    const r = await create(deep);
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({ code: "INVALID_WORKSPACE", field: "workspace" });
+    expect(r.body.error.message).toMatch(/at most 256 path components/);
+    expect((await create(`${root}${"/a".repeat(200)}`)).status).toBe(201);
+    expect(await count()).toBe(before + 1);
+  });
+
   it("refuses a relative workspace with 400 INVALID_WORKSPACE", async () => {
     const before = await count();
     const r = await create("proj");
@@ -182,14 +219,20 @@ describe("through the API with MOORING_WORKSPACE_ROOTS", () => {
     const spelled = `${proj}/./`;
     const r = await create(spelled, { "x-request-id": "ws-log-1" });
     expect(r.status).toBe(201);
-    expect(r.headers.get("x-request-id")).toBe("ws-log-1");
+    // The gateway's own id correlates; the client's is kept apart.
+    const reqId = r.headers.get("x-request-id");
+    expect(reqId).toMatch(/^[0-9a-f-]{36}$/);
     const logged = lines.filter((l) => l.msg === "workspace path normalized" && l.original === spelled);
     expect(logged).toHaveLength(1);
-    expect(logged[0]).toMatchObject({ level: 20, normalized: proj, reqId: "ws-log-1" });
+    expect(logged[0]).toMatchObject({ level: 20, normalized: proj, reqId });
+    expect(lines.find((l) => l.msg === "incoming request" && l.reqId === reqId)).toMatchObject({
+      clientRequestId: "ws-log-1",
+    });
 
     const plain = await create(proj, { "x-request-id": "ws-log-2" });
     expect(plain.status).toBe(201);
-    expect(lines.some((l) => l.reqId === "ws-log-2" && l.msg === "session created")).toBe(true);
-    expect(lines.some((l) => l.reqId === "ws-log-2" && l.msg === "workspace path normalized")).toBe(false);
+    const plainId = plain.headers.get("x-request-id");
+    expect(lines.some((l) => l.reqId === plainId && l.msg === "session created")).toBe(true);
+    expect(lines.some((l) => l.reqId === plainId && l.msg === "workspace path normalized")).toBe(false);
   });
 });

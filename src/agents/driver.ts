@@ -87,6 +87,8 @@ export interface TurnOutcome {
 /** Codes a driver may fail a turn with (a subset of SPEC section 3's terminal codes). */
 export type AgentFailureCode =
   | "AGENT_START_FAILED"
+  /** The workspace, resolved again at spawn, is outside every root (swapped for a symlink, say). */
+  | "WORKSPACE_NOT_ALLOWED"
   | "AGENT_CRASHED"
   | "AGENT_ERROR"
   | "CONTEXT_TOO_LARGE"
@@ -109,8 +111,17 @@ export class AgentFailure extends Error {
 export interface OpenConversationOptions {
   /** mooring session id (for logs and per-session state). */
   sessionId: string;
-  /** Normalized absolute workspace path; the agent process runs there. */
+  /** The session's workspace as stored (normalized when the session was created). */
   workspace: string;
+  /**
+   * The folder to run the agent in: the workspace resolved now and checked against the roots
+   * (domain/workspace.ts). Drivers that run a process ask at every turn and right before every
+   * spawn, and run it in the path returned. Rejects with AgentFailure (WORKSPACE_NOT_ALLOWED, or
+   * AGENT_START_FAILED when the folder is gone).
+   */
+  resolveWorkspace(): Promise<string>;
+  /** The agent process's environment: never the gateway's secrets (agents/agent-env.ts). */
+  env: NodeJS.ProcessEnv;
   /** The registry entry the session names (launch settings chosen by the operator). */
   entry: AgentEntry;
   /** The session's client-chosen options, already validated against the driver's schema. */

@@ -3,6 +3,7 @@
  * defined them in `MOORING_AGENTS`. Clients only ever pick a name from it.
  */
 import { existsSync, readFileSync } from "node:fs";
+import { GATEWAY_SECRETS, matches } from "./agent-env.js";
 
 export type DriverName = "simulated" | "claude-code" | "acp";
 export const driverNames: readonly DriverName[] = ["simulated", "claude-code", "acp"];
@@ -19,8 +20,10 @@ export interface AgentEntry {
   command?: string;
   /** Extra arguments placed before the driver's own. */
   args: string[];
-  /** Added to the gateway's environment for the agent process. */
+  /** Added to the environment the agent inherits (agents/agent-env.ts). */
   env: Record<string, string>;
+  /** A strict allowlist: the agent inherits only these variables (plus `env`). Unset: all but the gateway's secrets. */
+  inheritEnv?: string[];
   /** ACP permission policy; default `deny`. */
   permissions: PermissionPolicy;
   /** Models a session may choose (`claude-code`); unset means any. */
@@ -76,7 +79,7 @@ function parseEntry(name: string, value: unknown): AgentEntry {
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(name)) fail("name must be 1-64 letters, digits, '.', '_' or '-'");
   if (typeof value !== "object" || value === null || Array.isArray(value)) fail("must be an object");
   const v = value as Record<string, unknown>;
-  const known = ["driver", "command", "args", "env", "permissions", "models", "permissionModes"];
+  const known = ["driver", "command", "args", "env", "inheritEnv", "permissions", "models", "permissionModes"];
   for (const key of Object.keys(v)) {
     if (!known.includes(key)) fail(`unknown field "${key}" (accepted: ${known.join(", ")})`);
   }
@@ -97,6 +100,14 @@ function parseEntry(name: string, value: unknown): AgentEntry {
   if (!["allow", "deny", "client"].includes(permissions as string)) {
     fail("permissions must be one of allow, deny, client");
   }
+  const inheritEnv = v.inheritEnv;
+  if (inheritEnv !== undefined) {
+    if (!Array.isArray(inheritEnv) || !inheritEnv.every((n) => typeof n === "string" && /^[A-Za-z_][A-Za-z0-9_]*$/.test(n))) {
+      fail("inheritEnv must be an array of environment variable names");
+    }
+    const secret = (inheritEnv as string[]).find((n) => GATEWAY_SECRETS.some((p) => matches(n, p)));
+    if (secret) fail(`inheritEnv may not pass the gateway's own ${secret} (set what the agent needs in env)`);
+  }
   for (const key of ["models", "permissionModes"] as const) {
     const list = v[key];
     if (list !== undefined && (!Array.isArray(list) || !list.every((m) => typeof m === "string"))) {
@@ -109,6 +120,7 @@ function parseEntry(name: string, value: unknown): AgentEntry {
     command: v.command as string | undefined,
     args: args as string[],
     env: env as Record<string, string>,
+    inheritEnv: inheritEnv as string[] | undefined,
     permissions: permissions as PermissionPolicy,
     models: v.models as string[] | undefined,
     permissionModes: v.permissionModes as string[] | undefined,

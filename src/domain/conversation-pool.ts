@@ -10,8 +10,16 @@
  */
 import type { Logger } from "pino";
 import type { AgentConversation, AgentDriver, ResumeCursor, RunTurnOptions } from "../agents/driver.js";
+import { agentEnvironment } from "../agents/agent-env.js";
 import type { AgentEntry } from "../agents/registry.js";
 import type { SessionRow } from "./views.js";
+import { resolveWorkspaceForSpawn } from "./workspace.js";
+
+/** What every agent launch is held to (MOORING_WORKSPACE_ROOTS normalized, MOORING_AGENT_ENV_DENY). */
+export interface LaunchPolicy {
+  workspaceRoots: readonly string[];
+  agentEnvDeny: readonly string[];
+}
 
 /** The cursor fields that identify where a conversation stands. */
 type CursorMark = Pick<ResumeCursor, "agentSessionId" | "turnCount" | "lastAssistantMessageId">;
@@ -39,6 +47,7 @@ export class ConversationPool {
     private readonly idleMs: number,
     private readonly contextWindow: number,
     private readonly log: Logger,
+    private readonly launch: LaunchPolicy,
   ) {}
 
   /** The session's warm conversation, or a new one opened from its stored cursor. */
@@ -70,6 +79,8 @@ export class ConversationPool {
     const conversation = driver.open({
       sessionId: session.id,
       workspace: session.workspace,
+      resolveWorkspace: () => resolveWorkspaceForSpawn(session.workspace, this.launch.workspaceRoots),
+      env: agentEnvironment(entry, this.launch.agentEnvDeny),
       entry,
       agentConfig: session.agentConfig,
       cursor: {

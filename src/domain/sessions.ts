@@ -44,7 +44,7 @@ export class SessionService {
     }
     const checked = this.drivers[entry.driver].validateConfig(entry, input.agentConfig ?? {});
     if (!checked.ok) throw invalid(checked.problem, "agentConfig");
-    const workspace = acceptWorkspace(input.workspace, this.workspaceRoots, this.log);
+    const workspace = await acceptWorkspace(input.workspace, this.workspaceRoots, this.log);
     const [row] = await this.db.orm
       .insert(sessions)
       .values({
@@ -91,7 +91,7 @@ export class SessionService {
   async list(filter: { status?: SessionStatus; workspace?: string; limit?: number; cursor?: string }) {
     const limit = filter.limit ?? 50;
     const after = filter.cursor ? decodeCursor(filter.cursor) : null;
-    const workspace = filter.workspace ? normalizeWorkspace(filter.workspace) : null;
+    const workspace = filter.workspace ? await normalizeWorkspace(filter.workspace) : null;
     const sql = this.db.sql;
     const rows = await sql<SessionRow[]>`
       select * from (

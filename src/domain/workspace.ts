@@ -1,30 +1,41 @@
 /**
  * Workspace normalization (SPEC section 2): two spellings of one folder are one workspace, and a
  * workspace outside every configured root is refused even when it escapes through `..` or a symlink.
+ *
+ * Resolution is asynchronous (realpath runs off the event loop) and bounded: a path longer than
+ * MAX_WORKSPACE_CHARS or with more than MAX_WORKSPACE_COMPONENTS parts is refused before any file
+ * system call (a 2,000-component path took ~33 ms of event loop per request when resolved inline).
  */
-import { realpathSync } from "node:fs";
+import { realpath, stat } from "node:fs/promises";
 import { isAbsolute, normalize, sep } from "node:path";
 import type { Logger } from "pino";
+import { AgentFailure } from "../agents/driver.js";
 import { MooringError } from "../errors.js";
 
+/** Linux's PATH_MAX. */
+export const MAX_WORKSPACE_CHARS = 4096;
+/** Far more than any real project nests; each missing one costs a realpath call. */
+export const MAX_WORKSPACE_COMPONENTS = 256;
+
+const invalidWorkspace = (message: string) =>
+  new MooringError("INVALID_WORKSPACE", message, { details: { field: "workspace" } });
+
 /** Clean `.`, `..`, `//` and the trailing slash; resolve symlinks where the path exists. */
-export function normalizeWorkspace(input: string): string {
+export async function normalizeWorkspace(input: string): Promise<string> {
   if (typeof input !== "string" || input.trim() === "") {
-    throw new MooringError("INVALID_WORKSPACE", "workspace must be a non-empty absolute path", {
-      details: { field: "workspace" },
-    });
+    throw invalidWorkspace("workspace must be a non-empty absolute path");
   }
-  if (input.includes("\0")) {
-    throw new MooringError("INVALID_WORKSPACE", "workspace must not contain NUL bytes", {
-      details: { field: "workspace" },
-    });
+  if (input.length > MAX_WORKSPACE_CHARS) {
+    throw invalidWorkspace(`workspace must be at most ${MAX_WORKSPACE_CHARS} characters`);
   }
+  if (input.includes("\0")) throw invalidWorkspace("workspace must not contain NUL bytes");
   if (!isAbsolute(input)) {
-    throw new MooringError("INVALID_WORKSPACE", `workspace must be an absolute path, got ${JSON.stringify(input)}`, {
-      details: { field: "workspace" },
-    });
+    throw invalidWorkspace(`workspace must be an absolute path, got ${JSON.stringify(input)}`);
   }
   const cleaned = stripTrailingSeparator(normalize(input));
+  if (cleaned.split(sep).length - 1 > MAX_WORKSPACE_COMPONENTS) {
+    throw invalidWorkspace(`workspace must have at most ${MAX_WORKSPACE_COMPONENTS} path components`);
+  }
   return resolveExistingPrefix(cleaned);
 }
 
@@ -33,12 +44,12 @@ export function normalizeWorkspace(input: string): string {
  * existing ancestor so a symlinked parent still counts as the folder it points to; the rest stays
  * clean-only.
  */
-function resolveExistingPrefix(cleaned: string): string {
+async function resolveExistingPrefix(cleaned: string): Promise<string> {
   let head = cleaned;
   let tail = "";
   for (;;) {
     try {
-      const real = realpathSync.native(head);
+      const real = await realpath(head);
       return stripTrailingSeparator(tail === "" ? real : `${real === sep ? "" : real}${tail}`);
     } catch {
       const cut = head.lastIndexOf(sep);
@@ -54,23 +65,54 @@ function stripTrailingSeparator(path: string): string {
 }
 
 /** Roots are normalized the same way, so a symlinked root still contains its real children. */
-export function normalizeRoots(roots: string[]): string[] {
-  return roots.map((root) => normalizeWorkspace(root));
+export function normalizeRoots(roots: string[]): Promise<string[]> {
+  return Promise.all(roots.map((root) => normalizeWorkspace(root)));
 }
 
-export function isInsideRoots(workspace: string, roots: string[]): boolean {
+export function isInsideRoots(workspace: string, roots: readonly string[]): boolean {
   if (roots.length === 0) return true;
   return roots.some((root) => workspace === root || workspace.startsWith(root === sep ? sep : root + sep));
 }
 
-/** Normalize a client's workspace and check it against the roots. Logs when the input changed. */
-export function acceptWorkspace(input: string, roots: string[], log: Logger): string {
-  const workspace = normalizeWorkspace(input);
+/**
+ * Normalize a client's workspace and check it against the roots. Logs when the input changed. A
+ * refusal names only what the client sent, never what it resolved to (`/proc/self/cwd` would
+ * otherwise tell a client the gateway's folder).
+ */
+export async function acceptWorkspace(input: string, roots: string[], log: Logger): Promise<string> {
+  const workspace = await normalizeWorkspace(input);
   if (workspace !== input) log.debug({ original: input, normalized: workspace }, "workspace path normalized");
   if (!isInsideRoots(workspace, roots)) {
-    throw new MooringError("WORKSPACE_NOT_ALLOWED", `workspace ${workspace} is outside the allowed roots`, {
+    throw new MooringError("WORKSPACE_NOT_ALLOWED", `workspace ${JSON.stringify(input)} is outside the allowed roots`, {
       details: { field: "workspace" },
     });
   }
   return workspace;
+}
+
+/**
+ * The folder an agent may run in now: the stored workspace resolved again (it may have been
+ * replaced by a symlink, or created as one, since the session was made) and checked against the
+ * roots. Called at every turn and right before every spawn; the agent runs in the path returned.
+ * A turn fails with WORKSPACE_NOT_ALLOWED when it now resolves outside the roots, and with
+ * AGENT_START_FAILED when it is not an existing folder. Messages name the stored path only.
+ */
+export async function resolveWorkspaceForSpawn(stored: string, roots: readonly string[]): Promise<string> {
+  let real: string;
+  try {
+    real = await realpath(stored);
+  } catch {
+    throw new AgentFailure("AGENT_START_FAILED", `The workspace ${stored} does not exist.`, "workspace_missing");
+  }
+  if (!isInsideRoots(real, roots)) {
+    throw new AgentFailure(
+      "WORKSPACE_NOT_ALLOWED",
+      `The workspace ${stored} now resolves outside the allowed roots; the agent was not started there.`,
+    );
+  }
+  const info = await stat(real).catch(() => null);
+  if (!info?.isDirectory()) {
+    throw new AgentFailure("AGENT_START_FAILED", `The workspace ${stored} is not a folder.`, "workspace_missing");
+  }
+  return real;
 }

@@ -9,7 +9,8 @@
  * session/update, as the protocol asks).
  *
  * Environment: ACP_TEST_STATE_DIR (persistence), ACP_TEST_NO_LOAD=1 (no loadSession capability),
- * ACP_TEST_FAIL_NEW=1 (session/new answers an error), ACP_TEST_LOAD_DELAY_MS (slow session/load).
+ * ACP_TEST_FAIL_NEW=1 (session/new answers an error), ACP_TEST_LOAD_DELAY_MS (slow session/load),
+ * ACP_TEST_ENV_FILE (write the whole environment it started with there, as JSON).
  */
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -42,6 +43,7 @@ interface Session {
 }
 
 const stateDir = process.env.ACP_TEST_STATE_DIR;
+if (process.env.ACP_TEST_ENV_FILE) writeFileSync(process.env.ACP_TEST_ENV_FILE, JSON.stringify(process.env));
 const canLoad = process.env.ACP_TEST_NO_LOAD !== "1";
 const sessions = new Map<string, Session>();
 

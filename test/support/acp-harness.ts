@@ -17,7 +17,9 @@ import {
   type ResumeCursor,
   type TurnSink,
 } from "../../src/agents/driver.js";
+import { agentEnvironment } from "../../src/agents/agent-env.js";
 import type { AgentEntry } from "../../src/agents/registry.js";
+import { resolveWorkspaceForSpawn } from "../../src/domain/workspace.js";
 
 const agentScript = fileURLToPath(new URL("./acp-agent.ts", import.meta.url));
 // An absolute loader URL: the agent runs in a temp workspace where `tsx` would not resolve.
@@ -105,10 +107,14 @@ export class AcpHarness {
   }
 
   async open(options: OpenOptions = {}): Promise<AgentConversation> {
+    const workspace = options.workspace ?? (await this.tempDir("ws"));
+    const entry = options.entry ?? testAgentEntry();
     const conversation = acpDriver.open({
       sessionId: "session-under-test",
-      workspace: options.workspace ?? (await this.tempDir("ws")),
-      entry: options.entry ?? testAgentEntry(),
+      workspace,
+      resolveWorkspace: () => resolveWorkspaceForSpawn(workspace, []),
+      env: agentEnvironment(entry, []),
+      entry,
       agentConfig: options.agentConfig ?? {},
       cursor: options.cursor ?? emptyCursor(),
       settings: { contextWindow: 200_000 },

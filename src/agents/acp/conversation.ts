@@ -59,7 +59,9 @@ export class AcpConversation implements AgentConversation {
       throw new AgentFailure("AGENT_ERROR", "Another turn is still running in this conversation.");
     this.busy = true;
     try {
-      const live = this.live ?? (await this.start(sink, signal));
+      // Checked at every turn, so a warm agent whose folder was swapped since does not go on.
+      const cwd = await this.options.resolveWorkspace();
+      const live = this.live ?? (await this.start(cwd, sink, signal));
       return await this.prompt(live, prompt, sink, signal);
     } finally {
       this.busy = false;
@@ -75,21 +77,17 @@ export class AcpConversation implements AgentConversation {
     return stopped.catch(() => {}).finally(() => this.live?.conn.close());
   }
 
-  private async start(sink: TurnSink, signal: AbortSignal): Promise<Live> {
-    const { entry, workspace } = this.options;
+  /** Spawn the agent in `cwd` (the workspace as resolved for this turn) and open its ACP session there. */
+  private async start(cwd: string, sink: TurnSink, signal: AbortSignal): Promise<Live> {
+    const { entry } = this.options;
     let proc: AgentProcess;
     try {
-      proc = this.spawn();
+      proc = this.spawn(cwd);
     } catch (err) {
       this.dead = true;
-      this.log.error(
-        { err: (err as Error).message, command: entry.command, cwd: workspace },
-        "agent spawn failed",
-      );
-      throw new AgentFailure(
-        "AGENT_START_FAILED",
-        `The agent "${entry.name}" could not start: ${(err as Error).message}.`,
-      );
+      this.log.error({ err: (err as Error).message, command: entry.command, cwd }, "agent spawn failed");
+      // The message a client sees names the agent, never the program's path.
+      throw new AgentFailure("AGENT_START_FAILED", `The agent "${entry.name}" could not start.`);
     }
     const conn = connectToAgent(proc, {
       onUpdate: (notification) => this.route(notification),
@@ -106,7 +104,7 @@ export class AcpConversation implements AgentConversation {
     try {
       const started = await startAgentSession({
         agentName: entry.name,
-        workspace,
+        workspace: cwd,
         conn,
         proc,
         cursor: this.cursor,
@@ -125,14 +123,16 @@ export class AcpConversation implements AgentConversation {
     }
   }
 
-  private spawn(): AgentProcess {
-    const { entry, workspace } = this.options;
+  private spawn(cwd: string): AgentProcess {
+    const { entry, workspace, env } = this.options;
     if (!entry.command) throw new Error("its registry entry has no command");
-    const proc = new AgentProcess(entry, workspace, this.log);
+    const proc = new AgentProcess(entry, cwd, env, this.log);
     this.proc = proc;
     this.log.info(
       {
-        cwd: workspace,
+        // The folder it really runs in (resolved just now), next to the session's workspace.
+        cwd,
+        workspace,
         command: entry.command,
         agentPid: proc.pid,
         agentSessionId: this.cursor.agentSessionId ?? "new",

@@ -6,6 +6,7 @@ import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import type { Logger } from "pino";
 import type { AgentEntry } from "../registry.js";
+import { describeSpawnError } from "../spawn-error.js";
 
 export interface ExitInfo {
   code: number | null;
@@ -27,10 +28,10 @@ export class AgentProcess {
   private readonly tail: string[] = [];
   private stopping: Promise<void> | null = null;
 
-  constructor(entry: AgentEntry, cwd: string, log: Logger) {
+  constructor(entry: AgentEntry, cwd: string, env: NodeJS.ProcessEnv, log: Logger) {
     this.child = spawn(entry.command ?? "", entry.args, {
       cwd,
-      env: { ...process.env, ...entry.env },
+      env,
       stdio: ["pipe", "pipe", "pipe"],
     });
     this.exited = new Promise<ExitInfo>((resolve) => {
@@ -49,6 +50,8 @@ export class AgentProcess {
       this.child.on("error", (err) => {
         // `error` also reports failed kills of a live process; only a missing pid means it never ran.
         if (this.child.pid === undefined && !this.exit) {
+          // The whole error (with the program's path) for the operator; clients get spawn-error.ts.
+          log.error({ err: err.message, command: entry.command, cwd }, "agent could not be started");
           this.exit = { code: null, signal: null, spawnError: err };
           resolve(this.exit);
         }
@@ -126,7 +129,7 @@ export class AgentProcess {
 /** A short human description of how the process ended, for failure messages. */
 export function describeExit(info: ExitInfo | null): string {
   if (!info) return "it is no longer responding";
-  if (info.spawnError) return `it could not be started (${info.spawnError.message})`;
+  if (info.spawnError) return `it could not be started (${describeSpawnError(info.spawnError)})`;
   if (info.signal) return `it was killed by ${info.signal}`;
   return `it exited with code ${info.code}`;
 }

@@ -57,11 +57,14 @@ export class ClaudeConversation implements AgentConversation {
   private readonly config: ClaudeCodeConfig;
   private readonly env: NodeJS.ProcessEnv;
   private readonly log: Logger;
+  /** Where the CLI runs: the workspace as resolved and checked for this turn (options.resolveWorkspace). */
+  private cwd: string;
 
   constructor(private readonly options: OpenConversationOptions) {
     this.cursor = structuredClone(options.cursor);
     this.config = readClaudeCodeConfig(options.agentConfig);
-    this.env = { ...process.env, ...options.entry.env };
+    this.env = options.env;
+    this.cwd = options.workspace;
     this.log = options.log.child({ sessionId: options.sessionId, agent: options.entry.name });
   }
 
@@ -79,6 +82,8 @@ export class ClaudeConversation implements AgentConversation {
     if (this.busy) throw new Error("claude-code runs one turn at a time per conversation");
     this.busy = true;
     try {
+      // Checked at every turn, so a warm process whose folder was swapped since does not go on.
+      this.cwd = await this.options.resolveWorkspace();
       const first = await this.attempt(prompt, sink, signal, true);
       if (first.verdict.kind !== "resume_failed") return this.conclude(first, sink);
       return await this.startOver(first.verdict.error, prompt, sink, signal);
@@ -167,10 +172,10 @@ export class ClaudeConversation implements AgentConversation {
     const saved = this.cursor.lastAssistantMessageId !== null;
     const lookup = saved
       ? await this.quickLookup(configDir, id)
-      : await findTranscript(configDir, this.options.workspace, id);
+      : await findTranscript(configDir, this.cwd, id);
     if (!saved && lookup.state === "absent") {
       this.log.warn(
-        { agentSessionId: id, turnCount: this.cursor.turnCount, configDir, cwd: this.options.workspace },
+        { agentSessionId: id, turnCount: this.cursor.turnCount, configDir, cwd: this.cwd },
         "claude-code conversation was never saved; starting fresh",
       );
       this.forget(id);
@@ -180,7 +185,7 @@ export class ClaudeConversation implements AgentConversation {
         {
           oldAgentSessionId: id,
           newAgentSessionId: this.cursor.agentSessionId,
-          cwd: this.options.workspace,
+          cwd: this.cwd,
           reason: "unsaved",
         },
         "claude-code fresh fallback",
@@ -202,14 +207,14 @@ export class ClaudeConversation implements AgentConversation {
     const oldId = this.cursor.agentSessionId;
     const proc = this.proc as AgentProcess;
     const transcript = oldId
-      ? await findTranscript(claudeConfigDir(this.env), this.options.workspace, oldId)
+      ? await findTranscript(claudeConfigDir(this.env), this.cwd, oldId)
       : undefined;
     this.log.error(
       {
         agentSessionId: oldId,
         error,
         stderr: proc.stderrTail(),
-        cwd: this.options.workspace,
+        cwd: this.cwd,
         ...(transcript ? describeTranscript(transcript) : {}),
       },
       "claude-code resume failed",
@@ -220,12 +225,13 @@ export class ClaudeConversation implements AgentConversation {
     await this.save(sink);
     if (signal.aborted) return this.cancelledOutcome(null);
     sink.emit({ type: "session.reset", reason: "resume_failed", notice: resumeFailedNotice });
+    this.cwd = await this.options.resolveWorkspace();
     this.spawnFresh();
     this.log.warn(
       {
         oldAgentSessionId: oldId,
         newAgentSessionId: this.cursor.agentSessionId,
-        cwd: this.options.workspace,
+        cwd: this.cwd,
         reason: "resume_failed",
       },
       "claude-code fresh fallback",
@@ -280,16 +286,18 @@ export class ClaudeConversation implements AgentConversation {
 
   private spawn(sessionArgs: string[], logId: string): void {
     const { entry, workspace } = this.options;
+    const cwd = this.cwd;
     const args = [...entry.args, ...streamJsonArgs, ...sessionArgs];
     if (this.config.model) args.push("--model", this.config.model);
     if (this.config.permissionMode) args.push("--permission-mode", this.config.permissionMode);
     const proc = new AgentProcess(
-      { command: entry.command ?? "claude", args, cwd: workspace, env: this.env },
+      { command: entry.command ?? "claude", args, cwd, env: this.env },
       this.log,
     );
     this.proc = proc;
     this.log.info(
-      { cwd: workspace, agentSessionId: logId, model: this.config.model ?? "default", agentPid: proc.pid },
+      // cwd: the folder it really runs in (resolved just now), next to the session's workspace.
+      { cwd, workspace, agentSessionId: logId, model: this.config.model ?? "default", agentPid: proc.pid },
       "claude-code spawned",
     );
     void proc.exited.then((exit) => {
@@ -306,7 +314,7 @@ export class ClaudeConversation implements AgentConversation {
 
   /** Where the transcript is expected, for logs; no scan of other folders. */
   private async quickLookup(configDir: string, id: string): Promise<TranscriptLookup> {
-    const path = expectedTranscriptPath(configDir, this.options.workspace, id);
+    const path = expectedTranscriptPath(configDir, this.cwd, id);
     try {
       return { state: "found", path, bytes: (await stat(path)).size };
     } catch (err) {

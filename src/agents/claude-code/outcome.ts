@@ -3,6 +3,7 @@
  * the conversation recovers from by starting fresh.
  */
 import { AgentFailure } from "../driver.js";
+import { describeSpawnError } from "../spawn-error.js";
 import type { TurnEnd } from "./turn.js";
 
 export type TurnVerdict =
@@ -32,7 +33,7 @@ export function judgeTurn(end: TurnEnd, ctx: VerdictContext): TurnVerdict {
   if (end.kind === "exit") {
     const { exit } = end;
     if (exit.startError) {
-      return fail("AGENT_START_FAILED", `Claude Code could not be started: ${exit.startError.message}`);
+      return fail("AGENT_START_FAILED", `Claude Code could not be started: ${describeSpawnError(exit.startError)}`);
     }
     if (ctx.resuming && notFound.test(ctx.stderr))
       return { kind: "resume_failed", error: lastLine(ctx.stderr) };

@@ -50,7 +50,10 @@ export class AgentProcess {
         resolve(exit);
       };
       this.child.once("error", (err) => {
-        if (this.child.pid === undefined) settle({ code: null, signal: null, startError: err });
+        if (this.child.pid !== undefined) return;
+        // The whole error (with the program's path) for the operator; clients get spawn-error.ts.
+        this.log.error({ err: err.message, command: spec.command, cwd: spec.cwd }, "claude-code could not be started");
+        settle({ code: null, signal: null, startError: err });
       });
       // `close` waits for stdout to drain, so a final `result` line is never lost to `exit`.
       this.child.once("close", (code, signal) => settle({ code, signal }));

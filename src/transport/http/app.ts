@@ -3,7 +3,7 @@
  * and the REST, JSON-RPC, SSE and WebSocket routes. No business rules live here.
  */
 import { AsyncResource } from "node:async_hooks";
-import { randomUUID, timingSafeEqual } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import websocket from "@fastify/websocket";
@@ -12,12 +12,14 @@ import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstanc
 import type { Logger } from "pino";
 import type { Config } from "../../config.js";
 import { MooringError, toMooringError } from "../../errors.js";
-import { requestContext } from "../../log.js";
+import { requestContext, requestForLog } from "../../log.js";
 import type { Services } from "../services.js";
 import { describeError, fieldOf } from "../validate.js";
+import { refuse, registerAccessChecks } from "./access.js";
+import { bearerToken, takeQueryToken, validToken } from "./auth.js";
 import { registerCompression } from "./compression.js";
 import { registerEventRoutes, SseStreams } from "./routes/events.js";
-import { registerHealthRoutes } from "./routes/health.js";
+import { type ReadyzView, registerHealthRoutes } from "./routes/health.js";
 import { registerRpcRoute } from "./routes/rpc.js";
 import { registerSessionRoutes } from "./routes/sessions.js";
 import { registerTaskRoutes } from "./routes/tasks.js";
@@ -35,14 +37,17 @@ export async function buildHttpApp(
   config: Config,
   services: Services,
   log: Logger,
-  health: { readyz(): Promise<{ ok: boolean; body: unknown }> },
+  health: { readyz(view: ReadyzView): Promise<{ ok: boolean; body: unknown }> },
 ): Promise<HttpApp> {
   const app: FastifyInstance = Fastify({
-    loggerInstance: log as unknown as FastifyBaseLogger,
+    // Request lines log no headers and no access_token (log.ts).
+    loggerInstance: log.child({}, { serializers: { req: requestForLog } }) as unknown as FastifyBaseLogger,
     bodyLimit: config.bodyLimitBytes,
-    genReqId: (req) => {
-      const given = req.headers["x-request-id"];
-      return typeof given === "string" && given.length <= 100 ? given : randomUUID();
+    // The gateway's own id correlates the logs; a client's id could name another request's.
+    genReqId: () => randomUUID(),
+    childLoggerFactory: (logger, bindings, options, raw) => {
+      const given = clientRequestId(raw.headers["x-request-id"]);
+      return logger.child(given ? { ...bindings, clientRequestId: given } : bindings, options);
     },
     ajv: undefined,
   });
@@ -66,12 +71,19 @@ export async function buildHttpApp(
     else done();
   });
 
+  await registerAccessChecks(app, config);
+
+  /** Requests that presented a valid token (with tokens set): /readyz shows them the details. */
+  const verified = new WeakSet<object>();
   app.addHook("onRequest", async (req, reply) => {
     reply.header("x-request-id", req.id);
+    const queried = takeQueryToken(req);
+    const token = bearerToken(req.headers.authorization) ?? queried;
+    if (config.apiTokens.length > 0 && validToken(token, config.apiTokens)) verified.add(req);
     const path = req.url.split("?")[0];
     if (openRoutes.has(path)) return;
-    if (config.apiTokens.length > 0 && !authorized(req.headers.authorization, config.apiTokens, req.url)) {
-      throw new MooringError("UNAUTHORIZED", "a valid bearer token is required (Authorization: Bearer <token>)");
+    if (config.apiTokens.length > 0 && !verified.has(req)) {
+      return refuse(reply, new MooringError("UNAUTHORIZED", "a valid bearer token is required (Authorization: Bearer <token>)"));
     }
   });
 
@@ -100,8 +112,13 @@ export async function buildHttpApp(
   await app.register(swagger, {
     openapi: {
       info: { title: "mooring", version: services.identity.version, description: "Durable gateway for AI coding-agent sessions" },
-      components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
-      security: config.apiTokens.length > 0 ? [{ bearer: [] }] : [],
+      components: {
+        securitySchemes: {
+          bearer: { type: "http", scheme: "bearer" },
+          accessToken: { type: "apiKey", in: "query", name: "access_token" },
+        },
+      },
+      security: config.apiTokens.length > 0 ? [{ bearer: [] }, { accessToken: [] }] : [],
     },
   });
   await app.register(swaggerUi, { routePrefix: "/docs" });
@@ -122,7 +139,9 @@ export async function buildHttpApp(
     },
   });
 
-  registerHealthRoutes(app, health);
+  registerHealthRoutes(app, health, (req) =>
+    config.apiTokens.length === 0 ? "instance" : verified.has(req) ? "operator" : "status",
+  );
   const sse = new SseStreams();
   await app.register(async (v1) => {
     // API routes answer NOT_READY until startup is done or while the database is away.
@@ -152,22 +171,9 @@ export async function buildHttpApp(
   return { app, sockets, sse };
 }
 
-/** Constant-time comparison against every configured token (WebSocket clients may use ?token=). */
-function authorized(header: string | undefined, tokens: string[], url: string): boolean {
-  let given: string | null = null;
-  if (header?.startsWith("Bearer ")) given = header.slice(7).trim();
-  if (given === null) given = new URL(url, "http://x").searchParams.get("access_token");
-  if (!given) return false;
-  const candidate = Buffer.from(given);
-  let ok = false;
-  for (const token of tokens) {
-    const expected = Buffer.from(token);
-    // Compare equal lengths only; a length mismatch still walks a comparison to keep timing flat.
-    const same = candidate.length === expected.length && timingSafeEqual(candidate, expected);
-    if (candidate.length !== expected.length) timingSafeEqual(expected, expected);
-    ok = ok || same;
-  }
-  return ok;
+/** A client's own `x-request-id`, kept as a log field when it is short printable ASCII. */
+function clientRequestId(given: string | string[] | undefined): string | null {
+  return typeof given === "string" && /^[\x21-\x7e]{1,100}$/.test(given) ? given : null;
 }
 
 function mapFastifyError(error: FastifyError): MooringError {

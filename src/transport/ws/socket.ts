@@ -170,8 +170,9 @@ class SocketConnection {
     private readonly config: Config,
     private readonly log: Logger,
   ) {
-    const { instanceId, bootId, version, host, pid } = s.identity;
-    this.send({ jsonrpc: "2.0", method: "hello", params: { instanceId, bootId, version, host, pid } });
+    // Only what the contract names: host and pid tell a page nothing it needs (and an attacker much).
+    const { instanceId, bootId, version } = s.identity;
+    this.send({ jsonrpc: "2.0", method: "hello", params: { instanceId, bootId, version } });
     socket.on("message", (data, isBinary) => void this.onMessage(data.toString(), isBinary));
     socket.on("pong", () => {
       this.lastHeard = Date.now();

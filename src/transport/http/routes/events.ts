@@ -1,3 +1,4 @@
+import type { OutgoingHttpHeaders } from "node:http";
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import type { Config } from "../../../config.js";
@@ -59,6 +60,9 @@ export function registerEventRoutes(app: FastifyInstance, s: Services, config: C
       reply.hijack();
       const res = reply.raw;
       res.writeHead(200, {
+        // Headers hooks set (CORS for a listed origin) are fastify's until sent: a hijacked reply
+        // must carry them itself, or a browser page of that origin cannot read the stream.
+        ...(reply.getHeaders() as OutgoingHttpHeaders),
         "content-type": "text/event-stream; charset=utf-8",
         "cache-control": "no-cache, no-transform",
         connection: "keep-alive",

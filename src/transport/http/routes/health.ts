@@ -1,12 +1,19 @@
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+
+/**
+ * How much /readyz tells: `status` only ready or not (tokens set, none valid given), `instance` the
+ * instance, boot and version as well (no tokens set), `operator` also host and pid (a valid token).
+ */
+export type ReadyzView = "status" | "instance" | "operator";
 
 export function registerHealthRoutes(
   app: FastifyInstance,
-  health: { readyz(): Promise<{ ok: boolean; body: unknown }> },
+  health: { readyz(view: ReadyzView): Promise<{ ok: boolean; body: unknown }> },
+  viewOf: (req: FastifyRequest) => ReadyzView,
 ): void {
   app.get("/healthz", { schema: { summary: "Liveness", tags: ["health"] } }, async () => ({ ok: true }));
-  app.get("/readyz", { schema: { summary: "Readiness: database reachable, startup reconcile done", tags: ["health"] } }, async (_req, reply) => {
-    const { ok, body } = await health.readyz();
+  app.get("/readyz", { schema: { summary: "Readiness: database reachable, startup reconcile done", tags: ["health"] } }, async (req, reply) => {
+    const { ok, body } = await health.readyz(viewOf(req));
     return reply.status(ok ? 200 : 503).send(body);
   });
 }

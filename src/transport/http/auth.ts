@@ -1,0 +1,40 @@
+/**
+ * Bearer tokens (MOORING_API_TOKENS): from `Authorization: Bearer <token>` (scheme in any case) or
+ * from `?access_token=`, which browsers need for WebSocket and EventSource. The query parameter is
+ * taken out of the parsed query on every route, so no route's schema sees (or refuses) it.
+ */
+import { timingSafeEqual } from "node:crypto";
+import type { FastifyRequest } from "fastify";
+
+export const ACCESS_TOKEN_PARAM = "access_token";
+
+/** Remove `access_token` from the parsed query and return it (the last one when repeated). */
+export function takeQueryToken(req: FastifyRequest): string | null {
+  const query = req.query as Record<string, unknown> | undefined;
+  if (!query || typeof query !== "object" || !(ACCESS_TOKEN_PARAM in query)) return null;
+  const value = query[ACCESS_TOKEN_PARAM];
+  delete query[ACCESS_TOKEN_PARAM];
+  const last = Array.isArray(value) ? value[value.length - 1] : value;
+  return typeof last === "string" ? last : null;
+}
+
+/** The token of an `Authorization` header with the Bearer scheme (RFC 9110: case-insensitive). */
+export function bearerToken(header: string | undefined): string | null {
+  const match = header === undefined ? null : /^bearer +(\S+) *$/i.exec(header);
+  return match ? match[1] : null;
+}
+
+/** Constant-time comparison against every configured token. */
+export function validToken(given: string | null, tokens: readonly string[]): boolean {
+  if (!given) return false;
+  const candidate = Buffer.from(given);
+  let ok = false;
+  for (const token of tokens) {
+    const expected = Buffer.from(token);
+    // Compare equal lengths only; a length mismatch still walks a comparison to keep timing flat.
+    const same = candidate.length === expected.length && timingSafeEqual(candidate, expected);
+    if (candidate.length !== expected.length) timingSafeEqual(expected, expected);
+    ok = ok || same;
+  }
+  return ok;
+}
