@@ -12,6 +12,7 @@ import {
   type TurnOutcome,
 } from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
+import { storable, storableSink } from "../agents/storable-text.js";
 import { isDatabaseUnavailable } from "../errors.js";
 import { appendEvents, type OwnerFence } from "../sql/append-events.js";
 import { lockGate } from "../sql/gate-lock.js";
@@ -311,7 +312,8 @@ export class Worker implements TaskRunner {
       if (failure && !(failure instanceof AgentFailure)) {
         log.error({ err: String(failure) }, "agent crashed during the turn");
       }
-      await this.settle(turn, fence, log, settlementFor(turn.cause, outcome, failure, state, session));
+      // The outcome and failure come from the agent: storable like its events (agents/storable-text.ts).
+      await this.settle(turn, fence, log, storable(settlementFor(turn.cause, outcome, failure, state, session)));
     } catch (err) {
       log.error({ err: String(err) }, "turn could not run");
       await this.settle(turn, fence, log, {
@@ -454,7 +456,9 @@ class TurnState {
     private readonly fence: OwnerFence,
     private readonly log: Logger,
   ) {
-    this.sink = {
+    // The driver boundary: everything an agent emits or saves is made storable here, once, for
+    // every driver (agents/storable-text.ts).
+    this.sink = storableSink({
       emit: (event: AgentEvent) => this.emit(event),
       // Goes in with the next event flush (stream/event-log.ts), after the events emitted before
       // it. Never throws into the agent: while the database is away the write waits, as the
@@ -465,7 +469,7 @@ class TurnState {
           "lost guard: resume cursor not saved (task no longer owned)",
         );
       },
-    };
+    });
   }
 
   private append(type: string, data: unknown, payload?: unknown): void {
