@@ -93,3 +93,34 @@ it("sweeping a stopped instance's lease takes the session row before the task ro
   expect(lines.filter((l) => JSON.stringify(l).includes("deadlock"))).toEqual([]);
   expect(lines.filter((l) => l.msg === "sweep failed; next tick retries")).toEqual([]);
 }, 30_000);
+
+it("a lease whose row a flush holds at the beat is still renewed (the beat waits for that one row)", async () => {
+  const beating = await startTestGateway(db.url, { MOORING_HEARTBEAT_MS: "100", MOORING_LEASE_MS: "3000" });
+  const holder = postgres(db.url, { max: 1, onnotice: () => {} });
+  try {
+    const sessionId = await createSession(beating.url, workspace);
+    const task = await submitOk(beating.url, sessionId, { prompt: "[sleep 4000]" });
+    await waitStatus(beating.url, task.id, "running");
+    let before: Date | null = null;
+    // Hold the task row as a flush would, for longer than a few beats.
+    await holder.begin(async (tx) => {
+      const [row] = await tx`select lease_expires_at from tasks where id = ${task.id} for update`;
+      before = row.lease_expires_at;
+      await eventually(async () => {
+        const [{ waiting }] = await db.sql`
+          select count(*)::int as waiting from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock' and query like '%update tasks set lease_expires_at%'`;
+        return waiting > 0;
+      }, 5_000);
+    });
+    const renewed = await eventually(async () => {
+      const [row] = await db.sql`select lease_expires_at from tasks where id = ${task.id}`;
+      return row.leaseExpiresAt > before! ? row : null;
+    });
+    expect(renewed.leaseExpiresAt.getTime()).toBeGreaterThan(before!.getTime());
+    expect((await waitTask(beating.url, task.id)).status).toBe("completed");
+  } finally {
+    await holder.end();
+    await beating.stop();
+  }
+}, 30_000);

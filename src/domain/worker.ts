@@ -19,7 +19,7 @@ import { lockGate } from "../sql/gate-lock.js";
 import { pipelined } from "../db/pipeline.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { notifierOf, notifyGate, notifySessions } from "../sql/notify.js";
-import { renewLeases } from "../sql/renew-leases.js";
+import { renewLease, renewLeases } from "../sql/renew-leases.js";
 import type { CursorFields } from "../sql/save-turn-state.js";
 import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
 import type { TaskRow } from "../sql/task-row.js";
@@ -211,6 +211,12 @@ export class Worker implements TaskRunner {
           turn.stop("lost");
         } else if (lease.status === "cancelling") {
           turn.stop("cancel");
+        }
+      }
+      // Leases skipped because a flush held their row: renewed one at a time, waiting for it.
+      for (const lease of renewed) {
+        if (!lease.renewed && this.turns.has(lease.id)) {
+          await renewLease(this.rt.db.sql, lease.id, this.rt.identity.bootId, this.rt.config.leaseMs);
         }
       }
       await this.adoptUnknownLeases(renewed);
