@@ -2,27 +2,30 @@
  * What a failed event-log flush means: wait and retry the same transaction, or isolate what
  * Postgres refuses (stream/event-lane.ts).
  *
- * Retrying helps only when the failure is about the connection or the server's state at that
- * moment: the database going away, a deadlock or serialization failure (class 40), lock or
- * resource exhaustion (53, 55), an operator intervention or a timeout (57), a system error (58,
- * XX). Everything else is about the bytes of the flush and fails again on every retry: a data
- * exception (class 22, e.g. `\u0000` in jsonb, invalid JSON), a program limit (54, e.g. a value too
- * large), a constraint, or an error building the statement (a value JSON cannot encode). Retrying
- * those forever froze the whole lane, and every session on it, until a restart (issue 11).
+ * Some failures are about the bytes of the flush and fail again on every retry: a data exception
+ * (SQLSTATE class 22, e.g. `\u0000` in jsonb, invalid JSON, a lone surrogate's escape), an
+ * integrity violation (23), a program limit (54, e.g. a value too large), a value the driver
+ * refuses, or an error building the statement (a value JSON cannot encode). Retrying those forever
+ * froze the whole lane, and every session on it, until a restart (issue 11): they are isolated.
+ * Everything else (the database away, a deadlock, a timeout, a server in recovery, even an
+ * authentication error after a restart) may pass on a later attempt and is retried.
  */
 import { RolledBack } from "../db/pipeline.js";
 import { isDatabaseUnavailable } from "../errors.js";
 
-const transientClasses = new Set(["08", "40", "53", "55", "57", "58", "XX"]);
+const contentClasses = new Set(["22", "23", "54"]);
+/** postgres.js refusing a value before sending it. */
+const contentDriverCodes = new Set(["UNDEFINED_VALUE", "MAX_PARAMETERS_EXCEEDED"]);
 
 /** True when retrying the same flush cannot succeed: its content must be isolated instead. */
 export function isPoisonedFlush(err: unknown): boolean {
   if (isDatabaseUnavailable(err) || err instanceof RolledBack) return false;
   const e = err as { name?: unknown; code?: unknown } | null;
-  if (e?.name === "PostgresError" && typeof e.code === "string") return !transientClasses.has(e.code.slice(0, 2));
-  // postgres.js and Node report connection trouble with a code of their own (CONNECTION_*, E*).
-  if (typeof e?.code === "string") return false;
-  // A plain error (RangeError, TypeError) came from building the statements: the data again.
+  if (typeof e?.code === "string") {
+    if (e.name === "PostgresError") return contentClasses.has(e.code.slice(0, 2));
+    return contentDriverCodes.has(e.code);
+  }
+  // A plain error (TypeError, RangeError) came from building the statements: the data again.
   return err instanceof Error;
 }
 
