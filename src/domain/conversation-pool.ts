@@ -11,6 +11,7 @@
 import type { Logger } from "pino";
 import type { AgentConversation, AgentDriver, ResumeCursor, RunTurnOptions } from "../agents/driver.js";
 import type { AgentEntry } from "../agents/registry.js";
+import { storable } from "../agents/storable-text.js";
 import type { SessionRow } from "./views.js";
 
 /** The cursor fields that identify where a conversation stands. */
@@ -196,7 +197,9 @@ function observeCursor(conversation: AgentConversation, warm: Warm): AgentConver
         ...options,
         sink: {
           emit: (event) => options.sink.emit(event),
-          saveCursor: (cursor) => {
+          saveCursor: (saved) => {
+            // As it is stored (the worker's sink makes it storable), so it compares equal later.
+            const cursor = storable(saved);
             warm.cursor = {
               agentSessionId: cursor.agentSessionId,
               turnCount: cursor.turnCount,
