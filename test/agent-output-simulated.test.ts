@@ -72,6 +72,10 @@ it("floods are capped and emitted without holding the process: /healthz answers,
   await prober;
 
   for (const t of [...smallDone, ...floodDone]) expect(t.status).toBe("completed");
+  // The floods did not hold the lane the small turns share: each took seconds at most, not minutes.
+  const smallMs = smallDone.map((t) => Date.parse(t.finishedAt) - Date.parse(t.createdAt));
+  console.log(`small turns during the floods took ${smallMs.join(", ")} ms`);
+  for (const ms of smallMs) expect(ms).toBeLessThan(15_000);
   // Each delta directive stops at 10,000.
   expect(floodDone[0].result.text).toContain("chunk 10000 ");
   expect(floodDone[0].result.text).not.toContain("chunk 10001 ");

@@ -86,5 +86,6 @@ export function storableSink(sink: TurnSink): TurnSink {
   return {
     emit: (event) => sink.emit(storable(event)),
     saveCursor: (cursor: ResumeCursor) => sink.saveCursor(storable(cursor)),
+    drained: sink.drained && (() => sink.drained!()),
   };
 }

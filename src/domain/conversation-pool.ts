@@ -197,6 +197,7 @@ function observeCursor(conversation: AgentConversation, warm: Warm): AgentConver
         ...options,
         sink: {
           emit: (event) => options.sink.emit(event),
+          drained: options.sink.drained && (() => options.sink.drained!()),
           saveCursor: (saved) => {
             // As it is stored (the worker's sink makes it storable), so it compares equal later.
             const cursor = storable(saved);

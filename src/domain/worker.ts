@@ -466,6 +466,7 @@ class TurnState {
     // every driver (agents/storable-text.ts).
     this.sink = storableSink({
       emit: (event: AgentEvent) => this.emit(event),
+      drained: () => this.rt.eventLog.drained(this.session.id),
       // Goes in with the next event flush (stream/event-log.ts), after the events emitted before
       // it. Never throws into the agent: while the database is away the write waits, as the
       // turn's events and its settlement do.

@@ -74,6 +74,8 @@ export class EventLane {
   private workDone = 0;
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
+  /** Producers waiting for the backlog to shrink (`drained`). */
+  private drainWaiters: { limit: number; resolve: () => void }[] = [];
 
   constructor(
     private readonly db: Database,
@@ -103,6 +105,22 @@ export class EventLane {
       this.queue({ kind: "settle", request, after: this.eventsAppended, done });
       void this.flush();
     });
+  }
+
+  /** Resolves once at most `limit` events wait for a flush on this lane. */
+  drained(limit: number): Promise<void> {
+    if (this.pending.length <= limit) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push({ limit, resolve }));
+  }
+
+  private wakeDrained(): void {
+    if (this.drainWaiters.length === 0) return;
+    const waiting = this.drainWaiters;
+    this.drainWaiters = [];
+    for (const waiter of waiting) {
+      if (this.pending.length <= waiter.limit) waiter.resolve();
+      else this.drainWaiters.push(waiter);
+    }
   }
 
   private queue(item: Work): void {
@@ -141,6 +159,7 @@ export class EventLane {
         this.eventsWritten += batch.length;
         this.workDone += items.length;
         this.flushing = null;
+        this.wakeDrained();
       });
       await this.flushing;
     }

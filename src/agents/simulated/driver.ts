@@ -14,6 +14,7 @@ import {
   type ResumeCursor,
   type RunTurnOptions,
   type TurnOutcome,
+  type TurnSink,
 } from "../driver.js";
 import { parseDirectives, simulatedLimits } from "./directives.js";
 
@@ -37,11 +38,23 @@ class Budget {
     this.sinceYield += events;
     return true;
   }
-  /** Yield to the event loop every EVENTS_PER_YIELD events. */
-  async pace(): Promise<void> {
+  /**
+   * Every EVENTS_PER_YIELD events: yield to the event loop, and wait while the event log's lane
+   * holds a backlog (TurnSink.drained) or until the turn is stopped.
+   */
+  async pace(sink: TurnSink, signal: AbortSignal): Promise<void> {
     if (this.sinceYield < EVENTS_PER_YIELD) return;
     this.sinceYield = 0;
     await new Promise((resolve) => setImmediate(resolve));
+    if (sink.drained && !signal.aborted) {
+      let onAbort = () => {};
+      const stopped = new Promise<void>((resolve) => {
+        onAbort = resolve;
+        signal.addEventListener("abort", onAbort, { once: true });
+      });
+      await Promise.race([sink.drained(), stopped]);
+      signal.removeEventListener("abort", onAbort);
+    }
   }
 }
 
@@ -78,7 +91,7 @@ class SimulatedConversation implements AgentConversation {
             const chunk = `chunk ${i + 1} `;
             text += chunk;
             sink.emit({ type: "message.delta", text: chunk });
-            await budget.pace();
+            await budget.pace(sink, signal);
             if (signal.aborted) return cancelled(text);
           }
           break;
@@ -86,7 +99,7 @@ class SimulatedConversation implements AgentConversation {
         case "logtool": {
           // The call and its result, both within the turn's budget, or neither.
           if (!budget.take(2, directive.bytes)) break;
-          await budget.pace();
+          await budget.pace(sink, signal);
           const id = `tool-${++toolCalls}`;
           sink.emit({ type: "tool.call", id, name: "simulated_command", input: { command: `produce ${directive.bytes} bytes` } });
           const output = directive.kind === "tool" ? "x".repeat(directive.bytes) : logText(directive.bytes, toolCalls);
@@ -98,7 +111,7 @@ class SimulatedConversation implements AgentConversation {
           break;
         case "clock": {
           if (!budget.take()) break;
-          await budget.pace();
+          await budget.pace(sink, signal);
           const chunk = `clock ${(performance.timeOrigin + performance.now()).toFixed(3)} `;
           text += chunk;
           sink.emit({ type: "message.delta", text: chunk });
