@@ -42,7 +42,8 @@ beforeAll(async () => {
     { MOORING_AGENTS: JSON.stringify(agents), MOORING_EVENT_FLUSH_LANES: "1" },
     {
       onLog: (record) => {
-        if (record.msg === "agent spawned" && typeof record.agentPid === "number") agentPids.add(record.agentPid);
+        if (record.msg === "agent spawned" && typeof record.agentPid === "number")
+          agentPids.add(record.agentPid);
         logs.push(record as never);
       },
     },
@@ -59,7 +60,9 @@ afterAll(async () => {
 /** No NUL and no lone surrogate anywhere in a value, keys included. */
 function storable(value: unknown): boolean {
   const text = JSON.stringify(value);
-  return !/\\u0000|\\ud[89ab][0-9a-f]{2}(?!\\ud[c-f])|(?<!\\ud[89ab][0-9a-f]{2})\\ud[c-f][0-9a-f]{2}/i.test(text);
+  return !/\\u0000|\\ud[89ab][0-9a-f]{2}(?!\\ud[c-f])|(?<!\\ud[89ab][0-9a-f]{2})\\ud[c-f][0-9a-f]{2}/i.test(
+    text,
+  );
 }
 
 it("a turn whose agent emits NUL and lone surrogates completes, stored sanitized, while another session on the lane runs", async () => {
@@ -68,7 +71,10 @@ it("a turn whose agent emits NUL and lone surrogates completes, stored sanitized
 
   const badTask = await submitTurn(gw.url, bad.id, "[badbytes] [chunks 2]");
   const otherTask = await submitTurn(gw.url, other.id, "[deltas 20]");
-  const [badDone, otherDone] = await Promise.all([waitForTask(gw.url, badTask.id), waitForTask(gw.url, otherTask.id)]);
+  const [badDone, otherDone] = await Promise.all([
+    waitForTask(gw.url, badTask.id),
+    waitForTask(gw.url, otherTask.id),
+  ]);
   expect(otherDone.status).toBe("completed");
   expect(badDone.status).toBe("completed");
   expect(badDone.result.text).toContain("text nul\uFFFD high\uFFFD low\uFFFD end");

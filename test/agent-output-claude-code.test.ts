@@ -35,7 +35,11 @@ beforeAll(async () => {
     claude: {
       driver: "claude-code",
       command: claudeBin,
-      env: { ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test", CLAUDE_CONFIG_DIR: join(root, "config") },
+      env: {
+        ANTHROPIC_BASE_URL: fake.url,
+        ANTHROPIC_API_KEY: "test",
+        CLAUDE_CONFIG_DIR: join(root, "config"),
+      },
     },
   };
   gw = await startTestGateway(
@@ -43,7 +47,8 @@ beforeAll(async () => {
     { MOORING_AGENTS: JSON.stringify(agents), MOORING_EVENT_FLUSH_LANES: "1" },
     {
       onLog: (record) => {
-        if (record.msg === "claude-code spawned" && typeof record.agentPid === "number") agentPids.add(record.agentPid);
+        if (record.msg === "claude-code spawned" && typeof record.agentPid === "number")
+          agentPids.add(record.agentPid);
       },
     },
   );

@@ -41,7 +41,9 @@ it("a prompt cut inside an emoji by the echo completes", async () => {
 
 it("floods are capped and emitted without holding the process: /healthz answers, other turns run, no turn is interrupted", async () => {
   // One lane: the floods share the writer with the other sessions' turns.
-  const gw = await procs.spawn(gatewayEnv(db.url, { MOORING_EVENT_FLUSH_LANES: "1", MOORING_MAX_ACTIVE: "10" }));
+  const gw = await procs.spawn(
+    gatewayEnv(db.url, { MOORING_EVENT_FLUSH_LANES: "1", MOORING_MAX_ACTIVE: "10" }),
+  );
   await gw.waitReady();
   const [deltas, tools, long, ...others] = await createSessions(gw.url, workspace, 6);
 
@@ -100,7 +102,9 @@ it("floods are capped and emitted without holding the process: /healthz answers,
 }, 120_000);
 
 it('"simulated": null in MOORING_AGENTS removes the built-in agent', async () => {
-  const gw = await startTestGateway(db.url, { MOORING_AGENTS: '{"simulated": null, "sim2": {"driver": "simulated"}}' });
+  const gw = await startTestGateway(db.url, {
+    MOORING_AGENTS: '{"simulated": null, "sim2": {"driver": "simulated"}}',
+  });
   try {
     const refused = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
     expect(refused.status).toBe(400);

@@ -30,7 +30,8 @@ afterAll(async () => {
 });
 
 async function newSession(): Promise<string> {
-  const [row] = await db.sql`insert into sessions (workspace, agent) values ('/tmp', 'simulated') returning id`;
+  const [row] =
+    await db.sql`insert into sessions (workspace, agent) values ('/tmp', 'simulated') returning id`;
   return row.id;
 }
 
@@ -60,12 +61,20 @@ it("isolates what Postgres refuses, stores it in a safe form, and the lane goes 
   const written = eventLog.writeSession({
     sessionId: a,
     fence,
-    cursor: { agentSessionId: "agent-1", turnCount: 1, lastAssistantMessageId: "m1", pastAgentSessionIds: [] },
+    cursor: {
+      agentSessionId: "agent-1",
+      turnCount: 1,
+      lastAssistantMessageId: "m1",
+      pastAgentSessionIds: [],
+    },
   });
   const settled = eventLog.settle({
     sessionId: a,
     fence,
-    settlement: { status: "completed", result: { text: "done", stopReason: "end_turn", usage: null, contextPercent: null } },
+    settlement: {
+      status: "completed",
+      result: { text: "done", stopReason: "end_turn", usage: null, contextPercent: null },
+    },
   });
 
   expect(await written).toBe(true);
@@ -75,9 +84,17 @@ it("isolates what Postgres refuses, stores it in a safe form, and the lane goes 
   const events = await db.sql<{ seq: number; type: string; data: any }[]>`
     select seq, type, data from events where session_id = ${a} order by seq`;
   expect(events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5]);
-  expect(events.map((e) => e.type)).toEqual(["message", "tool.result", "session.notice", "message", "task.completed"]);
+  expect(events.map((e) => e.type)).toEqual([
+    "message",
+    "tool.result",
+    "session.notice",
+    "message",
+    "task.completed",
+  ]);
   expect(events[1].data.preview).toBe("a\uFFFDb");
-  expect(events[2].data.message).toMatch(/An agent event \(tool\.call\) could not be stored and was dropped: .*BigInt/);
+  expect(events[2].data.message).toMatch(
+    /An agent event \(tool\.call\) could not be stored and was dropped: .*BigInt/,
+  );
   expect(events[3].data.text).toBe("after");
 
   const [row] = await db.sql`select status, first_seq, last_seq from tasks where id = ${task.id}`;
@@ -87,7 +104,9 @@ it("isolates what Postgres refuses, stores it in a safe form, and the lane goes 
   const others = await db.sql`select seq, data from events where session_id = ${b} order by seq`;
   expect(others.map((e) => e.data.message)).toEqual(["other session"]);
 
-  expect(lines.some((l) => l.msg === "event log flush refused by the database; isolating what it refuses")).toBe(true);
+  expect(
+    lines.some((l) => l.msg === "event log flush refused by the database; isolating what it refuses"),
+  ).toBe(true);
   expect(lines.filter((l) => l.msg === "event log flush failed; retrying")).toEqual([]);
 
   // The lane goes on.

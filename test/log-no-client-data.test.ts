@@ -18,7 +18,11 @@ const lines: string[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  gw = await startTestGateway(db.url, {}, { onLog: (record) => lines.push(JSON.stringify(record)), logLevel: "trace" });
+  gw = await startTestGateway(
+    db.url,
+    {},
+    { onLog: (record) => lines.push(JSON.stringify(record)), logLevel: "trace" },
+  );
 });
 
 afterAll(async () => {
@@ -50,7 +54,9 @@ it("a request that provokes a database error logs none of its body", async () =>
   expect(lines.length).toBeGreaterThan(0);
   expect(lines.filter((l) => l.includes(SECRET))).toEqual([]);
   // Whatever failed in the database was logged with its code and statement, not its data.
-  for (const line of lines.filter((l) => l.includes('"request failed"') || l.includes('"rpc method failed"'))) {
+  for (const line of lines.filter(
+    (l) => l.includes('"request failed"') || l.includes('"rpc method failed"'),
+  )) {
     const record = JSON.parse(line);
     expect(record.err.cause?.code ?? record.err.code).toMatch(/^[0-9A-Z]{5}$/);
     expect(record.err.query ?? record.err.cause?.query).toMatch(/^insert into "sessions"/);

@@ -48,7 +48,9 @@ it("never takes over its own running turn when its lease ran out (a late heartbe
   const done = await waitTask(gw.url, task.id);
   expect(done.status).toBe("completed");
   expect(done.result.text).toContain("chunk 5");
-  expect(lines.filter((l) => l.msg === "lease takeover: tasks of a stopped instance interrupted")).toEqual([]);
+  expect(lines.filter((l) => l.msg === "lease takeover: tasks of a stopped instance interrupted")).toEqual(
+    [],
+  );
 }, 30_000);
 
 it("sweeping a stopped instance's lease takes the session row before the task row (no deadlock with a flush)", async () => {

@@ -319,7 +319,12 @@ export class Worker implements TaskRunner {
         log.error({ err: String(failure) }, "agent crashed during the turn");
       }
       // The outcome and failure come from the agent: storable like its events (agents/storable-text.ts).
-      await this.settle(turn, fence, log, storable(settlementFor(turn.cause, outcome, failure, state, session)));
+      await this.settle(
+        turn,
+        fence,
+        log,
+        storable(settlementFor(turn.cause, outcome, failure, state, session)),
+      );
     } catch (err) {
       log.error({ err: String(err) }, "turn could not run");
       await this.settle(turn, fence, log, {

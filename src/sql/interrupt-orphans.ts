@@ -46,7 +46,11 @@ export async function interruptExpiredLeases(q: Queryable, ownBoot: string): Pro
  * At startup, tasks an earlier boot of this same instance left running are orphans for certain:
  * settle them now instead of waiting for their leases to expire.
  */
-export async function interruptPreviousBootTasks(q: Queryable, instanceId: string, bootId: string): Promise<TaskRow[]> {
+export async function interruptPreviousBootTasks(
+  q: Queryable,
+  instanceId: string,
+  bootId: string,
+): Promise<TaskRow[]> {
   const sessions = await q<{ id: string }[]>`
     select id from sessions where id in (
       select t.session_id from tasks t join instances i on i.boot_id = t.owner_boot

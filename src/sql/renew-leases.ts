@@ -39,7 +39,12 @@ export async function renewLeases(q: Queryable, bootId: string, leaseMs: number)
  * beat could let its lease run out under a live turn. This statement waits for the row, which is
  * safe because it locks that one row and nothing else: no cycle with a flush can form.
  */
-export async function renewLease(q: Queryable, taskId: string, bootId: string, leaseMs: number): Promise<boolean> {
+export async function renewLease(
+  q: Queryable,
+  taskId: string,
+  bootId: string,
+  leaseMs: number,
+): Promise<boolean> {
   const rows = await q`
     update tasks set lease_expires_at = now() + make_interval(secs => ${leaseMs} / 1000.0)
     where id = ${taskId} and owner_boot = ${bootId} and status in ('running', 'cancelling')

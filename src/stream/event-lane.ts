@@ -219,7 +219,12 @@ export class EventLane {
    * saying what was dropped and why, in the same place of the session's log.
    */
   private async storeSafe(event: PendingEvent, cause: unknown): Promise<boolean> {
-    const where = { sessionId: event.sessionId, taskId: event.taskId, type: event.type, reason: refusalOf(cause) };
+    const where = {
+      sessionId: event.sessionId,
+      taskId: event.taskId,
+      type: event.type,
+      reason: refusalOf(cause),
+    };
     const repaired: PendingEvent = { ...event, data: storable(event.data), payload: storable(event.payload) };
     const notice: PendingEvent = {
       sessionId: event.sessionId,
@@ -265,11 +270,18 @@ export class EventLane {
       for (const form of safeForms(item)) {
         try {
           answer = (await this.attempt([], [form]))?.[0] ?? null;
-          if (form !== item) this.log.warn({ kind: item.kind }, "event log: a refused session write or settlement was stored in a safe form");
+          if (form !== item)
+            this.log.warn(
+              { kind: item.kind },
+              "event log: a refused session write or settlement was stored in a safe form",
+            );
           break;
         } catch (err) {
           if (!(err instanceof Poisoned)) throw err;
-          this.log.error({ kind: item.kind, reason: refusalOf(err.cause) }, "event log: a session write or settlement was refused");
+          this.log.error(
+            { kind: item.kind, reason: refusalOf(err.cause) },
+            "event log: a session write or settlement was refused",
+          );
           // A refused write answers false (not written); a settlement tries its next form.
           if (item.kind === "write") answer = false;
         }
