@@ -9,10 +9,12 @@
  */
 import { randomUUID } from "node:crypto";
 import { pino } from "pino";
+import postgres from "postgres";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { connect, type Database } from "../src/db/client.js";
 import { applyMigrations } from "../src/db/migrate.js";
 import { EventLog } from "../src/stream/event-log.js";
+import { isPoisonedFlush } from "../src/stream/flush-failure.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 
 let db: TestDatabase;
@@ -114,4 +116,33 @@ it("isolates what Postgres refuses, stores it in a safe form, and the lane goes 
   await eventLog.flush();
   const later = await db.sql`select seq, data from events where session_id = ${b} order by seq`;
   expect(later.map((e) => e.data.message)).toEqual(["other session", "later"]);
+});
+
+it("retries what may pass later (connection, timeout) and isolates only what its content causes", async () => {
+  const sql = postgres(db.url, { max: 1, onnotice: () => {} });
+  const away = postgres("postgres://nobody@127.0.0.1:1/none", { max: 1, connect_timeout: 2 });
+  try {
+    const nul = await sql`select ${'{"a": "\\u0000"}'}::text::jsonb`.catch((err) => err);
+    const json = await sql`select ${"{not json"}::text::jsonb`.catch((err) => err);
+    const timeout = await sql
+      .begin(async (tx) => {
+        await tx`set local statement_timeout = 10`;
+        await tx`select pg_sleep(1)`;
+      })
+      .catch((err) => err);
+    const refused = await away`select 1`.catch((err) => err);
+    expect([nul.code, json.code, timeout.code, refused.code]).toEqual([
+      "22P05",
+      "22P02",
+      "57014",
+      "ECONNREFUSED",
+    ]);
+    expect(isPoisonedFlush(nul)).toBe(true);
+    expect(isPoisonedFlush(json)).toBe(true);
+    expect(isPoisonedFlush(new TypeError("Do not know how to serialize a BigInt"))).toBe(true);
+    expect(isPoisonedFlush(timeout)).toBe(false);
+    expect(isPoisonedFlush(refused)).toBe(false);
+  } finally {
+    await Promise.all([sql.end(), away.end()]);
+  }
 });
