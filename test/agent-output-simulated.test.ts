@@ -57,7 +57,7 @@ it("floods are capped and emitted without holding the process: /healthz answers,
       expect(res.status).toBe(200);
       slowest = Math.max(slowest, performance.now() - started);
       probes++;
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await new Promise((resolve) => setTimeout(resolve, 20)); // probe pacing, not a wait for an event
     }
   })();
 
