@@ -30,6 +30,7 @@ import { EventLog } from "./stream/event-log.js";
 import { PgListener } from "./stream/pg-listener.js";
 import { SessionFeeds } from "./stream/session-feeds.js";
 import { requestContext } from "./log.js";
+import { safeErrorSerializer } from "./log-errors.js";
 import { buildHttpApp } from "./transport/http/app.js";
 import type { Services } from "./transport/services.js";
 import { CLOSE_GOING_AWAY } from "./transport/ws/socket.js";
@@ -57,7 +58,9 @@ export function checkStartupConfig(config: Config): void {
   }
 }
 
-export async function startGateway(config: Config, log: Logger): Promise<Gateway> {
+export async function startGateway(config: Config, given: Logger): Promise<Gateway> {
+  // Errors are logged without client data (log-errors.ts), whoever made the logger.
+  const log = given.child({}, { serializers: { err: safeErrorSerializer } });
   checkStartupConfig(config);
   const registry = loadAgentRegistry(config.agents);
   const workspaceRoots = await normalizeRoots(config.workspaceRoots);

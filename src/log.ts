@@ -1,6 +1,7 @@
 /** pino JSON logs; readable output when stdout is a terminal. */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { type Logger, pino } from "pino";
+import { safeErrorSerializer } from "./log-errors.js";
 
 /**
  * The request a piece of work belongs to. The HTTP edge enters it for each request, so lines the
@@ -24,6 +25,7 @@ export function createLogger(level: string, format: "auto" | "json" | "pretty" =
     // Secrets never reach a log: fastify's request lines go through requestForLog (no headers),
     // and this catches an authorization header logged by anything else.
     redact: { paths: ["authorization", "headers.authorization", "req.headers.authorization"], censor: "[redacted]" },
+    serializers: { err: safeErrorSerializer },
     ...(pretty ? { transport: { target: "pino-pretty", options: { colorize: true, translateTime: "SYS:HH:MM:ss.l" } } } : {}),
   });
 }

@@ -79,19 +79,19 @@ afterAll(async () => {
 });
 
 describe("previews", () => {
-  it("a 1.1 MB tool result travels as a ≤ 2 KiB preview with its size; the payload route has it all", async () => {
+  it("a 1 MiB tool result (the simulated cap) travels as a ≤ 2 KiB preview with its size; the payload route has it all", async () => {
     const s = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
     const sessionId = s.body.id;
     const client = await connect();
     await client.call("events.subscribe", { sessionId });
-    const task = await client.call("turns.submit", { sessionId, prompt: "[tool 1100000] [tool 300]" });
+    const task = await client.call("turns.submit", { sessionId, prompt: "[tool 1048576] [tool 300]" });
     await client.waitForTerminal(sessionId, task.id);
     const results = client.eventsOf(sessionId).filter((e) => e.type === "tool.result");
     expect(results).toHaveLength(2);
     const [big, small] = results;
     expect(Buffer.byteLength(big.data.preview)).toBeLessThanOrEqual(2048);
     expect(Buffer.byteLength(big.data.preview)).toBeGreaterThan(2000);
-    expect(big.data).toMatchObject({ id: "tool-1", isError: false, bytes: 1_100_000, truncated: true });
+    expect(big.data).toMatchObject({ id: "tool-1", isError: false, bytes: 1_048_576, truncated: true });
     expect(small.data).toMatchObject({ preview: "x".repeat(300), bytes: 300 });
     // Every event on the wire is small.
     for (const frame of client.received) expect(frame.bytes).toBeLessThan(8 * KiB);
@@ -99,8 +99,8 @@ describe("previews", () => {
     const payload = await call(gw.url, "GET", `/v1/sessions/${sessionId}/events/${big.seq}/payload`);
     expect(payload.status).toBe(200);
     expect(payload.body).toMatchObject({ sessionId, seq: big.seq, type: "tool.result" });
-    expect(payload.body.payload.output).toHaveLength(1_100_000);
-    expect(payload.body.payload.output).toBe("x".repeat(1_100_000));
+    expect(payload.body.payload.output).toHaveLength(1_048_576);
+    expect(payload.body.payload.output).toBe("x".repeat(1_048_576));
     // An event without a cut preview answers its own data.
     const smallPayload = await call(gw.url, "GET", `/v1/sessions/${sessionId}/events/${small.seq}/payload`);
     expect(smallPayload.body.payload).toMatchObject({ preview: "x".repeat(300), bytes: 300 });
@@ -170,7 +170,7 @@ describe("wire budget (SPEC section 8)", () => {
     const plain = await connect({ perMessageDeflate: false });
     await plain.call("events.subscribe", { sessionId, afterSeq: view.lastSeq });
     plain.resetCounters();
-    const measuredPrompt = "[tool 1000] [tool 1000] [tool 1000] [tool 1000] [tool 1100000]";
+    const measuredPrompt = "[tool 1000] [tool 1000] [tool 1000] [tool 1000] [tool 1048576]";
     const from = client.resetCounters();
     const task = await client.call("turns.submit", { sessionId, prompt: measuredPrompt });
     const terminal = await client.waitForTerminal(sessionId, task.id);
@@ -188,7 +188,7 @@ describe("wire budget (SPEC section 8)", () => {
     const turnEvents = client.eventsOf(sessionId);
     expect(seqs(turnEvents)).toEqual(range(view.lastSeq + 1, terminal.seq));
     expect(turnEvents.filter((e) => e.type === "tool.result").map((e) => e.data.bytes)).toEqual([
-      1000, 1000, 1000, 1000, 1_100_000,
+      1000, 1000, 1000, 1000, 1_048_576,
     ]);
     await plain.waitForTerminal(sessionId, task.id);
     expect(plain.ws.extensions).toBe("");

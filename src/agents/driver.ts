@@ -72,6 +72,12 @@ export interface TurnSink {
    * turn settles, so a crash loses the cursor only together with the events around it.
    */
   saveCursor(cursor: ResumeCursor): Promise<void>;
+  /**
+   * Backpressure: resolves once the event log has few of this session's lane's events waiting for
+   * a flush. A driver that can produce events faster than they commit (the simulated agent's
+   * floods) awaits it between bursts, so its backlog never holds the lane other sessions share.
+   */
+  drained?(): Promise<void>;
 }
 
 /** How a turn ended when it did not fail. */

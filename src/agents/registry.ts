@@ -60,6 +60,9 @@ export function loadAgentRegistry(raw: string | undefined): AgentRegistry {
   }
   const registry = new Map<string, AgentEntry>();
   for (const [name, value] of Object.entries({ ...defaults, ...configured })) {
+    // `"simulated": null` removes an agent (a built-in one included): the operator decides what
+    // clients may start, and the scripted agent lets any client make the gateway do work.
+    if (value === null) continue;
     registry.set(name, parseEntry(name, value));
   }
   return registry;

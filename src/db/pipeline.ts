@@ -39,7 +39,19 @@ export async function pipelined<T extends readonly unknown[]>(
       { unsafe: (text: string) => raw.unsafe(text).execute() },
     ) as unknown as Tx;
     const begin = q`begin` as unknown as Promise<unknown>;
-    const statements = build(q) as unknown as Promise<unknown>[];
+    let statements: Promise<unknown>[];
+    try {
+      statements = build(q) as unknown as Promise<unknown>[];
+      // A statement that could not even be built (e.g. a value JSON cannot encode, thrown inside
+      // an async named-SQL function) is a promise rejected before anything was sent: the others
+      // are on the wire, and a COMMIT now would commit the transaction without it.
+      await unbuilt(statements);
+    } catch (err) {
+      // End the open transaction before the connection goes back to the pool, or its next user
+      // runs inside it.
+      await Promise.allSettled([begin, q`rollback` as unknown as Promise<unknown>]);
+      throw err;
+    }
     const commit = q`commit` as unknown as Promise<{ command: string }>;
     const settled = await settleUnlessBroken([begin, ...statements, commit]).catch((err) => {
       broken = true;
@@ -56,6 +68,25 @@ export async function pipelined<T extends readonly unknown[]>(
     // open ones with no socket, where the next query on it is lost (or crashes, see client.ts).
     if (!broken) connection.release();
   }
+}
+
+/**
+ * Rejects with the error of a statement that already failed without reaching Postgres. Rejections
+ * already there run their handlers within a microtask, queued before this function's own
+ * continuation; a statement sent to Postgres cannot settle that fast (it needs I/O).
+ */
+async function unbuilt(statements: Promise<unknown>[]): Promise<void> {
+  let failed: { err: unknown } | null = null;
+  for (const statement of statements) {
+    statement.then(
+      () => {},
+      (err) => {
+        failed ??= { err };
+      },
+    );
+  }
+  await Promise.resolve();
+  if (failed) throw (failed as { err: unknown }).err;
 }
 
 /**

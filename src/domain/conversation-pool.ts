@@ -12,6 +12,7 @@ import type { Logger } from "pino";
 import type { AgentConversation, AgentDriver, ResumeCursor, RunTurnOptions } from "../agents/driver.js";
 import { agentEnvironment } from "../agents/agent-env.js";
 import type { AgentEntry } from "../agents/registry.js";
+import { storable } from "../agents/storable-text.js";
 import type { SessionRow } from "./views.js";
 import { resolveWorkspaceForSpawn } from "./workspace.js";
 
@@ -207,7 +208,10 @@ function observeCursor(conversation: AgentConversation, warm: Warm): AgentConver
         ...options,
         sink: {
           emit: (event) => options.sink.emit(event),
-          saveCursor: (cursor) => {
+          drained: options.sink.drained && (() => options.sink.drained!()),
+          saveCursor: (saved) => {
+            // As it is stored (the worker's sink makes it storable), so it compares equal later.
+            const cursor = storable(saved);
             warm.cursor = {
               agentSessionId: cursor.agentSessionId,
               turnCount: cursor.turnCount,

@@ -12,13 +12,14 @@ import {
   type TurnOutcome,
 } from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
+import { storable, storableSink } from "../agents/storable-text.js";
 import { isDatabaseUnavailable } from "../errors.js";
 import { appendEvents, type OwnerFence } from "../sql/append-events.js";
 import { lockGate } from "../sql/gate-lock.js";
 import { pipelined } from "../db/pipeline.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { notifierOf, notifyGate, notifySessions } from "../sql/notify.js";
-import { renewLeases } from "../sql/renew-leases.js";
+import { renewLease, renewLeases } from "../sql/renew-leases.js";
 import type { CursorFields } from "../sql/save-turn-state.js";
 import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
 import type { TaskRow } from "../sql/task-row.js";
@@ -212,6 +213,12 @@ export class Worker implements TaskRunner {
           turn.stop("cancel");
         }
       }
+      // Leases skipped because a flush held their row: renewed one at a time, waiting for it.
+      for (const lease of renewed) {
+        if (!lease.renewed && this.turns.has(lease.id)) {
+          await renewLease(this.rt.db.sql, lease.id, this.rt.identity.bootId, this.rt.config.leaseMs);
+        }
+      }
       await this.adoptUnknownLeases(renewed);
     } catch (err) {
       if (answeredByServer(err)) {
@@ -311,7 +318,13 @@ export class Worker implements TaskRunner {
       if (failure && !(failure instanceof AgentFailure)) {
         log.error({ err: String(failure) }, "agent crashed during the turn");
       }
-      await this.settle(turn, fence, log, settlementFor(turn.cause, outcome, failure, state, session));
+      // The outcome and failure come from the agent: storable like its events (agents/storable-text.ts).
+      await this.settle(
+        turn,
+        fence,
+        log,
+        storable(settlementFor(turn.cause, outcome, failure, state, session)),
+      );
     } catch (err) {
       log.error({ err: String(err) }, "turn could not run");
       await this.settle(turn, fence, log, {
@@ -454,8 +467,11 @@ class TurnState {
     private readonly fence: OwnerFence,
     private readonly log: Logger,
   ) {
-    this.sink = {
+    // The driver boundary: everything an agent emits or saves is made storable here, once, for
+    // every driver (agents/storable-text.ts).
+    this.sink = storableSink({
       emit: (event: AgentEvent) => this.emit(event),
+      drained: () => this.rt.eventLog.drained(this.session.id),
       // Goes in with the next event flush (stream/event-log.ts), after the events emitted before
       // it. Never throws into the agent: while the database is away the write waits, as the
       // turn's events and its settlement do.
@@ -465,7 +481,7 @@ class TurnState {
           "lost guard: resume cursor not saved (task no longer owned)",
         );
       },
-    };
+    });
   }
 
   private append(type: string, data: unknown, payload?: unknown): void {

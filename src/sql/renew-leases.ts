@@ -4,6 +4,8 @@ export interface RenewedLease {
   id: string;
   attempt: number;
   status: "running" | "cancelling";
+  /** False when the row was locked at that moment and skipped (see `renewLease`). */
+  renewed: boolean;
 }
 
 /**
@@ -27,5 +29,25 @@ export async function renewLeases(q: Queryable, bootId: string, leaseMs: number)
       where t.id = free.id
       returning t.id
     )
-    select id, attempt, status from tasks where owner_boot = ${bootId} and status in ('running', 'cancelling')`;
+    select t.id, t.attempt, t.status, exists (select 1 from renewed r where r.id = t.id) as renewed
+    from tasks t where t.owner_boot = ${bootId} and t.status in ('running', 'cancelling')`;
+}
+
+/**
+ * One lease the batch renewal skipped because its row was locked. A turn that streams without
+ * pause (a delta flood) has its task row locked by one flush after another, so a skip on every
+ * beat could let its lease run out under a live turn. This statement waits for the row, which is
+ * safe because it locks that one row and nothing else: no cycle with a flush can form.
+ */
+export async function renewLease(
+  q: Queryable,
+  taskId: string,
+  bootId: string,
+  leaseMs: number,
+): Promise<boolean> {
+  const rows = await q`
+    update tasks set lease_expires_at = now() + make_interval(secs => ${leaseMs} / 1000.0)
+    where id = ${taskId} and owner_boot = ${bootId} and status in ('running', 'cancelling')
+    returning id`;
+  return rows.length > 0;
 }

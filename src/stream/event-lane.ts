@@ -18,7 +18,9 @@ import { eventWriteCommitted, recordEventWrite } from "../sql/event-writes.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { notifyGate, notifySessionHeads } from "../sql/notify.js";
 import { saveTurnState } from "../sql/save-turn-state.js";
-import { settleOwnedTaskWithEvent } from "../sql/settle-task.js";
+import { type Settlement, settleOwnedTaskWithEvent } from "../sql/settle-task.js";
+import { storable, storableString } from "../agents/storable-text.js";
+import { isPoisonedFlush, refusalOf } from "./flush-failure.js";
 import { type Group, groupBySessionAndFence, takeBatch } from "./event-batch.js";
 import type {
   EventLogOptions,
@@ -36,6 +38,31 @@ type Work =
 /** What one flush committed, per work item (null: given up at shutdown). */
 type WorkResult = boolean | SettleOutcome;
 
+/** A flush Postgres refused for its content (stream/flush-failure.ts); `cause` is its error. */
+class Poisoned extends Error {
+  constructor(override readonly cause: unknown) {
+    super("event log flush refused for its content");
+  }
+}
+
+/** A work item as it is, then in safe forms to try when Postgres refuses it alone. */
+function safeForms(item: Work): Work[] {
+  if (item.kind === "write") return [item, { ...item, write: storable(item.write) }];
+  const { settlement } = item.request;
+  const failed: Settlement = {
+    status: "failed",
+    error: {
+      code: "AGENT_ERROR",
+      message: "The turn ended, but its result could not be stored.",
+    },
+  };
+  return [
+    item,
+    { ...item, request: { ...item.request, settlement: storable(settlement) } },
+    { ...item, request: { ...item.request, settlement: failed } },
+  ];
+}
+
 export class EventLane {
   private pending: PendingEvent[] = [];
   /** Session writes and settlements, oldest first. */
@@ -47,6 +74,8 @@ export class EventLane {
   private workDone = 0;
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
+  /** Producers waiting for the backlog to shrink (`drained`). */
+  private drainWaiters: { limit: number; resolve: () => void }[] = [];
 
   constructor(
     private readonly db: Database,
@@ -76,6 +105,22 @@ export class EventLane {
       this.queue({ kind: "settle", request, after: this.eventsAppended, done });
       void this.flush();
     });
+  }
+
+  /** Resolves once at most `limit` events wait for a flush on this lane. */
+  drained(limit: number): Promise<void> {
+    if (this.pending.length <= limit) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push({ limit, resolve }));
+  }
+
+  private wakeDrained(): void {
+    if (this.drainWaiters.length === 0) return;
+    const waiting = this.drainWaiters;
+    this.drainWaiters = [];
+    for (const waiter of waiting) {
+      if (this.pending.length <= waiter.limit) waiter.resolve();
+      else this.drainWaiters.push(waiter);
+    }
   }
 
   private queue(item: Work): void {
@@ -114,6 +159,7 @@ export class EventLane {
         this.eventsWritten += batch.length;
         this.workDone += items.length;
         this.flushing = null;
+        this.wakeDrained();
       });
       await this.flushing;
     }
@@ -128,8 +174,125 @@ export class EventLane {
     }
   }
 
-  /** One flush in one transaction, retried while the database is away (until shutdown gives up). */
+  /**
+   * One flush in one transaction, retried while the database is away (until shutdown gives up).
+   * A flush Postgres refuses for its content (stream/flush-failure.ts) never stops the lane: it is
+   * split to find what is refused, that is stored in a safe form, and the rest goes through.
+   */
   private async commit(batch: PendingEvent[], items: Work[]): Promise<WorkResult[] | null> {
+    try {
+      return await this.attempt(batch, items);
+    } catch (err) {
+      if (!(err instanceof Poisoned)) throw err;
+      this.log.error(
+        { err: refusalOf(err.cause), events: batch.length, sessionWork: items.length },
+        "event log flush refused by the database; isolating what it refuses",
+      );
+      if (!(await this.isolate(batch, err))) return null;
+      return this.commitItems(items);
+    }
+  }
+
+  /**
+   * Events of a refused flush, in halves, in order (so each session's seqs stay gap-free and in
+   * order, and the turn's settlement, written after them, stays last). A single refused event is
+   * stored in a safe form. False when shutdown gave up.
+   */
+  private async isolate(events: PendingEvent[], refused: Poisoned): Promise<boolean> {
+    if (events.length === 0) return true;
+    if (events.length === 1) return this.storeSafe(events[0], refused.cause);
+    const mid = Math.ceil(events.length / 2);
+    for (const half of [events.slice(0, mid), events.slice(mid)]) {
+      try {
+        if ((await this.attempt(half, [])) === null) return false;
+      } catch (err) {
+        if (!(err instanceof Poisoned)) throw err;
+        if (!(await this.isolate(half, err))) return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * A refused event: first with every string made storable (agents/storable-text.ts; the drivers
+   * do that already, so this is for events from elsewhere), else replaced by a `session.notice`
+   * saying what was dropped and why, in the same place of the session's log.
+   */
+  private async storeSafe(event: PendingEvent, cause: unknown): Promise<boolean> {
+    const where = {
+      sessionId: event.sessionId,
+      taskId: event.taskId,
+      type: event.type,
+      reason: refusalOf(cause),
+    };
+    const repaired: PendingEvent = { ...event, data: storable(event.data), payload: storable(event.payload) };
+    const notice: PendingEvent = {
+      sessionId: event.sessionId,
+      taskId: event.taskId,
+      fence: event.fence,
+      type: "session.notice",
+      data: {
+        message: `An agent event (${storableString(event.type).slice(0, 64)}) could not be stored and was dropped: ${refusalOf(cause)}.`,
+      },
+    };
+    for (const [form, said] of [
+      [repaired, "event log: a refused event was stored with its text made storable"],
+      [notice, "event log: a refused event was dropped and replaced by a notice"],
+    ] as const) {
+      try {
+        const done = (await this.attempt([form], [])) !== null;
+        this.log.warn(where, said);
+        return done;
+      } catch (err) {
+        if (!(err instanceof Poisoned)) throw err;
+      }
+    }
+    this.log.error(where, "event log: a refused event was dropped");
+    return true;
+  }
+
+  /**
+   * The session writes and settlements of a refused flush: together, else one by one, each in a
+   * safe form when refused alone (a settlement's result made storable, else the turn fails with a
+   * message saying why; a session write made storable, else dropped). They always happen: a
+   * settlement lost here would leave its turn running with its slot taken.
+   */
+  private async commitItems(items: Work[]): Promise<WorkResult[] | null> {
+    if (items.length === 0) return [];
+    try {
+      return await this.attempt([], items);
+    } catch (err) {
+      if (!(err instanceof Poisoned)) throw err;
+    }
+    const results: WorkResult[] = [];
+    for (const item of items) {
+      let answer: WorkResult | null = null;
+      for (const form of safeForms(item)) {
+        try {
+          answer = (await this.attempt([], [form]))?.[0] ?? null;
+          if (form !== item)
+            this.log.warn(
+              { kind: item.kind },
+              "event log: a refused session write or settlement was stored in a safe form",
+            );
+          break;
+        } catch (err) {
+          if (!(err instanceof Poisoned)) throw err;
+          this.log.error(
+            { kind: item.kind, reason: refusalOf(err.cause) },
+            "event log: a session write or settlement was refused",
+          );
+          // A refused write answers false (not written); a settlement tries its next form.
+          if (item.kind === "write") answer = false;
+        }
+      }
+      results.push(answer ?? { kind: "gave-up" });
+    }
+    return results;
+  }
+
+  /** One transaction, retried while the database is away; throws Poisoned when retrying cannot help. */
+  private async attempt(batch: PendingEvent[], items: Work[]): Promise<WorkResult[] | null> {
     const plan = planFlush(groupBySessionAndFence(batch), items);
     // Identifies this flush across retries: a retry first asks whether an earlier attempt whose
     // answer was lost committed after all (sql/event-writes.ts), so nothing is written twice.
@@ -156,6 +319,8 @@ export class EventLane {
         ]);
         return this.committed(plan, answers, items);
       } catch (err) {
+        // Refused for its content: nothing was committed (the answer came back), so no doubt is left.
+        if (isPoisonedFlush(err)) throw new Poisoned(err);
         if (this.closed() && attempt >= 3) {
           this.log.error(
             { err: String(err), lost: batch.length, sessionWork: items.length },

@@ -57,6 +57,9 @@ export type SettleOutcome =
 
 export type CommittedListener = (events: StoredEvent[]) => void;
 
+/** Events a lane may hold pending before `drained` makes a producer wait. */
+const BACKLOG = 512;
+
 export interface EventLogOptions {
   /** A flush this many ms after the first pending event or write. */
   flushMs: number;
@@ -116,6 +119,14 @@ export class EventLog {
    */
   settle(request: SettleRequest): Promise<SettleOutcome> {
     return this.laneOf(request.sessionId).settle(request);
+  }
+
+  /**
+   * Backpressure for a producer of this session's events: resolves once at most BACKLOG events
+   * wait on its lane (two flushes' worth), at once when that is already so.
+   */
+  drained(sessionId: string): Promise<void> {
+    return this.laneOf(sessionId).drained(BACKLOG);
   }
 
   /**

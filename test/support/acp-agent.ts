@@ -3,7 +3,9 @@
  *   node --import <tsx loader> test/support/acp-agent.ts
  *
  * Its behaviour is scripted by directives in the prompt text (see docs/acp.md), e.g.
- * `[chunks 3] [tool 2048] [permission] [usage 1234]`. Without a text-producing directive it
+ * `[chunks 3] [tool 2048] [permission] [usage 1234]`. `[badbytes]` streams text, a tool call
+ * (name and input, a key included) and its output holding NUL and lone surrogates, as real agents
+ * do (`printf 'a\000b'`, `find -print0`, a string cut inside a surrogate pair). Without a text-producing directive it
  * echoes the prompt. Sessions live in memory and, when ACP_TEST_STATE_DIR is set, in
  * `<dir>/<sessionId>.json`, so a later process can `session/load` them (history is replayed as
  * session/update, as the protocol asks).
@@ -145,6 +147,8 @@ class Turn {
       case "stop":
         this.stopReason = (args[0] ?? "end_turn") as StopReason;
         return;
+      case "badbytes":
+        return this.badBytes();
       case "cwd":
         return this.say(`cwd: ${process.cwd()} session-cwd: ${this.session.cwd}`);
       case "env":
@@ -176,6 +180,27 @@ class Turn {
       status: fail ? "failed" : "completed",
       content: [{ type: "content", content: { type: "text", text: "x".repeat(bytes) } }],
     });
+  }
+
+  private async badBytes(): Promise<void> {
+    const bad = "nul\u0000 high\uD800 low\uDC00 end";
+    await this.say(`text ${bad} `);
+    const toolCallId = `call-${++this.tools}`;
+    await this.update({
+      sessionUpdate: "tool_call",
+      toolCallId,
+      title: `run ${bad}`,
+      kind: "execute",
+      status: "pending",
+      rawInput: { command: `printf 'a\u0000b' ${bad}`, [`key\u0000\uDBFF`]: [bad] },
+    });
+    await this.update({
+      sessionUpdate: "tool_call_update",
+      toolCallId,
+      status: "completed",
+      content: [{ type: "content", content: { type: "text", text: `a\u0000b ${bad}` } }],
+    });
+    await this.say(`after \uDFFF`);
   }
 
   private async permission(allowOnly: boolean): Promise<void> {

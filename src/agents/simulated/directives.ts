@@ -15,6 +15,12 @@
  *   [stubborn]        like hang, and ignore cancel too, so the gateway has to kill it
  *
  * Text outside directives is ignored; a prompt without directives gets one short answer.
+ *
+ * Bounded, because any client can write a prompt: a count (deltas) is at most 10,000 and a size
+ * (tool, logtool) at most 1 MiB per directive, and a turn emits at most 20,000 events and 4 MiB of
+ * tool output in all; what a directive asks beyond that is cut (the turn still completes). One
+ * `[deltas 100000000]` used to emit 100 M events in a synchronous loop and run the process out of
+ * heap, and `[deltas 300000]` held its event lane for minutes.
  */
 export type Directive =
   | { kind: "sleep"; ms: number }
@@ -32,6 +38,18 @@ const pattern = /\[(sleep|deltas|tool|logtool|tokens|clock|fail|crash|hang|stubb
 
 const MAX_NUMBER = 100_000_000;
 
+/** Caps of the directives (see above); `driver.ts` enforces the per-turn totals. */
+export const simulatedLimits = {
+  /** Deltas one directive may ask for. */
+  maxCount: 10_000,
+  /** Bytes of tool output one directive may ask for. */
+  maxBytes: 1024 * 1024,
+  /** Events one turn may emit. */
+  maxTurnEvents: 20_000,
+  /** Bytes of tool output one turn may emit. */
+  maxTurnBytes: 4 * 1024 * 1024,
+} as const;
+
 export function parseDirectives(prompt: string): Directive[] {
   const directives: Directive[] = [];
   for (const match of prompt.matchAll(pattern)) {
@@ -42,11 +60,11 @@ export function parseDirectives(prompt: string): Directive[] {
         directives.push({ kind, ms: n });
         break;
       case "deltas":
-        directives.push({ kind, count: n });
+        directives.push({ kind, count: Math.min(n, simulatedLimits.maxCount) });
         break;
       case "tool":
       case "logtool":
-        directives.push({ kind, bytes: n });
+        directives.push({ kind, bytes: Math.min(n, simulatedLimits.maxBytes) });
         break;
       case "tokens":
         directives.push({ kind, count: n });

@@ -14,8 +14,49 @@ import {
   type ResumeCursor,
   type RunTurnOptions,
   type TurnOutcome,
+  type TurnSink,
 } from "../driver.js";
-import { parseDirectives } from "./directives.js";
+import { parseDirectives, simulatedLimits } from "./directives.js";
+
+/**
+ * Events emitted between two yields to the event loop: a flood of deltas never holds the process
+ * (health checks, heartbeats, other sessions' turns) for longer than a few hundred emits.
+ */
+const EVENTS_PER_YIELD = 256;
+
+/** The turn's budget of events and tool-output bytes (directives.ts, `simulatedLimits`). */
+class Budget {
+  private events = 0;
+  private bytes = 0;
+  private sinceYield = 0;
+  /** May `events` more events (carrying `bytes` of tool output) go out? Counts them when they may. */
+  take(events = 1, bytes = 0): boolean {
+    if (this.events + events > simulatedLimits.maxTurnEvents) return false;
+    if (this.bytes + bytes > simulatedLimits.maxTurnBytes) return false;
+    this.events += events;
+    this.bytes += bytes;
+    this.sinceYield += events;
+    return true;
+  }
+  /**
+   * Every EVENTS_PER_YIELD events: yield to the event loop, and wait while the event log's lane
+   * holds a backlog (TurnSink.drained) or until the turn is stopped.
+   */
+  async pace(sink: TurnSink, signal: AbortSignal): Promise<void> {
+    if (this.sinceYield < EVENTS_PER_YIELD) return;
+    this.sinceYield = 0;
+    await new Promise((resolve) => setImmediate(resolve));
+    if (sink.drained && !signal.aborted) {
+      let onAbort = () => {};
+      const stopped = new Promise<void>((resolve) => {
+        onAbort = resolve;
+        signal.addEventListener("abort", onAbort, { once: true });
+      });
+      await Promise.race([sink.drained(), stopped]);
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+}
 
 const failureCodes: AgentFailureCode[] = ["AGENT_START_FAILED", "AGENT_CRASHED", "AGENT_ERROR", "CONTEXT_TOO_LARGE"];
 
@@ -38,6 +79,7 @@ class SimulatedConversation implements AgentConversation {
     let inputTokens = 0;
     let text = "";
     let toolCalls = 0;
+    const budget = new Budget();
     for (const directive of parseDirectives(prompt)) {
       if (signal.aborted) return cancelled(text);
       switch (directive.kind) {
@@ -45,14 +87,19 @@ class SimulatedConversation implements AgentConversation {
           if (!(await sleep(directive.ms, signal))) return cancelled(text);
           break;
         case "deltas":
-          for (let i = 0; i < directive.count; i++) {
+          for (let i = 0; i < directive.count && budget.take(); i++) {
             const chunk = `chunk ${i + 1} `;
             text += chunk;
             sink.emit({ type: "message.delta", text: chunk });
+            await budget.pace(sink, signal);
+            if (signal.aborted) return cancelled(text);
           }
           break;
         case "tool":
         case "logtool": {
+          // The call and its result, both within the turn's budget, or neither.
+          if (!budget.take(2, directive.bytes)) break;
+          await budget.pace(sink, signal);
           const id = `tool-${++toolCalls}`;
           sink.emit({ type: "tool.call", id, name: "simulated_command", input: { command: `produce ${directive.bytes} bytes` } });
           const output = directive.kind === "tool" ? "x".repeat(directive.bytes) : logText(directive.bytes, toolCalls);
@@ -63,6 +110,8 @@ class SimulatedConversation implements AgentConversation {
           inputTokens = directive.count;
           break;
         case "clock": {
+          if (!budget.take()) break;
+          await budget.pace(sink, signal);
           const chunk = `clock ${(performance.timeOrigin + performance.now()).toFixed(3)} `;
           text += chunk;
           sink.emit({ type: "message.delta", text: chunk });
@@ -85,7 +134,9 @@ class SimulatedConversation implements AgentConversation {
       }
     }
     if (text === "") {
-      text = `You said: ${prompt.slice(0, 200)}`;
+      // Cut at 200 UTF-16 units, but never between the halves of a surrogate pair (an emoji).
+      const head = prompt.slice(0, 200);
+      text = `You said: ${/[\uD800-\uDBFF]$/.test(head) ? head.slice(0, -1) : head}`;
       sink.emit({ type: "message.delta", text });
     }
     const messageId = `msg-${randomUUID()}`;
