@@ -7,7 +7,6 @@ import { randomUUID, timingSafeEqual } from "node:crypto";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import websocket from "@fastify/websocket";
-import { TypeBoxValidatorCompiler } from "@fastify/type-provider-typebox";
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { Config } from "../../config.js";
@@ -21,6 +20,8 @@ import { registerHealthRoutes } from "./routes/health.js";
 import { registerRpcRoute } from "./routes/rpc.js";
 import { registerSessionRoutes } from "./routes/sessions.js";
 import { registerTaskRoutes } from "./routes/tasks.js";
+import { validatorCompiler } from "./validator.js";
+import { SocketErrorLog } from "../ws/protocol-errors.js";
 import { registerSocketRoute, type SocketHub } from "../ws/socket.js";
 
 const openRoutes = new Set(["/healthz", "/readyz"]);
@@ -46,7 +47,7 @@ export async function buildHttpApp(
     },
     ajv: undefined,
   });
-  app.setValidatorCompiler(TypeBoxValidatorCompiler);
+  app.setValidatorCompiler(validatorCompiler);
   // Bodies are JSON only: without fastify's default text/plain parser, any other type answers 415.
   app.removeContentTypeParser("text/plain");
 
@@ -105,7 +106,13 @@ export async function buildHttpApp(
     },
   });
   await app.register(swaggerUi, { routePrefix: "/docs" });
+  const socketErrors = new SocketErrorLog();
   await app.register(websocket, {
+    // As the plugin's default (log, terminate), with client-caused errors at warn level, throttled.
+    errorHandler: (error, socket, req) => {
+      socketErrors.report(req.log, error);
+      socket.terminate();
+    },
     options: {
       maxPayload: config.wsMaxPayloadBytes,
       // No context takeover either way: each message is compressed on its own, so frames under
@@ -146,7 +153,7 @@ export async function buildHttpApp(
     registerSessionRoutes(v1, services);
     registerTaskRoutes(v1, services);
     registerEventRoutes(v1, services, config, sse);
-    registerRpcRoute(v1, services, log);
+    registerRpcRoute(v1, services, log, { maxBatch: config.rpcMaxBatch });
   }, { prefix: "/v1" });
   const sockets = registerSocketRoute(app, services, config, log);
   return { app, sockets, sse };
