@@ -9,7 +9,7 @@ import type { TSchema } from "typebox";
 import { Compile } from "typebox/compile";
 import { describePath, inspectClientInput } from "../client-input.js";
 
-const decimalInteger = /^-?(0|[1-9][0-9]*)$/;
+const decimalInteger = /^-?[0-9]+$/;
 
 /** `raw` as the property schema wants it, when it is exactly that; otherwise unchanged. */
 function convertStrict(schema: unknown, raw: unknown): unknown {
