@@ -35,8 +35,6 @@ export class TaskWatch {
   private reading = false;
   private pollTimer: NodeJS.Timeout | null = null;
   private waiterCount = 0;
-  /** Passes over the database so far (one query each), for tests and diagnostics. */
-  reads = 0;
 
   constructor(
     private readonly db: Database,
@@ -114,32 +112,47 @@ export class TaskWatch {
     this.pollTimer.unref();
   }
 
-  /** One query for every marked task; coalesced while one is running. */
+  /**
+   * One status query for every marked task (coalesced while one is running), then whole rows only
+   * for the tasks that answer a waiter: a task row carries its prompt and result, so reading whole
+   * rows of every watched task on every poll would move megabytes for nothing.
+   */
   private read(): void {
     if (this.reading || this.dirty.size === 0) return;
     this.reading = true;
     const ids = [...this.dirty];
     this.dirty = new Set();
-    this.reads++;
-    void this.db.sql<TaskRow[]>`select * from tasks where id = any(${ids}::uuid[])`
-      .then(
-        (rows) => {
-          for (const row of rows) this.settle(row.id, row);
-          // A task that is gone (none are deleted today) ends its waits that ran out.
-          const found = new Set(rows.map((r) => r.id));
-          for (const id of ids) if (!found.has(id)) this.settle(id, null);
-        },
-        (err) => {
-          // The database is away: waits that ran out answer with what was read last; the rest
-          // keep waiting (the poll tries again).
-          this.log.debug({ err: String(err) }, "long-poll read failed");
-          for (const id of ids) this.settle(id, null);
-        },
-      )
+    void this.pass(ids)
+      .catch((err) => {
+        // The database is away: waits that ran out answer with what was read last; the rest
+        // keep waiting (the poll tries again).
+        this.log.debug({ err: String(err) }, "long-poll read failed");
+        for (const id of ids) this.settle(id, null);
+      })
       .finally(() => {
         this.reading = false;
         this.read();
       });
+  }
+
+  private async pass(ids: string[]): Promise<void> {
+    const statuses = await this.db.sql<{ id: string; status: TaskRow["status"] }[]>`
+      select id, status from tasks where id = any(${ids}::uuid[])`;
+    const now = new Map(statuses.map((r) => [r.id, r.status]));
+    const answering = ids.filter((id) => {
+      const entry = this.watched.get(id);
+      const status = now.get(id);
+      if (!entry || status === undefined) return false;
+      for (const w of entry.waiters) if (w.expired || w.seen !== status) return true;
+      return false;
+    });
+    const rows =
+      answering.length === 0
+        ? []
+        : await this.db.sql<TaskRow[]>`select * from tasks where id = any(${answering}::uuid[])`;
+    for (const row of rows) this.settle(row.id, row);
+    // A task that is gone (none are deleted today) ends its waits that ran out.
+    for (const id of ids) if (!now.has(id)) this.settle(id, null);
   }
 
   private settle(taskId: string, row: TaskRow | null): void {
