@@ -118,6 +118,18 @@ describe("metadata and agentConfig are bounded", () => {
   });
 });
 
+describe("client JSON comes back as it was sent", () => {
+  it("metadata and agentConfig keys are not rewritten (no camelCase) on create, get, list and over JSON-RPC", async () => {
+    const metadata = { my_key: 1, "kebab-key": { snake_case: [{ a_b: "c_d" }] }, Mixed_Case: true };
+    const created = await post("/v1/sessions", { workspace, agent: "simulated", metadata, agentConfig: {} });
+    expect(created.status).toBe(201);
+    expect(created.body.metadata).toEqual(metadata);
+    expect((await call(gw.url, "GET", `/v1/sessions/${created.body.id}`)).body.metadata).toEqual(metadata);
+    const listed = await ws.call("sessions.list", { limit: 200 });
+    expect(listed.items.find((s: any) => s.id === created.body.id).metadata).toEqual(metadata);
+  });
+});
+
 describe("NUL and lone surrogates in client strings are refused, never rewritten", () => {
   const bad = { nul: "a\u0000b", lowAlone: "k\udfff", highAlone: "k\ud800" };
   const session = (extra: Record<string, unknown>) => ({ workspace, agent: "simulated", ...extra });
