@@ -91,6 +91,16 @@ describe("metadata and agentConfig are bounded", () => {
     expect((await call(gw.url, "GET", `/v1/sessions/${sessionId}`)).status).toBe(200);
   });
 
+  it("a session stored with 3,000 levels of metadata before these bounds still lists, reads and archives", async () => {
+    const text = `${'{"a":'.repeat(3000)}1${"}".repeat(3000)}`;
+    const [row] = await db.sql<{ id: string }[]>`
+      insert into sessions (workspace, agent, metadata) values (${workspace}, 'simulated', ${text}::jsonb) returning id`;
+    expect((await call(gw.url, "GET", "/v1/sessions?limit=200")).status).toBe(200);
+    expect((await ws.call("sessions.list", { limit: 200 })).items.map((s: any) => s.id)).toContain(row.id);
+    expect((await call(gw.url, "GET", `/v1/sessions/${row.id}`)).status).toBe(200);
+    expect((await call(gw.url, "DELETE", `/v1/sessions/${row.id}`)).status).toBe(200);
+  });
+
   it("16 levels are accepted, 17 are not; 16 KiB as JSON is the size bound", async () => {
     const ok = await post("/v1/sessions", { workspace, agent: "simulated", metadata: deep(16) });
     expect(ok.status).toBe(201);
