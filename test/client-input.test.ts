@@ -206,6 +206,14 @@ describe("integers are integers in range", () => {
     },
   );
 
+  it("an overlong or badly encoded path parameter: 400 in the one error shape", async () => {
+    for (const path of [`/v1/sessions/${"q".repeat(150)}`, `/v1/sessions/${sessionId}/events/${"9".repeat(150)}/payload`, "/v1/sessions/%zz"]) {
+      const r = await call(gw.url, "GET", path);
+      expect(r.status).toBe(400);
+      expect(r.body).toEqual({ error: { code: "INVALID_REQUEST", message: expect.any(String) } });
+    }
+  });
+
   it("a seq in range that has no event is 404; one that has is 200", async () => {
     expect((await call(gw.url, "GET", `/v1/sessions/${sessionId}/events/9007199254740991/payload`)).status).toBe(404);
     const [{ seq }] = await db.sql<{ seq: number }[]>`select min(seq)::int as seq from events where session_id = ${sessionId}`;

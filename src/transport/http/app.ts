@@ -7,7 +7,7 @@ import { randomUUID, timingSafeEqual } from "node:crypto";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import websocket from "@fastify/websocket";
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
 import type { Logger } from "pino";
 import type { Config } from "../../config.js";
 import { MooringError, toMooringError } from "../../errors.js";
@@ -46,6 +46,17 @@ export async function buildHttpApp(
       return typeof given === "string" && given.length <= 100 ? given : randomUUID();
     },
     ajv: undefined,
+    // The router refuses a malformed or overlong path segment (bad percent-encoding, a parameter
+    // past 100 characters) before any route runs; answer it in the one error shape, not fastify's.
+    frameworkErrors: (error, _req, reply) => {
+      const refused = new MooringError(
+        "INVALID_REQUEST",
+        error.code === "FST_ERR_MAX_PARAM_LENGTH"
+          ? "a path parameter is longer than 100 characters"
+          : "the URL is not valid (bad percent-encoding)",
+      );
+      (reply as FastifyReply).status(refused.httpStatus).send({ error: refused.toBody() });
+    },
   });
   app.setValidatorCompiler(validatorCompiler);
   // Bodies are JSON only: without fastify's default text/plain parser, any other type answers 415.
