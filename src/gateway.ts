@@ -53,6 +53,8 @@ export interface Holding {
   sockets: number;
   /** JSON-RPC calls received on sockets and not answered yet. */
   socketCalls: number;
+  /** Open SSE streams. */
+  sseStreams: number;
   /** Event subscribers (sockets and SSE) and the session feeds serving them. */
   subscribers: number;
   feeds: number;
@@ -215,6 +217,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   const holding = (): Holding => ({
     sockets: sockets.count,
     socketCalls: sockets.callsInFlight,
+    sseStreams: sse.count,
     subscribers: parts?.feeds.subscriberCount ?? 0,
     feeds: parts?.feeds.feedCount ?? 0,
     longPolls: parts?.tasks.watch.waiters ?? 0,

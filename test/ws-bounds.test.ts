@@ -1,12 +1,13 @@
 /**
- * WS /v1/ws closes what it opens (issue 11, findings 5 and 7): a subscription whose socket closed
- * before it was registered is dropped; a reader too slow to keep up reads the 4008 close frame it
+ * WS /v1/ws and SSE close what they open (issue 11, findings 5 and 7): a subscription whose
+ * socket or stream closed before it was registered is dropped; a reader too slow to keep up reads the 4008 close frame it
  * is promised; oversized frames are logged at warn level, throttled, not one error line each.
  */
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { eventually, startTestGateway } from "./support/gateway.js";
+import { call, eventually, startTestGateway } from "./support/gateway.js";
 import { createSession, submitOk, tempWorkspace, waitTask } from "./support/turns.js";
 import { WsClient } from "./support/ws-client.js";
 
@@ -68,6 +69,29 @@ describe("subscriptions of closed sockets", () => {
     expect(gw.holding()).toMatchObject({ subscribers: 1, feeds: 1 });
     await live.close();
     await eventually(async () => gw.holding().subscribers === 0 && gw.holding().feeds === 0);
+  });
+});
+
+describe("SSE streams of clients that left", () => {
+  it("200 SSE requests aborted while their subscription opens leave no stream and no subscription behind", async () => {
+    const sessionId = await createSession(gw.url, workspace);
+    const { hostname, port } = new URL(gw.url);
+    const request = `GET /v1/sessions/${sessionId}/events HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAccept: text/event-stream\r\n\r\n`;
+    // The whole request is sent, then the connection is cut at different points of the opening.
+    const abort = async (i: number) => {
+      const socket = connect(Number(port), hostname);
+      socket.on("error", () => {});
+      await new Promise<void>((resolve) => socket.write(request, () => resolve()));
+      if (i % 4 > 0) await new Promise((resolve) => setTimeout(resolve, i % 4));
+      socket.destroy();
+    };
+    for (let round = 0; round < 4; round++) await Promise.all(Array.from({ length: 50 }, (_, i) => abort(i)));
+    // A read of the same session after all of them (its queries queue behind theirs).
+    expect((await call(gw.url, "GET", `/v1/sessions/${sessionId}`)).status).toBe(200);
+    await eventually(async () => {
+      const h = gw.holding();
+      return h.sseStreams === 0 && h.subscribers === 0 && h.feeds === 0;
+    }, 5_000);
   });
 });
 

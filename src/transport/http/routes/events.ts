@@ -93,6 +93,11 @@ export function registerEventRoutes(app: FastifyInstance, s: Services, config: C
       heartbeat.unref();
       req.raw.on("close", close);
       res.on("error", close);
+      // The client may have gone while the subscription was being opened: its close is past.
+      if (res.destroyed || req.raw.socket?.destroyed !== false) {
+        close();
+        res.destroy();
+      }
     },
   );
 }
