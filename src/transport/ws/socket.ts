@@ -61,7 +61,12 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
       return calls.inFlight;
     },
     closeAll(code, reason) {
-      for (const socket of sockets) socket.close(code, reason);
+      // A socket already closing (a 4008 waiting for a reader that may never read) is cut: a
+      // shutdown does not wait out its 30 s closing handshake.
+      for (const socket of sockets) {
+        if (socket.readyState === socket.CLOSING) socket.terminate();
+        else socket.close(code, reason);
+      }
     },
   };
 }
