@@ -77,6 +77,14 @@ export interface Config {
   wsMaxPayloadBytes: number;
   /** Server ping interval on WebSockets in ms; a peer silent for twice this is dropped. Default 15000. */
   wsPingMs: number;
+  /** Calls in one JSON-RPC batch; a larger batch answers one -32600 error and none of it runs. Default 100. */
+  rpcMaxBatch: number;
+  /** JSON-RPC calls one WebSocket may have unanswered; a message past it is refused (GATEWAY_BUSY). Default 200. */
+  wsMaxInFlight: number;
+  /** Long-poll waits (`waitMs`) held at once per instance; past it a task read answers at once. Default 1000. */
+  maxLongPolls: number;
+  /** A list page stops before its items pass this many bytes of JSON (at least one item); follow nextCursor. Default 1048576. */
+  listPageBytes: number;
   /** Interval of the comment lines (`: ping`) that keep an idle SSE stream open through proxies, in ms. Default 15000. */
   sseHeartbeatMs: number;
   /** Instance id reported in hello and /readyz; must be unique per live process. Default `<hostname>:<port>` (`<hostname>:<random>` when PORT=0). */
@@ -224,6 +232,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     wsMaxBufferedBytes: read(env, "MOORING_WS_MAX_BUFFERED_BYTES", integer(1024), 4_194_304),
     wsMaxPayloadBytes: read(env, "MOORING_WS_MAX_PAYLOAD_BYTES", integer(1024), 1_048_576),
     wsPingMs: read(env, "MOORING_WS_PING_MS", integer(10), 15_000),
+    rpcMaxBatch: read(env, "MOORING_RPC_MAX_BATCH", integer(1, 10_000), 100),
+    wsMaxInFlight: read(env, "MOORING_WS_MAX_IN_FLIGHT", integer(1, 100_000), 200),
+    maxLongPolls: read(env, "MOORING_MAX_LONG_POLLS", integer(0, 1_000_000), 1000),
+    listPageBytes: read(env, "MOORING_LIST_PAGE_BYTES", integer(1024), 1_048_576),
     sseHeartbeatMs: read(env, "MOORING_SSE_HEARTBEAT_MS", integer(10), 15_000),
     instanceId: read<string | undefined>(env, "MOORING_INSTANCE_ID", text, undefined),
     corsOrigins: read(env, "MOORING_CORS_ORIGINS", origins, []),

@@ -47,6 +47,22 @@ export interface Gateway {
   started: Promise<void>;
   /** Graceful shutdown; resolves when everything is closed. */
   stop(): Promise<void>;
+  /** What this instance holds open right now (for tests and diagnostics). */
+  holding(): Holding;
+}
+
+export interface Holding {
+  sockets: number;
+  /** JSON-RPC calls received on sockets and not answered yet. */
+  socketCalls: number;
+  /** Open SSE streams. */
+  sseStreams: number;
+  /** Event subscribers (sockets and SSE) and the session feeds serving them. */
+  subscribers: number;
+  feeds: number;
+  /** Long-poll waits and the tasks they watch. */
+  longPolls: number;
+  watchedTasks: number;
 }
 
 /** Refuse configurations that are dangerous before anything starts. */
@@ -203,7 +219,17 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     return stopping;
   };
 
-  return { url, identity, started, stop };
+  const holding = (): Holding => ({
+    sockets: sockets.count,
+    socketCalls: sockets.callsInFlight,
+    sseStreams: sse.count,
+    subscribers: parts?.feeds.subscriberCount ?? 0,
+    feeds: parts?.feeds.feedCount ?? 0,
+    longPolls: parts?.tasks.watch.waiters ?? 0,
+    watchedTasks: parts?.tasks.watch.tasks ?? 0,
+  });
+
+  return { url, identity, started, stop, holding };
 }
 
 interface Parts {
@@ -247,7 +273,7 @@ function assemble(
       bus.emit("session", e.sessionId, null);
     }
   });
-  const sessions = new SessionService(db, registry, drivers, workspaceRoots, log);
+  const sessions = new SessionService(db, registry, drivers, workspaceRoots, log, config.listPageBytes);
   const tasks = new TaskService(rt, sessions);
   const events = new EventService(db, sessions);
   const pool = new ConversationPool(config.agentIdleMs, config.contextWindow, log, {

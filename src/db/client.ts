@@ -70,7 +70,10 @@ export function connect(url: string, options: { max?: number; applicationName?: 
       backoff: reconnectBackoff,
       max: options.max ?? 10,
       onnotice: () => {},
-      transform: postgres.camel,
+      // Column names only. `postgres.camel` also rewrote every key inside json/jsonb values on
+      // read (a client's metadata `my_key` came back `myKey`, an agent's tool input `file_path`
+      // became `filePath`) and recursed into them (deep values overflowed the stack).
+      transform: { column: { from: postgres.toCamel, to: postgres.fromCamel } },
       connection: { application_name: applicationName },
       types: {
         int8: {

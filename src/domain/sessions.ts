@@ -10,6 +10,7 @@ import { sessions } from "../db/schema.js";
 import { invalid, MooringError } from "../errors.js";
 import { queuePositions } from "../sql/gate-status.js";
 import type { TaskRow } from "../sql/task-row.js";
+import { fittingCount } from "./page-budget.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
 import { compactTurn, type SessionRow, type SessionStatus, sessionView } from "./views.js";
 import { acceptWorkspace, normalizeWorkspace } from "./workspace.js";
@@ -32,6 +33,8 @@ export class SessionService {
     private readonly drivers: Record<DriverName, AgentDriver>,
     private readonly workspaceRoots: string[],
     private readonly log: Logger,
+    /** Bytes of items a list page may carry (MOORING_LIST_PAGE_BYTES). */
+    private readonly listPageBytes = 1_048_576,
   ) {}
 
   async create(input: CreateSessionInput) {
@@ -103,11 +106,12 @@ export class SessionService {
       where (${filter.status ?? null}::text is null or x.status = ${filter.status ?? null})
       order by date_trunc('milliseconds', x.created_at) desc, x.id desc
       limit ${limit + 1}`;
-    const page = rows.slice(0, limit);
-    const last = page[page.length - 1];
+    const views = rows.slice(0, limit).map(sessionView);
+    const fits = fittingCount(views, this.listPageBytes);
+    const last = rows[fits - 1];
     return {
-      items: page.map(sessionView),
-      nextCursor: rows.length > limit && last ? encodeCursor(last.createdAt, last.id) : null,
+      items: views.slice(0, fits),
+      nextCursor: rows.length > fits && last ? encodeCursor(last.createdAt, last.id) : null,
     };
   }
 

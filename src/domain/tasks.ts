@@ -14,10 +14,12 @@ import { notifyArchived, notifyCancel, notifyGate, notifySessions } from "../sql
 import { isTerminal, type TaskRow, type TaskStatus } from "../sql/task-row.js";
 import { AdmissionQueue, QueueFull } from "./admission.js";
 import { claimAndStart, type TaskRunner } from "./claim.js";
+import { fittingCount } from "./page-budget.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
 import type { Runtime } from "./runtime.js";
 import { isUuid, type SessionService } from "./sessions.js";
 import { terminalEvent } from "./task-events.js";
+import { TaskWatch } from "./task-watch.js";
 import { type TaskView, taskView } from "./views.js";
 
 /**
@@ -64,6 +66,8 @@ export class TaskService {
   accepting = false;
 
   private readonly admissions: AdmissionQueue;
+  /** Long-poll waits, one shared watch per instance (domain/task-watch.ts). */
+  readonly watch: TaskWatch;
 
   constructor(
     private readonly rt: Runtime,
@@ -74,6 +78,10 @@ export class TaskService {
       () => this.runner,
       () => this.onQueueChanged(),
     );
+    this.watch = new TaskWatch(rt.db, rt.bus, rt.log, {
+      pollMs: rt.config.pollMs,
+      maxWaiters: rt.config.maxLongPolls,
+    });
   }
 
   async submit(sessionId: string, input: SubmitInput): Promise<{ task: TaskView; created: boolean }> {
@@ -248,53 +256,9 @@ export class TaskService {
     }
     const first = await this.row(taskId);
     if (waitMs === 0 || isTerminal(first.status)) return this.view(first);
-    const changed = await this.waitForChange(first, waitMs);
-    return this.view(changed);
-  }
-
-  private waitForChange(first: TaskRow, waitMs: number): Promise<TaskRow> {
-    return new Promise((resolve) => {
-      let done = false;
-      let checking = false;
-      let recheck = false;
-      const finish = (row: TaskRow) => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        clearInterval(backstop);
-        this.rt.bus.off("session", onSession);
-        this.rt.bus.off("allSessions", check);
-        resolve(row);
-      };
-      const check = async () => {
-        if (checking) {
-          recheck = true;
-          return;
-        }
-        checking = true;
-        try {
-          const row = await this.row(first.id);
-          if (row.status !== first.status) finish(row);
-        } catch {
-          // the database is away: keep waiting, the timer still answers
-        } finally {
-          checking = false;
-          if (recheck && !done) {
-            recheck = false;
-            void check();
-          }
-        }
-      };
-      const onSession = (sessionId: string) => {
-        if (sessionId === first.sessionId) void check();
-      };
-      const timer = setTimeout(async () => finish(await this.row(first.id).catch(() => first)), waitMs);
-      // A lost notification costs at most one poll interval.
-      const backstop = setInterval(() => void check(), this.rt.config.pollMs);
-      this.rt.bus.on("session", onSession);
-      this.rt.bus.on("allSessions", check);
-      void check();
-    });
+    // Past MOORING_MAX_LONG_POLLS the wait is declined: the current state, at once.
+    const waiting = this.watch.wait(first, waitMs);
+    return this.view(waiting ? await waiting : first);
   }
 
   async list(filter: { sessionId?: string; status?: TaskStatus; limit?: number; cursor?: string }) {
@@ -314,10 +278,12 @@ export class TaskService {
       this.rt.db.sql,
       page.filter((r) => r.status === "queued").map((r) => r.id),
     );
-    const last = page[page.length - 1];
+    const views = page.map((r) => taskView(r, positions.get(r.id) ?? null));
+    const fits = fittingCount(views, this.rt.config.listPageBytes);
+    const last = page[fits - 1];
     return {
-      items: page.map((r) => taskView(r, positions.get(r.id) ?? null)),
-      nextCursor: rows.length > limit && last ? encodeCursor(last.createdAt, last.id) : null,
+      items: views.slice(0, fits),
+      nextCursor: rows.length > fits && last ? encodeCursor(last.createdAt, last.id) : null,
     };
   }
 

@@ -211,6 +211,11 @@ export class SessionFeeds {
     this.feeds.get(sessionId)?.pump();
   }
 
+  /** Sessions with a live feed (each is read by the poll). */
+  get feedCount(): number {
+    return this.feeds.size;
+  }
+
   get subscriberCount(): number {
     let n = 0;
     for (const feed of this.feeds.values()) n += feed.subscribers.size;

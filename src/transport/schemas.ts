@@ -4,9 +4,27 @@
  * same ones.
  */
 import { Type } from "typebox";
+import { jsonBoundsProblem } from "./client-input.js";
 
 const Uuid = Type.String({ minLength: 1, maxLength: 64, description: "resource id (uuid)" });
-const Json = Type.Record(Type.String(), Type.Unknown());
+
+/** Bounds of the free-form JSON a client stores on a session (`metadata`, `agentConfig`). */
+export const JSON_FIELD_MAX_DEPTH = 16;
+export const JSON_FIELD_MAX_BYTES = 16 * 1024;
+/**
+ * A free-form JSON object, bounded so every later read, serialization and list stays cheap: deep
+ * metadata once made every session list answer 500, and a 200 KB `model` failed the agent's spawn.
+ * Checked without recursion (transport/client-input.ts).
+ */
+const Json = Type.Refine(
+  Type.Record(Type.String(), Type.Unknown(), {
+    description: `a JSON object, at most ${JSON_FIELD_MAX_DEPTH} levels deep and ${JSON_FIELD_MAX_BYTES} bytes as JSON`,
+  }),
+  (value) => jsonBoundsProblem(value, JSON_FIELD_MAX_DEPTH, JSON_FIELD_MAX_BYTES) === null,
+  (value) => jsonBoundsProblem(value, JSON_FIELD_MAX_DEPTH, JSON_FIELD_MAX_BYTES) ?? "is invalid",
+);
+/** Seqs and other counters: integers Postgres and JavaScript hold exactly. */
+const Seq = (minimum: number) => Type.Integer({ minimum, maximum: Number.MAX_SAFE_INTEGER });
 
 export const SessionStatus = Type.Union([Type.Literal("idle"), Type.Literal("busy"), Type.Literal("archived")]);
 export const TaskStatus = Type.Union(
@@ -37,7 +55,7 @@ export const ListSessionsQuery = Type.Object(
 );
 
 export const SessionIdParams = Type.Object({ id: Uuid });
-export const EventPayloadParams = Type.Object({ id: Uuid, seq: Type.Integer({ minimum: 1 }) });
+export const EventPayloadParams = Type.Object({ id: Uuid, seq: Seq(1) });
 
 export const SubmitTurnBody = Type.Object(
   {
@@ -66,7 +84,7 @@ export const ListTasksQuery = Type.Object(
 );
 
 export const EventsQuery = Type.Object(
-  { afterSeq: Type.Optional(Type.Integer({ minimum: 0 })) },
+  { afterSeq: Type.Optional(Seq(0)) },
   { additionalProperties: false },
 );
 
@@ -88,7 +106,7 @@ export const rpcParams = {
   "tasks.list": ListTasksQuery,
   "gate.status": Type.Object({}, { additionalProperties: false }),
   "events.subscribe": Type.Object(
-    { sessionId: Uuid, afterSeq: Type.Optional(Type.Integer({ minimum: 0 })) },
+    { sessionId: Uuid, afterSeq: Type.Optional(Seq(0)) },
     { additionalProperties: false },
   ),
   "events.unsubscribe": Type.Object({ sessionId: Uuid }, { additionalProperties: false }),

@@ -3,6 +3,7 @@ import type { TSchema } from "typebox";
 import { Compile } from "typebox/compile";
 import { Value } from "typebox/value";
 import { invalid } from "../errors.js";
+import { describePath, inspectClientInput } from "./client-input.js";
 
 const compiled = new WeakMap<TSchema, ReturnType<typeof Compile>>();
 
@@ -11,6 +12,12 @@ export function validate<T>(schema: TSchema, value: unknown): T {
   if (!check) {
     check = Compile(schema);
     compiled.set(schema, check);
+  }
+  // Before anything recursive (structuredClone, the schema check) touches the value.
+  const problem = inspectClientInput(value);
+  if (problem) {
+    const field = describePath(problem.path);
+    throw invalid(`${field || "params"}: ${problem.message}`, field || undefined);
   }
   const withDefaults = value === undefined ? {} : Value.Default(schema, structuredClone(value));
   if (check.Check(withDefaults)) return withDefaults as T;

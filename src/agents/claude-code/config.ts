@@ -11,6 +11,9 @@ export interface ClaudeCodeConfig {
   contextSuffix?: boolean;
 }
 
+/** Longest accepted `model` (model ids are tens of characters). */
+export const MAX_MODEL_CHARS = 256;
+
 type Validation = { ok: true; config: Record<string, unknown> } | { ok: false; problem: string };
 
 export function validateClaudeCodeConfig(entry: AgentEntry, config: Record<string, unknown>): Validation {
@@ -21,6 +24,10 @@ export function validateClaudeCodeConfig(entry: AgentEntry, config: Record<strin
       case "model": {
         if (typeof value !== "string" || value.trim() === "") {
           return { ok: false, problem: "agentConfig.model must be a non-empty string" };
+        }
+        // It becomes a command-line argument: a 200 KB model failed the spawn (E2BIG).
+        if (value.length > MAX_MODEL_CHARS) {
+          return { ok: false, problem: `agentConfig.model must be at most ${MAX_MODEL_CHARS} characters` };
         }
         if (entry.models && !entry.models.includes(value)) {
           return { ok: false, problem: `agentConfig.model must be one of: ${entry.models.join(", ")}` };

@@ -7,8 +7,7 @@ import { randomUUID } from "node:crypto";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import websocket from "@fastify/websocket";
-import { TypeBoxValidatorCompiler } from "@fastify/type-provider-typebox";
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
 import type { Logger } from "pino";
 import type { Config } from "../../config.js";
 import { MooringError, toMooringError } from "../../errors.js";
@@ -23,6 +22,8 @@ import { type ReadyzView, registerHealthRoutes } from "./routes/health.js";
 import { registerRpcRoute } from "./routes/rpc.js";
 import { registerSessionRoutes } from "./routes/sessions.js";
 import { registerTaskRoutes } from "./routes/tasks.js";
+import { validatorCompiler } from "./validator.js";
+import { SocketErrorLog } from "../ws/protocol-errors.js";
 import { registerSocketRoute, type SocketHub } from "../ws/socket.js";
 
 const openRoutes = new Set(["/healthz", "/readyz"]);
@@ -50,8 +51,19 @@ export async function buildHttpApp(
       return logger.child(given ? { ...bindings, clientRequestId: given } : bindings, options);
     },
     ajv: undefined,
+    // The router refuses a malformed or overlong path segment (bad percent-encoding, a parameter
+    // past 100 characters) before any route runs; answer it in the one error shape, not fastify's.
+    frameworkErrors: (error, _req, reply) => {
+      const refused = new MooringError(
+        "INVALID_REQUEST",
+        error.code === "FST_ERR_MAX_PARAM_LENGTH"
+          ? "a path parameter is longer than 100 characters"
+          : "the URL is not valid (bad percent-encoding)",
+      );
+      (reply as FastifyReply).status(refused.httpStatus).send({ error: refused.toBody() });
+    },
   });
-  app.setValidatorCompiler(TypeBoxValidatorCompiler);
+  app.setValidatorCompiler(validatorCompiler);
   // Bodies are JSON only: without fastify's default text/plain parser, any other type answers 415.
   app.removeContentTypeParser("text/plain");
 
@@ -122,7 +134,13 @@ export async function buildHttpApp(
     },
   });
   await app.register(swaggerUi, { routePrefix: "/docs" });
+  const socketErrors = new SocketErrorLog();
   await app.register(websocket, {
+    // As the plugin's default (log, terminate), with client-caused errors at warn level, throttled.
+    errorHandler: (error, socket, req) => {
+      socketErrors.report(req.log, error);
+      socket.terminate();
+    },
     options: {
       maxPayload: config.wsMaxPayloadBytes,
       // No context takeover either way: each message is compressed on its own, so frames under
@@ -165,7 +183,7 @@ export async function buildHttpApp(
     registerSessionRoutes(v1, services);
     registerTaskRoutes(v1, services);
     registerEventRoutes(v1, services, config, sse);
-    registerRpcRoute(v1, services, log);
+    registerRpcRoute(v1, services, log, { maxBatch: config.rpcMaxBatch });
   }, { prefix: "/v1" });
   const sockets = registerSocketRoute(app, services, config, log);
   return { app, sockets, sse };

@@ -24,15 +24,59 @@ const errorResponse = (id: JsonRpcId, code: number, message: string, data?: unkn
 
 export const parseError = () => errorResponse(null, -32700, "Parse error: the message is not valid JSON");
 
+/** Bounds on what one JSON-RPC message may ask for (config: MOORING_RPC_MAX_BATCH). */
+export interface RpcLimits {
+  /** Calls in one batch; a larger batch is refused whole (-32600) and nothing in it runs. */
+  maxBatch: number;
+}
+
+/**
+ * An id the answer can carry back exactly: a string, null, or a safe integer. `1e400` parses to
+ * Infinity (serialized `null`), `1.5` and integers past 2^53 do not survive a round trip, so a
+ * client could not match the answer to its call.
+ */
+const isExactId = (id: unknown) =>
+  id === undefined || id === null || typeof id === "string" || (typeof id === "number" && Number.isSafeInteger(id));
+
+/** Calls in a message that would run (a batch past the cap runs none). */
+export function callCount(message: unknown, limits: RpcLimits): number {
+  if (!Array.isArray(message)) return 1;
+  return message.length <= limits.maxBatch ? message.length : 0;
+}
+
+/**
+ * The answer to a message refused as a whole before anything in it ran (e.g. too many calls in
+ * flight): `error` for every call with an id, nothing for notifications.
+ */
+export function refuseAll(message: unknown, code: number, text: string, data: unknown): JsonRpcResponse | JsonRpcResponse[] | null {
+  const one = (m: unknown): JsonRpcResponse | null => {
+    if (typeof m !== "object" || m === null || Array.isArray(m) || !("id" in m)) return null;
+    const id = (m as { id: unknown }).id;
+    return errorResponse(isExactId(id) ? (id as JsonRpcId) : null, code, text, data);
+  };
+  if (!Array.isArray(message)) return one(message);
+  const answers = message.map(one).filter((a): a is JsonRpcResponse => a !== null);
+  return answers.length > 0 ? answers : null;
+}
+
 /** Handle a parsed message (object or batch). Returns null when nothing must be answered. */
 export async function handleJsonRpc(
   message: unknown,
   services: Services,
   ctx: CallContext,
   log: Logger,
+  limits: RpcLimits,
 ): Promise<JsonRpcResponse | JsonRpcResponse[] | null> {
   if (Array.isArray(message)) {
     if (message.length === 0) return errorResponse(null, -32600, "Invalid Request: empty batch");
+    if (message.length > limits.maxBatch) {
+      return errorResponse(
+        null,
+        -32600,
+        `Invalid Request: a batch may hold at most ${limits.maxBatch} calls (this one has ${message.length}); nothing in it ran`,
+        { code: "INVALID_REQUEST", reason: "batch_too_large" },
+      );
+    }
     const answers = await Promise.all(message.map((m) => handleOne(m, services, ctx, log)));
     const present = answers.filter((a): a is JsonRpcResponse => a !== null);
     return present.length > 0 ? present : null;
@@ -50,10 +94,14 @@ async function handleOne(
     return errorResponse(null, -32600, "Invalid Request: expected a JSON-RPC 2.0 object");
   }
   const m = message as Record<string, unknown>;
-  const idValid = m.id === undefined || m.id === null || typeof m.id === "string" || typeof m.id === "number";
+  const idValid = isExactId(m.id);
   const id = (idValid ? (m.id ?? null) : null) as JsonRpcId;
   if (m.jsonrpc !== "2.0" || typeof m.method !== "string" || !idValid) {
-    return errorResponse(id, -32600, "Invalid Request: needs jsonrpc \"2.0\", a string method and a string or number id");
+    return errorResponse(
+      id,
+      -32600,
+      "Invalid Request: needs jsonrpc \"2.0\", a string method and an id that is a string or a safe integer",
+    );
   }
   if (m.params !== undefined && (typeof m.params !== "object" || m.params === null || Array.isArray(m.params))) {
     return errorResponse(id, -32602, "Invalid params: params must be an object", { code: "INVALID_REQUEST" });

@@ -20,7 +20,8 @@ import type { Logger } from "pino";
 import type { WebSocket } from "ws";
 import type { Config } from "../../config.js";
 import type { ClientEvent, Subscriber } from "../../stream/session-feeds.js";
-import { handleJsonRpc, parseError } from "../rpc/jsonrpc.js";
+import { MooringError } from "../../errors.js";
+import { callCount, handleJsonRpc, parseError, refuseAll } from "../rpc/jsonrpc.js";
 import type { Services } from "../services.js";
 
 export const CLOSE_TOO_SLOW = 4008;
@@ -28,11 +29,14 @@ export const CLOSE_GOING_AWAY = 1001;
 
 export interface SocketHub {
   readonly count: number;
+  /** JSON-RPC calls received on any socket and not answered yet (closed sockets included). */
+  readonly callsInFlight: number;
   closeAll(code: number, reason: string): void;
 }
 
 export function registerSocketRoute(app: FastifyInstance, s: Services, config: Config, log: Logger): SocketHub {
   const sockets = new Set<WebSocket>();
+  const calls = { inFlight: 0 };
   app.register(async (scope) => {
     scope.addHook("onRequest", async (_req, reply) => {
       const r = s.readiness();
@@ -42,7 +46,7 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
     });
     scope.get("/v1/ws", { websocket: true, schema: { hide: true } }, (socket, req) => {
       sockets.add(socket);
-      const connection = new SocketConnection(socket, req.socket, s, config, log);
+      const connection = new SocketConnection(socket, req.socket, s, config, log, calls);
       socket.on("close", () => {
         sockets.delete(socket);
         connection.dispose();
@@ -53,8 +57,16 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
     get count() {
       return sockets.size;
     },
+    get callsInFlight() {
+      return calls.inFlight;
+    },
     closeAll(code, reason) {
-      for (const socket of sockets) socket.close(code, reason);
+      // A socket already closing (a 4008 waiting for a reader that may never read) is cut: a
+      // shutdown does not wait out its 30 s closing handshake.
+      for (const socket of sockets) {
+        if (socket.readyState === socket.CLOSING) socket.terminate();
+        else socket.close(code, reason);
+      }
     },
   };
 }
@@ -154,6 +166,8 @@ interface Subscription {
 
 class SocketConnection {
   private readonly subscriptions = new Map<string, Subscription>();
+  /** Calls of this socket not answered yet (bounded by MOORING_WS_MAX_IN_FLIGHT). */
+  private inFlight = 0;
   private lastHeard = Date.now();
   private readonly pingTimer: NodeJS.Timeout;
   private closed = false;
@@ -169,6 +183,8 @@ class SocketConnection {
     private readonly s: Services,
     private readonly config: Config,
     private readonly log: Logger,
+    /** The hub's count of calls in flight on all sockets. */
+    private readonly calls: { inFlight: number },
   ) {
     // Only what the contract names: host and pid tell a page nothing it needs (and an attacker much).
     const { instanceId, bootId, version } = s.identity;
@@ -203,6 +219,30 @@ class SocketConnection {
       this.send(parseError());
       return;
     }
+    // A client may not queue unbounded work: past the cap the whole message is refused, unrun.
+    const calls = callCount(message, { maxBatch: this.config.rpcMaxBatch });
+    if (calls > 0 && this.inFlight + calls > this.config.wsMaxInFlight) {
+      const busy = new MooringError(
+        "GATEWAY_BUSY",
+        `this socket has ${this.inFlight} calls in flight (at most ${this.config.wsMaxInFlight}); wait for answers before sending more`,
+        { reason: "calls_in_flight", retryAfterSeconds: 1 },
+      );
+      const data = { code: busy.code, reason: busy.reason, retryAfterSeconds: busy.retryAfterSeconds };
+      const refusal = refuseAll(message, busy.rpcCode, busy.message, data);
+      if (refusal !== null) this.send(refusal);
+      return;
+    }
+    this.inFlight += calls;
+    this.calls.inFlight += calls;
+    try {
+      await this.answer(message);
+    } finally {
+      this.inFlight -= calls;
+      this.calls.inFlight -= calls;
+    }
+  }
+
+  private async answer(message: unknown): Promise<void> {
     const released: string[] = [];
     const answer = await handleJsonRpc(
       message,
@@ -221,6 +261,7 @@ class SocketConnection {
         },
       },
       this.log,
+      { maxBatch: this.config.rpcMaxBatch },
     );
     if (answer !== null) this.send(answer);
     for (const sessionId of released) this.release(sessionId);
@@ -228,6 +269,8 @@ class SocketConnection {
 
   private async subscribe(sessionId: string, afterSeq: number) {
     const opened = await this.s.events.openSubscription(sessionId, afterSeq);
+    // The socket closed while the subscription was being opened: nobody would ever end it.
+    if (this.closed) return { sessionId, headSeq: opened.headSeq, session: opened.session };
     this.subscriptions.get(sessionId)?.unsubscribe();
     const subscriber: Subscriber = {
       cursor: afterSeq,
@@ -326,12 +369,15 @@ class SocketConnection {
     );
     this.closed = true;
     this.dispose();
+    // The close frame goes out behind what the peer has not read yet; a reader that catches up
+    // finds it there. `ws` cuts the connection if the closing handshake is not done in 30 s (its
+    // close timeout), so a peer that never reads again is held that long, with what it had not
+    // read, and no longer. (Cutting it a second later, as before, made it see 1006, not 4008.)
     this.socket.close(CLOSE_TOO_SLOW, "client too slow; resubscribe with your last seq");
-    // A peer that does not read will not complete the closing handshake either.
-    setTimeout(() => this.socket.terminate(), 1000).unref();
   }
 
   dispose(): void {
+    this.closed = true;
     clearInterval(this.pingTimer);
     this.stopDrainCheck();
     for (const subscription of this.subscriptions.values()) subscription.unsubscribe();

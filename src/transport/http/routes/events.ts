@@ -52,8 +52,8 @@ export function registerEventRoutes(app: FastifyInstance, s: Services, config: C
       const lastEventId = req.headers["last-event-id"];
       let afterSeq = req.query.afterSeq ?? 0;
       if (typeof lastEventId === "string" && lastEventId !== "") {
-        const n = Number(lastEventId);
-        if (!Number.isInteger(n) || n < 0) throw invalid("Last-Event-ID must be a seq", "Last-Event-ID");
+        const n = /^[0-9]+$/.test(lastEventId) ? Number(lastEventId) : Number.NaN;
+        if (!Number.isSafeInteger(n)) throw invalid("Last-Event-ID must be a seq", "Last-Event-ID");
         afterSeq = Math.max(afterSeq, n);
       }
       const { headSeq } = await s.events.openSubscription(req.params.id, afterSeq);
@@ -97,6 +97,11 @@ export function registerEventRoutes(app: FastifyInstance, s: Services, config: C
       heartbeat.unref();
       req.raw.on("close", close);
       res.on("error", close);
+      // The client may have gone while the subscription was being opened: its close is past.
+      if (res.destroyed || req.raw.socket?.destroyed !== false) {
+        close();
+        res.destroy();
+      }
     },
   );
 }

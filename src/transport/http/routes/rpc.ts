@@ -1,13 +1,13 @@
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
-import { handleJsonRpc, parseError } from "../../rpc/jsonrpc.js";
+import { handleJsonRpc, parseError, type RpcLimits } from "../../rpc/jsonrpc.js";
 import type { Services } from "../../services.js";
 
 /**
  * `POST /v1/rpc`: the body is read as text so malformed JSON gets a JSON-RPC parse error (-32700)
  * instead of the REST error shape. Notifications-only requests answer 204.
  */
-export function registerRpcRoute(app: FastifyInstance, s: Services, log: Logger): void {
+export function registerRpcRoute(app: FastifyInstance, s: Services, log: Logger, limits: RpcLimits): void {
   app.register(async (scope) => {
     scope.addContentTypeParser("application/json", { parseAs: "string" }, (_req, body, done) => done(null, body));
     scope.post("/rpc", { schema: { summary: "JSON-RPC 2.0 (same operations as REST)", tags: ["rpc"] } }, async (req, reply) => {
@@ -17,7 +17,7 @@ export function registerRpcRoute(app: FastifyInstance, s: Services, log: Logger)
       } catch {
         return reply.status(200).send(parseError());
       }
-      const answer = await handleJsonRpc(message, s, {}, log);
+      const answer = await handleJsonRpc(message, s, {}, log, limits);
       if (answer === null) return reply.status(204).send();
       return reply.status(200).send(answer);
     });

@@ -1,0 +1,56 @@
+/**
+ * Fastify's validator for the shared schemas. Every request part is inspected before its schema
+ * check (transport/client-input.ts: storable text, bounded nesting, no recursion), and path and
+ * query strings become numbers only when they are exactly one: `1.5`, `1e20`, `0x10` or ` 7` stay
+ * strings and fail the integer check (TypeBox's own conversion made `1.5` seq 1 and `1e20` a 500).
+ */
+import type { FastifySchemaCompiler, FastifySchemaValidationError } from "fastify";
+import type { TSchema } from "typebox";
+import { Compile } from "typebox/compile";
+import { describePath, inspectClientInput } from "../client-input.js";
+
+const decimalInteger = /^-?[0-9]+$/;
+
+/** `raw` as the property schema wants it, when it is exactly that; otherwise unchanged. */
+function convertStrict(schema: unknown, raw: unknown): unknown {
+  if (typeof raw !== "string" || typeof schema !== "object" || schema === null) return raw;
+  const type = (schema as { type?: unknown }).type;
+  if (type === "integer" || type === "number") {
+    if (!decimalInteger.test(raw)) return raw;
+    const n = Number(raw);
+    return Number.isSafeInteger(n) ? n : raw;
+  }
+  if (type === "boolean") return raw === "true" ? true : raw === "false" ? false : raw;
+  return raw;
+}
+
+export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
+  const check = Compile(schema);
+  const properties = ((schema as { properties?: Record<string, unknown> }).properties ?? {}) as Record<
+    string,
+    unknown
+  >;
+  return (value: unknown) => {
+    const problem = inspectClientInput(value);
+    if (problem) {
+      const error = {
+        keyword: "clientInput",
+        instancePath: problem.path.length > 0 ? `/${describePath(problem.path).replaceAll(".", "/")}` : "",
+        schemaPath: "#",
+        params: {},
+        message: problem.message,
+      } as FastifySchemaValidationError;
+      return { error: [error] };
+    }
+    let converted = value;
+    if (httpPart !== "body" && typeof value === "object" && value !== null && !Array.isArray(value)) {
+      const out: Record<string, unknown> = { ...(value as Record<string, unknown>) };
+      for (const [key, raw] of Object.entries(out)) {
+        if (Object.hasOwn(properties, key)) out[key] = convertStrict(properties[key], raw);
+      }
+      converted = out;
+    }
+    if (check.Check(converted)) return { value: converted };
+    return { error: check.Errors(converted) as unknown as FastifySchemaValidationError[] };
+  };
+};
