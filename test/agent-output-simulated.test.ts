@@ -83,10 +83,10 @@ it("floods are capped and emitted without holding the process: /healthz answers,
   expect(floodDone[0].result.text).not.toContain("chunk 10001 ");
   expect(floodDone[2].result.text).toContain("chunk 10000 ");
   expect(floodDone[2].result.text).not.toContain("chunk 10001 ");
-  // 1 MiB per tool directive, 4 MiB of tool output per turn: four of the forty calls.
+  // 1 MiB per tool directive, 16 MiB of tool output per turn: sixteen of the forty calls.
   const results = await db.sql<{ data: any }[]>`
     select data from events where task_id = ${floods[1].id} and type = 'tool.result' order by seq`;
-  expect(results.map((r) => r.data.bytes)).toEqual(Array(4).fill(1024 * 1024));
+  expect(results.map((r) => r.data.bytes)).toEqual(Array(16).fill(1024 * 1024));
   const longResult = await db.sql<{ data: any }[]>`
     select data from events where task_id = ${floods[2].id} and type = 'tool.result'`;
   expect(longResult.map((r) => r.data.bytes)).toEqual([1024 * 1024]);

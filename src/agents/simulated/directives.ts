@@ -17,7 +17,7 @@
  * Text outside directives is ignored; a prompt without directives gets one short answer.
  *
  * Bounded, because any client can write a prompt: a count (deltas) is at most 10,000 and a size
- * (tool, logtool) at most 1 MiB per directive, and a turn emits at most 20,000 events and 4 MiB of
+ * (tool, logtool) at most 1 MiB per directive, and a turn emits at most 20,000 events and 16 MiB of
  * tool output in all; what a directive asks beyond that is cut (the turn still completes). One
  * `[deltas 100000000]` used to emit 100 M events in a synchronous loop and run the process out of
  * heap, and `[deltas 300000]` held its event lane for minutes.
@@ -47,7 +47,7 @@ export const simulatedLimits = {
   /** Events one turn may emit. */
   maxTurnEvents: 20_000,
   /** Bytes of tool output one turn may emit. */
-  maxTurnBytes: 4 * 1024 * 1024,
+  maxTurnBytes: 16 * 1024 * 1024,
 } as const;
 
 export function parseDirectives(prompt: string): Directive[] {
