@@ -31,6 +31,7 @@ import { PgListener } from "./stream/pg-listener.js";
 import { SessionFeeds } from "./stream/session-feeds.js";
 import { requestContext } from "./log.js";
 import { safeErrorSerializer } from "./log-errors.js";
+import { isDatabaseUnavailable } from "./errors.js";
 import { buildHttpApp } from "./transport/http/app.js";
 import type { Services } from "./transport/services.js";
 import { CLOSE_GOING_AWAY } from "./transport/ws/socket.js";
@@ -158,9 +159,15 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
       databaseUrl = embedded.url;
     }
     const db = connect(databaseUrl, { applicationName: `mooring:${identity.instanceId}` });
-    await waitForDatabase(db, log, () => state.stopping);
-    await applyMigrations(db);
-    await registerInstance(db.sql, identity);
+    await prepareDatabase(
+      db,
+      log,
+      () => state.stopping,
+      async () => {
+        await applyMigrations(db);
+        await registerInstance(db.sql, identity);
+      },
+    );
     parts = assemble(config, log, db, bus, identity, registry, workspaceRoots);
     await parts.listener.start();
     parts.feeds.start();
@@ -322,14 +329,27 @@ async function probeDatabase(db: Database): Promise<boolean> {
   }
 }
 
-/** At startup the database may still be coming up: retry with backoff instead of crashing. */
-async function waitForDatabase(db: Database, log: Logger, stopping: () => boolean): Promise<void> {
+/**
+ * At startup the database may still be coming up, or go away again between the first answer and
+ * the migrations (a restart, a failover, a connection terminated while it opened): wait for it,
+ * then run `steps` (migrate, register; both safe to repeat), and start over with backoff whenever
+ * the database is away, instead of crashing. Any other error from `steps` fails the startup.
+ */
+async function prepareDatabase(
+  db: Database,
+  log: Logger,
+  stopping: () => boolean,
+  steps: () => Promise<void>,
+): Promise<void> {
   for (let attempt = 0; ; attempt++) {
+    let answered = false;
     try {
       await db.sql`select 1`;
+      answered = true;
+      await steps();
       return;
     } catch (err) {
-      if (stopping()) throw err;
+      if (stopping() || (answered && !isDatabaseUnavailable(err))) throw err;
       const delay = Math.min(200 * 2 ** attempt, 5000);
       log.warn({ err: String(err), retryInMs: delay }, "database unreachable at startup; retrying");
       await new Promise((resolve) => setTimeout(resolve, delay));

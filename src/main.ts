@@ -4,7 +4,7 @@
  */
 import { RegistryError } from "./agents/registry.js";
 import { ConfigError, loadConfig } from "./config.js";
-import { isClosedSocketWrite, recyclePools } from "./db/client.js";
+import { isClosedSocketWrite, isDroppedTypeFetch, recyclePools } from "./db/client.js";
 import { startGateway } from "./gateway.js";
 import { createLogger } from "./log.js";
 
@@ -27,6 +27,10 @@ async function main(): Promise<void> {
     if (isClosedSocketWrite(err)) {
       log.warn({ err: err.message }, "postgres.js wrote to a closed connection (upstream bug); replacing the pool");
       recyclePools();
+      return;
+    }
+    if (isDroppedTypeFetch(err)) {
+      log.warn({ err }, "postgres.js lost a connection while fetching its types (upstream bug); carrying on");
       return;
     }
     log.fatal({ err }, "uncaught exception; exiting");

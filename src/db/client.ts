@@ -42,6 +42,19 @@ export function isClosedSocketWrite(err: unknown): boolean {
   return stack.includes("nextWrite") && /postgres[\\/](cjs[\\/])?src[\\/]connection\.js/.test(stack);
 }
 
+/**
+ * postgres.js 3.4.9 bug (porsager/postgres#1192, #1205, #1223, open upstream): every new connection
+ * first fetches the array types (`fetch_types`) in a promise nothing awaits, so when the database
+ * goes away during that query (CONNECTION_CLOSED, 57P01, a cancel) its rejection is unhandled and
+ * would end the process. The queries waiting for that connection fail on their own and are retried
+ * as "database away"; the entry point ignores exactly this rejection (main.ts). Seen when Postgres
+ * stopped just as a pool opened a connection.
+ */
+export function isDroppedTypeFetch(err: unknown): boolean {
+  const query = (err as { query?: unknown } | null)?.query;
+  return typeof query === "string" && /^\s*select b\.oid, b\.typarray\s+from pg_catalog\.pg_type\b/.test(query);
+}
+
 /** Every open Database, so pools holding a connection broken by that bug can be replaced. */
 const openDatabases = new Set<{ recycle(): void }>();
 let recycleScheduled = false;
