@@ -68,6 +68,8 @@ export async function buildHttpApp(
 
   app.addHook("onRequest", async (req, reply) => {
     reply.header("x-request-id", req.id);
+    // Which boot answered: a client on REST or SSE tells a restart from a network flap by it.
+    reply.header("x-mooring-boot-id", services.identity.bootId);
     const path = req.url.split("?")[0];
     if (openRoutes.has(path)) return;
     if (config.apiTokens.length > 0 && !authorized(req.headers.authorization, config.apiTokens, req.url)) {

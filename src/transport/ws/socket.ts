@@ -171,7 +171,11 @@ class SocketConnection {
     private readonly log: Logger,
   ) {
     const { instanceId, bootId, version, host, pid } = s.identity;
-    this.send({ jsonrpc: "2.0", method: "hello", params: { instanceId, bootId, version, host, pid } });
+    this.send({
+      jsonrpc: "2.0",
+      method: "hello",
+      params: { instanceId, bootId, version, host, pid, pingMs: config.wsPingMs },
+    });
     socket.on("message", (data, isBinary) => void this.onMessage(data.toString(), isBinary));
     socket.on("pong", () => {
       this.lastHeard = Date.now();

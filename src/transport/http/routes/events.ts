@@ -48,6 +48,10 @@ export function registerEventRoutes(app: FastifyInstance, s: Services, config: C
       },
     },
     async (req, reply) => {
+      // A polling client asks for JSON: one page of events, no stream held open.
+      if (wantsJson(req.headers.accept)) {
+        return s.events.page(req.params.id, req.query.afterSeq ?? 0, req.query.limit ?? 200);
+      }
       const lastEventId = req.headers["last-event-id"];
       let afterSeq = req.query.afterSeq ?? 0;
       if (typeof lastEventId === "string" && lastEventId !== "") {
@@ -64,6 +68,7 @@ export function registerEventRoutes(app: FastifyInstance, s: Services, config: C
         connection: "keep-alive",
         "x-accel-buffering": "no",
         "x-request-id": String(req.id),
+        "x-mooring-boot-id": s.identity.bootId,
       });
       res.write(`retry: ${SSE_RETRY_MS}\n\n`);
       let closed = false;
@@ -95,4 +100,9 @@ export function registerEventRoutes(app: FastifyInstance, s: Services, config: C
       res.on("error", close);
     },
   );
+}
+
+/** JSON when the client accepts it and does not ask for an event stream (EventSource sends text/event-stream). */
+function wantsJson(accept: string | undefined): boolean {
+  return !!accept && accept.includes("application/json") && !accept.includes("text/event-stream");
 }

@@ -7,7 +7,10 @@ export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
   app.post<{ Body: Static<typeof CreateSessionBody> }>(
     "/sessions",
     { schema: { summary: "Create a session", tags: ["sessions"], body: CreateSessionBody, response: { 400: ErrorResponse } } },
-    async (req, reply) => reply.status(201).send(await s.sessions.create(req.body)),
+    async (req, reply) => {
+      const { session, created } = await s.sessions.create(req.body);
+      return reply.status(created ? 201 : 200).send(session);
+    },
   );
 
   app.get<{ Querystring: Static<typeof ListSessionsQuery> }>(
