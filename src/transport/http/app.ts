@@ -47,6 +47,9 @@ export async function buildHttpApp(
     ajv: undefined,
   });
   app.setValidatorCompiler(TypeBoxValidatorCompiler);
+  // Response schemas document answers (transport/responses.ts); fast-json-stringify would also
+  // drop every field a schema does not name. Answers stay plain JSON, checked by a test instead.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   // Bodies are JSON only: without fastify's default text/plain parser, any other type answers 415.
   app.removeContentTypeParser("text/plain");
 

@@ -3,6 +3,7 @@ import type { Static } from "typebox";
 import type { Config } from "../../../config.js";
 import { invalid } from "../../../errors.js";
 import type { ClientEvent } from "../../../stream/session-feeds.js";
+import { routeResponses } from "../../responses.js";
 import { EventPayloadParams, EventsQuery, SessionIdParams } from "../../schemas.js";
 import type { Services } from "../../services.js";
 
@@ -27,7 +28,12 @@ export function registerEventRoutes(app: FastifyInstance, s: Services, config: C
   app.get<{ Params: Static<typeof EventPayloadParams> }>(
     "/sessions/:id/events/:seq/payload",
     {
-      schema: { summary: "The full payload behind an event's preview", tags: ["events"], params: EventPayloadParams },
+      schema: {
+        summary: "The full payload behind an event's preview",
+        tags: ["events"],
+        params: EventPayloadParams,
+        response: routeResponses["GET /v1/sessions/:id/events/:seq/payload"],
+      },
     },
     async (req) => s.events.payload(req.params.id, req.params.seq),
   );
@@ -45,6 +51,7 @@ export function registerEventRoutes(app: FastifyInstance, s: Services, config: C
         tags: ["events"],
         params: SessionIdParams,
         querystring: EventsQuery,
+        response: routeResponses["GET /v1/sessions/:id/events"],
       },
     },
     async (req, reply) => {
