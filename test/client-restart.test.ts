@@ -72,3 +72,41 @@ for (const transport of ["ws", "sse", "poll"] as const) {
     }
   });
 }
+
+it("followContinuation: after a restart with MOORING_RECOVERY=continue the run follows into the continuation", async () => {
+  const env = gatewayEnv(db.url, { MOORING_INSTANCE_ID: "client-continue", MOORING_RECOVERY: "continue" });
+  const first = await procs.spawn(env);
+  await first.waitReady();
+  const proxy = await TcpProxy.start(first.url);
+  try {
+    const client = new MooringClient({ url: proxy.url, backoffBaseMs: 100, backoffMaxMs: 500 });
+    const session = await client.sessions.create({ workspace, agent: "simulated" });
+    // A finished turn saves the conversation, so the interrupted one can be continued.
+    await (await client.turns.submit(session.id, { prompt: "hello" })).done();
+    const run = await client.turns.submit(session.id, { prompt: "[deltas 2][hang]", followContinuation: true });
+    const interruptedId = run.taskId;
+    const streamed = new Promise<void>((resolve) => run.on("event", (e) => e.type === "message.delta" && resolve()));
+    const items: RunItem[] = [];
+    const consumed = (async () => {
+      for await (const item of run) items.push(item);
+    })();
+    await streamed;
+    first.kill("SIGKILL");
+    await exitedWithOutput(first);
+    const second = await procs.spawn(env);
+    proxy.setTarget(second.url);
+    await consumed;
+    const task = await run.done();
+    expect(task.status).toBe("completed");
+    expect(task.continuesTaskId).toBe(interruptedId);
+    expect(run.taskId).toBe(task.id);
+    const events = items as MooringEvent[];
+    const types = events.map((e) => `${e.taskId === interruptedId ? "old" : "new"}:${e.type}`);
+    expect(types).toContain("old:task.interrupted");
+    expect(types.indexOf("old:task.interrupted")).toBeLessThan(types.indexOf("new:task.queued"));
+    expect(types.at(-1)).toBe("new:task.completed");
+    for (let i = 1; i < events.length; i++) expect(events[i].seq).toBeGreaterThan(events[i - 1].seq);
+  } finally {
+    await proxy.close();
+  }
+});

@@ -186,6 +186,19 @@ export class Follower {
 
   async *items(): AsyncGenerator<RunItem> {
     this.iterating = true;
+    try {
+      yield* this.take();
+    } finally {
+      // A consumer that left (break) keeps nothing buffered; done() still resolves. Abort the
+      // signal to stop following altogether.
+      if (!this.outcome) {
+        this.iterating = false;
+        this.done();
+      }
+    }
+  }
+
+  private async *take(): AsyncGenerator<RunItem> {
     for (;;) {
       const next = this.queue.shift();
       if (next) {
