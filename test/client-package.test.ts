@@ -37,7 +37,6 @@ describe("browser bundle", () => {
       minify: true,
       write: false,
       metafile: true,
-      external: ["ws"],
       logLevel: "silent",
     });
     const inputs = Object.keys(result.metafile.inputs);

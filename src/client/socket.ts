@@ -49,7 +49,9 @@ const DEAD_MARGIN_MS = 4000;
 async function createWebSocket(url: string, token: string | undefined): Promise<WebSocketLike> {
   const base = `${url.replace(/^http/, "ws")}/v1/ws`;
   if (isNode) {
-    const mod = (await import("ws")) as unknown as { WebSocket?: unknown; default?: unknown };
+    // A name bundlers do not follow: a browser build never tries to resolve `ws`.
+    const wsPackage = ["w", "s"].join("");
+    const mod = (await import(/* @vite-ignore */ wsPackage)) as { WebSocket?: unknown; default?: unknown };
     const WS = (mod.WebSocket ?? mod.default) as new (url: string, options: unknown) => WebSocketLike;
     return new WS(base, { headers: token ? { authorization: `Bearer ${token}` } : {} });
   }
