@@ -13,6 +13,7 @@ import {
   type RunItem,
   SessionNotFoundError,
   type StateChange,
+  UnauthorizedError,
 } from "../src/client/index.js";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
@@ -209,43 +210,47 @@ describe("recovery through a proxy", () => {
     });
   }
 
-  it("a proxy that stops forwarding without closing is noticed within 2 × ping + 5 s, and the stream resumes", async () => {
-    const p = await proxy();
-    const c = client(p.url);
-    const session = await c.sessions.create({ workspace, agent: "simulated" });
-    const run = await c.turns.submit(session.id, { prompt: "[deltas 2][sleep 3500][deltas 3]" });
-    const streaming = stateWhere(run, (st) => st.state === "streaming");
-    const reconnecting = stateWhere(run, (st) => st.state === "reconnecting");
-    const consumed = collect(run);
-    await streaming;
-    const stalledAt = Date.now();
-    p.stallAll();
-    const noticed = await reconnecting;
-    expect(noticed.reason).toMatch(/ping/);
-    expect(Date.now() - stalledAt).toBeLessThanOrEqual(2 * PING_MS + 5000);
-    const items = await consumed;
-    expectExactlyTheLog(items, await logOf((await run.done()).id));
-  });
+  for (const transport of ["ws", "sse"] as const) {
+    it(`${transport}: a proxy that stops forwarding without closing is noticed within 2 × ping + 5 s, and the stream resumes`, async () => {
+      const p = await proxy();
+      const c = client(p.url, { transport });
+      const session = await c.sessions.create({ workspace, agent: "simulated" });
+      const run = await c.turns.submit(session.id, { prompt: "[deltas 2][sleep 3500][deltas 3]" });
+      const streaming = stateWhere(run, (st) => st.state === "streaming");
+      const reconnecting = stateWhere(run, (st) => st.state === "reconnecting");
+      const consumed = collect(run);
+      await streaming;
+      const stalledAt = Date.now();
+      p.stallAll();
+      const noticed = await reconnecting;
+      expect(noticed.reason).toMatch(transport === "ws" ? /ping/ : /no data/);
+      expect(Date.now() - stalledAt).toBeLessThanOrEqual(2 * PING_MS + 5000);
+      const items = await consumed;
+      expectExactlyTheLog(items, await logOf((await run.done()).id));
+    });
+  }
 
-  it("a consumer taking 50 ms per event over large tool results: no 4008, a bounded buffer, every event once", async () => {
-    const p = await proxy();
-    const c = client(p.url, { maxBufferedEvents: 8, maxBufferedBytes: 16 * 1024 });
-    const session = await c.sessions.create({ workspace, agent: "simulated" });
-    const run = await c.turns.submit(session.id, { prompt: "[tool 300000]".repeat(12) + "[deltas 10]" });
-    const states: StateChange[] = [];
-    run.on("state", (st) => states.push(st));
-    const items: RunItem[] = [];
-    for await (const item of run) {
-      items.push(item);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    const task = await run.done();
-    expectExactlyTheLog(items, await logOf(task.id));
-    expect(states.map((st) => st.reason).join(" ")).not.toMatch(/4008/);
-    expect(states.filter((st) => st.state === "reconnecting")).toEqual([]);
-    expect(run.peakBuffered.events).toBeLessThanOrEqual(8);
-    expect(run.peakBuffered.bytes).toBeLessThanOrEqual(16 * 1024 + 4096);
-  });
+  for (const transport of ["ws", "sse", "poll"] as const) {
+    it(`${transport}: a consumer taking 50 ms per event over large tool results: no 4008, a bounded buffer, every event once`, async () => {
+      const p = await proxy();
+      const c = client(p.url, { transport, maxBufferedEvents: 8, maxBufferedBytes: 16 * 1024 });
+      const session = await c.sessions.create({ workspace, agent: "simulated" });
+      const run = await c.turns.submit(session.id, { prompt: `${"[tool 300000]".repeat(12)}[deltas 10]` });
+      const states: StateChange[] = [];
+      run.on("state", (st) => states.push(st));
+      const items: RunItem[] = [];
+      for await (const item of run) {
+        items.push(item);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const task = await run.done();
+      expectExactlyTheLog(items, await logOf(task.id));
+      expect(states.map((st) => st.reason).join(" ")).not.toMatch(/4008/);
+      expect(states.filter((st) => st.state === "reconnecting")).toEqual([]);
+      expect(run.peakBuffered.events).toBeLessThanOrEqual(8);
+      expect(run.peakBuffered.bytes).toBeLessThanOrEqual(16 * 1024 + 4096);
+    });
+  }
 
   it("the proxy drops the answer of POST …/turns: the retry with the same key makes exactly one task", async () => {
     const p = await proxy();
@@ -300,6 +305,45 @@ describe("recovery through a proxy", () => {
       await c.tasks.cancel(run.taskId);
     });
   }
+});
+
+describe("tokens and retries", () => {
+  it("sends the token on REST, the socket and SSE; without it, UnauthorizedError", async () => {
+    const guarded = await startTestGateway(db.url, { MOORING_API_TOKENS: "sdk-secret" });
+    try {
+      const anonymous = await client(guarded.url).gate().catch((e) => e);
+      expect(anonymous).toBeInstanceOf(UnauthorizedError);
+      for (const transport of ["ws", "sse", "poll"] as const) {
+        const c = client(guarded.url, { token: "sdk-secret", transport });
+        const session = await c.sessions.create({ workspace, agent: "simulated" });
+        const run = await c.turns.submit(session.id, { prompt: "[deltas 2]" });
+        const items = await collect(run);
+        expect((await run.done()).status).toBe("completed");
+        expectExactlyTheLog(items, await logOf(run.taskId));
+      }
+    } finally {
+      await guarded.stop();
+    }
+  });
+
+  it("a 429 on submit is retried after Retry-After with the same key while readyTimeoutMs allows", async () => {
+    const busy = await startTestGateway(db.url, { MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "0" });
+    try {
+      const c = client(busy.url, { readyTimeoutMs: 20_000 });
+      const one = await c.sessions.create({ workspace, agent: "simulated" });
+      const two = await c.sessions.create({ workspace, agent: "simulated" });
+      const blocker = await c.turns.submit(one.id, { prompt: "[hang]" });
+      await eventually(async () => (await c.tasks.get(blocker.taskId)).status === "running");
+      const waiting = c.turns.submit(two.id, { prompt: "[deltas 1]" });
+      setTimeout(() => void c.tasks.cancel(blocker.taskId), 500);
+      const run = await waiting;
+      expect((await run.done()).status).toBe("completed");
+      const [{ n }] = await db.sql<{ n: number }[]>`select count(*)::int as n from tasks where session_id = ${two.id}`;
+      expect(n).toBe(1);
+    } finally {
+      await busy.stop();
+    }
+  });
 });
 
 describe("cursors and retention", () => {

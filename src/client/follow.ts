@@ -494,7 +494,9 @@ export class Follower {
     const controller = new AbortController();
     const close = () => controller.abort();
     this.closers.add(close);
-    const idleMs = 2 * this.settings.pingMs + 5000;
+    // The gateway writes at least a heartbeat every interval; checked every ≤ 250 ms, a silent
+    // stream is noticed within 2 × pingMs + 5 s, as a silent socket is.
+    const idleMs = 2 * this.settings.pingMs + 4000;
     let lastActivity = this.settings.clock.now();
     let idle = false;
     let watchdog: unknown;
@@ -504,7 +506,7 @@ export class Follower {
         controller.abort();
         return;
       }
-      watchdog = this.settings.clock.setTimeout(watch, Math.min(500, idleMs / 4));
+      watchdog = this.settings.clock.setTimeout(watch, Math.min(250, idleMs / 4));
     };
     try {
       const headers: Record<string, string> = { accept: "text/event-stream" };
