@@ -7,6 +7,7 @@ import { rm } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   GatewayBusyError,
+  isResyncItem,
   type MooringEvent,
   MooringClient,
   type MooringClientOptions,
@@ -56,7 +57,7 @@ function client(url: string, options: Partial<MooringClientOptions> = {}): Moori
   return new MooringClient({ url, pingMs: PING_MS, backoffBaseMs: 50, backoffMaxMs: 500, ...options });
 }
 
-const isEvent = (item: RunItem): item is MooringEvent => item.type !== "resync";
+const isEvent = (item: RunItem): item is MooringEvent => !isResyncItem(item);
 
 /** Every event of the task in the log, in seq order. */
 async function logOf(taskId: string) {

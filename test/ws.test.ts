@@ -76,6 +76,7 @@ describe("connection", () => {
         version: gw.identity.version,
         host: gw.identity.host,
         pid: gw.identity.pid,
+        pingMs: PING_MS,
       },
     });
     const b = await connect();

@@ -33,6 +33,10 @@ export interface ResyncItem {
 
 export type RunItem = MooringEvent | ResyncItem;
 
+/** Tells the one `resync` item from events (an event's `type` is any string, so TypeScript cannot). */
+export const isResyncItem = (item: RunItem): item is ResyncItem =>
+  item.type === "resync" && "task" in item && "fromSeq" in item;
+
 export const terminalStatuses: readonly TaskStatus[] = ["completed", "failed", "cancelled", "expired", "interrupted"];
 export const isTerminalStatus = (s: TaskStatus): boolean => terminalStatuses.includes(s);
 export const isTerminalEvent = (type: string): boolean =>
