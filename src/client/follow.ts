@@ -31,6 +31,7 @@ import {
 import { errorOf, type FetchLike, type Http } from "./http.js";
 import { RpcSocket } from "./socket.js";
 import { sseRecords } from "./sse.js";
+import { RunBuffer } from "./buffer.js";
 import {
   type EventPage,
   isTerminalEvent,
@@ -121,8 +122,6 @@ export class Follower {
   cursor = 0;
   taskId: string;
   task: Task | null;
-  /** Largest buffer seen (events, bytes): the slow-consumer bound, observable. */
-  peakBuffered = { events: 0, bytes: 0 };
   readonly finished: Promise<Task>;
   /** Every state change so far: a listener added late still hears them all, in order. */
   readonly stateHistory: StateChange[] = [];
@@ -135,13 +134,8 @@ export class Follower {
   private endedBy = "";
   private terminalEvent: MooringEvent | null = null;
   private failures = 0;
-  private readonly queue: { item: RunItem; bytes: number }[] = [];
-  private queuedBytes = 0;
-  private paused = false;
-  private drainWaiters: (() => void)[] = [];
-  private itemWaiter: (() => void) | null = null;
-  private iterating = false;
-  private draining = false;
+  /** What the consumer has not taken yet, bounded (buffer.ts). */
+  readonly buffer: RunBuffer;
   private outcome: { task?: Task; error?: unknown } | null = null;
   private readonly stop = new AbortController();
   private stopReason: unknown = null;
@@ -155,6 +149,7 @@ export class Follower {
     this.options = options;
     this.taskId = taskId;
     this.task = task;
+    this.buffer = new RunBuffer(settings.maxBufferedEvents, settings.maxBufferedBytes);
     if (options.afterSeq !== undefined) this.cursor = options.afterSeq;
     const signal = options.signal;
     if (signal?.aborted) this.fail(new AbortError());
@@ -169,13 +164,13 @@ export class Follower {
         this.outcome = { task: t };
         this.setState("done", `task ${t.status}`);
         this.cleanup();
-        this.wake();
+        this.buffer.end();
         return t;
       },
       (err) => {
         this.outcome = { error: this.stopReason ?? err };
         this.cleanup();
-        this.wake();
+        this.buffer.end(this.outcome.error);
         throw this.outcome.error;
       },
     );
@@ -184,47 +179,13 @@ export class Follower {
 
   // ---- the consumer's side ----------------------------------------------------------------
 
-  async *items(): AsyncGenerator<RunItem> {
-    this.iterating = true;
-    try {
-      yield* this.take();
-    } finally {
-      // A consumer that left (break) keeps nothing buffered; done() still resolves. Abort the
-      // signal to stop following altogether.
-      if (!this.outcome) {
-        this.iterating = false;
-        this.done();
-      }
-    }
-  }
-
-  private async *take(): AsyncGenerator<RunItem> {
-    for (;;) {
-      const next = this.queue.shift();
-      if (next) {
-        this.queuedBytes -= next.bytes;
-        this.maybeResume();
-        yield next.item;
-        continue;
-      }
-      if (this.outcome) {
-        if (this.outcome.error) throw this.outcome.error;
-        return;
-      }
-      await new Promise<void>((resolve) => {
-        this.itemWaiter = resolve;
-      });
-    }
+  items(): AsyncGenerator<RunItem> {
+    return this.buffer.items();
   }
 
   /** The terminal Task. Without an iterator, events are no longer kept for one (handlers still hear them). */
   done(): Promise<Task> {
-    if (!this.iterating) {
-      this.draining = true;
-      this.queue.length = 0;
-      this.queuedBytes = 0;
-      this.maybeResume();
-    }
+    this.buffer.discard();
     return this.finished;
   }
 
@@ -235,7 +196,7 @@ export class Follower {
     this.stop.abort();
     for (const close of [...this.closers]) close();
     this.closers.clear();
-    for (const resolve of this.drainWaiters.splice(0)) resolve();
+    this.buffer.releaseDrainWaiters();
   }
 
   // ---- the state machine ------------------------------------------------------------------
@@ -401,7 +362,7 @@ export class Follower {
     const task = await this.retrying(() => this.getTask(0));
     this.task = task;
     this.cursor = Math.max(this.cursor, oldestSeq - 1);
-    this.enqueue({ type: "resync", task, fromSeq: oldestSeq }, 512);
+    this.buffer.push({ type: "resync", task, fromSeq: oldestSeq }, 512);
     // Its terminal event is gone too: the snapshot is all there is.
     if (isTerminalStatus(task.status) && (task.lastSeq ?? 0) < oldestSeq) {
       this.terminal = true;
@@ -423,7 +384,7 @@ export class Follower {
     const pauseThenResume = async () => {
       try {
         await socket!.call("events.unsubscribe", { sessionId: this.sessionId });
-        await this.drained();
+        await this.buffer.drained();
         this.checkStopped();
         subscribed = true;
         await subscribe();
@@ -537,7 +498,7 @@ export class Follower {
         if (this.terminal) return;
         if (taken === "full") {
           controller.abort();
-          await this.drained();
+          await this.buffer.drained();
           throw new Disconnect("paused for a slow consumer", true, true);
         }
       }
@@ -566,7 +527,7 @@ export class Follower {
         const taken = this.accept(e);
         if (this.terminal) return;
         if (taken === "full") {
-          await this.drained();
+          await this.buffer.drained();
           more = true;
           break;
         }
@@ -627,57 +588,18 @@ export class Follower {
   private accept(e: MooringEvent): "ok" | "gap" | "full" {
     if (e.sessionId !== this.sessionId || e.seq <= this.cursor) return "ok";
     if (e.seq !== this.cursor + 1) return "gap";
-    if (this.paused) return "full";
+    if (this.buffer.isFull) return "full";
     this.cursor = e.seq;
     if (e.taskId === this.taskId && !this.terminal) {
       for (const listener of this.eventListeners) listener(e);
-      this.enqueue(e, estimateBytes(e));
+      this.buffer.push(e, estimateBytes(e));
       if (isTerminalEvent(e.type)) {
         this.terminal = true;
         this.endedBy = e.type;
         this.terminalEvent = e;
       }
     }
-    if (
-      this.queue.length >= this.settings.maxBufferedEvents ||
-      this.queuedBytes >= this.settings.maxBufferedBytes
-    ) {
-      this.paused = true;
-      return "full";
-    }
-    return "ok";
-  }
-
-  private enqueue(item: RunItem, bytes: number): void {
-    if (this.draining) return;
-    this.queue.push({ item, bytes });
-    this.queuedBytes += bytes;
-    this.peakBuffered.events = Math.max(this.peakBuffered.events, this.queue.length);
-    this.peakBuffered.bytes = Math.max(this.peakBuffered.bytes, this.queuedBytes);
-    this.wake();
-  }
-
-  private maybeResume(): void {
-    if (!this.paused) return;
-    if (
-      this.queue.length > this.settings.maxBufferedEvents / 2 ||
-      this.queuedBytes > this.settings.maxBufferedBytes / 2
-    ) {
-      return;
-    }
-    this.paused = false;
-    for (const resolve of this.drainWaiters.splice(0)) resolve();
-  }
-
-  private drained(): Promise<void> {
-    if (!this.paused) return Promise.resolve();
-    return new Promise((resolve) => this.drainWaiters.push(resolve));
-  }
-
-  private wake(): void {
-    const waiter = this.itemWaiter;
-    this.itemWaiter = null;
-    waiter?.();
+    return this.buffer.isFull ? "full" : "ok";
   }
 
   private noteBoot(bootId: string): void {

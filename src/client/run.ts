@@ -42,7 +42,7 @@ export class Run implements AsyncIterable<RunItem> {
 
   /** The largest buffer this run held (events and bytes); bounded by the client's options. */
   get peakBuffered(): { events: number; bytes: number } {
-    return { ...this.follower.peakBuffered };
+    return { ...this.follower.buffer.peak };
   }
 
   [Symbol.asyncIterator](): AsyncIterator<RunItem> {
