@@ -15,6 +15,8 @@
  * buffer bound the follower stops reading (unsubscribes, or ends the stream) and resumes from its
  * cursor once the consumer caught up, so memory stays bounded.
  *
+ * The streaming transports are in stream.ts, the buffer in buffer.ts; polling (REST) is here.
+ *
  * R4: a follower never reports a task failed or lost while it could still be running: only after
  * its deadline plus the lease and sweep periods, with the gateway still unreachable, does it give
  * up with TaskLostError; `giveUpAfterMs` rejects with StillRunningError (the task runs on).
@@ -28,10 +30,9 @@ import {
   StillRunningError,
   TaskLostError,
 } from "./errors.js";
-import { errorOf, type FetchLike, type Http } from "./http.js";
-import { RpcSocket } from "./socket.js";
-import { sseRecords } from "./sse.js";
 import { RunBuffer } from "./buffer.js";
+import type { FetchLike, Http } from "./http.js";
+import { Disconnect, type StreamHost, streamSse, streamWs } from "./stream.js";
 import {
   type EventPage,
   isTerminalEvent,
@@ -87,18 +88,6 @@ export interface FollowOptions {
 /** The longest a turn may run (SPEC: `complex`, the cap of `timeoutMs`). */
 const MAX_TURN_MS = 60 * 60_000;
 
-/** A stream ended; `immediate` skips the backoff, `pause` is the follower's own doing. */
-class Disconnect extends Error {
-  constructor(
-    reason: string,
-    readonly immediate = false,
-    readonly pause = false,
-    readonly refused = false,
-  ) {
-    super(reason);
-  }
-}
-
 const isUnreachable = (err: unknown) =>
   err instanceof ConnectionError ||
   (err instanceof Disconnect && !err.pause) ||
@@ -116,7 +105,7 @@ const isFatal = (err: unknown) =>
 
 type Listener<T> = (value: T) => void;
 
-export class Follower {
+export class Follower implements StreamHost {
   state: FollowState = "connecting";
   /** The session seq of the last event taken. */
   cursor = 0;
@@ -128,7 +117,7 @@ export class Follower {
   readonly stateListeners: Listener<StateChange>[] = [];
   readonly eventListeners: Listener<MooringEvent>[] = [];
 
-  private sessionId = "";
+  sessionId = "";
   private bootId: string | null = null;
   private terminal = false;
   private endedBy = "";
@@ -138,10 +127,10 @@ export class Follower {
   readonly buffer: RunBuffer;
   private outcome: { task?: Task; error?: unknown } | null = null;
   private readonly stop = new AbortController();
-  private stopReason: unknown = null;
+  stopReason: unknown = null;
   private readonly closers = new Set<() => void>();
   private readonly timers: unknown[] = [];
-  private readonly settings: FollowSettings;
+  readonly settings: FollowSettings;
   private readonly options: FollowOptions;
 
   constructor(settings: FollowSettings, taskId: string, options: FollowOptions = {}, task: Task | null = null) {
@@ -230,9 +219,9 @@ export class Follower {
         } else if (isTerminalStatus(this.task.status)) {
           await this.catchUp(); // a finished task's tail needs no stream
         } else if (mode === "ws") {
-          await this.streamWs();
+          await streamWs(this);
         } else {
-          await this.streamSse();
+          await streamSse(this);
         }
       } catch (err) {
         this.checkStopped();
@@ -372,149 +361,6 @@ export class Follower {
 
   // ---- transports -------------------------------------------------------------------------
 
-  private async streamWs(): Promise<void> {
-    let finish!: (err?: unknown) => void;
-    const ended = new Promise<void>((resolve, reject) => {
-      finish = (err) => (err ? reject(err) : resolve());
-    });
-    ended.catch(() => {});
-    let subscribed = false;
-    let socket: RpcSocket | null = null;
-    const subscribe = () => socket!.call("events.subscribe", { sessionId: this.sessionId, afterSeq: this.cursor });
-    const pauseThenResume = async () => {
-      try {
-        await socket!.call("events.unsubscribe", { sessionId: this.sessionId });
-        await this.buffer.drained();
-        this.checkStopped();
-        subscribed = true;
-        await subscribe();
-      } catch (err) {
-        finish(err);
-      }
-    };
-    try {
-      socket = await RpcSocket.open(
-        {
-          url: this.settings.url,
-          token: this.settings.token,
-          clock: this.settings.clock,
-          pingMs: this.settings.pingMs,
-          onEvents: (events) => {
-            if (!subscribed) return;
-            for (const e of events) {
-              const taken = this.accept(e);
-              if (taken === "gap") return finish(new Disconnect("a gap in the event seqs", true));
-              if (this.terminal) return finish();
-              if (taken === "full") {
-                subscribed = false;
-                void pauseThenResume();
-                return;
-              }
-            }
-          },
-          onClose: (c) =>
-            finish(
-              new Disconnect(
-                c.code === 4008 ? "closed 4008: too slow" : `socket closed (${c.code}${c.reason ? `: ${c.reason}` : ""})`,
-                c.code === 4008,
-              ),
-            ),
-        },
-        this.stop.signal,
-      );
-    } catch (err) {
-      const close = (err as { close?: { refusedStatus?: number } }).close;
-      throw new Disconnect(
-        `websocket failed: ${(err as Error).message}`,
-        false,
-        false,
-        close?.refusedStatus !== undefined,
-      );
-    }
-    const open = socket;
-    const close = () => {
-      open.terminate();
-      finish(this.stopReason);
-    };
-    this.closers.add(close);
-    try {
-      this.noteBoot(open.hello.bootId);
-      subscribed = true;
-      await subscribe();
-      if (this.terminal) return;
-      this.setState("streaming", "subscribed over WebSocket");
-      this.failures = 0;
-      await ended;
-    } finally {
-      this.closers.delete(close);
-      open.terminate();
-    }
-  }
-
-  private async streamSse(): Promise<void> {
-    const controller = new AbortController();
-    const close = () => controller.abort();
-    this.closers.add(close);
-    // The gateway writes at least a heartbeat every interval; checked every ≤ 250 ms, a silent
-    // stream is noticed within 2 × pingMs + 5 s, as a silent socket is.
-    const idleMs = 2 * this.settings.pingMs + 4000;
-    let lastActivity = this.settings.clock.now();
-    let idle = false;
-    let watchdog: unknown;
-    const watch = () => {
-      if (this.settings.clock.now() - lastActivity > idleMs) {
-        idle = true;
-        controller.abort();
-        return;
-      }
-      watchdog = this.settings.clock.setTimeout(watch, Math.min(250, idleMs / 4));
-    };
-    try {
-      const headers: Record<string, string> = { accept: "text/event-stream" };
-      if (this.settings.token) headers.authorization = `Bearer ${this.settings.token}`;
-      let res: Response;
-      try {
-        res = await this.settings.fetch(
-          `${this.settings.url}/v1/sessions/${this.sessionId}/events?afterSeq=${this.cursor}`,
-          { headers, signal: controller.signal },
-        );
-      } catch (err) {
-        throw new Disconnect(`event stream failed: ${(err as Error).message}`);
-      }
-      const bootId = res.headers.get("x-mooring-boot-id");
-      if (bootId) this.noteBoot(bootId);
-      if (res.status !== 200 || !res.body) {
-        const body = await res.json().catch(() => null);
-        throw errorOf(res, body);
-      }
-      this.setState("streaming", "reading Server-Sent Events");
-      this.failures = 0;
-      watch();
-      for await (const data of sseRecords(res.body, () => {
-        lastActivity = this.settings.clock.now();
-      })) {
-        const taken = this.accept(JSON.parse(data) as MooringEvent);
-        if (taken === "gap") throw new Disconnect("a gap in the event seqs", true);
-        if (this.terminal) return;
-        if (taken === "full") {
-          controller.abort();
-          await this.buffer.drained();
-          throw new Disconnect("paused for a slow consumer", true, true);
-        }
-      }
-      throw new Disconnect("the event stream ended before the terminal event");
-    } catch (err) {
-      if (err instanceof Disconnect || err instanceof MooringApiError) throw err;
-      this.checkStopped();
-      if (idle) throw new Disconnect(`no data for ${idleMs} ms`);
-      throw new Disconnect(`event stream broke: ${(err as Error).message}`);
-    } finally {
-      if (watchdog !== undefined) this.settings.clock.clearTimeout(watchdog);
-      this.closers.delete(close);
-      controller.abort();
-    }
-  }
-
   /** Reads the events after the cursor as JSON pages until the head (or the terminal event). */
   private async catchUp(): Promise<void> {
     for (;;) {
@@ -585,7 +431,7 @@ export class Follower {
   // ---- taking events ----------------------------------------------------------------------
 
   /** Takes `e` when it is the next seq: `gap` when it is not, `full` when the buffer is at its bound. */
-  private accept(e: MooringEvent): "ok" | "gap" | "full" {
+  accept(e: MooringEvent): "ok" | "gap" | "full" {
     if (e.sessionId !== this.sessionId || e.seq <= this.cursor) return "ok";
     if (e.seq !== this.cursor + 1) return "gap";
     if (this.buffer.isFull) return "full";
@@ -602,7 +448,25 @@ export class Follower {
     return this.buffer.isFull ? "full" : "ok";
   }
 
-  private noteBoot(bootId: string): void {
+  get reachedTerminal(): boolean {
+    return this.terminal;
+  }
+
+  get signal(): AbortSignal {
+    return this.stop.signal;
+  }
+
+  streaming(reason: string): void {
+    this.setState("streaming", reason);
+    this.failures = 0;
+  }
+
+  track(close: () => void): () => void {
+    this.closers.add(close);
+    return () => this.closers.delete(close);
+  }
+
+  noteBoot(bootId: string): void {
     if (this.bootId && this.bootId !== bootId) {
       this.emitState({ state: "restart", reason: `the gateway restarted (boot ${bootId}); its log lost nothing`, at: this.settings.clock.now() });
     }
