@@ -253,6 +253,22 @@ describe("recovery through a proxy", () => {
     });
   }
 
+  it("a close with 4008 reconnects at once from the cursor and never reaches user code", async () => {
+    const p = await proxy();
+    // A backoff this long would outlast the test: only an immediate reconnect finishes in time.
+    const c = client(p.url, { backoffBaseMs: 60_000, backoffMaxMs: 60_000 });
+    const session = await c.sessions.create({ workspace, agent: "simulated" });
+    const run = await c.turns.submit(session.id, { prompt: "[deltas 2][sleep 1500][deltas 2]" });
+    const streaming = stateWhere(run, (st) => st.state === "streaming");
+    const reconnecting = stateWhere(run, (st) => st.state === "reconnecting");
+    const consumed = collect(run);
+    await streaming;
+    p.closeWebSockets(4008);
+    expect((await reconnecting).reason).toMatch(/4008/);
+    const items = await consumed;
+    expectExactlyTheLog(items, await logOf((await run.done()).id));
+  }, 20_000);
+
   it("the proxy drops the answer of POST …/turns: the retry with the same key makes exactly one task", async () => {
     const p = await proxy();
     const c = client(p.url);

@@ -114,6 +114,18 @@ export class TcpProxy {
     this.checkQuiet();
   }
 
+  /** Sends every WebSocket client a close frame with `code`, as the gateway would (e.g. 4008), and ends it. */
+  closeWebSockets(code: number): void {
+    for (const link of [...this.links]) {
+      if (link.kind !== "ws") continue;
+      link.client.end(Buffer.from([0x88, 0x02, code >> 8, code & 0xff]));
+      link.stalled = true;
+      link.upstream.destroy();
+      this.links.delete(link);
+    }
+    this.checkQuiet();
+  }
+
   async close(): Promise<void> {
     this.cutAll();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
