@@ -301,6 +301,22 @@ describe("recovery through a proxy", () => {
     expect(requests.length).toBeLessThanOrEqual(states.length + 2);
   });
 
+  it("polling goes back to streaming once streams get through again (after streamRetryMs)", async () => {
+    const p = await proxy();
+    const c = client(p.url, { streamRetryMs: 1000, longPollMs: 300 });
+    const session = await c.sessions.create({ workspace, agent: "simulated" });
+    p.blockStreams = true;
+    const run = await c.turns.submit(session.id, { prompt: "[deltas 2][sleep 3000][deltas 2]" });
+    const polling = stateWhere(run, (st) => st.state === "polling");
+    const consumed = collect(run);
+    await polling;
+    p.blockStreams = false;
+    const back = await stateWhere(run, (st) => st.state === "streaming");
+    expect(back.reason).toMatch(/WebSocket/);
+    const items = await consumed;
+    expectExactlyTheLog(items, await logOf((await run.done()).id));
+  });
+
   for (const transport of ["ws", "sse", "poll"] as const) {
     it(`${transport}: an aborted signal closes every socket within 50 ms and does not cancel the task`, async () => {
       const p = await proxy();
