@@ -4,6 +4,7 @@
  * connection does; the surface (sessions, turns, tasks, gate, errors, pages).
  */
 import { rm } from "node:fs/promises";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   GatewayBusyError,
@@ -144,7 +145,7 @@ describe("the surface", () => {
   });
 
   it("GATEWAY_BUSY arrives as GatewayBusyError with retryAfterMs when retrying would outlast readyTimeoutMs", async () => {
-    const busy = await startTestGateway(db.url, { MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "0" });
+    const busy = await gatewayOfItsOwn({ MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "0" });
     try {
       const c = client(busy.url, { readyTimeoutMs: 0 });
       const session = await c.sessions.create({ workspace, agent: "simulated" });
@@ -157,9 +158,19 @@ describe("the surface", () => {
       await first.cancel();
     } finally {
       await busy.stop();
+      await busy.db.drop();
     }
   });
 });
+
+/**
+ * A gateway on a database of its own: the gate's limits count every task in a database, and the
+ * other tests of this file leave tasks behind.
+ */
+async function gatewayOfItsOwn(env: Record<string, string>): Promise<Gateway & { db: TestDatabase }> {
+  const own = await createTestDatabase();
+  return Object.assign(await startTestGateway(own.url, env), { db: own });
+}
 
 /** Resolves with the first state change that `match` accepts. */
 function stateWhere(run: { on(kind: "state", h: (s: StateChange) => void): unknown }, match: (s: StateChange) => boolean) {
@@ -328,10 +339,17 @@ describe("recovery through a proxy", () => {
       const consumed = collect(run).catch((e) => e);
       await following;
       await eventually(async () => p.busy > 0);
+      // Within 50 ms, not counting how late this process's event loop ran callbacks meanwhile: the
+      // proxy that observes the closes shares it (with the gateway), and on a loaded machine its
+      // delay is the load's doing, not the client's (which closes everything synchronously).
+      const delay = monitorEventLoopDelay({ resolution: 1 });
+      delay.enable();
       const abortedAt = performance.now();
       controller.abort();
       await p.whenQuiet();
-      expect(performance.now() - abortedAt).toBeLessThan(50);
+      const elapsed = performance.now() - abortedAt;
+      delay.disable();
+      expect(elapsed).toBeLessThan(50 + delay.max / 1e6);
       expect((await consumed).name).toBe("AbortError");
       await expect(run.done()).rejects.toMatchObject({ name: "AbortError" });
       expect((await c.tasks.get(run.taskId)).status).toBe("running");
@@ -360,7 +378,7 @@ describe("tokens and retries", () => {
   });
 
   it("a 429 on submit is retried after Retry-After with the same key while readyTimeoutMs allows", async () => {
-    const busy = await startTestGateway(db.url, { MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "0" });
+    const busy = await gatewayOfItsOwn({ MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "0" });
     try {
       const c = client(busy.url, { readyTimeoutMs: 20_000 });
       const one = await c.sessions.create({ workspace, agent: "simulated" });
@@ -371,10 +389,11 @@ describe("tokens and retries", () => {
       setTimeout(() => void c.tasks.cancel(blocker.taskId), 500);
       const run = await waiting;
       expect((await run.done()).status).toBe("completed");
-      const [{ n }] = await db.sql<{ n: number }[]>`select count(*)::int as n from tasks where session_id = ${two.id}`;
+      const [{ n }] = await busy.db.sql<{ n: number }[]>`select count(*)::int as n from tasks where session_id = ${two.id}`;
       expect(n).toBe(1);
     } finally {
       await busy.stop();
+      await busy.db.drop();
     }
   });
 });
