@@ -116,21 +116,22 @@ export class Follower implements StreamHost {
   readonly stateHistory: StateChange[] = [];
   readonly stateListeners: Listener<StateChange>[] = [];
   readonly eventListeners: Listener<MooringEvent>[] = [];
-
+  // What the transports use (StreamHost).
+  readonly settings: FollowSettings;
   sessionId = "";
+  /** What the consumer has not taken yet, bounded (buffer.ts). */
+  readonly buffer: RunBuffer;
+  stopReason: unknown = null;
+
   private bootId: string | null = null;
   private terminal = false;
   private endedBy = "";
   private terminalEvent: MooringEvent | null = null;
   private failures = 0;
-  /** What the consumer has not taken yet, bounded (buffer.ts). */
-  readonly buffer: RunBuffer;
   private outcome: { task?: Task; error?: unknown } | null = null;
   private readonly stop = new AbortController();
-  stopReason: unknown = null;
   private readonly closers = new Set<() => void>();
   private readonly timers: unknown[] = [];
-  readonly settings: FollowSettings;
   private readonly options: FollowOptions;
 
   constructor(settings: FollowSettings, taskId: string, options: FollowOptions = {}, task: Task | null = null) {
