@@ -144,6 +144,9 @@ export async function streamSse(host: StreamHost): Promise<void> {
     watchdog = host.settings.clock.setTimeout(watch, Math.min(250, idleMs / 4));
   };
   try {
+    // From the request on: a stalled path may swallow the request itself (a pooled keep-alive
+    // connection that stopped forwarding), and then no headers ever come.
+    watch();
     const headers: Record<string, string> = { accept: "text/event-stream" };
     if (host.settings.token) headers.authorization = `Bearer ${host.settings.token}`;
     let res: Response;
@@ -153,7 +156,7 @@ export async function streamSse(host: StreamHost): Promise<void> {
         { headers, signal: controller.signal },
       );
     } catch (err) {
-      throw new Disconnect(`event stream failed: ${(err as Error).message}`);
+      throw new Disconnect(idle ? `no answer for ${idleMs} ms` : `event stream failed: ${(err as Error).message}`);
     }
     const bootId = res.headers.get("x-mooring-boot-id");
     if (bootId) host.noteBoot(bootId);
@@ -162,7 +165,6 @@ export async function streamSse(host: StreamHost): Promise<void> {
       throw errorOf(res, body);
     }
     host.streaming("reading Server-Sent Events");
-    watch();
     for await (const data of sseRecords(res.body, () => {
       lastActivity = host.settings.clock.now();
     })) {
