@@ -74,6 +74,7 @@ describe("connection", () => {
         instanceId: gw.identity.instanceId,
         bootId: gw.identity.bootId,
         version: gw.identity.version,
+        pingMs: PING_MS,
       },
     });
     expect(first.params).not.toHaveProperty("host");

@@ -32,6 +32,8 @@ export const sessions = pgTable(
     agentConfig: jsonb("agent_config").$type<Record<string, unknown>>().notNull().default({}),
     title: text("title"),
     metadata: jsonb("metadata").$type<Record<string, unknown>>().notNull().default({}),
+    /** A client's key for its create request: a retried create finds the session it made. */
+    idempotencyKey: text("idempotency_key"),
     archivedAt: ts("archived_at"),
     /** Resume cursor (SPEC section 6), written by guarded updates from what the agent reports. */
     agentSessionId: text("agent_session_id"),
@@ -54,6 +56,7 @@ export const sessions = pgTable(
   (t) => [
     index("sessions_workspace_idx").on(t.workspace),
     index("sessions_created_idx").on(t.createdAt, t.id),
+    uniqueIndex("sessions_idempotency_idx").on(t.idempotencyKey),
   ],
 );
 

@@ -1,6 +1,8 @@
 /** Reading the event log: subscription start points and the full payloads behind previews. */
 import type { Database } from "../db/client.js";
 import { MooringError } from "../errors.js";
+import { readEventsAfter } from "../sql/read-events.js";
+import { toClientEvent } from "../stream/session-feeds.js";
 import type { SessionService } from "./sessions.js";
 
 export class EventService {
@@ -24,6 +26,30 @@ export class EventService {
     }
     const session = await this.sessions.get(sessionId);
     return { headSeq: row.lastSeq, session };
+  }
+
+  /**
+   * A page of events after `afterSeq`, for clients that poll instead of streaming. Only a run
+   * contiguous with the cursor is returned, so a client that moves its cursor to the last item
+   * never skips a seq. `nextAfterSeq` is set when more events lie beyond this page.
+   */
+  async page(sessionId: string, afterSeq: number, limit: number) {
+    const row = await this.sessions.row(sessionId);
+    if (afterSeq < row.prunedSeq) {
+      throw new MooringError(
+        "RESYNC_REQUIRED",
+        `events after seq ${afterSeq} are no longer kept (oldest kept is ${row.prunedSeq + 1}); reload the task or session and continue from there`,
+        { details: { oldestSeq: row.prunedSeq + 1 } },
+      );
+    }
+    const rows = await readEventsAfter(this.db.sql, row.id, afterSeq, limit);
+    const items = [];
+    for (const e of rows) {
+      if (e.seq !== afterSeq + items.length + 1) break;
+      items.push(toClientEvent(e));
+    }
+    const last = items.length > 0 ? items[items.length - 1].seq : afterSeq;
+    return { items, headSeq: Math.max(row.lastSeq, last), nextAfterSeq: last < row.lastSeq ? last : null };
   }
 
   /** The whole payload behind an event's preview (e.g. a full tool result). */

@@ -6,9 +6,9 @@ import type { Logger } from "pino";
 import type { AgentDriver } from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
 import type { Database, Queryable } from "../db/client.js";
-import { sessions } from "../db/schema.js";
 import { invalid, MooringError } from "../errors.js";
 import { queuePositions } from "../sql/gate-status.js";
+import { insertSession } from "../sql/insert-session.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { fittingCount } from "./page-budget.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
@@ -21,6 +21,8 @@ export interface CreateSessionInput {
   agentConfig?: Record<string, unknown>;
   title?: string;
   metadata?: Record<string, unknown>;
+  /** A retried create with the same key returns the session the first one made. */
+  idempotencyKey?: string;
 }
 
 /** Turns included in a session snapshot. */
@@ -48,18 +50,16 @@ export class SessionService {
     const checked = this.drivers[entry.driver].validateConfig(entry, input.agentConfig ?? {});
     if (!checked.ok) throw invalid(checked.problem, "agentConfig");
     const workspace = await acceptWorkspace(input.workspace, this.workspaceRoots, this.log);
-    const [row] = await this.db.orm
-      .insert(sessions)
-      .values({
-        workspace,
-        agent: input.agent,
-        agentConfig: checked.config,
-        title: input.title ?? null,
-        metadata: input.metadata ?? {},
-      })
-      .returning({ id: sessions.id });
-    this.log.info({ sessionId: row.id, workspace, agent: input.agent }, "session created");
-    return this.get(row.id, { withTurns: false });
+    const { id, created } = await insertSession(this.db.sql, {
+      workspace,
+      agent: input.agent,
+      agentConfig: checked.config,
+      title: input.title ?? null,
+      metadata: input.metadata ?? {},
+      idempotencyKey: input.idempotencyKey ?? null,
+    });
+    if (created) this.log.info({ sessionId: id, workspace, agent: input.agent }, "session created");
+    return { session: await this.get(id, { withTurns: false }), created };
   }
 
   /** The session row with its derived status, or SESSION_NOT_FOUND. */

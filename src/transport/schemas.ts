@@ -40,6 +40,9 @@ export const CreateSessionBody = Type.Object(
     agentConfig: Type.Optional(Json),
     title: Type.Optional(Type.String({ maxLength: 500 })),
     metadata: Type.Optional(Json),
+    idempotencyKey: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 200, description: "a retried create with this key returns the same session" }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -84,7 +87,12 @@ export const ListTasksQuery = Type.Object(
 );
 
 export const EventsQuery = Type.Object(
-  { afterSeq: Type.Optional(Seq(0)) },
+  {
+    afterSeq: Type.Optional(Seq(0)),
+    limit: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: 1000, default: 200, description: "page size of the JSON answer" }),
+    ),
+  },
   { additionalProperties: false },
 );
 
@@ -105,6 +113,7 @@ export const rpcParams = {
   "tasks.cancel": Type.Object({ taskId: Uuid }, { additionalProperties: false }),
   "tasks.list": ListTasksQuery,
   "gate.status": Type.Object({}, { additionalProperties: false }),
+  ping: Type.Object({}, { additionalProperties: false }),
   "events.subscribe": Type.Object(
     { sessionId: Uuid, afterSeq: Type.Optional(Seq(0)) },
     { additionalProperties: false },

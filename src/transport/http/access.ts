@@ -9,7 +9,7 @@ import { MooringError } from "../../errors.js";
 import { accessPolicy, hostAllowed, originAllowed, originListed } from "../access-policy.js";
 
 /** Headers a browser page may read from a cross-origin answer. */
-const EXPOSED_HEADERS = ["Location", "Retry-After", "x-request-id"];
+const EXPOSED_HEADERS = ["Location", "Retry-After", "x-request-id", "x-mooring-boot-id"];
 
 /**
  * Register before authentication: a refused page or host learns nothing more, a listed origin's

@@ -64,6 +64,9 @@ export async function buildHttpApp(
     },
   });
   app.setValidatorCompiler(validatorCompiler);
+  // Response schemas document answers (transport/responses.ts); fast-json-stringify would also
+  // drop every field a schema does not name. Answers stay plain JSON, checked by a test instead.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   // Bodies are JSON only: without fastify's default text/plain parser, any other type answers 415.
   app.removeContentTypeParser("text/plain");
 
@@ -89,6 +92,8 @@ export async function buildHttpApp(
   const verified = new WeakSet<object>();
   app.addHook("onRequest", async (req, reply) => {
     reply.header("x-request-id", req.id);
+    // Which boot answered: a client on REST or SSE tells a restart from a network flap by it.
+    reply.header("x-mooring-boot-id", services.identity.bootId);
     const queried = takeQueryToken(req);
     const token = bearerToken(req.headers.authorization) ?? queried;
     if (config.apiTokens.length > 0 && validToken(token, config.apiTokens)) verified.add(req);

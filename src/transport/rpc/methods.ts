@@ -18,7 +18,7 @@ type Params = { [K in keyof typeof rpcParams]: Static<(typeof rpcParams)[K]> };
 type Handler<K extends keyof Params> = (s: Services, p: Params[K], ctx: CallContext) => Promise<unknown>;
 
 const handlers: { [K in keyof Params]: Handler<K> } = {
-  "sessions.create": (s, p) => s.sessions.create(p),
+  "sessions.create": async (s, p) => (await s.sessions.create(p)).session,
   "sessions.get": (s, p) => s.sessions.get(p.sessionId),
   "sessions.list": (s, p) => s.sessions.list(p),
   "sessions.archive": (s, p) => s.tasks.archiveSession(p.sessionId),
@@ -30,6 +30,8 @@ const handlers: { [K in keyof Params]: Handler<K> } = {
   "tasks.cancel": (s, p) => s.tasks.cancel(p.taskId),
   "tasks.list": (s, p) => s.tasks.list(p),
   "gate.status": (s) => s.tasks.gate(),
+  // A browser cannot see WebSocket pings; this lets any client prove the socket still carries answers.
+  ping: async () => ({ pong: true, at: new Date().toISOString() }),
   "events.subscribe": (_s, p, ctx) => {
     if (!ctx.subscribe) throw socketOnly("events.subscribe");
     return ctx.subscribe(p.sessionId, p.afterSeq);

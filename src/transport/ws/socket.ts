@@ -188,7 +188,7 @@ class SocketConnection {
   ) {
     // Only what the contract names: host and pid tell a page nothing it needs (and an attacker much).
     const { instanceId, bootId, version } = s.identity;
-    this.send({ jsonrpc: "2.0", method: "hello", params: { instanceId, bootId, version } });
+    this.send({ jsonrpc: "2.0", method: "hello", params: { instanceId, bootId, version, pingMs: config.wsPingMs } });
     socket.on("message", (data, isBinary) => void this.onMessage(data.toString(), isBinary));
     socket.on("pong", () => {
       this.lastHeard = Date.now();

@@ -4,6 +4,7 @@ import type { Static } from "typebox";
 import type { Config } from "../../../config.js";
 import { invalid } from "../../../errors.js";
 import type { ClientEvent } from "../../../stream/session-feeds.js";
+import { routeResponses } from "../../responses.js";
 import { EventPayloadParams, EventsQuery, SessionIdParams } from "../../schemas.js";
 import type { Services } from "../../services.js";
 
@@ -28,7 +29,12 @@ export function registerEventRoutes(app: FastifyInstance, s: Services, config: C
   app.get<{ Params: Static<typeof EventPayloadParams> }>(
     "/sessions/:id/events/:seq/payload",
     {
-      schema: { summary: "The full payload behind an event's preview", tags: ["events"], params: EventPayloadParams },
+      schema: {
+        summary: "The full payload behind an event's preview",
+        tags: ["events"],
+        params: EventPayloadParams,
+        response: routeResponses["GET /v1/sessions/:id/events/:seq/payload"],
+      },
     },
     async (req) => s.events.payload(req.params.id, req.params.seq),
   );
@@ -46,9 +52,14 @@ export function registerEventRoutes(app: FastifyInstance, s: Services, config: C
         tags: ["events"],
         params: SessionIdParams,
         querystring: EventsQuery,
+        response: routeResponses["GET /v1/sessions/:id/events"],
       },
     },
     async (req, reply) => {
+      // A polling client asks for JSON: one page of events, no stream held open.
+      if (wantsJson(req.headers.accept)) {
+        return s.events.page(req.params.id, req.query.afterSeq ?? 0, req.query.limit ?? 200);
+      }
       const lastEventId = req.headers["last-event-id"];
       let afterSeq = req.query.afterSeq ?? 0;
       if (typeof lastEventId === "string" && lastEventId !== "") {
@@ -68,6 +79,7 @@ export function registerEventRoutes(app: FastifyInstance, s: Services, config: C
         connection: "keep-alive",
         "x-accel-buffering": "no",
         "x-request-id": String(req.id),
+        "x-mooring-boot-id": s.identity.bootId,
       });
       res.write(`retry: ${SSE_RETRY_MS}\n\n`);
       let closed = false;
@@ -104,4 +116,9 @@ export function registerEventRoutes(app: FastifyInstance, s: Services, config: C
       }
     },
   );
+}
+
+/** JSON when the client accepts it and does not ask for an event stream (EventSource sends text/event-stream). */
+function wantsJson(accept: string | undefined): boolean {
+  return !!accept && accept.includes("application/json") && !accept.includes("text/event-stream");
 }

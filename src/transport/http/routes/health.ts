@@ -5,14 +5,15 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
  * instance, boot and version as well (no tokens set), `operator` also host and pid (a valid token).
  */
 export type ReadyzView = "status" | "instance" | "operator";
+import { routeResponses } from "../../responses.js";
 
 export function registerHealthRoutes(
   app: FastifyInstance,
   health: { readyz(view: ReadyzView): Promise<{ ok: boolean; body: unknown }> },
   viewOf: (req: FastifyRequest) => ReadyzView,
 ): void {
-  app.get("/healthz", { schema: { summary: "Liveness", tags: ["health"] } }, async () => ({ ok: true }));
-  app.get("/readyz", { schema: { summary: "Readiness: database reachable, startup reconcile done", tags: ["health"] } }, async (req, reply) => {
+  app.get("/healthz", { schema: { summary: "Liveness", tags: ["health"], response: routeResponses["GET /healthz"] } }, async () => ({ ok: true }));
+  app.get("/readyz", { schema: { summary: "Readiness: database reachable, startup reconcile done", tags: ["health"], response: routeResponses["GET /readyz"] } }, async (req, reply) => {
     const { ok, body } = await health.readyz(viewOf(req));
     return reply.status(ok ? 200 : 503).send(body);
   });

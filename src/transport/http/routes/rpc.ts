@@ -1,5 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
+import { routeResponses } from "../../responses.js";
 import { handleJsonRpc, parseError, type RpcLimits } from "../../rpc/jsonrpc.js";
 import type { Services } from "../../services.js";
 
@@ -10,7 +11,7 @@ import type { Services } from "../../services.js";
 export function registerRpcRoute(app: FastifyInstance, s: Services, log: Logger, limits: RpcLimits): void {
   app.register(async (scope) => {
     scope.addContentTypeParser("application/json", { parseAs: "string" }, (_req, body, done) => done(null, body));
-    scope.post("/rpc", { schema: { summary: "JSON-RPC 2.0 (same operations as REST)", tags: ["rpc"] } }, async (req, reply) => {
+    scope.post("/rpc", { schema: { summary: "JSON-RPC 2.0 (same operations as REST)", tags: ["rpc"], response: routeResponses["POST /v1/rpc"] } }, async (req, reply) => {
       let message: unknown;
       try {
         message = JSON.parse(req.body as string);

@@ -1,30 +1,34 @@
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
-import { CreateSessionBody, ErrorResponse, ListSessionsQuery, SessionIdParams, SubmitTurnBody } from "../../schemas.js";
+import { routeResponses } from "../../responses.js";
+import { CreateSessionBody, ListSessionsQuery, SessionIdParams, SubmitTurnBody } from "../../schemas.js";
 import type { Services } from "../../services.js";
 
 export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
   app.post<{ Body: Static<typeof CreateSessionBody> }>(
     "/sessions",
-    { schema: { summary: "Create a session", tags: ["sessions"], body: CreateSessionBody, response: { 400: ErrorResponse } } },
-    async (req, reply) => reply.status(201).send(await s.sessions.create(req.body)),
+    { schema: { summary: "Create a session", tags: ["sessions"], body: CreateSessionBody, response: routeResponses["POST /v1/sessions"] } },
+    async (req, reply) => {
+      const { session, created } = await s.sessions.create(req.body);
+      return reply.status(created ? 201 : 200).send(session);
+    },
   );
 
   app.get<{ Querystring: Static<typeof ListSessionsQuery> }>(
     "/sessions",
-    { schema: { summary: "List sessions, newest first", tags: ["sessions"], querystring: ListSessionsQuery } },
+    { schema: { summary: "List sessions, newest first", tags: ["sessions"], querystring: ListSessionsQuery, response: routeResponses["GET /v1/sessions"] } },
     async (req) => s.sessions.list(req.query),
   );
 
   app.get<{ Params: Static<typeof SessionIdParams> }>(
     "/sessions/:id",
-    { schema: { summary: "A session with its recent turns (previews only)", tags: ["sessions"], params: SessionIdParams } },
+    { schema: { summary: "A session with its recent turns (previews only)", tags: ["sessions"], params: SessionIdParams, response: routeResponses["GET /v1/sessions/:id"] } },
     async (req) => s.sessions.get(req.params.id),
   );
 
   app.delete<{ Params: Static<typeof SessionIdParams> }>(
     "/sessions/:id",
-    { schema: { summary: "Archive a session; its open turns are cancelled", tags: ["sessions"], params: SessionIdParams } },
+    { schema: { summary: "Archive a session; its open turns are cancelled", tags: ["sessions"], params: SessionIdParams, response: routeResponses["DELETE /v1/sessions/:id"] } },
     async (req) => s.tasks.archiveSession(req.params.id),
   );
 
@@ -36,6 +40,7 @@ export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
         tags: ["turns"],
         params: SessionIdParams,
         body: SubmitTurnBody,
+        response: routeResponses["POST /v1/sessions/:id/turns"],
       },
     },
     async (req, reply) => {

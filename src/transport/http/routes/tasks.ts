@@ -1,5 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
+import { routeResponses } from "../../responses.js";
 import { GetTaskQuery, ListTasksQuery, TaskIdParams } from "../../schemas.js";
 import type { Services } from "../../services.js";
 
@@ -12,6 +13,7 @@ export function registerTaskRoutes(app: FastifyInstance, s: Services): void {
         tags: ["tasks"],
         params: TaskIdParams,
         querystring: GetTaskQuery,
+        response: routeResponses["GET /v1/tasks/:id"],
       },
     },
     async (req) => s.tasks.get(req.params.id, req.query.waitMs ?? 0),
@@ -19,15 +21,15 @@ export function registerTaskRoutes(app: FastifyInstance, s: Services): void {
 
   app.get<{ Querystring: Static<typeof ListTasksQuery> }>(
     "/tasks",
-    { schema: { summary: "List tasks, newest first", tags: ["tasks"], querystring: ListTasksQuery } },
+    { schema: { summary: "List tasks, newest first", tags: ["tasks"], querystring: ListTasksQuery, response: routeResponses["GET /v1/tasks"] } },
     async (req) => s.tasks.list(req.query),
   );
 
   app.post<{ Params: Static<typeof TaskIdParams> }>(
     "/tasks/:id/cancel",
-    { schema: { summary: "Cancel a task (idempotent)", tags: ["tasks"], params: TaskIdParams } },
+    { schema: { summary: "Cancel a task (idempotent)", tags: ["tasks"], params: TaskIdParams, response: routeResponses["POST /v1/tasks/:id/cancel"] } },
     async (req) => s.tasks.cancel(req.params.id),
   );
 
-  app.get("/gate", { schema: { summary: "Admission gate status", tags: ["gate"] } }, async () => s.tasks.gate());
+  app.get("/gate", { schema: { summary: "Admission gate status", tags: ["gate"], response: routeResponses["GET /v1/gate"] } }, async () => s.tasks.gate());
 }

@@ -1,0 +1,47 @@
+/**
+ * The shapes the client reads and sends, taken from the schemas the gateway validates and
+ * documents with (types only: nothing of the server is bundled).
+ */
+import type { Static } from "typebox";
+import type * as R from "../transport/responses.js";
+import type * as Q from "../transport/schemas.js";
+
+export type Session = Static<typeof R.Session>;
+export type SessionWithTurns = Static<typeof R.SessionWithTurns>;
+export type Task = Static<typeof R.Task>;
+export type TaskStatus = Task["status"];
+export type MooringEvent = Static<typeof R.Event>;
+export type EventPage = Static<typeof R.EventPage>;
+export type GateStatus = Static<typeof R.GateStatus>;
+export type Hello = Static<typeof R.Hello>;
+export type CreateSessionInput = Static<typeof Q.CreateSessionBody>;
+export type SubmitTurnInput = Static<typeof Q.SubmitTurnBody>;
+export type ListSessionsFilter = Static<typeof Q.ListSessionsQuery>;
+export type ListTasksFilter = Omit<Static<typeof Q.ListTasksQuery>, "status"> & { status?: TaskStatus };
+export interface Page<T> {
+  items: T[];
+  nextCursor: string | null;
+}
+
+/** Yielded once when the cursor was older than what the gateway keeps: the task as it is now. */
+export interface ResyncItem {
+  type: "resync";
+  task: Task;
+  /** The oldest seq still kept; the stream goes on from there. */
+  fromSeq: number;
+}
+
+export type RunItem = MooringEvent | ResyncItem;
+
+/** Tells the one `resync` item from events (an event's `type` is any string, so TypeScript cannot). */
+export const isResyncItem = (item: RunItem): item is ResyncItem =>
+  item.type === "resync" && "task" in item && "fromSeq" in item;
+
+export const terminalStatuses: readonly TaskStatus[] = ["completed", "failed", "cancelled", "expired", "interrupted"];
+export const isTerminalStatus = (s: TaskStatus): boolean => terminalStatuses.includes(s);
+export const isTerminalEvent = (type: string): boolean =>
+  type === "task.completed" ||
+  type === "task.failed" ||
+  type === "task.cancelled" ||
+  type === "task.expired" ||
+  type === "task.interrupted";

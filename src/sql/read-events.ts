@@ -1,0 +1,17 @@
+import type { Queryable } from "../db/client.js";
+import type { StoredEvent } from "./append-events.js";
+
+/**
+ * One page of a session's events after a cursor, in seq order: what a polling client reads instead
+ * of holding a stream open. Served by the events primary key (session_id, seq).
+ */
+export async function readEventsAfter(
+  q: Queryable,
+  sessionId: string,
+  afterSeq: number,
+  limit: number,
+): Promise<StoredEvent[]> {
+  return q<StoredEvent[]>`
+    select session_id, seq, task_id, type, at, data from events
+    where session_id = ${sessionId} and seq > ${afterSeq} order by seq limit ${limit}`;
+}

@@ -1,0 +1,226 @@
+/**
+ * Response schemas of every route: /docs/json describes what each route answers, the client SDK
+ * takes its types from here (`Static<>`, types only), and test/response-schemas.test.ts checks
+ * real answers against them. Known objects are closed (`additionalProperties: false`), so a field
+ * added to an answer without its schema fails that test; what is free-form by contract stays open
+ * (`metadata`, `agentConfig`, event `data`, a result's `usage`, error details).
+ *
+ * fastify serializes answers with these schemas through fast-json-stringify, which drops every
+ * field a schema does not name; http/app.ts keeps JSON.stringify instead, so a schema documents
+ * and the test enforces, but a schema can never silently remove what the API returns.
+ */
+import { type TSchema, Type } from "typebox";
+import { ErrorResponse, SessionStatus } from "./schemas.js";
+
+/** As schemas.ts's TaskStatus, spelled out so `Static<>` gives the literal union (the SDK's type). */
+const TaskStatus = Type.Union([
+  Type.Literal("queued"),
+  Type.Literal("running"),
+  Type.Literal("cancelling"),
+  Type.Literal("completed"),
+  Type.Literal("failed"),
+  Type.Literal("cancelled"),
+  Type.Literal("expired"),
+  Type.Literal("interrupted"),
+]);
+
+const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
+const Open = Type.Record(Type.String(), Type.Unknown());
+const Time = Type.String({ description: "ISO 8601 time" });
+const Seq = Type.Integer({ minimum: 0 });
+
+export const ContextUsage = Type.Object(
+  { inputTokens: Type.Number(), contextWindow: Type.Number(), percent: Type.Number() },
+  { additionalProperties: false },
+);
+
+export const Session = Type.Object(
+  {
+    id: Type.String(),
+    workspace: Type.String(),
+    agent: Type.String(),
+    agentConfig: Open,
+    title: Nullable(Type.String()),
+    metadata: Open,
+    status: SessionStatus,
+    agentSessionId: Nullable(Type.String()),
+    turnCount: Type.Integer(),
+    contextUsage: Nullable(ContextUsage),
+    lastSeq: Seq,
+    createdAt: Time,
+    updatedAt: Time,
+    lastActivityAt: Time,
+  },
+  { additionalProperties: false },
+);
+
+export const TaskResult = Type.Object(
+  {
+    text: Type.String(),
+    stopReason: Type.String(),
+    usage: Nullable(Open),
+    contextPercent: Nullable(Type.Number()),
+    textBytes: Type.Optional(Type.Integer({ description: "in a session snapshot: the length of the whole text" })),
+  },
+  { additionalProperties: false },
+);
+
+export const TaskError = Type.Object(
+  { code: Type.String(), message: Type.String(), reason: Type.Optional(Type.String()) },
+  { additionalProperties: true },
+);
+
+const taskFields = {
+  id: Type.String(),
+  sessionId: Type.String(),
+  turnIndex: Type.Integer(),
+  status: TaskStatus,
+  position: Nullable(Type.Integer({ minimum: 1 })),
+  prompt: Type.String(),
+  createdAt: Time,
+  queueDeadlineAt: Time,
+  startedAt: Nullable(Time),
+  deadlineAt: Nullable(Time),
+  finishedAt: Nullable(Time),
+  attempt: Type.Integer(),
+  result: Nullable(TaskResult),
+  error: Nullable(TaskError),
+  firstSeq: Nullable(Seq),
+  lastSeq: Nullable(Seq),
+  pollAfterMs: Nullable(Type.Integer()),
+  continuesTaskId: Nullable(Type.String({ description: "the interrupted task this one continues" })),
+};
+
+export const Task = Type.Object(taskFields, { additionalProperties: false });
+
+/** A turn in a session snapshot: a Task with previews (SPEC section 8). */
+export const CompactTurn = Type.Object(
+  { ...taskFields, promptBytes: Type.Optional(Type.Integer()) },
+  { additionalProperties: false },
+);
+
+export const SessionWithTurns = Type.Object(
+  { ...Session.properties, turns: Type.Array(CompactTurn) },
+  { additionalProperties: false },
+);
+
+const page = <T extends TSchema>(item: T) =>
+  Type.Object({ items: Type.Array(item), nextCursor: Nullable(Type.String()) }, { additionalProperties: false });
+export const SessionPage = page(Session);
+export const TaskPage = page(Task);
+
+export const Event = Type.Object(
+  {
+    sessionId: Type.String(),
+    seq: Type.Integer({ minimum: 1 }),
+    taskId: Nullable(Type.String()),
+    type: Type.String(),
+    at: Time,
+    data: Type.Unknown(),
+  },
+  { additionalProperties: false },
+);
+
+export const EventPage = Type.Object(
+  {
+    items: Type.Array(Event),
+    headSeq: Seq,
+    nextAfterSeq: Nullable(Seq),
+  },
+  { additionalProperties: false },
+);
+
+export const EventPayload = Type.Object(
+  { sessionId: Type.String(), seq: Type.Integer(), type: Type.String(), payload: Type.Unknown() },
+  { additionalProperties: false },
+);
+
+export const GateStatus = Type.Object(
+  {
+    maxActive: Type.Integer(),
+    maxQueued: Type.Integer(),
+    active: Type.Integer(),
+    queued: Type.Integer(),
+    queueTimeoutMs: Type.Integer(),
+  },
+  { additionalProperties: false },
+);
+
+export const Readiness = Type.Object(
+  {
+    ready: Type.Boolean(),
+    error: Type.Optional(Type.Object({ code: Type.String(), message: Type.Optional(Type.String()) })),
+    instanceId: Type.String(),
+    bootId: Type.String(),
+    version: Type.String(),
+    host: Type.Optional(Type.String()),
+    pid: Type.Optional(Type.Integer()),
+  },
+  { additionalProperties: false },
+);
+
+const JsonRpcAnswer = Type.Object(
+  {
+    jsonrpc: Type.Literal("2.0"),
+    id: Type.Union([Type.String(), Type.Number(), Type.Null()]),
+    result: Type.Optional(Type.Unknown()),
+    error: Type.Optional(
+      Type.Object({ code: Type.Integer(), message: Type.String(), data: Type.Optional(Type.Unknown()) }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/** The error shape with its details open (`field`, `oldestSeq`, ...). */
+const Failure = Type.Object(
+  {
+    error: Type.Object(
+      { ...ErrorResponse.properties.error.properties },
+      { additionalProperties: true },
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const failures = { "4xx": Failure, "5xx": Failure };
+
+/** Socket notifications (not routes; the SDK reads them). */
+export const Hello = Type.Object({
+  instanceId: Type.String(),
+  bootId: Type.String(),
+  version: Type.String(),
+  pingMs: Type.Optional(Type.Integer()),
+});
+
+/** Each route's answers by status, keyed `METHOD path` as fastify registers it. */
+export const routeResponses = {
+  "GET /healthz": { 200: Type.Object({ ok: Type.Boolean() }, { additionalProperties: false }) },
+  "GET /readyz": { 200: Readiness, 503: Readiness },
+  "POST /v1/sessions": { 201: Session, 200: Session, ...failures },
+  "GET /v1/sessions": { 200: SessionPage, ...failures },
+  "GET /v1/sessions/:id": { 200: SessionWithTurns, ...failures },
+  "DELETE /v1/sessions/:id": { 200: Session, ...failures },
+  "POST /v1/sessions/:id/turns": { 202: Task, 200: Task, ...failures },
+  "GET /v1/tasks/:id": { 200: Task, ...failures },
+  "GET /v1/tasks": { 200: TaskPage, ...failures },
+  "POST /v1/tasks/:id/cancel": { 200: Task, ...failures },
+  "GET /v1/gate": { 200: GateStatus, ...failures },
+  "GET /v1/sessions/:id/events": {
+    200: {
+      description: "JSON (a page) when the request accepts application/json, else Server-Sent Events",
+      content: {
+        "application/json": { schema: EventPage },
+        "text/event-stream": { schema: Type.String({ description: "`id: <seq>` / `data: <Event JSON>` records" }) },
+      },
+    },
+    ...failures,
+  },
+  "GET /v1/sessions/:id/events/:seq/payload": { 200: EventPayload, ...failures },
+  "POST /v1/rpc": {
+    200: Type.Union([JsonRpcAnswer, Type.Array(JsonRpcAnswer)]),
+    204: Type.Null({ description: "only notifications were sent" }),
+    ...failures,
+  },
+} satisfies Record<string, Record<string | number, unknown>>;
+
+export type RouteKey = keyof typeof routeResponses;
