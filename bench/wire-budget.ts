@@ -27,7 +27,7 @@ const turnPrompt = (bytes: number) => Array.from({ length: TOOLS }, () => `[logt
 
 export const wireBudget: Benchmark = {
   id: "wire",
-  title: "Wire budget (SPEC §8)",
+  title: "Wire budget (docs/api.md §Wire budget)",
   describe: () =>
     `${PAST_TURNS} past turns × ${TOOLS} tool calls (${((PAST_TOOL_BYTES * TOOLS) / 1024).toFixed(1)} KiB of output per turn), then a live turn with ${((LIVE_TOOL_BYTES * TOOLS) / 2 ** 20).toFixed(2)} MiB; snapshot over HTTP with Accept-Encoding: gzip, live turn on WS with permessage-deflate; references: published figures`,
   async run(ctx) {
@@ -104,7 +104,7 @@ export const wireBudget: Benchmark = {
     }
   },
   rows(m: Sample): Row[] {
-    const benchmark = "Wire budget (SPEC §8)";
+    const benchmark = "Wire budget (docs/api.md §Wire budget)";
     const row = (figure: string, key: keyof typeof published, unit: string, note?: string): Row => ({
       benchmark,
       figure,
