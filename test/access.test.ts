@@ -146,7 +146,7 @@ describe("MOORING_ALLOWED_HOSTS", () => {
 });
 
 describe("MOORING_CORS_ORIGINS", () => {
-  it("answers a listed origin's preflight and exposes Location, Retry-After and x-request-id", async () => {
+  it("answers a listed origin's preflight and exposes Location, Retry-After, x-request-id and x-mooring-boot-id", async () => {
     const gw = await gateway({ MOORING_CORS_ORIGINS: `${UI},http://other.example` });
     const preflight = await rawRequest(gw.url, "OPTIONS", "/v1/sessions", {
       origin: UI,
@@ -168,6 +168,7 @@ describe("MOORING_CORS_ORIGINS", () => {
       "Location",
       "Retry-After",
       "x-request-id",
+      "x-mooring-boot-id",
     ]);
     const turn = await rawRequest(gw.url, "POST", `/v1/sessions/${created.body.id}/turns`, { origin: UI }, { prompt: "hi" });
     expect(turn.status).toBe(202);

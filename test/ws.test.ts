@@ -15,7 +15,9 @@ import { call, startTestGateway } from "./support/gateway.js";
 import { createSession, submitOk, waitTask } from "./support/turns.js";
 import { isTerminalEvent, range, seqs, WsClient, type WsEvent } from "./support/ws-client.js";
 
-const PING_MS = 150;
+// Short enough for the ping test to be quick, long enough that a loaded machine delaying the test
+// process's pongs by a few hundred milliseconds does not get every other test's socket dropped.
+const PING_MS = 1000;
 const MAX_PAYLOAD = 4096;
 
 let db: TestDatabase;
@@ -143,7 +145,7 @@ describe("connection", () => {
     expect(after).toBeGreaterThanOrEqual(2 * PING_MS - 50);
     expect(after).toBeLessThan(5 * PING_MS + 500);
     // By now the answering peer has been pinged several times and is still there.
-    await live.until(() => live.pings >= 3, 5000, "three pings");
+    await live.until(() => live.pings >= 3, 5 * PING_MS, "three pings");
     expect(live.ws.readyState).toBe(WebSocket.OPEN);
     expect(await live.call("gate.status")).toHaveProperty("active");
   });
