@@ -34,7 +34,15 @@ export async function attachCommand(taskId: string, options: AttachOptions): Pro
     });
     const status = new StatusLine(taskId, process.stderr, () => !stdout.isTTY || stdout.atLineStart);
     const cursor = new CursorWriter(taskId);
-    const outcome = await followTurn(run, { json, stdout, status, cursor, redact, abort });
+    const outcome = await followTurn(run, {
+      json,
+      stdout,
+      status,
+      cursor,
+      redact,
+      abort,
+      cancel: (id) => conn.client.tasks.cancel(id),
+    });
     cursor.close();
     return await finish(outcome, { json, stdout, status });
   } catch (err) {

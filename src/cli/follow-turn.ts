@@ -15,6 +15,8 @@ export interface FollowTurnIo {
   status: StatusLine;
   cursor: CursorWriter;
   redact: (text: string) => string;
+  /** Asks the gateway to cancel the task (the first Ctrl-C). */
+  cancel: (taskId: string) => Promise<unknown>;
   /** Aborting it closes every socket and request of the run (the task runs on). */
   abort: AbortController;
 }
@@ -33,18 +35,28 @@ export async function followTurn(run: Run, io: FollowTurnIo): Promise<FollowOutc
   const detachedNow = new Promise<void>((resolve) => {
     detached = resolve;
   });
+  let cancelRequest: Promise<unknown> | null = null;
   const onSigint = () => {
     interrupts++;
     if (interrupts === 1) {
       status.say(`cancelling task ${run.taskId} (Ctrl-C again to detach)`);
-      run.cancel().catch(() => {
-        // The follow loop reports how the task ended; a failed cancel request changes nothing here.
-      });
+      cancelRequest = io.cancel(run.taskId).then(
+        () => status.say("cancel requested; waiting for the task to end"),
+        (err: Error) => status.say(`the cancel request failed: ${io.redact(err.message)}`),
+      );
       return;
     }
     status.say(`detached; the task runs on. Follow it with: mooring attach ${run.taskId}`);
-    io.abort.abort();
-    detached!();
+    // A cancel still on its way would die with the process: let it land first (bounded).
+    const landed = cancelRequest
+      ? Promise.race([cancelRequest, new Promise((r) => setTimeout(r, 1000))])
+      : null;
+    const detach = () => {
+      io.abort.abort();
+      detached!();
+    };
+    if (landed) landed.then(detach);
+    else detach();
   };
   process.on("SIGINT", onSigint);
 

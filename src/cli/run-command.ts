@@ -59,7 +59,15 @@ export async function runCommand(promptArg: string | undefined, options: RunOpti
     }
     const status = new StatusLine(run.taskId, process.stderr, () => !stdout.isTTY || stdout.atLineStart);
     const cursor = new CursorWriter(run.taskId);
-    const outcome = await followTurn(run, { json, stdout, status, cursor, redact: conn.redact, abort });
+    const outcome = await followTurn(run, {
+      json,
+      stdout,
+      status,
+      cursor,
+      redact: conn.redact,
+      abort,
+      cancel: (id) => conn!.client.tasks.cancel(id),
+    });
     cursor.close();
     return await finish(outcome, { json, stdout, status });
   } catch (err) {
