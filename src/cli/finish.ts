@@ -31,6 +31,7 @@ export async function finish(
 
 function describeEnd(outcome: FollowOutcome): string {
   if (outcome.exitCode === 130) return "";
+  if (outcome.error?.name === "ConnectionError") return `the gateway is unreachable (${outcome.error.message})`;
   if (outcome.error) return `${outcome.error.code ? `${outcome.error.code}: ` : ""}${outcome.error.message}`;
   const task: Task | null = outcome.task;
   if (!task) return "";
