@@ -1,0 +1,141 @@
+/**
+ * The `mooring` command line (docs/cli.md): `run`, `attach`, `sessions`, `tasks`, `gate`, `serve`.
+ * Usage errors exit 2; every other exit code is in exit-codes.ts.
+ */
+import { Command, CommanderError, Option } from "commander";
+import { attachCommand } from "./attach-command.js";
+import { defaultUrl } from "./connection.js";
+import { ExitCode } from "./exit-codes.js";
+import * as resources from "./resource-commands.js";
+import { runCommand } from "./run-command.js";
+import { serveCommand } from "./serve-command.js";
+
+/** --url, --token and --connect-timeout on every command that talks to a gateway. No default is shown for the token. */
+function withConnection(command: Command): Command {
+  return command
+    .option("--url <url>", `the gateway (env MOORING_URL, default ${defaultUrl})`)
+    .option(
+      "--token <token>",
+      "bearer token (env MOORING_TOKEN, preferred: an argument shows in ps); never printed",
+    )
+    .option(
+      "--connect-timeout <ms>",
+      "how long a call retries an unreachable or starting gateway before exit 5 (env MOORING_CONNECT_TIMEOUT_MS, default 30000)",
+    );
+}
+
+const transportOption = () =>
+  new Option("--transport <transport>", "how to stream events").choices(["ws", "sse", "poll"]).default("ws");
+
+export function buildProgram(): Command {
+  const program = new Command("mooring")
+    .description("Run and follow turns on a mooring gateway (docs/cli.md)")
+    .showHelpAfterError()
+    .exitOverride();
+
+  withConnection(
+    program
+      .command("run")
+      .description("submit a turn and stream its answer to stdout (status on stderr)")
+      .argument("[prompt]", 'the prompt; "-" or absent reads it from stdin')
+      .option("-w, --workspace <dir>", "the session's folder (default: the current folder)")
+      .option("-a, --agent <name>", "the agent (env MOORING_AGENT, default claude-code)")
+      .option("-s, --session <id>", "submit to this session")
+      .option(
+        "-c, --continue",
+        "submit to the latest open session on this workspace and agent (else a new one)",
+      )
+      .addOption(
+        new Option("--if-busy <policy>", "when the session is busy").choices([
+          "enqueue",
+          "reject",
+          "interrupt",
+        ]),
+      )
+      .addOption(
+        new Option("--load-class <class>", "the turn's deadline class").choices(["short", "long", "complex"]),
+      )
+      .option("--idempotency-key <key>", "a key that makes a repeated submit return the same task")
+      .option("-d, --detach", "print the task id and exit without following")
+      .option("--json", "one JSON object per line: events, cli.state, and a last cli.result")
+      .addOption(transportOption()),
+  ).action((prompt, options) => runCommand(prompt, options));
+
+  withConnection(
+    program
+      .command("attach")
+      .description("replay and follow a task, resuming after the last event this machine printed")
+      .argument("<taskId>", "the task")
+      .option("--from-start", "replay from the task's first event, ignoring the saved cursor")
+      .option("--json", "one JSON object per line: events, cli.state, and a last cli.result")
+      .addOption(transportOption()),
+  ).action((taskId, options) => attachCommand(taskId, options));
+
+  const sessions = program.command("sessions").description("list, show or archive sessions");
+  withConnection(sessions.command("list").description("sessions, newest first"))
+    .option("--workspace <dir>", "only this workspace")
+    .addOption(new Option("--status <status>", "only this status").choices(["idle", "busy", "archived"]))
+    .option("--limit <n>", "at most this many (default 50)")
+    .option("--json", "JSON lines")
+    .action((options) => resources.sessionsList(options));
+  withConnection(
+    sessions.command("get").argument("<sessionId>").description("a session with its recent turns"),
+  )
+    .option("--json", "JSON")
+    .action((id, options) => resources.sessionsGet(id, options));
+  withConnection(sessions.command("archive").argument("<sessionId>").description("archive a session"))
+    .option("--json", "JSON")
+    .action((id, options) => resources.sessionsArchive(id, options));
+
+  const tasks = program.command("tasks").description("list, show or cancel tasks");
+  withConnection(tasks.command("list").description("tasks, newest first"))
+    .option("--session <id>", "only this session's")
+    .addOption(
+      new Option("--status <status>", "only this status").choices([
+        "queued",
+        "running",
+        "cancelling",
+        "completed",
+        "failed",
+        "cancelled",
+        "expired",
+        "interrupted",
+      ]),
+    )
+    .option("--limit <n>", "at most this many (default 50)")
+    .option("--json", "JSON lines")
+    .action((options) => resources.tasksList(options));
+  withConnection(tasks.command("get").argument("<taskId>").description("a task"))
+    .option("--json", "JSON")
+    .action((id, options) => resources.tasksGet(id, options));
+  withConnection(tasks.command("cancel").argument("<taskId>").description("cancel a task (idempotent)"))
+    .option("--json", "JSON")
+    .action((id, options) => resources.tasksCancel(id, options));
+
+  withConnection(program.command("gate").description("the admission gate: running and queued tasks, limits"))
+    .option("--json", "JSON")
+    .action((options) => resources.gate(options));
+
+  program
+    .command("serve")
+    .description("start the gateway as `npm start` does (configured by environment variables, see README)")
+    .action(() => serveCommand());
+
+  return program;
+}
+
+export async function main(argv: string[] = process.argv): Promise<void> {
+  // A reader that went away (`| head -1`) is not an error worth a stack trace; the task runs on.
+  process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code === "EPIPE") process.exit(141);
+    throw err;
+  });
+  try {
+    await buildProgram().parseAsync(argv);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      process.exit(err.exitCode === 0 ? 0 : ExitCode.usage);
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,136 @@
+/**
+ * `mooring sessions list|get|archive`, `mooring tasks list|get|cancel`, `mooring gate`: a table on
+ * a terminal, JSON otherwise asked with --json (lists as JSON lines, one item each, so a long list
+ * streams).
+ */
+import type { Session, Task } from "../client/index.js";
+import { type Connection, connect, type ConnectionOptions } from "./connection.js";
+import { exitCodeOfError } from "./exit-codes.js";
+import { Stdout } from "./output.js";
+import { table } from "./table.js";
+
+export interface ResourceOptions extends ConnectionOptions {
+  json?: boolean;
+  workspace?: string;
+  status?: string;
+  session?: string;
+  limit?: string;
+}
+
+const sessionRow = (s: Session) => [
+  s.id,
+  s.status,
+  s.agent,
+  String(s.turnCount),
+  s.lastActivityAt ?? "",
+  s.workspace,
+];
+const sessionHeaders = ["ID", "STATUS", "AGENT", "TURNS", "LAST ACTIVITY", "WORKSPACE"];
+const taskRow = (t: Task) => [t.id, t.status, t.sessionId, t.createdAt, t.error?.code ?? "", t.prompt];
+const taskHeaders = ["ID", "STATUS", "SESSION", "CREATED", "ERROR", "PROMPT"];
+
+/** Runs one resource command and exits with 0, or the code of the error (exit-codes.ts). */
+async function withClient(
+  options: ResourceOptions,
+  body: (conn: Connection, out: Stdout) => Promise<void>,
+): Promise<never> {
+  const out = new Stdout();
+  let redact = (t: string) => t;
+  let code = 0;
+  try {
+    const conn = connect(options);
+    redact = conn.redact;
+    await body(conn, out);
+  } catch (err) {
+    const e = err as Error & { code?: string };
+    process.stderr.write(`mooring: ${e.code ? `${e.code}: ` : ""}${redact(e.message)}\n`);
+    code = exitCodeOfError(err);
+  }
+  await out.flushed();
+  process.exit(code);
+}
+
+function limitOf(options: ResourceOptions): number {
+  const n = options.limit === undefined ? 50 : Number(options.limit);
+  return Number.isInteger(n) && n > 0 ? n : 50;
+}
+
+async function take<T>(items: AsyncIterable<T>, n: number): Promise<T[]> {
+  const out: T[] = [];
+  for await (const item of items) {
+    out.push(item);
+    if (out.length >= n) break;
+  }
+  return out;
+}
+
+export const sessionsList = (options: ResourceOptions) =>
+  withClient(options, async ({ client }, out) => {
+    const filter = { workspace: options.workspace, status: options.status as Session["status"] | undefined };
+    const items = await take(client.sessions.list(filter), limitOf(options));
+    if (options.json) for (const s of items) out.jsonLine(s);
+    else out.text(table(sessionHeaders, items.map(sessionRow)));
+  });
+
+export const sessionsGet = (id: string, options: ResourceOptions) =>
+  withClient(options, async ({ client }, out) => {
+    const s = await client.sessions.get(id);
+    if (options.json) return out.jsonLine(s);
+    out.text(table(sessionHeaders, [sessionRow(s)]));
+    if (s.turns.length > 0)
+      out.text(
+        `\n${table(
+          taskHeaders,
+          s.turns.map((t) => taskRow(t as Task)),
+        )}`,
+      );
+  });
+
+export const sessionsArchive = (id: string, options: ResourceOptions) =>
+  withClient(options, async ({ client }, out) => {
+    const s = await client.sessions.archive(id);
+    if (options.json) out.jsonLine(s);
+    else out.text(table(sessionHeaders, [sessionRow(s)]));
+  });
+
+export const tasksList = (options: ResourceOptions) =>
+  withClient(options, async ({ client }, out) => {
+    const filter = { sessionId: options.session, status: options.status as Task["status"] | undefined };
+    const items = await take(client.tasks.list(filter), limitOf(options));
+    if (options.json) for (const t of items) out.jsonLine(t);
+    else out.text(table(taskHeaders, items.map(taskRow)));
+  });
+
+export const tasksGet = (id: string, options: ResourceOptions) =>
+  withClient(options, async ({ client }, out) => {
+    const t = await client.tasks.get(id);
+    if (options.json) out.jsonLine(t);
+    else out.text(table(taskHeaders, [taskRow(t)]));
+  });
+
+export const tasksCancel = (id: string, options: ResourceOptions) =>
+  withClient(options, async ({ client }, out) => {
+    const t = await client.tasks.cancel(id);
+    if (options.json) out.jsonLine(t);
+    else out.text(table(taskHeaders, [taskRow(t)]));
+  });
+
+export const gate = (options: ResourceOptions) =>
+  withClient(options, async ({ client }, out) => {
+    const g = await client.gate();
+    if (options.json) return out.jsonLine(g);
+    out.text(
+      table(
+        ["ACTIVE", "MAX ACTIVE", "QUEUED", "MAX QUEUED", "QUEUE TIMEOUT"],
+        [
+          [
+            String(g.active),
+            String(g.maxActive),
+            String(g.queued),
+            String(g.maxQueued),
+            `${g.queueTimeoutMs} ms`,
+          ],
+        ],
+      ),
+    );
+  });

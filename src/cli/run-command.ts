@@ -1,0 +1,110 @@
+/**
+ * `mooring run [prompt]`: find or create the session, submit the turn, follow it to its end (or,
+ * with --detach, print the task id and leave it running).
+ */
+import { resolve } from "node:path";
+import type { MooringClient, Session } from "../client/index.js";
+import { type Connection, connect, type ConnectionOptions } from "./connection.js";
+import { CursorWriter } from "./cursor-store.js";
+import { exitCodeOfError, UsageError } from "./exit-codes.js";
+import { finish } from "./finish.js";
+import { followTurn } from "./follow-turn.js";
+import { Stdout } from "./output.js";
+import { readPrompt } from "./prompt.js";
+import { StatusLine } from "./status-line.js";
+
+export interface RunOptions extends ConnectionOptions {
+  workspace?: string;
+  agent?: string;
+  session?: string;
+  continue?: boolean;
+  ifBusy?: "enqueue" | "reject" | "interrupt";
+  loadClass?: "short" | "long" | "complex";
+  idempotencyKey?: string;
+  detach?: boolean;
+  json?: boolean;
+  transport?: "ws" | "sse" | "poll";
+}
+
+export async function runCommand(promptArg: string | undefined, options: RunOptions): Promise<never> {
+  const stdout = new Stdout();
+  const json = options.json === true;
+  let conn: Connection | null = null;
+  const abort = new AbortController();
+  // Before the task exists there is nothing to cancel: Ctrl-C just stops.
+  const earlyInterrupt = () => {
+    abort.abort();
+    process.exit(130);
+  };
+  process.on("SIGINT", earlyInterrupt);
+  try {
+    if (options.session && options.continue)
+      throw new UsageError("--session and --continue exclude each other");
+    conn = connect(options);
+    const prompt = await readPrompt(promptArg);
+    const sessionId = await chooseSession(conn.client, options);
+    const run = await conn.client.turns.submit(sessionId, {
+      prompt,
+      ifBusy: options.ifBusy,
+      loadClass: options.loadClass,
+      idempotencyKey: options.idempotencyKey,
+      transport: options.transport,
+      signal: abort.signal,
+    });
+    process.off("SIGINT", earlyInterrupt);
+    if (options.detach) {
+      if (!json) stdout.text(`${run.taskId}\n`);
+      process.stderr.write(`mooring: submitted; follow it with: mooring attach ${run.taskId}\n`);
+      return await finish({ exitCode: 0, task: run.task }, { json, stdout, status: null });
+    }
+    const status = new StatusLine(run.taskId, process.stderr, () => !stdout.isTTY || stdout.atLineStart);
+    const cursor = new CursorWriter(run.taskId);
+    const outcome = await followTurn(run, {
+      json,
+      stdout,
+      status,
+      cursor,
+      redact: conn.redact,
+      abort,
+      cancel: (id) => conn!.client.tasks.cancel(id),
+    });
+    cursor.close();
+    return await finish(outcome, { json, stdout, status });
+  } catch (err) {
+    const e = err as Error & { code?: string };
+    const redact = conn?.redact ?? ((t: string) => t);
+    return await finish(
+      {
+        exitCode: exitCodeOfError(err),
+        task: null,
+        error: { name: e.name, code: e.code, message: redact(e.message) },
+      },
+      { json, stdout, status: null },
+    );
+  }
+}
+
+/** --session, --continue (the latest open session on this workspace and agent), else a new one. */
+async function chooseSession(client: MooringClient, options: RunOptions): Promise<string> {
+  if (options.session) return options.session;
+  const workspace = resolve(options.workspace ?? process.cwd());
+  const agent = options.agent ?? process.env.MOORING_AGENT ?? "claude-code";
+  if (options.continue) {
+    const latest = await latestSession(client, workspace, agent);
+    if (latest) return latest.id;
+  }
+  const session = await client.sessions.create({ workspace, agent });
+  return session.id;
+}
+
+async function latestSession(
+  client: MooringClient,
+  workspace: string,
+  agent: string,
+): Promise<Session | null> {
+  for await (const session of client.sessions.list({ workspace })) {
+    // Newest first; the gateway normalizes workspaces (symlinks resolved), so compare agents only.
+    if (session.agent === agent && session.status !== "archived") return session;
+  }
+  return null;
+}

@@ -1,0 +1,8 @@
+/**
+ * `mooring serve`: the gateway, exactly as `npm start` starts it: the same entry point in this
+ * process, configured by the same environment variables (README, Configuration), with its own
+ * signal handling and exit codes.
+ */
+export async function serveCommand(): Promise<void> {
+  await import("../main.js");
+}
