@@ -60,6 +60,7 @@ async function answer(
 it("every route answers the shapes its schemas describe", async () => {
   await answer("GET /healthz", "/healthz");
   await answer("GET /readyz", "/readyz");
+  await answer("GET /metrics", "/metrics");
   const created = await answer("POST /v1/sessions", "/v1/sessions", {
     workspace,
     agent: "simulated",

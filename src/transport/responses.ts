@@ -196,6 +196,13 @@ export const Hello = Type.Object({
 export const routeResponses = {
   "GET /healthz": { 200: Type.Object({ ok: Type.Boolean() }, { additionalProperties: false }) },
   "GET /readyz": { 200: Readiness, 503: Readiness },
+  "GET /metrics": {
+    200: {
+      description: "Prometheus text exposition format (docs/metrics.md)",
+      content: { "text/plain": { schema: Type.String() } },
+    },
+    ...failures,
+  },
   "POST /v1/sessions": { 201: Session, 200: Session, ...failures },
   "GET /v1/sessions": { 200: SessionPage, ...failures },
   "GET /v1/sessions/:id": { 200: SessionWithTurns, ...failures },
