@@ -15,6 +15,7 @@ import { type EmbeddedDatabase, startEmbeddedPostgres } from "./db/embedded.js";
 import { applyMigrations } from "./db/migrate.js";
 import { ConversationPool } from "./domain/conversation-pool.js";
 import { EventService } from "./domain/events.js";
+import { InstanceService } from "./domain/instances.js";
 import { QueuePositionAnnouncer } from "./domain/queue-positions.js";
 import { Recovery } from "./domain/recovery.js";
 import type { Identity, Runtime } from "./domain/runtime.js";
@@ -110,6 +111,9 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     },
     get feeds() {
       return need(parts).feeds;
+    },
+    get instances() {
+      return need(parts).instances;
     },
     identity,
     readiness: () => {
@@ -266,6 +270,7 @@ interface Parts {
   sweeper: Sweeper;
   pool: ConversationPool;
   announcer: QueuePositionAnnouncer;
+  instances: InstanceService;
   instanceBeat?: NodeJS.Timeout;
 }
 
@@ -330,7 +335,8 @@ function assemble(
   bus.on("archived", (sessionId) => pool.closeArchived(sessionId));
   worker.onQueueChanged = queueChanged;
   sweeper.onQueueChanged = queueChanged;
-  return { db, listener, eventLog, feeds, sessions, tasks, events, worker, sweeper, pool, announcer };
+  const instances = new InstanceService(db, identity, config.leaseMs, config.apiTokens.length > 0);
+  return { db, listener, eventLog, feeds, sessions, tasks, events, worker, sweeper, pool, announcer, instances };
 }
 
 function need(parts: Parts | null): Parts {

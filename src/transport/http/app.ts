@@ -20,6 +20,7 @@ import { registerCompression } from "./compression.js";
 import { registerEventRoutes, SseStreams } from "./routes/events.js";
 import { type ReadyzView, registerHealthRoutes } from "./routes/health.js";
 import { type MetricsSource, registerMetricsRoute } from "./routes/metrics.js";
+import { registerInstanceRoutes } from "./routes/instances.js";
 import { registerRpcRoute } from "./routes/rpc.js";
 import { registerSessionRoutes } from "./routes/sessions.js";
 import { registerTaskRoutes } from "./routes/tasks.js";
@@ -193,6 +194,7 @@ export async function buildHttpApp(
     registerSessionRoutes(v1, services);
     registerTaskRoutes(v1, services);
     registerEventRoutes(v1, services, config, sse);
+    registerInstanceRoutes(v1, services);
     registerRpcRoute(v1, services, log, { maxBatch: config.rpcMaxBatch });
   }, { prefix: "/v1" });
   const sockets = registerSocketRoute(app, services, config, log);
