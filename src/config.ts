@@ -95,6 +95,8 @@ export interface Config {
   allowedHosts: string[];
   /** Variable names (or `PREFIX*`) kept from agents besides MOORING_*, DATABASE_URL and PG*. Default unset. */
   agentEnvDeny: string[];
+  /** `true` serves GET /metrics without a token even when MOORING_API_TOKENS is set (private networks). Default false. */
+  metricsPublic: boolean;
 }
 
 type Parser<T> = (name: string, raw: string) => T;
@@ -125,6 +127,7 @@ const oneOf =
   };
 
 const text: Parser<string> = (_name, raw) => raw;
+const flag: Parser<boolean> = (name, raw) => oneOf("true", "false")(name, raw) === "true";
 const list =
   (separator: string): Parser<string[]> =>
   (_name, raw) =>
@@ -241,6 +244,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     corsOrigins: read(env, "MOORING_CORS_ORIGINS", origins, []),
     allowedHosts: read(env, "MOORING_ALLOWED_HOSTS", hostNames, []),
     agentEnvDeny: read(env, "MOORING_AGENT_ENV_DENY", variableNames, []),
+    metricsPublic: read(env, "MOORING_METRICS_PUBLIC", flag, false),
   };
   if (config.corsOrigins.includes("*") && config.apiTokens.length === 0) {
     throw new ConfigError(

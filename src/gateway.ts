@@ -15,6 +15,7 @@ import { type EmbeddedDatabase, startEmbeddedPostgres } from "./db/embedded.js";
 import { applyMigrations } from "./db/migrate.js";
 import { ConversationPool } from "./domain/conversation-pool.js";
 import { EventService } from "./domain/events.js";
+import { InstanceService } from "./domain/instances.js";
 import { QueuePositionAnnouncer } from "./domain/queue-positions.js";
 import { Recovery } from "./domain/recovery.js";
 import type { Identity, Runtime } from "./domain/runtime.js";
@@ -33,6 +34,9 @@ import { requestContext } from "./log.js";
 import { safeErrorSerializer } from "./log-errors.js";
 import { isDatabaseUnavailable } from "./errors.js";
 import { buildHttpApp } from "./transport/http/app.js";
+import { GatewayMetrics } from "./metrics/gateway-metrics.js";
+import type { MetricsReporter } from "./metrics/reporter.js";
+import { countActiveAndQueued } from "./sql/gate-status.js";
 import type { Services } from "./transport/services.js";
 import { CLOSE_GOING_AWAY } from "./transport/ws/socket.js";
 
@@ -108,6 +112,9 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     get feeds() {
       return need(parts).feeds;
     },
+    get instances() {
+      return need(parts).instances;
+    },
     identity,
     readiness: () => {
       if (!state.ready || !parts) return { ready: false, reason: state.reason };
@@ -143,7 +150,19 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     },
   };
 
-  const { app, sockets, sse } = await buildHttpApp(config, services, log, health);
+  // Per-instance registry; gauges read their sources on scrape (src/metrics/gateway-metrics.ts).
+  const metrics = new GatewayMetrics({
+    maxActive: config.maxActive,
+    maxQueued: config.maxQueued,
+    gate: async () => (parts ? withinASecond(countActiveAndQueued(parts.db.sql)) : null),
+    connections: () => ({
+      ws: sockets.count,
+      sse: sse.count,
+      subscriptions: parts?.feeds.subscriberCount ?? 0,
+    }),
+    agentProcesses: () => parts?.pool.processesByAgent() ?? new Map(),
+  });
+  const { app, sockets, sse } = await buildHttpApp(config, services, log, health, metrics);
   await app.listen({ host: config.host, port: config.port });
   const address = app.server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
@@ -168,7 +187,7 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
         await registerInstance(db.sql, identity);
       },
     );
-    parts = assemble(config, log, db, bus, identity, registry, workspaceRoots);
+    parts = assemble(config, log, db, bus, identity, registry, workspaceRoots, metrics);
     await parts.listener.start();
     parts.feeds.start();
     const reconciled = await parts.sweeper.reconcile();
@@ -251,6 +270,7 @@ interface Parts {
   sweeper: Sweeper;
   pool: ConversationPool;
   announcer: QueuePositionAnnouncer;
+  instances: InstanceService;
   instanceBeat?: NodeJS.Timeout;
 }
 
@@ -262,16 +282,24 @@ function assemble(
   identity: Identity,
   registry: ReturnType<typeof loadAgentRegistry>,
   workspaceRoots: string[],
+  metrics: MetricsReporter,
 ): Parts {
   const eventLog = new EventLog(
     db,
-    { flushMs: config.eventFlushMs, flushMax: config.eventFlushMax, lanes: config.eventFlushLanes },
+    {
+      flushMs: config.eventFlushMs,
+      flushMax: config.eventFlushMax,
+      lanes: config.eventFlushLanes,
+      onFlush: (seconds) => metrics.eventFlush(seconds),
+    },
     log,
   );
-  const rt: Runtime = { config, db, log, bus, eventLog, identity };
+  const rt: Runtime = { config, db, log, bus, eventLog, identity, metrics };
   const listener = new PgListener(db.url, `mooring-listen:${identity.instanceId}`, bus, log);
   const feeds = new SessionFeeds(db, bus, log, config.pollMs);
   eventLog.onCommitted((events) => feeds.publish(events));
+  // Every event this instance commits passes here, terminal ones (mooring_tasks_total) included.
+  eventLog.onCommitted((events) => metrics.eventsCommitted(events));
   eventLog.onCommitted((events) => {
     const seen = new Set<string>();
     for (const e of events) {
@@ -283,10 +311,13 @@ function assemble(
   const sessions = new SessionService(db, registry, drivers, workspaceRoots, log, config.listPageBytes);
   const tasks = new TaskService(rt, sessions);
   const events = new EventService(db, sessions);
-  const pool = new ConversationPool(config.agentIdleMs, config.contextWindow, log, {
-    workspaceRoots,
-    agentEnvDeny: config.agentEnvDeny,
-  });
+  const pool = new ConversationPool(
+    config.agentIdleMs,
+    config.contextWindow,
+    log,
+    { workspaceRoots, agentEnvDeny: config.agentEnvDeny },
+    metrics,
+  );
   const recovery = new Recovery(rt);
   const worker = new Worker(rt, sessions, registry, drivers, pool, recovery);
   const sweeper = new Sweeper(rt, worker, recovery);
@@ -304,7 +335,8 @@ function assemble(
   bus.on("archived", (sessionId) => pool.closeArchived(sessionId));
   worker.onQueueChanged = queueChanged;
   sweeper.onQueueChanged = queueChanged;
-  return { db, listener, eventLog, feeds, sessions, tasks, events, worker, sweeper, pool, announcer };
+  const instances = new InstanceService(db, identity, config.leaseMs, config.apiTokens.length > 0);
+  return { db, listener, eventLog, feeds, sessions, tasks, events, worker, sweeper, pool, announcer, instances };
 }
 
 function need(parts: Parts | null): Parts {
@@ -324,6 +356,19 @@ async function probeDatabase(db: Database): Promise<boolean> {
   );
   try {
     return await Promise.race([probe, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The query's answer, or null when it fails or takes over a second (a scrape must not hang). */
+async function withinASecond<T>(query: Promise<T>): Promise<T | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<null>((resolve) => {
+    timer = setTimeout(() => resolve(null), 1000);
+  });
+  try {
+    return await Promise.race([query.catch(() => null), timeout]);
   } finally {
     clearTimeout(timer);
   }

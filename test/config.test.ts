@@ -131,6 +131,9 @@ describe("loadConfig", () => {
       agentEnvDeny: ["AWS_*", "DEPLOY_KEY"],
     });
     expect(loadConfig({})).toMatchObject({ corsOrigins: [], allowedHosts: [], agentEnvDeny: [] });
+    expect(loadConfig({}).metricsPublic).toBe(false);
+    expect(loadConfig({ MOORING_METRICS_PUBLIC: "true" }).metricsPublic).toBe(true);
+    expect(() => loadConfig({ MOORING_METRICS_PUBLIC: "yes" })).toThrow(/MOORING_METRICS_PUBLIC="yes" is invalid: accepted values are true, false/);
     for (const origin of ["localhost:5173", "http://ui.example/app", "http://UI.example", "null"]) {
       expect(configError({ MOORING_CORS_ORIGINS: origin }).message, origin).toMatch(/^MOORING_CORS_ORIGINS contains/);
     }

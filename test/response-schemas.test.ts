@@ -60,6 +60,7 @@ async function answer(
 it("every route answers the shapes its schemas describe", async () => {
   await answer("GET /healthz", "/healthz");
   await answer("GET /readyz", "/readyz");
+  await answer("GET /metrics", "/metrics");
   const created = await answer("POST /v1/sessions", "/v1/sessions", {
     workspace,
     agent: "simulated",
@@ -95,6 +96,8 @@ it("every route answers the shapes its schemas describe", async () => {
   expect(snapshot.body.turns.length).toBeGreaterThan(0);
   await answer("GET /v1/sessions/:id", "/v1/sessions/not-a-uuid");
   await answer("GET /v1/gate", "/v1/gate");
+  const listed = await answer("GET /v1/instances", "/v1/instances");
+  expect(listed.body.items.some((i: { self: boolean }) => i.self)).toBe(true);
 
   const page = await answer("GET /v1/sessions/:id/events", `/v1/sessions/${id}/events?afterSeq=0`, undefined, {
     accept: "application/json",

@@ -9,6 +9,7 @@ import { Run } from "./run.js";
 import type {
   CreateSessionInput,
   GateStatus,
+  Instance,
   ListSessionsFilter,
   ListTasksFilter,
   Page,
@@ -146,6 +147,11 @@ export class MooringClient {
 
   gate(): Promise<GateStatus> {
     return this.json("GET", "/v1/gate");
+  }
+
+  /** The gateway instances, live ones first (GET /v1/instances). */
+  async instances(): Promise<Instance[]> {
+    return (await this.json<{ items: Instance[] }>("GET", "/v1/instances")).items;
   }
 
   private runOf(taskId: string, options: FollowOptions, task: Task | null): Run {

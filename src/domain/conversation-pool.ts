@@ -8,6 +8,7 @@
  * that turn (and two processes must never write one conversation), so it is closed and the turn
  * resumes from the stored cursor instead.
  */
+import { type MetricsReporter, noMetrics } from "../metrics/reporter.js";
 import type { Logger } from "pino";
 import type { AgentConversation, AgentDriver, ResumeCursor, RunTurnOptions } from "../agents/driver.js";
 import { agentEnvironment } from "../agents/agent-env.js";
@@ -49,6 +50,7 @@ export class ConversationPool {
     private readonly contextWindow: number,
     private readonly log: Logger,
     private readonly launch: LaunchPolicy,
+    private readonly metrics: Pick<MetricsReporter, "agentSpawned"> = noMetrics,
   ) {}
 
   /** The session's warm conversation, or a new one opened from its stored cursor. */
@@ -109,7 +111,8 @@ export class ConversationPool {
       tokens: session.contextUsage?.inputTokens ?? null,
       closeWhenReleased: false,
     };
-    warm.handle = observeCursor(conversation, warm);
+    this.metrics.agentSpawned(session.agent, session.agentSessionId ? "resume" : "new");
+    warm.handle = observeCursor(conversation, warm, () => this.metrics.agentSpawned(session.agent, "fresh_fallback"));
     this.warm.set(session.id, warm);
     return warm.handle;
   }
@@ -190,6 +193,15 @@ export class ConversationPool {
   get size(): number {
     return this.warm.size;
   }
+
+  /** Live agent processes by agent name (mooring_agent_processes). */
+  processesByAgent(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const w of this.warm.values()) {
+      if (w.conversation.alive) counts.set(w.agent, (counts.get(w.agent) ?? 0) + 1);
+    }
+    return counts;
+  }
 }
 
 function sameCursor(a: CursorMark, session: SessionRow): boolean {
@@ -201,13 +213,17 @@ function sameCursor(a: CursorMark, session: SessionRow): boolean {
 }
 
 /** The conversation, remembering every cursor it saves so the pool knows where it stands. */
-function observeCursor(conversation: AgentConversation, warm: Warm): AgentConversation {
+function observeCursor(conversation: AgentConversation, warm: Warm, freshFallback: () => void): AgentConversation {
   return {
     runTurn: (options: RunTurnOptions) =>
       conversation.runTurn({
         ...options,
         sink: {
-          emit: (event) => options.sink.emit(event),
+          emit: (event) => {
+            // The agent could not resume the stored conversation and started a fresh one.
+            if (event.type === "session.reset" && event.reason === "resume_failed") freshFallback();
+            options.sink.emit(event);
+          },
           drained: options.sink.drained && (() => options.sink.drained!()),
           saveCursor: (saved) => {
             // As it is stored (the worker's sink makes it storable), so it compares equal later.

@@ -7,6 +7,7 @@ import type { Config } from "../config.js";
 import type { Database } from "../db/client.js";
 import type { ChangeBus } from "../stream/change-bus.js";
 import type { EventLog } from "../stream/event-log.js";
+import type { MetricsReporter } from "../metrics/reporter.js";
 
 export interface Identity {
   instanceId: string;
@@ -23,4 +24,5 @@ export interface Runtime {
   bus: ChangeBus;
   eventLog: EventLog;
   identity: Identity;
+  metrics: MetricsReporter;
 }

@@ -85,6 +85,16 @@ export class TaskService {
   }
 
   async submit(sessionId: string, input: SubmitInput): Promise<{ task: TaskView; created: boolean }> {
+    try {
+      return await this.submitChecked(sessionId, input);
+    } catch (err) {
+      // Refusals by code for mooring_submit_refused_total (GATEWAY_BUSY is the one to alert on).
+      if (err instanceof MooringError) this.rt.metrics.submitRefused(err.code);
+      throw err;
+    }
+  }
+
+  private async submitChecked(sessionId: string, input: SubmitInput): Promise<{ task: TaskView; created: boolean }> {
     if (!this.accepting) throw new MooringError("NOT_READY", "The gateway is not accepting turns right now.");
     const prompt = input.prompt;
     if (typeof prompt !== "string" || prompt.trim() === "")

@@ -27,6 +27,7 @@ import { preview } from "../stream/preview.js";
 import { claimAndStart, type TaskRunner } from "./claim.js";
 import { contextPercent, contextWindowOf, withContextSuffix } from "./context.js";
 import type { ConversationPool } from "./conversation-pool.js";
+import { secondsBetween } from "../metrics/reporter.js";
 import type { Recovery } from "./recovery.js";
 import type { Runtime } from "./runtime.js";
 import type { SessionService } from "./sessions.js";
@@ -122,6 +123,8 @@ export class Worker implements TaskRunner {
     const sessions = this.readSessions([...new Set(starting.map((row) => row.sessionId))]);
     sessions.catch(() => {}); // each turn handles the failure
     for (const row of starting) {
+      const waited = secondsBetween(row.createdAt, row.startedAt);
+      if (waited !== null) this.rt.metrics.taskStarted(waited);
       const turn = new RunningTurn(row);
       this.turns.set(row.id, turn);
       turn.done = this.execute(turn, sessions).catch((err) => {
@@ -369,6 +372,12 @@ export class Worker implements TaskRunner {
    * interruption that may queue a continuation (MOORING_RECOVERY=continue) needs the gate lock
    * and has a transaction of its own.
    */
+  /** A settled turn's run time, for mooring_task_run_seconds. */
+  private ran(row: TaskRow): void {
+    const seconds = secondsBetween(row.startedAt, row.finishedAt);
+    if (seconds !== null) this.rt.metrics.taskRan(seconds);
+  }
+
   private async settle(
     turn: RunningTurn,
     fence: OwnerFence,
@@ -384,6 +393,7 @@ export class Worker implements TaskRunner {
     switch (outcome.kind) {
       case "settled":
         log.info({ status: outcome.row.status, code: outcome.row.error?.code }, "turn settled");
+        this.ran(outcome.row);
         return;
       case "unconfirmed":
         log.info({ status: settlement.status }, "turn settled (the commit's answer was lost)");
@@ -434,6 +444,7 @@ export class Worker implements TaskRunner {
         }
         this.rt.eventLog.publish(done.events);
         log.info({ status: done.settled.status, code: done.settled.error?.code }, "turn settled");
+        this.ran(done.settled);
         return;
       } catch (err) {
         // The database is away: the lease keeps the task ours until it expires, so keep trying.

@@ -166,7 +166,9 @@ export class EventLane {
   }
 
   private async write(batch: PendingEvent[], items: Work[]): Promise<void> {
+    const t0 = performance.now();
     const results = await this.commit(batch, items);
+    this.options.onFlush?.((performance.now() - t0) / 1000);
     for (const [i, item] of items.entries()) {
       const result = results?.[i] ?? null;
       if (item.kind === "write") item.done(result === true);

@@ -67,6 +67,8 @@ export interface EventLogOptions {
   flushMax: number;
   /** Independent writers; each session always uses the same one. */
   lanes: number;
+  /** Told each flush's duration in seconds (mooring_event_flush_seconds). */
+  onFlush?: (seconds: number) => void;
 }
 
 export class EventLog {

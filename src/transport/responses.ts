@@ -159,6 +159,26 @@ export const Readiness = Type.Object(
   { additionalProperties: false },
 );
 
+export const Instance = Type.Object(
+  {
+    instanceId: Type.String(),
+    bootId: Type.String(),
+    version: Type.String(),
+    status: Type.Union([Type.Literal("live"), Type.Literal("stale"), Type.Literal("stopped")]),
+    startedAt: Time,
+    heartbeatAt: Time,
+    heartbeatAgeMs: Type.Integer({ minimum: 0 }),
+    stoppedAt: Nullable(Time),
+    runningTasks: Type.Integer({ minimum: 0 }),
+    self: Type.Boolean({ description: "the instance that answered" }),
+    host: Type.Optional(Type.String({ description: "only when API tokens are set" })),
+    pid: Type.Optional(Type.Integer({ description: "only when API tokens are set" })),
+  },
+  { additionalProperties: false },
+);
+
+export const InstanceList = Type.Object({ items: Type.Array(Instance) }, { additionalProperties: false });
+
 const JsonRpcAnswer = Type.Object(
   {
     jsonrpc: Type.Literal("2.0"),
@@ -196,6 +216,13 @@ export const Hello = Type.Object({
 export const routeResponses = {
   "GET /healthz": { 200: Type.Object({ ok: Type.Boolean() }, { additionalProperties: false }) },
   "GET /readyz": { 200: Readiness, 503: Readiness },
+  "GET /metrics": {
+    200: {
+      description: "Prometheus text exposition format (docs/metrics.md)",
+      content: { "text/plain": { schema: Type.String() } },
+    },
+    ...failures,
+  },
   "POST /v1/sessions": { 201: Session, 200: Session, ...failures },
   "GET /v1/sessions": { 200: SessionPage, ...failures },
   "GET /v1/sessions/:id": { 200: SessionWithTurns, ...failures },
@@ -205,6 +232,7 @@ export const routeResponses = {
   "GET /v1/tasks": { 200: TaskPage, ...failures },
   "POST /v1/tasks/:id/cancel": { 200: Task, ...failures },
   "GET /v1/gate": { 200: GateStatus, ...failures },
+  "GET /v1/instances": { 200: InstanceList, ...failures },
   "GET /v1/sessions/:id/events": {
     200: {
       description: "JSON (a page) when the request accepts application/json, else Server-Sent Events",

@@ -114,6 +114,7 @@ export const rpcParams = {
   "tasks.list": ListTasksQuery,
   "gate.status": Type.Object({}, { additionalProperties: false }),
   ping: Type.Object({}, { additionalProperties: false }),
+  "instances.list": Type.Object({}, { additionalProperties: false }),
   "events.subscribe": Type.Object(
     { sessionId: Uuid, afterSeq: Type.Optional(Seq(0)) },
     { additionalProperties: false },

@@ -1,5 +1,6 @@
 /** The domain operations the transports call; transports hold no business rules. */
 import type { EventService } from "../domain/events.js";
+import type { InstanceService } from "../domain/instances.js";
 import type { Identity } from "../domain/runtime.js";
 import type { SessionService } from "../domain/sessions.js";
 import type { TaskService } from "../domain/tasks.js";
@@ -10,6 +11,7 @@ export interface Services {
   tasks: TaskService;
   events: EventService;
   feeds: SessionFeeds;
+  instances: InstanceService;
   identity: Identity;
   /** Startup done and the database reachable. */
   readiness(): { ready: boolean; reason?: string };

@@ -19,6 +19,8 @@ import { bearerToken, takeQueryToken, validToken } from "./auth.js";
 import { registerCompression } from "./compression.js";
 import { registerEventRoutes, SseStreams } from "./routes/events.js";
 import { type ReadyzView, registerHealthRoutes } from "./routes/health.js";
+import { type MetricsSource, registerMetricsRoute } from "./routes/metrics.js";
+import { registerInstanceRoutes } from "./routes/instances.js";
 import { registerRpcRoute } from "./routes/rpc.js";
 import { registerSessionRoutes } from "./routes/sessions.js";
 import { registerTaskRoutes } from "./routes/tasks.js";
@@ -39,6 +41,7 @@ export async function buildHttpApp(
   services: Services,
   log: Logger,
   health: { readyz(view: ReadyzView): Promise<{ ok: boolean; body: unknown }> },
+  metrics: MetricsSource,
 ): Promise<HttpApp> {
   const app: FastifyInstance = Fastify({
     // Request lines log no headers and no access_token (log.ts).
@@ -99,6 +102,8 @@ export async function buildHttpApp(
     if (config.apiTokens.length > 0 && validToken(token, config.apiTokens)) verified.add(req);
     const path = req.url.split("?")[0];
     if (openRoutes.has(path)) return;
+    // Scrapers on a private network may be let in without a token (MOORING_METRICS_PUBLIC).
+    if (path === "/metrics" && config.metricsPublic) return;
     if (config.apiTokens.length > 0 && !verified.has(req)) {
       return refuse(reply, new MooringError("UNAUTHORIZED", "a valid bearer token is required (Authorization: Bearer <token>)"));
     }
@@ -165,6 +170,7 @@ export async function buildHttpApp(
   registerHealthRoutes(app, health, (req) =>
     config.apiTokens.length === 0 ? "instance" : verified.has(req) ? "operator" : "status",
   );
+  registerMetricsRoute(app, metrics);
   const sse = new SseStreams();
   await app.register(async (v1) => {
     // API routes answer NOT_READY until startup is done or while the database is away.
@@ -188,6 +194,7 @@ export async function buildHttpApp(
     registerSessionRoutes(v1, services);
     registerTaskRoutes(v1, services);
     registerEventRoutes(v1, services, config, sse);
+    registerInstanceRoutes(v1, services);
     registerRpcRoute(v1, services, log, { maxBatch: config.rpcMaxBatch });
   }, { prefix: "/v1" });
   const sockets = registerSocketRoute(app, services, config, log);

@@ -32,6 +32,7 @@ const handlers: { [K in keyof Params]: Handler<K> } = {
   "gate.status": (s) => s.tasks.gate(),
   // A browser cannot see WebSocket pings; this lets any client prove the socket still carries answers.
   ping: async () => ({ pong: true, at: new Date().toISOString() }),
+  "instances.list": (s) => s.instances.list(),
   "events.subscribe": (_s, p, ctx) => {
     if (!ctx.subscribe) throw socketOnly("events.subscribe");
     return ctx.subscribe(p.sessionId, p.afterSeq);

@@ -1,0 +1,63 @@
+/**
+ * The gateway instances (`GET /v1/instances`, `instances.list`): one entry per process start
+ * (boot) from the `instances` table, with its heartbeat age and the tasks it holds.
+ */
+import type { Database } from "../db/client.js";
+import { listInstances } from "../sql/instances.js";
+import type { Identity } from "./runtime.js";
+
+/** Boots whose last heartbeat is older than this are left out (stopped ones included until then). */
+const LIST_WITHIN_MS = 24 * 60 * 60 * 1000;
+const LIST_LIMIT = 100;
+
+export interface InstanceView {
+  instanceId: string;
+  bootId: string;
+  version: string;
+  /**
+   * `live`: heartbeat within a lease; `stale`: no heartbeat for a lease or longer (killed, hung or
+   * cut off: its running tasks are settled as interrupted by the sweep); `stopped`: shut down.
+   */
+  status: "live" | "stale" | "stopped";
+  startedAt: string;
+  heartbeatAt: string;
+  heartbeatAgeMs: number;
+  stoppedAt: string | null;
+  runningTasks: number;
+  /** The instance that answered this request. */
+  self: boolean;
+  host?: string;
+  pid?: number;
+}
+
+export class InstanceService {
+  constructor(
+    private readonly db: Database,
+    private readonly identity: Identity,
+    private readonly leaseMs: number,
+    /**
+     * Host and pid are shown only when API tokens are set: every caller of the API has then
+     * presented a valid one (the same rule as /readyz, which shows them only with a valid token).
+     */
+    private readonly showHost: boolean,
+  ) {}
+
+  async list(): Promise<{ items: InstanceView[] }> {
+    const rows = await listInstances(this.db.sql, LIST_WITHIN_MS, LIST_LIMIT);
+    return {
+      items: rows.map((r) => ({
+        instanceId: r.instanceId,
+        bootId: r.bootId,
+        version: r.version,
+        status: r.stoppedAt ? "stopped" : r.heartbeatAgeMs >= this.leaseMs ? "stale" : "live",
+        startedAt: r.startedAt.toISOString(),
+        heartbeatAt: r.heartbeatAt.toISOString(),
+        heartbeatAgeMs: r.heartbeatAgeMs,
+        stoppedAt: r.stoppedAt?.toISOString() ?? null,
+        runningTasks: r.runningTasks,
+        self: r.bootId === this.identity.bootId,
+        ...(this.showHost ? { host: r.host, pid: r.pid } : {}),
+      })),
+    };
+  }
+}

@@ -1,0 +1,178 @@
+/**
+ * The gateway's Prometheus metrics (docs/metrics.md): the one module that owns prom-client objects.
+ * One registry per gateway instance, so several gateways in one process (the tests) keep their
+ * figures apart. Counters and histograms move as the domain reports (MetricsReporter); gauges are
+ * read from their sources when scraped.
+ */
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { MetricsReporter, SpawnKind } from "./reporter.js";
+
+/** Terminal task statuses: a `task.<status>` event marks the settlement. */
+const TERMINAL = new Set(["completed", "failed", "cancelled", "expired", "interrupted"]);
+
+/** A gate read on scrape is reused for this long: many scrapers cost one query a second at most. */
+const GATE_CACHE_MS = 1000;
+
+export interface MetricSources {
+  maxActive: number;
+  maxQueued: number;
+  /** Global gate counts from the database; null when it cannot be read (not started, unreachable). */
+  gate(): Promise<{ active: number; queued: number } | null>;
+  /** Open WebSockets, SSE streams and event subscriptions of this instance. */
+  connections(): { ws: number; sse: number; subscriptions: number };
+  /** Live agent processes of this instance by agent name. */
+  agentProcesses(): Map<string, number>;
+}
+
+export class GatewayMetrics implements MetricsReporter {
+  readonly registry = new Registry();
+  private gateRead: { at: number; value: Promise<{ active: number; queued: number } | null> } | null = null;
+
+  private readonly tasks: Counter<"status">;
+  private readonly queueSeconds: Histogram;
+  private readonly runSeconds: Histogram;
+  private readonly refused: Counter<"code">;
+  private readonly flushSeconds: Histogram;
+  private readonly appended: Counter;
+  private readonly spawns: Counter<"agent" | "kind">;
+
+  constructor(private readonly sources: MetricSources) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    const gateGauge = (name: string, help: string, pick: (g: { active: number; queued: number }) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect: async function (this: Gauge) {
+          // While the database is unreadable the last value stays; mooring_db_up says why.
+          const gate = await metrics.gate();
+          if (gate) this.set(pick(gate));
+        },
+      });
+    const metrics = this;
+    gateGauge("mooring_gate_active", "Tasks running across all instances (global, from the database).", (g) => g.active);
+    gateGauge("mooring_gate_queued", "Tasks queued across all instances (global, from the database).", (g) => g.queued);
+    new Gauge({ name: "mooring_gate_max_active", help: "MOORING_MAX_ACTIVE: tasks allowed to run at once.", registers }).set(
+      sources.maxActive,
+    );
+    new Gauge({ name: "mooring_gate_max_queued", help: "MOORING_MAX_QUEUED: tasks allowed to wait at once.", registers }).set(
+      sources.maxQueued,
+    );
+    new Gauge({
+      name: "mooring_db_up",
+      help: "1 when this instance read the database on this scrape, else 0.",
+      registers,
+      collect: async function (this: Gauge) {
+        this.set((await metrics.gate()) ? 1 : 0);
+      },
+    });
+    const connection = (name: string, help: string, pick: (c: ReturnType<MetricSources["connections"]>) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect: function (this: Gauge) {
+          this.set(pick(sources.connections()));
+        },
+      });
+    connection("mooring_ws_connections", "Open WebSocket connections on this instance.", (c) => c.ws);
+    connection("mooring_sse_connections", "Open SSE streams on this instance.", (c) => c.sse);
+    connection("mooring_subscriptions", "Event subscriptions (sockets and SSE) on this instance.", (c) => c.subscriptions);
+    new Gauge({
+      name: "mooring_agent_processes",
+      help: "Live agent processes on this instance (running a turn or warm), by agent.",
+      labelNames: ["agent"],
+      registers,
+      collect: function (this: Gauge<"agent">) {
+        this.reset();
+        for (const [agent, n] of sources.agentProcesses()) this.set({ agent }, n);
+      },
+    });
+    this.tasks = new Counter({
+      name: "mooring_tasks_total",
+      help: "Tasks settled by this instance, by terminal status.",
+      labelNames: ["status"],
+      registers,
+    });
+    // Present from the start, so rate() and increase() see the first settlement of each.
+    for (const status of TERMINAL) this.tasks.inc({ status }, 0);
+    // Turns wait from seconds (a free slot) to MOORING_QUEUE_TIMEOUT_MS (default 10 minutes).
+    this.queueSeconds = new Histogram({
+      name: "mooring_task_queue_seconds",
+      help: "Time from submit to start of the turns this instance started.",
+      buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600],
+      registers,
+    });
+    this.runSeconds = new Histogram({
+      name: "mooring_task_run_seconds",
+      help: "Time from start to settlement of the turns this instance ran.",
+      buckets: [0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600],
+      registers,
+    });
+    this.refused = new Counter({
+      name: "mooring_submit_refused_total",
+      help: "Submits (new turns) this instance refused, by error code.",
+      labelNames: ["code"],
+      registers,
+    });
+    this.flushSeconds = new Histogram({
+      name: "mooring_event_flush_seconds",
+      help: "Duration of this instance's event-log flushes (one transaction each, retries included).",
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
+      registers,
+    });
+    this.appended = new Counter({
+      name: "mooring_events_appended_total",
+      help: "Session events this instance committed.",
+      registers,
+    });
+    this.spawns = new Counter({
+      name: "mooring_agent_spawns_total",
+      help: "Agent processes started, by agent and kind (new, resume, fresh_fallback).",
+      labelNames: ["agent", "kind"],
+      registers,
+    });
+  }
+
+  /** The exposition text and its content type. */
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  private gate(): Promise<{ active: number; queued: number } | null> {
+    const now = Date.now();
+    if (!this.gateRead || now - this.gateRead.at >= GATE_CACHE_MS) {
+      this.gateRead = { at: now, value: this.sources.gate().catch(() => null) };
+    }
+    return this.gateRead.value;
+  }
+
+  taskStarted(seconds: number): void {
+    this.queueSeconds.observe(seconds);
+  }
+
+  taskRan(seconds: number): void {
+    this.runSeconds.observe(seconds);
+  }
+
+  submitRefused(code: string): void {
+    this.refused.inc({ code });
+  }
+
+  eventFlush(seconds: number): void {
+    this.flushSeconds.observe(seconds);
+  }
+
+  eventsCommitted(events: readonly { type: string }[]): void {
+    this.appended.inc(events.length);
+    for (const e of events) {
+      const status = e.type.startsWith("task.") ? e.type.slice(5) : null;
+      if (status && TERMINAL.has(status)) this.tasks.inc({ status });
+    }
+  }
+
+  agentSpawned(agent: string, kind: SpawnKind): void {
+    this.spawns.inc({ agent, kind });
+  }
+}
