@@ -27,6 +27,7 @@ import type { ReadyzView } from "./transport/http/routes/health.js";
 import { heartbeatInstance, markInstanceStopped, registerInstance } from "./sql/instances.js";
 import { ChangeBus } from "./stream/change-bus.js";
 import { EventLog } from "./stream/event-log.js";
+import { Permissions } from "./domain/permissions.js";
 import { PgListener } from "./stream/pg-listener.js";
 import { SessionFeeds } from "./stream/session-feeds.js";
 import { requestContext } from "./log.js";
@@ -107,6 +108,9 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     },
     get feeds() {
       return need(parts).feeds;
+    },
+    get permissions() {
+      return need(parts).permissions;
     },
     identity,
     readiness: () => {
@@ -251,6 +255,7 @@ interface Parts {
   sweeper: Sweeper;
   pool: ConversationPool;
   announcer: QueuePositionAnnouncer;
+  permissions: Permissions;
   instanceBeat?: NodeJS.Timeout;
 }
 
@@ -290,6 +295,8 @@ function assemble(
   const recovery = new Recovery(rt);
   const worker = new Worker(rt, sessions, registry, drivers, pool, recovery);
   const sweeper = new Sweeper(rt, worker, recovery);
+  const permissions = new Permissions(rt);
+  worker.permissions = permissions;
   const announcer = new QueuePositionAnnouncer(rt);
   // Work a request sets off (claimed turns, queue announcements) outlives it: run it outside the
   // request's log context so its lines do not carry that request's reqId.
@@ -304,7 +311,7 @@ function assemble(
   bus.on("archived", (sessionId) => pool.closeArchived(sessionId));
   worker.onQueueChanged = queueChanged;
   sweeper.onQueueChanged = queueChanged;
-  return { db, listener, eventLog, feeds, sessions, tasks, events, worker, sweeper, pool, announcer };
+  return { db, listener, eventLog, feeds, sessions, tasks, events, worker, sweeper, pool, announcer, permissions };
 }
 
 function need(parts: Parts | null): Parts {

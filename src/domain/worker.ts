@@ -27,6 +27,7 @@ import { preview } from "../stream/preview.js";
 import { claimAndStart, type TaskRunner } from "./claim.js";
 import { contextPercent, contextWindowOf, withContextSuffix } from "./context.js";
 import type { ConversationPool } from "./conversation-pool.js";
+import type { Permissions } from "./permissions.js";
 import type { Recovery } from "./recovery.js";
 import type { Runtime } from "./runtime.js";
 import type { SessionService } from "./sessions.js";
@@ -69,6 +70,8 @@ export class Worker implements TaskRunner {
   onQueueChanged: () => void = () => {};
   /** False after a failed heartbeat: the database is unreachable. */
   databaseReachable = true;
+  /** Interactive approvals: where a turn's permission requests go (absent: drivers use their policy). */
+  permissions: Permissions | null = null;
 
   constructor(
     private readonly rt: Runtime,
@@ -295,7 +298,7 @@ export class Worker implements TaskRunner {
       const conversation = this.pool.acquire(session, entry, this.drivers[entry.driver]);
       const deadline = (row.deadlineAt?.getTime() ?? Date.now() + row.timeoutMs) - Date.now();
       const deadlineTimer = setTimeout(() => turn.stop("timeout"), Math.max(deadline, 0));
-      const state = new TurnState(this.rt, session, row, fence, log);
+      const state = new TurnState(this.rt, session, row, fence, log, this.permissions, turn.controller.signal);
       let outcome: TurnOutcome | null = null;
       let failure: unknown = null;
       try {
@@ -466,6 +469,8 @@ class TurnState {
     private readonly row: TaskRow,
     private readonly fence: OwnerFence,
     private readonly log: Logger,
+    permissions: Permissions | null = null,
+    signal?: AbortSignal,
   ) {
     // The driver boundary: everything an agent emits or saves is made storable here, once, for
     // every driver (agents/storable-text.ts).
@@ -481,6 +486,12 @@ class TurnState {
           "lost guard: resume cursor not saved (task no longer owned)",
         );
       },
+      // The turn waits here, keeping its active slot and its run deadline (domain/permissions.ts).
+      requestPermission:
+        permissions && signal
+          ? (ask) =>
+              permissions.ask({ sessionId: this.session.id, taskId: this.row.id, fence: this.fence, ask, signal, log: this.log })
+          : undefined,
     });
   }
 

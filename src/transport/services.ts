@@ -1,5 +1,6 @@
 /** The domain operations the transports call; transports hold no business rules. */
 import type { EventService } from "../domain/events.js";
+import type { Permissions } from "../domain/permissions.js";
 import type { Identity } from "../domain/runtime.js";
 import type { SessionService } from "../domain/sessions.js";
 import type { TaskService } from "../domain/tasks.js";
@@ -10,6 +11,8 @@ export interface Services {
   tasks: TaskService;
   events: EventService;
   feeds: SessionFeeds;
+  /** Interactive approvals: clients answer agents' permission requests. */
+  permissions: Permissions;
   identity: Identity;
   /** Startup done and the database reachable. */
   readiness(): { ready: boolean; reason?: string };

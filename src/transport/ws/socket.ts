@@ -259,6 +259,7 @@ class SocketConnection {
           this.subscriptions.delete(sessionId);
           return { sessionId, unsubscribed: existed };
         },
+        who: "ws",
       },
       this.log,
       { maxBatch: this.config.rpcMaxBatch },

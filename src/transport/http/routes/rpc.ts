@@ -18,7 +18,7 @@ export function registerRpcRoute(app: FastifyInstance, s: Services, log: Logger,
       } catch {
         return reply.status(200).send(parseError());
       }
-      const answer = await handleJsonRpc(message, s, {}, log, limits);
+      const answer = await handleJsonRpc(message, s, { who: `rpc ${req.ip}` }, log, limits);
       if (answer === null) return reply.status(204).send();
       return reply.status(200).send(answer);
     });
