@@ -72,6 +72,12 @@ it("reaches a WebSocket subscriber and the task snapshot; Allow lets the tool ru
   expect(snapshot.body.pendingPermissions).toEqual([requested.data]);
   expect(Value.Check(Task, snapshot.body)).toBe(true);
   expect(Date.parse(requested.data.expiresAt)).toBeGreaterThan(Date.now() + 500_000);
+  // The session snapshot shows it too, and the gate counts the turn as active and waiting for input.
+  const session = await call(b.url, "GET", `/v1/sessions/${sessionId}`);
+  expect(session.body.status).toBe("busy");
+  expect(session.body.turns.at(-1).pendingPermissions).toEqual([requested.data]);
+  const gate = await call(b.url, "GET", "/v1/gate");
+  expect(gate.body).toMatchObject({ active: 1, waitingForInput: 1 });
 
   const ok = await answer(a.url, task.id, requested.data.requestId, { optionId: "allow" });
   expect(ok.status).toBe(200);

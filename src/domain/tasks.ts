@@ -11,7 +11,7 @@ import { lockSessionRow } from "../sql/lock-session.js";
 import { countActiveAndQueued, queuePositions } from "../sql/gate-status.js";
 import { findTaskByIdempotencyKey, insertQueuedTask } from "../sql/insert-task.js";
 import { notifyArchived, notifyCancel, notifyGate, notifySessions } from "../sql/notify.js";
-import { pendingPermissionsOf } from "../sql/permissions.js";
+import { countWaitingForInput, pendingPermissionsOf } from "../sql/permissions.js";
 import { isTerminal, type TaskRow, type TaskStatus } from "../sql/task-row.js";
 import { AdmissionQueue, QueueFull } from "./admission.js";
 import { claimAndStart, type TaskRunner } from "./claim.js";
@@ -366,12 +366,17 @@ export class TaskService {
   }
 
   async gate() {
-    const { active, queued } = await countActiveAndQueued(this.rt.db.sql);
+    const [{ active, queued }, waitingForInput] = await Promise.all([
+      countActiveAndQueued(this.rt.db.sql),
+      countWaitingForInput(this.rt.db.sql),
+    ]);
     return {
       maxActive: this.rt.config.maxActive,
       maxQueued: this.rt.config.maxQueued,
       active,
       queued,
+      /** Active turns waiting on a permission request: they keep their slots (issue 13). */
+      waitingForInput,
       queueTimeoutMs: this.rt.config.queueTimeoutMs,
     };
   }

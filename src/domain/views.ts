@@ -142,8 +142,12 @@ export function taskView(
 }
 
 /** A turn inside a session snapshot: previews only, so a snapshot stays small. */
-export function compactTurn(row: TaskRow, position: number | null) {
-  const view = taskView(row, position);
+export function compactTurn(
+  row: TaskRow,
+  position: number | null,
+  pendingPermissions: PermissionRequestView[] = [],
+) {
+  const view = taskView(row, position, pendingPermissions);
   const prompt = preview(row.prompt);
   const text = row.result ? preview(row.result.text) : null;
   return {

@@ -109,3 +109,12 @@ export async function resolvePendingOfTasks(
     where task_id = any(${taskIds}::uuid[]) and resolved_at is null
     returning *`;
 }
+
+/** Active turns waiting for a person (gate figures): a waiting turn keeps its active slot. */
+export async function countWaitingForInput(q: Queryable): Promise<number> {
+  const [row] = await q<{ n: number }[]>`
+    select count(distinct p.task_id)::int as n from permission_requests p
+    join tasks t on t.id = p.task_id
+    where p.resolved_at is null and t.status in ('running', 'cancelling')`;
+  return row.n;
+}

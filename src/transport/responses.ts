@@ -185,6 +185,7 @@ export const GateStatus = Type.Object(
     maxQueued: Type.Integer(),
     active: Type.Integer(),
     queued: Type.Integer(),
+    waitingForInput: Type.Integer({ description: "active turns waiting on a permission request (they keep their slots)" }),
     queueTimeoutMs: Type.Integer(),
   },
   { additionalProperties: false },
