@@ -23,6 +23,7 @@ let db: TestDatabase;
 let root: string;
 let workspace: string;
 let gw: Gateway;
+const agentPids: number[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -35,9 +36,15 @@ beforeAll(async () => {
     args: ["--import", tsxLoader, agentScript],
     permissions,
   });
-  gw = await startTestGateway(db.url, {
-    MOORING_AGENTS: JSON.stringify({ "acp-ask": entry("ask"), "acp-client": entry("client") }),
-  });
+  gw = await startTestGateway(
+    db.url,
+    { MOORING_AGENTS: JSON.stringify({ "acp-ask": entry("ask"), "acp-client": entry("client") }) },
+    {
+      onLog: (record) => {
+        if (record.msg === "agent spawned" && typeof record.agentPid === "number") agentPids.push(record.agentPid);
+      },
+    },
+  );
 });
 afterAll(async () => {
   await gw?.stop();
@@ -105,4 +112,17 @@ it("cancel while the agent waits: the request resolves `cancel` and the agent is
   // The agent's own report of the outcome it got.
   const said = events.filter((e) => e.type === "message.delta").map((e) => e.data.text).join("");
   expect(said).toBe("permission: cancelled ");
+});
+
+it("the agent dies while it waits: the turn fails and its request resolves `cancel` before the terminal event", async () => {
+  const session = await createSession(gw.url, { workspace, agent: "acp-ask" });
+  const task = await submitTurn(gw.url, session.id, "[permission]");
+  const request = await pending(task.id);
+  process.kill(agentPids.at(-1)!, "SIGKILL");
+  const done = await waitForTask(gw.url, task.id);
+  expect(done.status).toBe("failed");
+  expect(done.pendingPermissions).toEqual([]);
+  const events = await taskEvents(db.sql, task.id);
+  expect(events.slice(-2).map((e) => e.type)).toEqual(["permission.resolved", "task.failed"]);
+  expect(events.at(-2)!.data).toEqual({ requestId: request.requestId, optionId: "reject-once", by: "cancel" });
 });

@@ -83,8 +83,12 @@ const byOfCause: Record<StopCause, ResolvedBy | null> = {
 };
 
 interface Waiter {
-  row: Pick<PermissionRow, "id" | "options">;
+  row: Pick<PermissionRow, "id" | "options" | "taskId">;
   done(row: PermissionRow): void;
+  /** Resolve it as `by` through the conditional update (the turn ended without an answer). */
+  withdraw(by: ResolvedBy): void;
+  /** Settles once its `permission.resolved` is queued. */
+  finished: Promise<void>;
 }
 
 export class Permissions {
@@ -159,6 +163,10 @@ export class Permissions {
       "permission requested",
     );
 
+    let announced: () => void = () => {};
+    const queued = new Promise<void>((resolve) => {
+      announced = resolve;
+    });
     const resolved = await new Promise<PermissionRow | null>((resolve) => {
       let finished = false;
       const finish = (value: PermissionRow | null) => {
@@ -186,12 +194,15 @@ export class Permissions {
         else resolveAs(by);
       };
       const timer = setTimeout(() => resolveAs("timeout"), this.rt.config.permissionTimeoutMs);
-      this.waiters.set(row.id, { row, done: finish });
+      this.waiters.set(row.id, { row, done: finish, withdraw: resolveAs, finished: queued });
       signal.addEventListener("abort", onAbort, { once: true });
       this.startPolling();
     });
 
-    if (!resolved) return refused("restart");
+    if (!resolved) {
+      announced();
+      return refused("restart");
+    }
     const answer: PermissionAnswer = {
       optionId: resolved.optionId,
       by: resolved.resolvedBy ?? "client",
@@ -215,7 +226,19 @@ export class Permissions {
       { requestId: row.id, tool: ask.toolCall.name, optionId: answer.optionId, by: answer.by, answeredBy: resolved.answeredBy },
       "permission resolved",
     );
+    announced();
     return answer;
+  }
+
+  /**
+   * The turn ended while its agent still waited (it crashed, or withdrew the request): resolve what
+   * is left `cancel`, so no request stays pending after its turn, and its event precedes the
+   * terminal one. Resolves once their events are queued.
+   */
+  async endTurn(taskId: string): Promise<void> {
+    const left = [...this.waiters.values()].filter((w) => w.row.taskId === taskId);
+    for (const waiter of left) waiter.withdraw("cancel");
+    await Promise.all(left.map((w) => w.finished));
   }
 
   /** Read the waited-on requests among `ids` and hand every resolved one to its turn. */

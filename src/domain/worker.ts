@@ -310,6 +310,9 @@ export class Worker implements TaskRunner {
       } finally {
         clearTimeout(deadlineTimer);
       }
+      // A request the agent left unanswered (it crashed, or withdrew it) is resolved before the
+      // settlement, so its event precedes the terminal one.
+      await this.permissions?.endTurn(row.id);
       // The turn's session writes need no waiting for: its lane commits them before (or with)
       // the settlement queued after them, while the fence that guards them still holds.
       tokens = state.contextTokens;
