@@ -74,3 +74,19 @@ it("kill -9 while waiting, then the same instance restarts: its reconcile resolv
   const [row] = await db.sql`select resolved_by, option_id from permission_requests where id = ${request.requestId}`;
   expect(row).toEqual({ resolvedBy: "restart", optionId: "deny" });
 });
+
+it("SIGTERM while waiting: the shutdown interrupts the turn and resolves the request `restart`", async () => {
+  const gw = await procs.spawn(gatewayEnv(db.url, { MOORING_INSTANCE_ID: "perm-restart-d" }));
+  await gw.waitReady();
+  const [sessionId] = await createSessions(gw.url, workspace, 1);
+  const task = await submit(gw.url, sessionId, "[ask deploy]");
+  const request = await waitingRequest(gw.url, task.id);
+  gw.kill("SIGTERM");
+  expect(await exitedWithOutput(gw)).toBe(0);
+  const [row] = await db.sql`select status from tasks where id = ${task.id}`;
+  expect(row.status).toBe("interrupted");
+  const events = await db.sql<{ type: string; data: any }[]>`
+    select type, data from events where task_id = ${task.id} order by seq`;
+  expect(events.slice(-2).map((e) => e.type)).toEqual(["permission.resolved", "task.interrupted"]);
+  expect(events.at(-2)!.data).toEqual({ requestId: request.requestId, optionId: "deny", by: "restart" });
+});
