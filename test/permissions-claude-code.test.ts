@@ -25,6 +25,7 @@ let configDir: string;
 let workspace: string;
 let gw: Gateway;
 const agentPids = new Set<number>();
+let logLines: Record<string, any>[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -53,12 +54,14 @@ beforeEach(async () => {
     },
     {
       onLog: (record) => {
+        logLines.push(record);
         if (record.msg === "claude-code spawned" && typeof record.agentPid === "number") agentPids.add(record.agentPid);
       },
     },
   );
 });
 afterEach(async () => {
+  logLines = [];
   await gw?.stop();
   for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
   agentPids.clear();
@@ -176,4 +179,18 @@ it("AskUserQuestion: relayed as a question, the answers reach the model", async 
   expect((await waitForTask(gw.url, task.id, 60_000)).status).toBe("completed");
   const seen = fake.mainRequests().filter((r) => r.hasToolResult).flatMap(toolResults).join("\n");
   expect(seen).toContain('"Which color should we use?"="Blue"');
+}, 120_000);
+
+it("cancel while the CLI waits: the CLI withdraws the request (control_cancel_request), nothing runs", async () => {
+  bashWrites("c.txt");
+  const session = await createSession(gw.url, { workspace, agent: "claude" });
+  const task = await submitTurn(gw.url, session.id, "write c.txt");
+  const request = await pending(task.id);
+  await call(gw.url, "POST", `/v1/tasks/${task.id}/cancel`);
+  const done = await waitForTask(gw.url, task.id, 60_000);
+  expect(done.status).toBe("cancelled");
+  expect(existsSync(join(workspace, "c.txt"))).toBe(false);
+  const resolved = (await taskEvents(db.sql, task.id)).find((e) => e.type === "permission.resolved")!;
+  expect(resolved.data).toEqual({ requestId: request.requestId, optionId: "deny", by: "cancel" });
+  await eventually(async () => logLines.some((l) => l.msg === "claude-code withdrew a permission request"));
 }, 120_000);
