@@ -14,6 +14,8 @@ export interface Config {
   queueTimeoutMs: number;
   /** Default run deadline of a turn. Default 600000 (the `short` load class). */
   turnTimeoutMs: number;
+  /** An agent's permission request nobody answers within this gets the reject option. Default 600000. */
+  permissionTimeoutMs: number;
   /** How long an instance owns a running task without renewing its lease. Default 30000. */
   leaseMs: number;
   /** How often an instance renews its leases and its instance row. Default 5000. */
@@ -204,6 +206,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxQueued: read(env, "MOORING_MAX_QUEUED", integer(0, 1000000), 20),
     queueTimeoutMs: read(env, "MOORING_QUEUE_TIMEOUT_MS", integer(1), 600_000),
     turnTimeoutMs: read(env, "MOORING_TURN_TIMEOUT_MS", integer(1, 3_600_000), 600_000),
+    permissionTimeoutMs: read(env, "MOORING_PERMISSION_TIMEOUT_MS", integer(1, 86_400_000), 600_000),
     leaseMs: read(env, "MOORING_LEASE_MS", integer(100), 30_000),
     heartbeatMs: read(env, "MOORING_HEARTBEAT_MS", integer(10), 5_000),
     sweepMs: read(env, "MOORING_SWEEP_MS", integer(10), 10_000),

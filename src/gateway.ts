@@ -28,6 +28,7 @@ import type { ReadyzView } from "./transport/http/routes/health.js";
 import { heartbeatInstance, markInstanceStopped, registerInstance } from "./sql/instances.js";
 import { ChangeBus } from "./stream/change-bus.js";
 import { EventLog } from "./stream/event-log.js";
+import { Permissions } from "./domain/permissions.js";
 import { PgListener } from "./stream/pg-listener.js";
 import { SessionFeeds } from "./stream/session-feeds.js";
 import { requestContext } from "./log.js";
@@ -114,6 +115,9 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     },
     get instances() {
       return need(parts).instances;
+    },
+    get permissions() {
+      return need(parts).permissions;
     },
     identity,
     readiness: () => {
@@ -271,6 +275,7 @@ interface Parts {
   pool: ConversationPool;
   announcer: QueuePositionAnnouncer;
   instances: InstanceService;
+  permissions: Permissions;
   instanceBeat?: NodeJS.Timeout;
 }
 
@@ -321,6 +326,8 @@ function assemble(
   const recovery = new Recovery(rt);
   const worker = new Worker(rt, sessions, registry, drivers, pool, recovery);
   const sweeper = new Sweeper(rt, worker, recovery);
+  const permissions = new Permissions(rt);
+  worker.permissions = permissions;
   const announcer = new QueuePositionAnnouncer(rt);
   // Work a request sets off (claimed turns, queue announcements) outlives it: run it outside the
   // request's log context so its lines do not carry that request's reqId.
@@ -336,7 +343,7 @@ function assemble(
   worker.onQueueChanged = queueChanged;
   sweeper.onQueueChanged = queueChanged;
   const instances = new InstanceService(db, identity, config.leaseMs, config.apiTokens.length > 0);
-  return { db, listener, eventLog, feeds, sessions, tasks, events, worker, sweeper, pool, announcer, instances };
+  return { db, listener, eventLog, feeds, sessions, tasks, events, worker, sweeper, pool, announcer, instances, permissions };
 }
 
 function need(parts: Parts | null): Parts {

@@ -205,7 +205,7 @@ describe("the agent registry", () => {
     ],
     [
       "a bad permissions policy",
-      '{"a": {"driver": "acp", "command": "a", "permissions": "ask"}}',
+      '{"a": {"driver": "acp", "command": "a", "permissions": "always"}}',
       /entry "a": permissions/,
     ],
     ["a bad name", '{"no spaces": {"driver": "simulated"}}', /entry "no spaces": name/],

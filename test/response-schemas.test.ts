@@ -10,7 +10,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { type RouteKey, routeResponses } from "../src/transport/responses.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { type Answer, call, startTestGateway } from "./support/gateway.js";
+import { type Answer, call, eventually, startTestGateway } from "./support/gateway.js";
 import { tempWorkspace, waitTask } from "./support/turns.js";
 
 let db: TestDatabase;
@@ -116,6 +116,17 @@ it("every route answers the shapes its schemas describe", async () => {
     { jsonrpc: "2.0", id: 2, method: "nope" },
   ]);
   expect((await answer("POST /v1/rpc", "/v1/rpc", { jsonrpc: "2.0", method: "gate.status" })).status).toBe(204);
+
+  // A turn waiting on a permission request (issue 13): the snapshot with it, an answer, a 409.
+  const asking = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "[ask bash]" });
+  const waiting = await eventually(async () => {
+    const t = await answer("GET /v1/tasks/:id", `/v1/tasks/${asking.body.id}`);
+    return t.body.pendingPermissions.length > 0 ? t.body : null;
+  });
+  const permissionPath = `/v1/tasks/${asking.body.id}/permissions/${waiting.pendingPermissions[0].requestId}`;
+  expect((await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, { optionId: "allow", message: "ok" })).status).toBe(200);
+  expect((await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, { optionId: "deny" })).status).toBe(409);
+  await waitTask(gw.url, asking.body.id);
 
   await answer("DELETE /v1/sessions/:id", `/v1/sessions/${id}`);
   expect((await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "late" })).status).toBe(409);

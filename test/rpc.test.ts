@@ -83,6 +83,7 @@ describe("methods", () => {
       maxQueued: 1,
       active: 0,
       queued: 0,
+      waitingForInput: 0,
       queueTimeoutMs: 600000,
     });
     expect(await ok("gate.status", {})).toMatchObject({ active: 0 });

@@ -60,6 +60,28 @@ export type AgentEvent =
   | { type: "session.reset"; reason: "unsaved" | "resume_failed"; notice: string }
   | { type: "session.notice"; message: string };
 
+/**
+ * A permission request of the agent (issue 13). `options` are offered to clients as they are;
+ * option kinds follow ACP: `allow_once`, `allow_always`, `reject_once`, `reject_always`, and
+ * `answer` for a question's reply. `kind` of the tool call: `question` for a question to the
+ * person (answered with `answers`), else the agent's tool kind (`execute`, `edit`, `other`, ...).
+ */
+export interface PermissionAsk {
+  toolCall: { id: string; name: string; title: string; kind: string; input: unknown };
+  options: { optionId: string; name: string; kind: string }[];
+}
+
+/**
+ * The answer: the option chosen (null only when none was offered that fits, e.g. no reject option
+ * on a timeout), who decided, and a client's message and answers.
+ */
+export interface PermissionAnswer {
+  optionId: string | null;
+  by: "client" | "timeout" | "cancel" | "restart";
+  message?: string;
+  answers?: Record<string, string>;
+}
+
 /** Where a running turn sends what it observes. */
 export interface TurnSink {
   /** Queue an event for the event log. Never throws; ordering is preserved. */
@@ -78,6 +100,12 @@ export interface TurnSink {
    * floods) awaits it between bursts, so its backlog never holds the lane other sessions share.
    */
   drained?(): Promise<void>;
+  /**
+   * Ask a person (interactive approvals). Resolves with the first answer: a client's, the
+   * request's deadline (the reject option), or the turn's stop (cancel, deadline, restart). Never
+   * rejects. Absent where nobody can be asked: the driver then applies its fixed policy.
+   */
+  requestPermission?(ask: PermissionAsk): Promise<PermissionAnswer>;
 }
 
 /** How a turn ended when it did not fail. */

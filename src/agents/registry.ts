@@ -9,7 +9,7 @@ export type DriverName = "simulated" | "claude-code" | "acp";
 export const driverNames: readonly DriverName[] = ["simulated", "claude-code", "acp"];
 
 /** How an ACP agent's permission requests are answered. `client` lets each session choose. */
-export type PermissionPolicy = "allow" | "deny" | "client";
+export type PermissionPolicy = "allow" | "deny" | "ask" | "client";
 
 /** One registered agent: a driver and its launch settings. */
 export interface AgentEntry {
@@ -100,8 +100,8 @@ function parseEntry(name: string, value: unknown): AgentEntry {
   if (typeof env !== "object" || env === null || Array.isArray(env)) fail("env must be an object of strings");
   if (!Object.values(env as object).every((x) => typeof x === "string")) fail("env values must be strings");
   const permissions = v.permissions ?? "deny";
-  if (!["allow", "deny", "client"].includes(permissions as string)) {
-    fail("permissions must be one of allow, deny, client");
+  if (!["allow", "deny", "ask", "client"].includes(permissions as string)) {
+    fail("permissions must be one of allow, deny, ask, client");
   }
   const inheritEnv = v.inheritEnv;
   if (inheritEnv !== undefined) {

@@ -87,5 +87,6 @@ export function storableSink(sink: TurnSink): TurnSink {
     emit: (event) => sink.emit(storable(event)),
     saveCursor: (cursor: ResumeCursor) => sink.saveCursor(storable(cursor)),
     drained: sink.drained && (() => sink.drained!()),
+    requestPermission: sink.requestPermission && ((ask) => sink.requestPermission!(storable(ask))),
   };
 }

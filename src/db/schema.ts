@@ -157,3 +157,41 @@ export const eventWrites = pgTable(
   },
   (t) => [index("event_writes_at_idx").on(t.at)],
 );
+
+/**
+ * An agent's request for permission (a tool call a person must allow or deny), durable so that
+ * any instance can take the answer: the answer is written here by a conditional update (the first
+ * one wins), and the instance running the turn learns it by a notification or its poll.
+ */
+export const permissionRequests = pgTable(
+  "permission_requests",
+  {
+    /** The requestId clients answer. */
+    id: uuid("id").primaryKey(),
+    taskId: uuid("task_id")
+      .notNull()
+      .references(() => tasks.id),
+    sessionId: uuid("session_id").notNull(),
+    /** `{id, name, title, kind, input}`, input a preview of at most 2 KiB. */
+    toolCall: jsonb("tool_call").notNull(),
+    /** `[{optionId, name, kind}]` as offered. */
+    options: jsonb("options").$type<{ optionId: string; name: string; kind: string }[]>().notNull(),
+    expiresAt: ts("expires_at").notNull(),
+    createdAt: ts("created_at").notNull().defaultNow(),
+    /** Null while pending. */
+    resolvedAt: ts("resolved_at"),
+    optionId: text("option_id"),
+    /** client | timeout | cancel | restart */
+    resolvedBy: text("resolved_by"),
+    message: text("message"),
+    answers: jsonb("answers"),
+    /** Who answered (a token's name or tenant), for the log; never a token. */
+    answeredBy: text("answered_by"),
+  },
+  (t) => [
+    index("permission_requests_task_idx").on(t.taskId),
+    index("permission_requests_pending_idx")
+      .on(t.taskId)
+      .where(sql`resolved_at is null`),
+  ],
+);

@@ -225,6 +225,7 @@ function observeCursor(conversation: AgentConversation, warm: Warm, freshFallbac
             options.sink.emit(event);
           },
           drained: options.sink.drained && (() => options.sink.drained!()),
+          requestPermission: options.sink.requestPermission && ((ask) => options.sink.requestPermission!(ask)),
           saveCursor: (saved) => {
             // As it is stored (the worker's sink makes it storable), so it compares equal later.
             const cursor = storable(saved);

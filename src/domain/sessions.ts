@@ -2,6 +2,7 @@
  * Sessions: create, read, list, archive. A session names a registered agent and a normalized
  * workspace; clients choose only what the agent's driver allows.
  */
+import { pendingPermissionsOf } from "../sql/permissions.js";
 import type { Logger } from "pino";
 import type { AgentDriver } from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
@@ -12,6 +13,7 @@ import { insertSession } from "../sql/insert-session.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { fittingCount } from "./page-budget.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
+import { type PermissionRequestView, requestView } from "./permissions.js";
 import { compactTurn, type SessionRow, type SessionStatus, sessionView } from "./views.js";
 import { acceptWorkspace, normalizeWorkspace } from "./workspace.js";
 
@@ -87,7 +89,15 @@ export class SessionService {
       this.db.sql,
       recent.filter((t) => t.status === "queued").map((t) => t.id),
     );
-    const turns = recent.reverse().map((t) => compactTurn(t, positions.get(t.id) ?? null));
+    // A turn waiting for input shows its requests in the snapshot too (issue 13).
+    const pending = new Map<string, PermissionRequestView[]>();
+    const active = recent.filter((t) => t.status === "running" || t.status === "cancelling").map((t) => t.id);
+    for (const p of await pendingPermissionsOf(this.db.sql, active)) {
+      pending.set(p.taskId, [...(pending.get(p.taskId) ?? []), requestView(p)]);
+    }
+    const turns = recent
+      .reverse()
+      .map((t) => compactTurn(t, positions.get(t.id) ?? null, pending.get(t.id)));
     return { ...view, turns };
   }
 

@@ -8,6 +8,7 @@ import type { StoredEvent } from "../sql/append-events.js";
 import { appendEvents } from "../sql/append-events.js";
 import { expireQueuedTasks } from "../sql/expire-queued.js";
 import { lockGate } from "../sql/gate-lock.js";
+import { type PermissionRow, resolvePendingOfTasks } from "../sql/permissions.js";
 import { interruptExpiredLeases, interruptOwnTasks, interruptPreviousBootTasks } from "../sql/interrupt-orphans.js";
 import { notifyGate, notifySessions } from "../sql/notify.js";
 import { pruneEventWrites } from "../sql/event-writes.js";
@@ -118,7 +119,10 @@ export class Sweeper {
     const result = await this.rt.db.sql.begin(async (tx) => {
       if (this.recovery.needsGateLock) await lockGate(tx);
       const rows = await settle(tx);
-      const events = await this.terminalEvents(tx, rows);
+      // Nobody can answer an interrupted turn's requests any more: resolved `restart`, their
+      // events before the terminal one (domain/permissions.ts).
+      const withdrawn = await resolvePendingOfTasks(tx, rows.map((r) => r.id), "restart");
+      const events = await this.terminalEvents(tx, rows, withdrawn);
       events.push(...(await this.recovery.afterInterrupted(tx, rows)));
       if (rows.length > 0) {
         await notifySessions(tx, headsOf(events));
@@ -139,8 +143,18 @@ export class Sweeper {
    * connection; Postgres runs them in this order): at startup after a crash that is hundreds of
    * round trips in one (bench/results/history.md, recovery).
    */
-  private async terminalEvents(tx: Tx, rows: TaskRow[]): Promise<StoredEvent[]> {
-    const appended = await Promise.all(rows.map((row) => appendEvents(tx, row.sessionId, [terminalEvent(row)])));
+  private async terminalEvents(tx: Tx, rows: TaskRow[], withdrawn: PermissionRow[] = []): Promise<StoredEvent[]> {
+    const before = (task: TaskRow) =>
+      withdrawn
+        .filter((p) => p.taskId === task.id)
+        .map((p) => ({
+          taskId: task.id,
+          type: "permission.resolved",
+          data: { requestId: p.id, optionId: p.optionId, by: p.resolvedBy },
+        }));
+    const appended = await Promise.all(
+      rows.map((row) => appendEvents(tx, row.sessionId, [...before(row), terminalEvent(row)])),
+    );
     return appended.flat();
   }
 }

@@ -11,11 +11,13 @@ import { lockSessionRow } from "../sql/lock-session.js";
 import { countActiveAndQueued, queuePositions } from "../sql/gate-status.js";
 import { findTaskByIdempotencyKey, insertQueuedTask } from "../sql/insert-task.js";
 import { notifyArchived, notifyCancel, notifyGate, notifySessions } from "../sql/notify.js";
+import { countWaitingForInput, pendingPermissionsOf } from "../sql/permissions.js";
 import { isTerminal, type TaskRow, type TaskStatus } from "../sql/task-row.js";
 import { AdmissionQueue, QueueFull } from "./admission.js";
 import { claimAndStart, type TaskRunner } from "./claim.js";
 import { fittingCount } from "./page-budget.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
+import { type PermissionRequestView, requestView } from "./permissions.js";
 import type { Runtime } from "./runtime.js";
 import { isUuid, type SessionService } from "./sessions.js";
 import { terminalEvent } from "./task-events.js";
@@ -254,9 +256,21 @@ export class TaskService {
   }
 
   async view(row: TaskRow): Promise<TaskView> {
+    if (row.status === "running" || row.status === "cancelling") {
+      return taskView(row, null, (await this.pendingPermissions([row.id])).get(row.id));
+    }
     if (row.status !== "queued") return taskView(row, null);
     const positions = await queuePositions(this.rt.db.sql, [row.id]);
     return taskView(row, positions.get(row.id) ?? null);
+  }
+
+  /** Pending permission requests of running tasks, by task id (one read for all). */
+  private async pendingPermissions(taskIds: string[]): Promise<Map<string, PermissionRequestView[]>> {
+    const out = new Map<string, PermissionRequestView[]>();
+    for (const row of await pendingPermissionsOf(this.rt.db.sql, taskIds)) {
+      out.set(row.taskId, [...(out.get(row.taskId) ?? []), requestView(row)]);
+    }
+    return out;
   }
 
   /** The task; with `waitMs`, answers as soon as its state changes or when the wait ends. */
@@ -288,7 +302,10 @@ export class TaskService {
       this.rt.db.sql,
       page.filter((r) => r.status === "queued").map((r) => r.id),
     );
-    const views = page.map((r) => taskView(r, positions.get(r.id) ?? null));
+    const pending = await this.pendingPermissions(
+      page.filter((r) => r.status === "running" || r.status === "cancelling").map((r) => r.id),
+    );
+    const views = page.map((r) => taskView(r, positions.get(r.id) ?? null, pending.get(r.id)));
     const fits = fittingCount(views, this.rt.config.listPageBytes);
     const last = page[fits - 1];
     return {
@@ -359,12 +376,17 @@ export class TaskService {
   }
 
   async gate() {
-    const { active, queued } = await countActiveAndQueued(this.rt.db.sql);
+    const [{ active, queued }, waitingForInput] = await Promise.all([
+      countActiveAndQueued(this.rt.db.sql),
+      countWaitingForInput(this.rt.db.sql),
+    ]);
     return {
       maxActive: this.rt.config.maxActive,
       maxQueued: this.rt.config.maxQueued,
       active,
       queued,
+      /** Active turns waiting on a permission request: they keep their slots (issue 13). */
+      waitingForInput,
       queueTimeoutMs: this.rt.config.queueTimeoutMs,
     };
   }

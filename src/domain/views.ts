@@ -2,6 +2,7 @@
  * The shapes clients see (SPEC section 2), built from rows. Snapshots of sessions carry compact
  * turns with previews only (SPEC section 8).
  */
+import type { PermissionRequestView } from "./permissions.js";
 import { preview } from "../stream/preview.js";
 import { isTerminal, type TaskRow } from "../sql/task-row.js";
 
@@ -85,6 +86,8 @@ export interface TaskView {
   lastSeq: number | null;
   pollAfterMs: number | null;
   continuesTaskId: string | null;
+  /** Permission requests the running turn waits on (issue 13); empty otherwise. */
+  pendingPermissions: PermissionRequestView[];
 }
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -109,7 +112,11 @@ export function pollAfterMs(row: TaskRow, position: number | null, now = Date.no
 const clamp = (wanted: number, untilDeadline: number) =>
   untilDeadline <= 0 ? 100 : Math.max(Math.min(100, untilDeadline), Math.min(wanted, untilDeadline));
 
-export function taskView(row: TaskRow, position: number | null): TaskView {
+export function taskView(
+  row: TaskRow,
+  position: number | null,
+  pendingPermissions: PermissionRequestView[] = [],
+): TaskView {
   const pos = row.status === "queued" ? position : null;
   return {
     id: row.id,
@@ -130,12 +137,17 @@ export function taskView(row: TaskRow, position: number | null): TaskView {
     lastSeq: row.lastSeq,
     pollAfterMs: pollAfterMs(row, pos),
     continuesTaskId: row.continuesTaskId,
+    pendingPermissions,
   };
 }
 
 /** A turn inside a session snapshot: previews only, so a snapshot stays small. */
-export function compactTurn(row: TaskRow, position: number | null) {
-  const view = taskView(row, position);
+export function compactTurn(
+  row: TaskRow,
+  position: number | null,
+  pendingPermissions: PermissionRequestView[] = [],
+) {
+  const view = taskView(row, position, pendingPermissions);
   const prompt = preview(row.prompt);
   const text = row.result ? preview(row.result.text) : null;
   return {

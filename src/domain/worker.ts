@@ -28,6 +28,7 @@ import { claimAndStart, type TaskRunner } from "./claim.js";
 import { contextPercent, contextWindowOf, withContextSuffix } from "./context.js";
 import type { ConversationPool } from "./conversation-pool.js";
 import { secondsBetween } from "../metrics/reporter.js";
+import type { Permissions } from "./permissions.js";
 import type { Recovery } from "./recovery.js";
 import type { Runtime } from "./runtime.js";
 import type { SessionService } from "./sessions.js";
@@ -70,6 +71,8 @@ export class Worker implements TaskRunner {
   onQueueChanged: () => void = () => {};
   /** False after a failed heartbeat: the database is unreachable. */
   databaseReachable = true;
+  /** Interactive approvals: where a turn's permission requests go (absent: drivers use their policy). */
+  permissions: Permissions | null = null;
 
   constructor(
     private readonly rt: Runtime,
@@ -298,7 +301,7 @@ export class Worker implements TaskRunner {
       const conversation = this.pool.acquire(session, entry, this.drivers[entry.driver]);
       const deadline = (row.deadlineAt?.getTime() ?? Date.now() + row.timeoutMs) - Date.now();
       const deadlineTimer = setTimeout(() => turn.stop("timeout"), Math.max(deadline, 0));
-      const state = new TurnState(this.rt, session, row, fence, log);
+      const state = new TurnState(this.rt, session, row, fence, log, this.permissions, turn.controller.signal);
       let outcome: TurnOutcome | null = null;
       let failure: unknown = null;
       try {
@@ -310,6 +313,9 @@ export class Worker implements TaskRunner {
       } finally {
         clearTimeout(deadlineTimer);
       }
+      // A request the agent left unanswered (it crashed, or withdrew it) is resolved before the
+      // settlement, so its event precedes the terminal one.
+      await this.permissions?.endTurn(row.id);
       // The turn's session writes need no waiting for: its lane commits them before (or with)
       // the settlement queued after them, while the fence that guards them still holds.
       tokens = state.contextTokens;
@@ -477,6 +483,8 @@ class TurnState {
     private readonly row: TaskRow,
     private readonly fence: OwnerFence,
     private readonly log: Logger,
+    permissions: Permissions | null = null,
+    signal?: AbortSignal,
   ) {
     // The driver boundary: everything an agent emits or saves is made storable here, once, for
     // every driver (agents/storable-text.ts).
@@ -492,6 +500,12 @@ class TurnState {
           "lost guard: resume cursor not saved (task no longer owned)",
         );
       },
+      // The turn waits here, keeping its active slot and its run deadline (domain/permissions.ts).
+      requestPermission:
+        permissions && signal
+          ? (ask) =>
+              permissions.ask({ sessionId: this.session.id, taskId: this.row.id, fence: this.fence, ask, signal, log: this.log })
+          : undefined,
     });
   }
 

@@ -10,6 +10,8 @@ export const channels = {
   cancel: "mooring_cancel",
   /** Payload: a session id that was archived: every instance closes its warm agent for it. */
   archived: "mooring_archived",
+  /** Payload: a permission request id that was answered: the instance running its turn reads it. */
+  permissions: "mooring_permissions",
 } as const;
 
 /** Postgres refuses payloads of 8000 bytes or more. */
@@ -29,6 +31,11 @@ export async function notifyGate(q: Queryable): Promise<void> {
 
 export async function notifyCancel(q: Queryable, taskId: string): Promise<void> {
   await q`select pg_notify(${channels.cancel}, ${taskId})`;
+}
+
+/** Sent after the answer's commit: a hint, the waiting instance's poll is the guarantee. */
+export async function notifyPermission(q: Queryable, requestId: string): Promise<void> {
+  await q`select pg_notify(${channels.permissions}, ${requestId})`;
 }
 
 export async function notifyArchived(q: Queryable, sessionId: string): Promise<void> {

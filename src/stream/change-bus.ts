@@ -16,6 +16,8 @@ export interface ChangeBusEvents {
   cancel: [taskId: string];
   /** This session was archived: its warm agent, wherever it is, should go. */
   archived: [sessionId: string];
+  /** This permission request was answered (maybe elsewhere): the instance waiting on it reads it. */
+  permission: [requestId: string];
 }
 
 export class ChangeBus extends EventEmitter<ChangeBusEvents> {

@@ -46,6 +46,7 @@ export class PgListener {
       await sql.listen(channels.gate, () => this.bus.emit("gate"));
       await sql.listen(channels.cancel, (taskId) => this.bus.emit("cancel", taskId));
       await sql.listen(channels.archived, (sessionId) => this.bus.emit("archived", sessionId));
+      await sql.listen(channels.permissions, (requestId) => this.bus.emit("permission", requestId));
       this.attempt = 0;
     } catch (err) {
       // The first listen failed (database away at startup): start over with backoff.

@@ -70,6 +70,47 @@ export const TaskError = Type.Object(
   { additionalProperties: true },
 );
 
+/** A permission request a running turn waits on (issue 13; `permission.requested` carries the same). */
+export const PermissionRequest = Type.Object(
+  {
+    requestId: Type.String(),
+    toolCall: Type.Object(
+      {
+        id: Type.String(),
+        name: Type.String(),
+        title: Type.String(),
+        kind: Type.String({ description: "`question` for a question to the person, else the tool's kind" }),
+        input: Type.Unknown({ description: "the tool's input, or a preview of at most 2 KiB" }),
+        inputBytes: Type.Optional(Type.Integer()),
+        truncated: Type.Optional(Type.Boolean()),
+      },
+      { additionalProperties: false },
+    ),
+    options: Type.Array(
+      Type.Object(
+        { optionId: Type.String(), name: Type.String(), kind: Type.String() },
+        { additionalProperties: false },
+      ),
+    ),
+    expiresAt: Time,
+  },
+  { additionalProperties: false },
+);
+
+/** How a permission request was resolved (the answer route's 200, and a 409's `resolution`). */
+export const PermissionResolution = Type.Object(
+  {
+    requestId: Type.String(),
+    taskId: Type.String(),
+    optionId: Nullable(Type.String()),
+    by: Type.Union(["client", "timeout", "cancel", "restart"].map((b) => Type.Literal(b))),
+    message: Type.Optional(Type.String()),
+    answers: Type.Optional(Type.Record(Type.String(), Type.String())),
+    resolvedAt: Time,
+  },
+  { additionalProperties: false },
+);
+
 const taskFields = {
   id: Type.String(),
   sessionId: Type.String(),
@@ -89,6 +130,9 @@ const taskFields = {
   lastSeq: Nullable(Seq),
   pollAfterMs: Nullable(Type.Integer()),
   continuesTaskId: Nullable(Type.String({ description: "the interrupted task this one continues" })),
+  pendingPermissions: Type.Array(PermissionRequest, {
+    description: "permission requests the running turn waits on (status stays running)",
+  }),
 };
 
 export const Task = Type.Object(taskFields, { additionalProperties: false });
@@ -141,6 +185,7 @@ export const GateStatus = Type.Object(
     maxQueued: Type.Integer(),
     active: Type.Integer(),
     queued: Type.Integer(),
+    waitingForInput: Type.Integer({ description: "active turns waiting on a permission request (they keep their slots)" }),
     queueTimeoutMs: Type.Integer(),
   },
   { additionalProperties: false },
@@ -231,6 +276,7 @@ export const routeResponses = {
   "GET /v1/tasks/:id": { 200: Task, ...failures },
   "GET /v1/tasks": { 200: TaskPage, ...failures },
   "POST /v1/tasks/:id/cancel": { 200: Task, ...failures },
+  "POST /v1/tasks/:id/permissions/:requestId": { 200: PermissionResolution, ...failures },
   "GET /v1/gate": { 200: GateStatus, ...failures },
   "GET /v1/instances": { 200: InstanceList, ...failures },
   "GET /v1/sessions/:id/events": {

@@ -86,6 +86,28 @@ export const ListTasksQuery = Type.Object(
   { additionalProperties: false },
 );
 
+/** An answer to an agent's permission request (issue 13). */
+export const PERMISSION_MESSAGE_MAX = 4000;
+export const PERMISSION_ANSWERS_MAX = 32;
+const permissionAnswerFields = {
+  optionId: Type.String({ minLength: 1, maxLength: 200, description: "one of the request's `options`" }),
+  message: Type.Optional(
+    Type.String({ maxLength: PERMISSION_MESSAGE_MAX, description: "passed to the agent verbatim (a deny's reason)" }),
+  ),
+  answers: Type.Optional(
+    Type.Refine(
+      Type.Record(Type.String(), Type.String({ maxLength: PERMISSION_MESSAGE_MAX }), {
+        maxProperties: PERMISSION_ANSWERS_MAX,
+        description: `a question's answers: question text → chosen label or free text (at most ${PERMISSION_ANSWERS_MAX})`,
+      }),
+      (value) => Object.keys(value).every((k) => k.length <= PERMISSION_MESSAGE_MAX),
+      () => `keys must be at most ${PERMISSION_MESSAGE_MAX} characters`,
+    ),
+  ),
+};
+export const PermissionParams = Type.Object({ id: Uuid, requestId: Uuid });
+export const RespondPermissionBody = Type.Object(permissionAnswerFields, { additionalProperties: false });
+
 export const EventsQuery = Type.Object(
   {
     afterSeq: Type.Optional(Seq(0)),
@@ -112,6 +134,10 @@ export const rpcParams = {
   ),
   "tasks.cancel": Type.Object({ taskId: Uuid }, { additionalProperties: false }),
   "tasks.list": ListTasksQuery,
+  "permissions.respond": Type.Object(
+    { taskId: Uuid, requestId: Uuid, ...permissionAnswerFields },
+    { additionalProperties: false },
+  ),
   "gate.status": Type.Object({}, { additionalProperties: false }),
   ping: Type.Object({}, { additionalProperties: false }),
   "instances.list": Type.Object({}, { additionalProperties: false }),

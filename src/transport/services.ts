@@ -1,6 +1,7 @@
 /** The domain operations the transports call; transports hold no business rules. */
 import type { EventService } from "../domain/events.js";
 import type { InstanceService } from "../domain/instances.js";
+import type { Permissions } from "../domain/permissions.js";
 import type { Identity } from "../domain/runtime.js";
 import type { SessionService } from "../domain/sessions.js";
 import type { TaskService } from "../domain/tasks.js";
@@ -12,6 +13,8 @@ export interface Services {
   events: EventService;
   feeds: SessionFeeds;
   instances: InstanceService;
+  /** Interactive approvals: clients answer agents' permission requests. */
+  permissions: Permissions;
   identity: Identity;
   /** Startup done and the database reachable. */
   readiness(): { ready: boolean; reason?: string };

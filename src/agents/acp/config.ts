@@ -9,8 +9,8 @@ type Validation = { ok: true; config: Record<string, unknown> } | { ok: false; p
 export function validateAcpConfig(entry: AgentEntry, config: Record<string, unknown>): Validation {
   for (const [field, value] of Object.entries(config)) {
     if (field === "permissions" && entry.permissions === "client") {
-      if (value !== "allow" && value !== "deny") {
-        return { ok: false, problem: "agentConfig.permissions must be allow or deny" };
+      if (value !== "allow" && value !== "deny" && value !== "ask") {
+        return { ok: false, problem: "agentConfig.permissions must be allow, deny or ask" };
       }
     } else if (field === "contextSuffix") {
       if (typeof value !== "boolean")

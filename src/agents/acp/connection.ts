@@ -20,7 +20,8 @@ import type { AgentProcess } from "./process.js";
 export interface ClientHandlers {
   /** Called synchronously, in arrival order, for every `session/update`. */
   onUpdate(notification: SessionNotification): void;
-  onPermission(request: RequestPermissionRequest): RequestPermissionResponse;
+  /** May wait (interactive approvals: a person answers through the gateway). */
+  onPermission(request: RequestPermissionRequest): RequestPermissionResponse | Promise<RequestPermissionResponse>;
 }
 
 export function connectToAgent(proc: AgentProcess, handlers: ClientHandlers): ClientConnection {

@@ -14,7 +14,7 @@ import {
   type TurnSink,
 } from "../driver.js";
 import { connectToAgent, drainReceived } from "./connection.js";
-import { answerPermission, permissionAnswer } from "./permissions.js";
+import { answerPermission, permissionAnswer, relayedAnswer } from "./permissions.js";
 import { AgentProcess, describeExit } from "./process.js";
 import { startAgentSession } from "./session-start.js";
 import { EXIT_SETTLE_MS, StepFailure, step } from "./step.js";
@@ -41,6 +41,8 @@ export class AcpConversation implements AgentConversation {
   private dead = false;
   private closed = false;
   private busy = false;
+  /** The running turn's sink and signal: where a permission request is relayed to (`ask`). */
+  private turn: { sink: TurnSink; signal: AbortSignal } | null = null;
   private readonly log: Logger;
 
   constructor(private readonly options: OpenConversationOptions) {
@@ -58,6 +60,7 @@ export class AcpConversation implements AgentConversation {
     if (this.busy)
       throw new AgentFailure("AGENT_ERROR", "Another turn is still running in this conversation.");
     this.busy = true;
+    this.turn = { sink, signal };
     try {
       // Checked at every turn, so a warm agent whose folder was swapped since does not go on.
       const cwd = await this.options.resolveWorkspace();
@@ -65,6 +68,7 @@ export class AcpConversation implements AgentConversation {
       return await this.prompt(live, prompt, sink, signal);
     } finally {
       this.busy = false;
+      this.turn = null;
     }
   }
 
@@ -91,8 +95,26 @@ export class AcpConversation implements AgentConversation {
     }
     const conn = connectToAgent(proc, {
       onUpdate: (notification) => this.route(notification),
-      onPermission: (request) => {
-        const answer = permissionAnswer(entry, this.options.agentConfig);
+      onPermission: async (request) => {
+        const policy = permissionAnswer(entry, this.options.agentConfig);
+        const turn = this.turn;
+        if (policy === "ask") {
+          // Relayed with the agent's options as they are; a stop of the turn answers `cancelled`.
+          if (!turn?.sink.requestPermission || turn.signal.aborted) return { outcome: { outcome: "cancelled" } };
+          const call = request.toolCall;
+          const answer = await turn.sink.requestPermission({
+            toolCall: {
+              id: call.toolCallId,
+              name: call.title ?? call.kind ?? "tool",
+              title: call.title ?? call.toolCallId,
+              kind: call.kind ?? "other",
+              input: call.rawInput ?? null,
+            },
+            options: request.options.map((o) => ({ optionId: o.optionId, name: o.name, kind: o.kind })),
+          });
+          return relayedAnswer(answer, request.options);
+        }
+        const answer = policy;
         const response = answerPermission(answer, request.options);
         this.log.info(
           { tool: request.toolCall.title ?? request.toolCall.toolCallId, answer, outcome: response.outcome },

@@ -11,9 +11,32 @@ import type { AgentEntry } from "../registry.js";
 
 export type PermissionAnswer = "allow" | "deny";
 
-export function permissionAnswer(entry: AgentEntry, agentConfig: Record<string, unknown>): PermissionAnswer {
-  if (entry.permissions === "client") return agentConfig.permissions === "allow" ? "allow" : "deny";
+/** The policy of a session: a fixed answer, or `ask` a person through the gateway (issue 13). */
+export function permissionAnswer(
+  entry: AgentEntry,
+  agentConfig: Record<string, unknown>,
+): PermissionAnswer | "ask" {
+  if (entry.permissions === "client") {
+    const chosen = agentConfig.permissions;
+    return chosen === "allow" || chosen === "ask" ? chosen : "deny";
+  }
   return entry.permissions;
+}
+
+/**
+ * A person's answer as ACP wants it: the option chosen, as the agent offered it. A request
+ * resolved by a stop of the turn (cancel, restart) or without any option is `cancelled`, as ACP
+ * requires of a client whose prompt turn is cancelled.
+ */
+export function relayedAnswer(
+  answer: { optionId: string | null; by: string },
+  options: PermissionOption[],
+): RequestPermissionResponse {
+  if (answer.by === "cancel" || answer.by === "restart" || answer.optionId === null) {
+    return { outcome: { outcome: "cancelled" } };
+  }
+  if (!options.some((o) => o.optionId === answer.optionId)) return { outcome: { outcome: "cancelled" } };
+  return { outcome: { outcome: "selected", optionId: answer.optionId } };
 }
 
 // "Once" first: a standing grant would outlive the policy that gave it if the operator changes it.

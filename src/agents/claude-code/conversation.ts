@@ -16,6 +16,7 @@ import {
   type TurnOutcome,
   type TurnSink,
 } from "../driver.js";
+import { ClaudeApprovals } from "./approvals.js";
 import { type ClaudeCodeConfig, readClaudeCodeConfig } from "./config.js";
 import { judgeTurn, type TurnVerdict } from "./outcome.js";
 import { AgentProcess } from "./process.js";
@@ -59,6 +60,9 @@ export class ClaudeConversation implements AgentConversation {
   private readonly log: Logger;
   /** Where the CLI runs: the workspace as resolved and checked for this turn (options.resolveWorkspace). */
   private cwd: string;
+  /** `permissions: "ask"`: the CLI asks the host (approvals.ts); else it never asks and denies. */
+  private readonly asking: boolean;
+  private readonly approvals: ClaudeApprovals;
 
   constructor(private readonly options: OpenConversationOptions) {
     this.cursor = structuredClone(options.cursor);
@@ -66,6 +70,8 @@ export class ClaudeConversation implements AgentConversation {
     this.env = options.env;
     this.cwd = options.workspace;
     this.log = options.log.child({ sessionId: options.sessionId, agent: options.entry.name });
+    this.asking = options.entry.permissions === "ask";
+    this.approvals = new ClaudeApprovals(this.log);
   }
 
   get alive(): boolean {
@@ -141,7 +147,9 @@ export class ClaudeConversation implements AgentConversation {
     // Counted before the prompt leaves: if we crash now, the cursor shows a turn that may be unsaved.
     if (countTurn) this.cursor.turnCount += 1;
     await this.save(sink);
-    const ended = waitForTurnEnd(proc, signal, (line) => translator.handle(line));
+    const ended = waitForTurnEnd(proc, signal, (line) =>
+      this.asking && this.approvals.handle(line, proc, sink) ? null : translator.handle(line),
+    );
     proc.send(userMessage(prompt));
     const end = await ended;
     if (translator.model) this.model = translator.model;
@@ -290,6 +298,7 @@ export class ClaudeConversation implements AgentConversation {
     const args = [...entry.args, ...streamJsonArgs, ...sessionArgs];
     if (this.config.model) args.push("--model", this.config.model);
     if (this.config.permissionMode) args.push("--permission-mode", this.config.permissionMode);
+    if (this.asking) args.push("--permission-prompt-tool", "stdio");
     const proc = new AgentProcess(
       { command: entry.command ?? "claude", args, cwd, env: this.env },
       this.log,

@@ -50,6 +50,18 @@ export interface StreamLine {
   terminal_reason?: string;
   errors?: string[];
   usage?: ApiUsage;
+  /** `control_request` (CLI → host, e.g. `can_use_tool`) and `control_cancel_request` lines. */
+  request_id?: string;
+  request?: {
+    subtype?: string;
+    tool_name?: string;
+    display_name?: string;
+    title?: string;
+    description?: string;
+    input?: Record<string, unknown>;
+    tool_use_id?: string;
+    requires_user_interaction?: boolean;
+  };
 }
 
 export function parseLine(line: string): StreamLine | null {
@@ -65,6 +77,12 @@ export function parseLine(line: string): StreamLine | null {
 export const userMessage = (prompt: string) => ({
   type: "user",
   message: { role: "user", content: prompt },
+});
+
+/** The host's answer to a `control_request` of the CLI (e.g. `can_use_tool`), by its exact id. */
+export const controlResponse = (requestId: string, response: unknown) => ({
+  type: "control_response",
+  response: { subtype: "success", request_id: requestId, response },
 });
 
 export const interruptRequest = (requestId: string) => ({

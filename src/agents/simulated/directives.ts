@@ -13,6 +13,11 @@
  *   [crash]           the agent process dies mid-turn (AGENT_CRASHED)
  *   [hang]            never finish; only a cancel or the deadline ends the turn
  *   [stubborn]        like hang, and ignore cancel too, so the gateway has to kill it
+ *   [ask NAME]        ask permission to run the tool NAME (interactive approvals, docs/agents.md):
+ *                     options `allow` (allow_once), `allow_always` (allow_always), `deny`
+ *                     (reject_once). Allowed: the tool call and its result, and the text
+ *                     `allowed NAME`; refused: the text `denied NAME` and the answer's message
+ *                     after `: `. A client's `answers` are echoed as `answers <JSON>`.
  *
  * Text outside directives is ignored; a prompt without directives gets one short answer.
  *
@@ -32,9 +37,10 @@ export type Directive =
   | { kind: "fail"; code: string }
   | { kind: "crash" }
   | { kind: "hang" }
-  | { kind: "stubborn" };
+  | { kind: "stubborn" }
+  | { kind: "ask"; name: string };
 
-const pattern = /\[(sleep|deltas|tool|logtool|tokens|clock|fail|crash|hang|stubborn)(?:\s+([A-Za-z0-9_]+))?\]/g;
+const pattern = /\[(sleep|deltas|tool|logtool|tokens|clock|fail|crash|hang|stubborn|ask)(?:\s+([A-Za-z0-9_]+))?\]/g;
 
 const MAX_NUMBER = 100_000_000;
 
@@ -71,6 +77,9 @@ export function parseDirectives(prompt: string): Directive[] {
         break;
       case "fail":
         directives.push({ kind, code: arg ?? "AGENT_ERROR" });
+        break;
+      case "ask":
+        directives.push({ kind, name: arg ?? "tool" });
         break;
       default:
         directives.push({ kind: kind as "clock" | "crash" | "hang" | "stubborn" });

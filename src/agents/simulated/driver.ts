@@ -131,6 +131,35 @@ class SimulatedConversation implements AgentConversation {
           return cancelled(text);
         case "stubborn":
           await new Promise<void>(() => {}); // ignores cancel; only close("kill") ends it
+          break;
+        case "ask": {
+          const id = `tool-${++toolCalls}`;
+          const input = { command: `run ${directive.name}` };
+          // Without a gateway to ask (sink.requestPermission absent), the fixed policy: allow.
+          const answer = sink.requestPermission
+            ? await sink.requestPermission({
+                toolCall: { id, name: directive.name, title: `Run ${directive.name}`, kind: "execute", input },
+                options: [
+                  { optionId: "allow", name: "Allow", kind: "allow_once" },
+                  { optionId: "allow_always", name: "Allow always", kind: "allow_always" },
+                  { optionId: "deny", name: "Deny", kind: "reject_once" },
+                ],
+              })
+            : { optionId: "allow", by: "client" as const };
+          if (signal.aborted) return cancelled(text);
+          let chunk: string;
+          if (answer.optionId === "allow" || answer.optionId === "allow_always") {
+            sink.emit({ type: "tool.call", id, name: directive.name, input });
+            sink.emit({ type: "tool.result", id, isError: false, output: `${directive.name} done` });
+            chunk = `allowed ${directive.name} `;
+          } else {
+            chunk = `denied ${directive.name}${answer.message !== undefined ? `: ${answer.message}` : ""} `;
+          }
+          if (answer.answers) chunk += `answers ${JSON.stringify(answer.answers)} `;
+          text += chunk;
+          sink.emit({ type: "message.delta", text: chunk });
+          break;
+        }
       }
     }
     if (text === "") {

@@ -15,7 +15,7 @@ import { requestContext, requestForLog } from "../../log.js";
 import type { Services } from "../services.js";
 import { describeError, fieldOf } from "../validate.js";
 import { refuse, registerAccessChecks } from "./access.js";
-import { bearerToken, takeQueryToken, validToken } from "./auth.js";
+import { bearerToken, rememberCaller, takeQueryToken, tokenLabel, validToken } from "./auth.js";
 import { registerCompression } from "./compression.js";
 import { registerEventRoutes, SseStreams } from "./routes/events.js";
 import { type ReadyzView, registerHealthRoutes } from "./routes/health.js";
@@ -99,7 +99,10 @@ export async function buildHttpApp(
     reply.header("x-mooring-boot-id", services.identity.bootId);
     const queried = takeQueryToken(req);
     const token = bearerToken(req.headers.authorization) ?? queried;
-    if (config.apiTokens.length > 0 && validToken(token, config.apiTokens)) verified.add(req);
+    if (config.apiTokens.length > 0 && validToken(token, config.apiTokens)) {
+      verified.add(req);
+      rememberCaller(req, tokenLabel(token, config.apiTokens));
+    }
     const path = req.url.split("?")[0];
     if (openRoutes.has(path)) return;
     // Scrapers on a private network may be let in without a token (MOORING_METRICS_PUBLIC).

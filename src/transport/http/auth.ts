@@ -38,3 +38,24 @@ export function validToken(given: string | null, tokens: readonly string[]): boo
   }
   return ok;
 }
+
+/**
+ * Which configured token a request presented, for logs that say who did something (a permission
+ * answer): `token <n>`, its 1-based place in MOORING_API_TOKENS, never the token itself.
+ */
+export function tokenLabel(given: string | null, tokens: readonly string[]): string | null {
+  if (!given) return null;
+  const index = tokens.findIndex((t) => validToken(given, [t]));
+  return index < 0 ? null : `token ${index + 1}`;
+}
+
+const callers = new WeakMap<object, string>();
+
+/** Who sent this request, as the auth hook saw it: `token <n>` or `anonymous`, and the peer address. */
+export function callerOf(req: FastifyRequest): string {
+  return `${callers.get(req) ?? "anonymous"} from ${req.ip}`;
+}
+
+export function rememberCaller(req: FastifyRequest, label: string | null): void {
+  if (label) callers.set(req, label);
+}

@@ -12,6 +12,8 @@ import { validate } from "../validate.js";
 export interface CallContext {
   subscribe?(sessionId: string, afterSeq: number | undefined): Promise<unknown>;
   unsubscribe?(sessionId: string): Promise<unknown>;
+  /** Who calls, for the log (transport and peer address; never a token). */
+  who?: string;
 }
 
 type Params = { [K in keyof typeof rpcParams]: Static<(typeof rpcParams)[K]> };
@@ -29,6 +31,10 @@ const handlers: { [K in keyof Params]: Handler<K> } = {
   "tasks.get": (s, p) => s.tasks.get(p.taskId, p.waitMs ?? 0),
   "tasks.cancel": (s, p) => s.tasks.cancel(p.taskId),
   "tasks.list": (s, p) => s.tasks.list(p),
+  "permissions.respond": (s, p, ctx) => {
+    const { taskId, requestId, ...answer } = p;
+    return s.permissions.respond(taskId, requestId, answer, ctx.who ?? "rpc");
+  },
   "gate.status": (s) => s.tasks.gate(),
   // A browser cannot see WebSocket pings; this lets any client prove the socket still carries answers.
   ping: async () => ({ pong: true, at: new Date().toISOString() }),

@@ -13,6 +13,7 @@
  *   its subscriptions then go on from their cursors (the events wait in the log, not in memory).
  * Counting the second like the first closed readers that kept up perfectly well.
  */
+import { callerOf } from "../http/auth.js";
 import type { Socket } from "node:net";
 import { deflateRawSync, constants as zlibConstants } from "node:zlib";
 import type { FastifyInstance } from "fastify";
@@ -46,7 +47,7 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
     });
     scope.get("/v1/ws", { websocket: true, schema: { hide: true } }, (socket, req) => {
       sockets.add(socket);
-      const connection = new SocketConnection(socket, req.socket, s, config, log, calls);
+      const connection = new SocketConnection(socket, req.socket, s, config, log, calls, `ws ${callerOf(req)}`);
       socket.on("close", () => {
         sockets.delete(socket);
         connection.dispose();
@@ -185,6 +186,8 @@ class SocketConnection {
     private readonly log: Logger,
     /** The hub's count of calls in flight on all sockets. */
     private readonly calls: { inFlight: number },
+    /** Who connected (token label and peer, never the token), for logs of what it does. */
+    private readonly who = "ws",
   ) {
     // Only what the contract names: host and pid tell a page nothing it needs (and an attacker much).
     const { instanceId, bootId, version } = s.identity;
@@ -259,6 +262,7 @@ class SocketConnection {
           this.subscriptions.delete(sessionId);
           return { sessionId, unsubscribed: existed };
         },
+        who: this.who,
       },
       this.log,
       { maxBatch: this.config.rpcMaxBatch },

@@ -1,7 +1,8 @@
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import { routeResponses } from "../../responses.js";
-import { GetTaskQuery, ListTasksQuery, TaskIdParams } from "../../schemas.js";
+import { callerOf } from "../auth.js";
+import { GetTaskQuery, ListTasksQuery, PermissionParams, RespondPermissionBody, TaskIdParams } from "../../schemas.js";
 import type { Services } from "../../services.js";
 
 export function registerTaskRoutes(app: FastifyInstance, s: Services): void {
@@ -29,6 +30,20 @@ export function registerTaskRoutes(app: FastifyInstance, s: Services): void {
     "/tasks/:id/cancel",
     { schema: { summary: "Cancel a task (idempotent)", tags: ["tasks"], params: TaskIdParams, response: routeResponses["POST /v1/tasks/:id/cancel"] } },
     async (req) => s.tasks.cancel(req.params.id),
+  );
+
+  app.post<{ Params: Static<typeof PermissionParams>; Body: Static<typeof RespondPermissionBody> }>(
+    "/tasks/:id/permissions/:requestId",
+    {
+      schema: {
+        summary: "Answer a permission request of a running turn (the first answer wins)",
+        tags: ["tasks"],
+        params: PermissionParams,
+        body: RespondPermissionBody,
+        response: routeResponses["POST /v1/tasks/:id/permissions/:requestId"],
+      },
+    },
+    async (req) => s.permissions.respond(req.params.id, req.params.requestId, req.body, `http ${callerOf(req)}`),
   );
 
   app.get("/gate", { schema: { summary: "Admission gate status", tags: ["gate"], response: routeResponses["GET /v1/gate"] } }, async () => s.tasks.gate());

@@ -1,0 +1,324 @@
+/**
+ * Interactive approvals (issue 13): an agent's permission request becomes a durable row and a
+ * `permission.requested` event; the turn waits while it is pending (keeping its active slot and
+ * its run deadline); the first answer wins in SQL, from a client on any instance, the request's
+ * deadline (MOORING_PERMISSION_TIMEOUT_MS), a cancel, or a restart.
+ *
+ * The instance running the turn learns of an answer given elsewhere from the `mooring_permissions`
+ * notification, and from its own poll (MOORING_POLL_MS) of the requests it waits on: notifications
+ * are hints, the poll is the guarantee.
+ */
+import { randomUUID } from "node:crypto";
+import type { Logger } from "pino";
+import type { PermissionAnswer, PermissionAsk } from "../agents/driver.js";
+import { invalid, MooringError } from "../errors.js";
+import type { OwnerFence } from "../sql/append-events.js";
+import { notifyPermission } from "../sql/notify.js";
+import {
+  insertPermissionRequest,
+  type PermissionRow,
+  type ResolvedBy,
+  readPermission,
+  readResolvedPermissions,
+  resolvePermission,
+} from "../sql/permissions.js";
+import { preview } from "../stream/preview.js";
+import type { Runtime } from "./runtime.js";
+import { isUuid } from "./sessions.js";
+
+/** What clients see of a pending request (`Task.pendingPermissions`, `permission.requested`). */
+export interface PermissionRequestView {
+  requestId: string;
+  toolCall: PermissionRow["toolCall"];
+  options: PermissionRow["options"];
+  expiresAt: string;
+}
+
+/** The answer as stored (the winner's, for a 409). */
+export interface PermissionResolutionView {
+  requestId: string;
+  taskId: string;
+  optionId: string | null;
+  by: ResolvedBy;
+  message?: string;
+  answers?: Record<string, string>;
+  resolvedAt: string;
+}
+
+export interface PermissionResponse {
+  optionId: string;
+  message?: string;
+  answers?: Record<string, string>;
+}
+
+export const requestView = (row: PermissionRow): PermissionRequestView => ({
+  requestId: row.id,
+  toolCall: row.toolCall,
+  options: row.options,
+  expiresAt: row.expiresAt.toISOString(),
+});
+
+export const resolutionView = (row: PermissionRow): PermissionResolutionView => ({
+  requestId: row.id,
+  taskId: row.taskId,
+  optionId: row.optionId,
+  by: row.resolvedBy ?? "client",
+  ...(row.message !== null ? { message: row.message } : {}),
+  ...(row.answers !== null ? { answers: row.answers } : {}),
+  resolvedAt: (row.resolvedAt ?? new Date()).toISOString(),
+});
+
+/** The option a request is answered with when nobody chose: the first reject option offered. */
+export function rejectOptionOf(options: PermissionRow["options"]): string | null {
+  return options.find((o) => o.kind.startsWith("reject"))?.optionId ?? null;
+}
+
+/** What a stop of the turn means for its pending requests. */
+export type StopCause = "cancel" | "timeout" | "shutdown" | "lost";
+const byOfCause: Record<StopCause, ResolvedBy | null> = {
+  cancel: "cancel",
+  timeout: "timeout",
+  shutdown: "restart",
+  lost: null, // another instance settles the task (and its requests, by restart)
+};
+
+interface Waiter {
+  row: Pick<PermissionRow, "id" | "options" | "taskId">;
+  done(row: PermissionRow): void;
+  /** Resolve it as `by` through the conditional update (the turn ended without an answer). */
+  withdraw(by: ResolvedBy): void;
+  /** Settles once its `permission.resolved` is queued. */
+  finished: Promise<void>;
+}
+
+export class Permissions {
+  private readonly waiters = new Map<string, Waiter>();
+  private pollTimer: NodeJS.Timeout | null = null;
+  private polling = false;
+
+  constructor(private readonly rt: Runtime) {
+    rt.bus.on("permission", (requestId) => {
+      if (this.waiters.has(requestId)) void this.check([requestId]);
+    });
+  }
+
+  /** How many requests this instance's turns wait on. */
+  get waiting(): number {
+    return this.waiters.size;
+  }
+
+  /**
+   * A running turn asks: record the request, publish `permission.requested`, wait for the first
+   * answer (client, deadline, stop of the turn), publish `permission.resolved`, hand it back.
+   */
+  async ask(options: {
+    sessionId: string;
+    taskId: string;
+    fence: OwnerFence;
+    ask: PermissionAsk;
+    signal: AbortSignal;
+    log: Logger;
+  }): Promise<PermissionAnswer> {
+    const { sessionId, taskId, fence, ask, signal, log } = options;
+    const reject = rejectOptionOf(ask.options);
+    const input = preview(ask.toolCall.input);
+    const toolCall = {
+      id: ask.toolCall.id,
+      name: ask.toolCall.name,
+      title: ask.toolCall.title,
+      kind: ask.toolCall.kind,
+      input: input.truncated ? input.preview : ask.toolCall.input,
+      ...(input.truncated ? { inputBytes: input.bytes, truncated: true } : {}),
+    };
+    const row = {
+      id: randomUUID(),
+      taskId,
+      sessionId,
+      toolCall,
+      options: ask.options.map((o) => ({ optionId: o.optionId, name: o.name, kind: o.kind })),
+      expiresAt: new Date(Date.now() + this.rt.config.permissionTimeoutMs),
+    };
+    const refused = (by: ResolvedBy): PermissionAnswer => ({ optionId: reject, by });
+    if (signal.aborted) return refused(byOfCause[signal.reason as StopCause] ?? "cancel");
+    let inserted: boolean;
+    try {
+      inserted = await insertPermissionRequest(this.rt.db.sql, row, fence);
+    } catch (err) {
+      log.warn({ err: String(err), tool: ask.toolCall.name }, "permission request not recorded; refused");
+      return refused("restart");
+    }
+    if (!inserted) {
+      log.warn({ tool: ask.toolCall.name }, "lost guard: permission request not recorded; refused");
+      return refused("restart");
+    }
+    this.rt.eventLog.append({
+      sessionId,
+      taskId,
+      type: "permission.requested",
+      data: requestView({ ...row, createdAt: new Date() } as PermissionRow),
+      fence,
+    });
+    log.info(
+      { requestId: row.id, tool: ask.toolCall.name, kind: ask.toolCall.kind, options: row.options.map((o) => o.optionId) },
+      "permission requested",
+    );
+
+    let announced: () => void = () => {};
+    const queued = new Promise<void>((resolve) => {
+      announced = resolve;
+    });
+    const resolved = await new Promise<PermissionRow | null>((resolve) => {
+      let finished = false;
+      const finish = (value: PermissionRow | null) => {
+        if (finished) return;
+        finished = true;
+        clearTimeout(timer);
+        signal.removeEventListener("abort", onAbort);
+        this.waiters.delete(row.id);
+        if (this.waiters.size === 0) this.stopPolling();
+        resolve(value);
+      };
+      // The deadline and a stop of the turn answer through the same conditional update as a client:
+      // whichever commits first wins, and a loser reads the winner.
+      const resolveAs = (by: ResolvedBy) => {
+        resolvePermission(this.rt.db.sql, row.id, { optionId: reject, by })
+          .then((won) => (won ? finish(won) : this.check([row.id])))
+          .catch((err) => {
+            log.warn({ err: String(err), requestId: row.id }, "permission could not be resolved in the database");
+            finish({ ...(row as unknown as PermissionRow), resolvedAt: new Date(), resolvedBy: by, optionId: reject, message: null, answers: null, answeredBy: null });
+          });
+      };
+      const onAbort = () => {
+        const by = byOfCause[signal.reason as StopCause] ?? "cancel";
+        if (by === null) finish(null);
+        else resolveAs(by);
+      };
+      const timer = setTimeout(() => resolveAs("timeout"), this.rt.config.permissionTimeoutMs);
+      this.waiters.set(row.id, { row, done: finish, withdraw: resolveAs, finished: queued });
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.startPolling();
+    });
+
+    if (!resolved) {
+      announced();
+      return refused("restart");
+    }
+    const answer: PermissionAnswer = {
+      optionId: resolved.optionId,
+      by: resolved.resolvedBy ?? "client",
+      ...(resolved.message !== null ? { message: resolved.message } : {}),
+      ...(resolved.answers !== null ? { answers: resolved.answers } : {}),
+    };
+    this.rt.eventLog.append({
+      sessionId,
+      taskId,
+      type: "permission.resolved",
+      data: {
+        requestId: row.id,
+        optionId: answer.optionId,
+        by: answer.by,
+        ...(answer.message !== undefined ? { message: answer.message } : {}),
+        ...(answer.answers !== undefined ? { answers: answer.answers } : {}),
+      },
+      fence,
+    });
+    log.info(
+      { requestId: row.id, tool: ask.toolCall.name, optionId: answer.optionId, by: answer.by, answeredBy: resolved.answeredBy },
+      "permission resolved",
+    );
+    announced();
+    return answer;
+  }
+
+  /**
+   * The turn ended while its agent still waited (it crashed, or withdrew the request): resolve what
+   * is left `cancel`, so no request stays pending after its turn, and its event precedes the
+   * terminal one. Resolves once their events are queued.
+   */
+  async endTurn(taskId: string): Promise<void> {
+    const left = [...this.waiters.values()].filter((w) => w.row.taskId === taskId);
+    for (const waiter of left) waiter.withdraw("cancel");
+    await Promise.all(left.map((w) => w.finished));
+  }
+
+  /** Read the waited-on requests among `ids` and hand every resolved one to its turn. */
+  private async check(ids: string[]): Promise<void> {
+    try {
+      for (const row of await readResolvedPermissions(this.rt.db.sql, ids)) this.waiters.get(row.id)?.done(row);
+    } catch (err) {
+      this.rt.log.warn({ err: String(err) }, "permission check failed; the poll retries");
+    }
+  }
+
+  private startPolling(): void {
+    if (this.pollTimer) return;
+    this.pollTimer = setInterval(() => {
+      if (this.polling || this.waiters.size === 0) return;
+      this.polling = true;
+      void this.check([...this.waiters.keys()]).finally(() => {
+        this.polling = false;
+      });
+    }, this.rt.config.pollMs);
+    this.pollTimer.unref();
+  }
+
+  private stopPolling(): void {
+    if (this.pollTimer) clearInterval(this.pollTimer);
+    this.pollTimer = null;
+  }
+
+  /**
+   * A client's answer, on any instance. Checks in this order: the request exists for this task
+   * (404), is still pending (409 with the winning answer), offered the option (400 naming
+   * `optionId`); then the conditional update decides, and a lost race is a 409 as well.
+   */
+  async respond(
+    taskId: string,
+    requestId: string,
+    response: PermissionResponse,
+    answeredBy: string,
+  ): Promise<PermissionResolutionView> {
+    const notFound = () =>
+      new MooringError("PERMISSION_NOT_FOUND", `permission request ${requestId} does not exist for task ${taskId}`);
+    if (!isUuid(taskId)) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
+    if (!isUuid(requestId)) throw notFound();
+    const current = await readPermission(this.rt.db.sql, requestId);
+    if (!current || current.taskId !== taskId) {
+      const [task] = await this.rt.db.sql`select 1 from tasks where id = ${taskId}`;
+      if (!task) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
+      throw notFound();
+    }
+    if (current.resolvedAt) throw alreadyResolved(current);
+    if (!current.options.some((o) => o.optionId === response.optionId)) {
+      throw invalid(
+        `optionId must be one of the options offered: ${current.options.map((o) => o.optionId).join(", ")}`,
+        "optionId",
+      );
+    }
+    const won = await resolvePermission(this.rt.db.sql, requestId, {
+      optionId: response.optionId,
+      by: "client",
+      message: response.message ?? null,
+      answers: response.answers ?? null,
+      answeredBy,
+    });
+    if (!won) {
+      const winner = await readPermission(this.rt.db.sql, requestId);
+      throw alreadyResolved(winner ?? current);
+    }
+    // Here at once; elsewhere through the notification (or the waiting instance's poll).
+    this.rt.bus.emit("permission", requestId);
+    await notifyPermission(this.rt.db.sql, requestId).catch(() => {});
+    this.rt.log.info(
+      { taskId, requestId, tool: current.toolCall.name, optionId: response.optionId, by: "client", answeredBy },
+      "permission answered",
+    );
+    return resolutionView(won);
+  }
+}
+
+function alreadyResolved(row: PermissionRow): MooringError {
+  return new MooringError("PERMISSION_RESOLVED", `permission request ${row.id} was already answered`, {
+    details: { resolution: resolutionView(row) },
+  });
+}
