@@ -1,5 +1,5 @@
 /**
- * Wire budget (SPEC section 8), the reference scenario: 10 past turns with 5 tool calls each and
+ * Wire budget (docs/api.md, Wire budget), the reference scenario: 10 past turns with 5 tool calls each and
  * 878.9 KiB of tool output per turn, then a live turn with 1.05 MiB of tool output. Measured: the
  * session snapshot (GET /v1/sessions/:id, asking for gzip) on the wire and decoded, and the live
  * turn on a WebSocket with permessage-deflate: bytes read from the TCP connection, decoded bytes and

@@ -1,5 +1,5 @@
 /**
- * Every option of the gateway, with its default and what it means (SPEC section 1). Read once at
+ * Every option of the gateway, with its default and what it means (README, Configuration). Read once at
  * start; a bad value stops the process with a message naming the variable and what it accepts.
  */
 import { isIPv4, isIPv6 } from "node:net";
@@ -42,7 +42,7 @@ export interface Config {
   apiTokens: string[];
   /** Roots a session workspace must lie inside; empty allows any. Default unset. */
   workspaceRoots: string[];
-  /** The agent registry: JSON or a JSON file path (SPEC section 7). Default unset (built-ins only). */
+  /** The agent registry: JSON or a JSON file path (docs/agents.md). Default unset (built-ins only). */
   agents: string | undefined;
   /** pino level. Default info. */
   logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";

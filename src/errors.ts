@@ -1,5 +1,5 @@
 /**
- * The one registry of error codes (SPEC section 3): each code with its HTTP status and JSON-RPC
+ * The one registry of error codes (docs/api.md, Routes and Errors): each code with its HTTP status and JSON-RPC
  * code. The domain throws `MooringError`; the transports map it. Nothing else decides a status.
  */
 
@@ -28,7 +28,7 @@ export const errorCodes = {
 
 export type ErrorCode = keyof typeof errorCodes;
 
-/** Codes a terminal task may carry in its `error` (SPEC section 3). */
+/** Codes a terminal task may carry in its `error` (docs/api.md, Routes and Errors). */
 export type TaskErrorCode =
   | "GATEWAY_BUSY"
   | "TURN_TIMEOUT"

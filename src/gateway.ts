@@ -1,5 +1,5 @@
 /**
- * Puts the gateway together and runs its lifecycle. Startup order (SPEC section 6): listen (so
+ * Puts the gateway together and runs its lifecycle. Startup order (docs/api.md, Restarts, resume and recovery): listen (so
  * /healthz and /readyz answer), connect, migrate, register this instance, reconcile, start
  * workers, then accept commands. Shutdown reverses it.
  */

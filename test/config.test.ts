@@ -1,4 +1,4 @@
-/** Configuration (SPEC section 1) and the agent registry (section 7): defaults, and refusal of bad values. */
+/** Configuration (README, Configuration) and the agent registry (section 7): defaults, and refusal of bad values. */
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";

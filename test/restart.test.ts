@@ -230,7 +230,7 @@ it("registers the instance (instanceId, bootId, host, pid, version), heartbeats 
     ws.once("error", reject);
   });
   ws.close();
-  // hello carries the SPEC section 5 fields; host and pid are only in the instances row.
+  // hello carries the docs/api.md, Streaming fields; host and pid are only in the instances row.
   expect(hello).toMatchObject({
     jsonrpc: "2.0",
     method: "hello",

@@ -1,4 +1,4 @@
-/** The sessions API (SPEC sections 2 and 3): bad input of every kind, pagination, filters, archive. */
+/** The sessions API (docs/api.md: Resources and states, Routes, Errors): bad input of every kind, pagination, filters, archive. */
 import { mkdir, mkdtemp, realpath, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

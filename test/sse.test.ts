@@ -1,5 +1,5 @@
 /**
- * GET /v1/sessions/:id/events (SPEC sections 3 and 5): Server-Sent Events with `retry:` first,
+ * GET /v1/sessions/:id/events (docs/api.md: Routes, Streaming): Server-Sent Events with `retry:` first,
  * `id:` = seq, heartbeat comments, replay then live, and resume with Last-Event-ID or afterSeq.
  */
 import { mkdtemp, rm } from "node:fs/promises";

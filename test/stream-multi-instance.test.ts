@@ -1,5 +1,5 @@
 /**
- * Fan-out across instances (SPEC section 5): two real gateway processes on one database. A
+ * Fan-out across instances (docs/api.md, Streaming): two real gateway processes on one database. A
  * subscriber on A receives, exactly once and in order, the events of a turn running on B; when
  * A's LISTEN connection is killed, it reconnects and catches up, so delivery goes on.
  *

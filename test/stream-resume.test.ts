@@ -1,5 +1,5 @@
 /**
- * The event log and resuming from it (SPEC section 5): gap-free seqs, delta coalescing, one NOTIFY
+ * The event log and resuming from it (docs/api.md, Streaming): gap-free seqs, delta coalescing, one NOTIFY
  * per flush; a client that drops mid-turn resumes with its last seq and misses nothing; a gateway
  * killed with SIGKILL mid-turn loses nothing that was committed, and the restart settles the turn
  * with `task.interrupted` (GATEWAY_RESTART) after every event it had.

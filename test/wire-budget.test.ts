@@ -1,5 +1,5 @@
 /**
- * Wire budget (SPEC section 8) and previews: however large an agent's tool output, events carry
+ * Wire budget (docs/api.md, Wire budget) and previews: however large an agent's tool output, events carry
  * previews of at most 2 KiB with the full size, full payloads come on demand, and the reference
  * scenario (10 past turns of 5 tool calls with ~879 KiB of results each, then a measured turn with
  * a 1.05 MiB result) stays within the best published figures, measured on real sockets.
@@ -137,7 +137,7 @@ describe("previews", () => {
   });
 });
 
-describe("wire budget (SPEC section 8)", () => {
+describe("wire budget (docs/api.md, Wire budget)", () => {
   it("the reference scenario stays within the published figures", async () => {
     const s = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
     const sessionId = s.body.id;
@@ -199,7 +199,7 @@ describe("wire budget (SPEC section 8)", () => {
     const kib = (n: number) => `${(n / KiB).toFixed(1)} KiB`;
     console.log(
       [
-        "wire budget (SPEC section 8):",
+        "wire budget (docs/api.md, Wire budget):",
         `  snapshot (10 past turns): ${kib(snapshot.wire.length)} on the wire (gzip), ${kib(snapshot.body.length)} decoded   [budget ${kib(BUDGET.snapshotWire)}]`,
         `  snapshot after the measured turn: ${kib(after.wire.length)} on the wire, ${kib(after.body.length)} decoded`,
         `  live turn: ${kib(wire)} on the wire (permessage-deflate), ${kib(decoded)} decoded, ${messages} messages, ${turnEvents.length} events   [budget ${kib(BUDGET.liveWire)}, ${kib(BUDGET.liveDecoded)}, ${BUDGET.liveMessages}]`,

@@ -1,4 +1,4 @@
-/** Workspace normalization and roots (SPEC section 2), in the domain and through the API. */
+/** Workspace normalization and roots (docs/api.md, Resources and states), in the domain and through the API. */
 import { mkdir, mkdtemp, realpath, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -1,5 +1,5 @@
 /**
- * WS /v1/ws (SPEC sections 4 and 5): hello, every JSON-RPC method, subscriptions (answer first,
+ * WS /v1/ws (docs/api.md: JSON-RPC, Streaming): hello, every JSON-RPC method, subscriptions (answer first,
  * several per socket, unsubscribe, replay-then-live without a seam, RESYNC_REQUIRED),
  * permessage-deflate, protocol errors, oversized frames, ping/drop, and slow consumers (4008).
  */

@@ -2,7 +2,7 @@
  * The contract between the turn pipeline and an agent.
  *
  * A driver turns one agent's own protocol (a simulated script, the Claude Code CLI's stream-json,
- * the Agent Client Protocol) into the normalized events of SPEC section 5. The pipeline owns
+ * the Agent Client Protocol) into the normalized events of docs/api.md, Streaming. The pipeline owns
  * everything durable (tasks, the event log, the resume cursor in Postgres); a driver owns only the
  * agent process. One `AgentConversation` exists per mooring session at a time and runs one turn
  * at a time; the pipeline keeps it warm between turns and closes it when idle.
@@ -10,7 +10,7 @@
 import type { Logger } from "pino";
 import type { AgentEntry } from "./registry.js";
 
-/** What the agent reported about how to continue its conversation later (SPEC section 6). */
+/** What the agent reported about how to continue its conversation later (docs/api.md, Restarts, resume and recovery). */
 export interface ResumeCursor {
   /** The agent's own conversation id; null when no conversation was started yet. */
   agentSessionId: string | null;
@@ -118,7 +118,7 @@ export interface TurnOutcome {
   usage: AgentUsage | null;
 }
 
-/** Codes a driver may fail a turn with (a subset of SPEC section 3's terminal codes). */
+/** Codes a driver may fail a turn with (a subset of docs/api.md, Routes and Errors terminal codes). */
 export type AgentFailureCode =
   | "AGENT_START_FAILED"
   /** The workspace, resolved again at spawn, is outside every root (swapped for a symlink, say). */

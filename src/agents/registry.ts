@@ -1,5 +1,5 @@
 /**
- * The agent registry (SPEC section 7): which agents this gateway may start, as its operator
+ * The agent registry (docs/agents.md): which agents this gateway may start, as its operator
  * defined them in `MOORING_AGENTS`. Clients only ever pick a name from it.
  */
 import { existsSync, readFileSync } from "node:fs";

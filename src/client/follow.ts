@@ -85,7 +85,7 @@ export interface FollowOptions {
   signal?: AbortSignal;
 }
 
-/** The longest a turn may run (SPEC: `complex`, the cap of `timeoutMs`). */
+/** The longest a turn may run (the `complex` load class, the cap of `timeoutMs`). */
 const MAX_TURN_MS = 60 * 60_000;
 
 const isUnreachable = (err: unknown) =>

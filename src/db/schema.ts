@@ -25,7 +25,7 @@ export const sessions = pgTable(
   "sessions",
   {
     id: uuid("id").primaryKey().defaultRandom(),
-    /** Normalized absolute path (SPEC section 2). */
+    /** Normalized absolute path (docs/api.md, Resources and states). */
     workspace: text("workspace").notNull(),
     /** Registered agent name. */
     agent: text("agent").notNull(),
@@ -35,7 +35,7 @@ export const sessions = pgTable(
     /** A client's key for its create request: a retried create finds the session it made. */
     idempotencyKey: text("idempotency_key"),
     archivedAt: ts("archived_at"),
-    /** Resume cursor (SPEC section 6), written by guarded updates from what the agent reports. */
+    /** Resume cursor (docs/api.md, Restarts, resume and recovery), written by guarded updates from what the agent reports. */
     agentSessionId: text("agent_session_id"),
     turnCount: integer("turn_count").notNull().default(0),
     lastAssistantMessageId: text("last_assistant_message_id"),

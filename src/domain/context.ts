@@ -1,5 +1,5 @@
 /**
- * The context indicator (SPEC section 6): how full the model's context window was at the last
+ * The context indicator (docs/api.md, Restarts, resume and recovery): how full the model's context window was at the last
  * model call of a turn.
  */
 import type { AgentUsage } from "../agents/driver.js";

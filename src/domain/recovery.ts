@@ -1,5 +1,5 @@
 /**
- * What an interrupted turn becomes (SPEC section 6, MOORING_RECOVERY). With `fail` it stays
+ * What an interrupted turn becomes (docs/api.md, Restarts, resume and recovery, MOORING_RECOVERY). With `fail` it stays
  * interrupted. With `continue`, a session whose agent conversation was saved gets a queued turn
  * "Continue where you left off." linked to the interrupted one; an unsaved one gets a
  * `session.reset` notice instead, since continuing into an empty conversation makes no sense.

@@ -1,4 +1,4 @@
-/** The events that mark a task's state changes (SPEC section 5). */
+/** The events that mark a task's state changes (docs/api.md, Streaming). */
 import type { NewEvent } from "../sql/append-events.js";
 import type { TaskRow } from "../sql/task-row.js";
 

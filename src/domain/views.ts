@@ -1,6 +1,6 @@
 /**
- * The shapes clients see (SPEC section 2), built from rows. Snapshots of sessions carry compact
- * turns with previews only (SPEC section 8).
+ * The shapes clients see (docs/api.md, Resources and states), built from rows. Snapshots of sessions carry compact
+ * turns with previews only (docs/api.md, Wire budget).
  */
 import type { PermissionRequestView } from "./permissions.js";
 import { preview } from "../stream/preview.js";
@@ -106,7 +106,7 @@ export function pollAfterMs(row: TaskRow, position: number | null, now = Date.no
 }
 
 /**
- * At least 100 ms apart, except that a deadline closer than that wins (SPEC: never past a deadline).
+ * At least 100 ms apart, except that a deadline closer than that wins (docs/api.md: never past a deadline).
  * Once a deadline has passed the state change is due any moment: ask again in 100 ms.
  */
 const clamp = (wanted: number, untilDeadline: number) =>

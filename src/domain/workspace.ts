@@ -1,5 +1,5 @@
 /**
- * Workspace normalization (SPEC section 2): two spellings of one folder are one workspace, and a
+ * Workspace normalization (docs/api.md, Resources and states): two spellings of one folder are one workspace, and a
  * workspace outside every configured root is refused even when it escapes through `..` or a symlink.
  *
  * Resolution is asynchronous (realpath runs off the event loop) and bounded: a path longer than

@@ -1,6 +1,6 @@
 /**
- * Previews keep snapshots and live turns small however large an agent's tool output is (SPEC
- * section 8): an event carries at most PREVIEW_BYTES of any tool input or output and its full size;
+ * Previews keep snapshots and live turns small however large an agent's tool output is (docs/api.md,
+ * Wire budget): an event carries at most PREVIEW_BYTES of any tool input or output and its full size;
  * the whole payload stays in the log, fetched on demand.
  */
 export const PREVIEW_BYTES = 2048;

@@ -137,7 +137,7 @@ const taskFields = {
 
 export const Task = Type.Object(taskFields, { additionalProperties: false });
 
-/** A turn in a session snapshot: a Task with previews (SPEC section 8). */
+/** A turn in a session snapshot: a Task with previews (docs/api.md, Wire budget). */
 export const CompactTurn = Type.Object(
   { ...taskFields, promptBytes: Type.Optional(Type.Integer()) },
   { additionalProperties: false },

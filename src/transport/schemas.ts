@@ -118,7 +118,7 @@ export const EventsQuery = Type.Object(
   { additionalProperties: false },
 );
 
-/** JSON-RPC params of each method (SPEC section 4). */
+/** JSON-RPC params of each method (docs/api.md, JSON-RPC). */
 export const rpcParams = {
   "sessions.create": CreateSessionBody,
   "sessions.get": Type.Object({ sessionId: Uuid }, { additionalProperties: false }),

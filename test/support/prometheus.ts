@@ -74,8 +74,19 @@ function parseSample(line: string, where: string, types: Map<string, string>): S
     labels[l[1]] = l[2].replace(/\\(["\\n])/g, (_, c) => (c === "n" ? "\n" : c));
     rest = rest.slice(l[0].length);
   }
-  const value = raw === "+Inf" ? Infinity : raw === "-Inf" ? -Infinity : raw === "NaN" ? NaN : Number(raw);
-  if (Number.isNaN(value) && raw !== "NaN") throw new Error(`bad value, ${where}`);
+  // Prometheus parses values with Go's ParseFloat, which takes NaN and Inf in any case (prom-client
+  // writes `Nan`, e.g. for an event-loop lag with no sample yet).
+  const special = raw.toLowerCase();
+  const isNaNText = special === "nan";
+  const value =
+    special === "+inf" || special === "inf"
+      ? Infinity
+      : special === "-inf"
+        ? -Infinity
+        : isNaNText
+          ? NaN
+          : Number(raw);
+  if (Number.isNaN(value) && !isNaNText) throw new Error(`bad value, ${where}`);
   return { name, labels, value };
 }
 
@@ -83,7 +94,8 @@ function familyOf(name: string, types: Map<string, string>): string | null {
   if (types.has(name)) return name;
   for (const suffix of ["_bucket", "_sum", "_count"]) {
     const base = name.endsWith(suffix) ? name.slice(0, -suffix.length) : null;
-    if (base && (types.get(base) === "histogram" || (types.get(base) === "summary" && suffix !== "_bucket"))) return base;
+    if (base && (types.get(base) === "histogram" || (types.get(base) === "summary" && suffix !== "_bucket")))
+      return base;
   }
   return null;
 }
@@ -92,16 +104,23 @@ function checkHistograms(types: Map<string, string>, samples: Sample[]): void {
   for (const [name, type] of types) {
     if (type !== "histogram") continue;
     const buckets = samples.filter((s) => s.name === `${name}_bucket`);
-    const key = (s: Sample) => JSON.stringify(Object.entries(s.labels).filter(([k]) => k !== "le").sort());
+    const key = (s: Sample) =>
+      JSON.stringify(
+        Object.entries(s.labels)
+          .filter(([k]) => k !== "le")
+          .sort(),
+      );
     for (const series of new Set(buckets.map(key))) {
       const mine = buckets.filter((b) => key(b) === series);
       const les = mine.map((b) => (b.labels.le === "+Inf" ? Infinity : Number(b.labels.le)));
       if (les.at(-1) !== Infinity) throw new Error(`${name}: no +Inf bucket`);
       for (let i = 1; i < mine.length; i++) {
-        if (!(les[i] > les[i - 1]) || mine[i].value < mine[i - 1].value) throw new Error(`${name}: buckets not cumulative`);
+        if (!(les[i] > les[i - 1]) || mine[i].value < mine[i - 1].value)
+          throw new Error(`${name}: buckets not cumulative`);
       }
       const count = samples.find((s) => s.name === `${name}_count` && key(s) === series);
-      if (!count || count.value !== mine.at(-1)!.value) throw new Error(`${name}: +Inf bucket differs from _count`);
+      if (!count || count.value !== mine.at(-1)!.value)
+        throw new Error(`${name}: +Inf bucket differs from _count`);
     }
   }
 }

@@ -1,6 +1,6 @@
 /**
  * The `acp` driver: runs any Agent Client Protocol agent the operator registered, over stdio
- * (SPEC section 7). See docs/acp.md.
+ * (docs/agents.md). See docs/acp.md.
  */
 import type { AgentDriver } from "../driver.js";
 import { validateAcpConfig } from "./config.js";

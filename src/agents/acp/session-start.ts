@@ -1,7 +1,7 @@
 /**
  * Opening the ACP session a conversation runs in: `initialize`, then `session/load` of the
  * session's saved agent session when the agent can load one, otherwise (or when loading fails)
- * `session/new` (SPEC section 6, resume failure → one fresh start).
+ * `session/new` (docs/api.md, Restarts, resume and recovery, resume failure → one fresh start).
  */
 import type { ClientConnection } from "@agentclientprotocol/sdk";
 import type { Logger } from "pino";

@@ -1,6 +1,6 @@
 /**
  * One mooring session's conversation with Claude Code: a warm CLI process, the resume cursor, and
- * the recovery rules of SPEC section 6 (never resume a conversation that was proven unsaved; start
+ * the recovery rules of docs/api.md, Restarts, resume and recovery (never resume a conversation that was proven unsaved; start
  * fresh once when a resume fails).
  */
 import { randomUUID } from "node:crypto";
@@ -31,7 +31,7 @@ import { TurnTranslator } from "./events.js";
 import { waitForTurnEnd } from "./turn.js";
 
 /**
- * The SPEC's restart notice ends "Send your message again to continue.", which fits when the
+ * The contract's restart notice ends "Send your message again to continue.", which fits when the
  * interrupted turn is settled; here the notice comes at the start of a turn that does run, in a
  * fresh conversation, so asking the user to resend it would be wrong (docs/claude-code.md).
  */
@@ -171,7 +171,7 @@ export class ClaudeConversation implements AgentConversation {
 
   /**
    * Start a process for the cursor: resume its conversation unless the transcript check proves the
-   * agent never saved it (an assistant message observed is proof enough; SPEC section 6).
+   * agent never saved it (an assistant message observed is proof enough; docs/api.md, Restarts, resume and recovery).
    */
   private async start(sink: TurnSink): Promise<void> {
     const id = this.cursor.agentSessionId;

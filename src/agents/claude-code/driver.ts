@@ -1,6 +1,6 @@
 /**
  * The `claude-code` driver: runs the Claude Code CLI in stream-json mode, one warm process per
- * mooring session (SPEC section 7). See docs/claude-code.md for the CLI behaviour it relies on.
+ * mooring session (docs/agents.md). See docs/claude-code.md for the CLI behaviour it relies on.
  */
 import type { AgentDriver } from "../driver.js";
 import { validateClaudeCodeConfig } from "./config.js";

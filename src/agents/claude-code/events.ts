@@ -1,5 +1,5 @@
 /**
- * Translating one turn's stream-json lines into mooring's normalized events (SPEC section 5).
+ * Translating one turn's stream-json lines into mooring's normalized events (docs/api.md, Streaming).
  */
 import type { AgentEvent, AgentUsage } from "../driver.js";
 import type { ApiUsage, ContentBlock, StreamLine } from "./protocol.js";

@@ -1,6 +1,6 @@
 /**
  * Finding a Claude Code transcript on disk: the only way to learn, after a restart, whether a
- * conversation we started was ever saved (SPEC section 6). Claude Code stores each conversation at
+ * conversation we started was ever saved (docs/api.md, Restarts, resume and recovery). Claude Code stores each conversation at
  * `<config dir>/projects/<cwd with non-alphanumerics as "-">/<id>.jsonl`, and its `--resume` looks
  * in every project folder, so a moved workspace still resumes: the scan must search them all too.
  */

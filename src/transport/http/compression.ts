@@ -1,5 +1,5 @@
 /**
- * Response compression (SPEC section 8: a session snapshot is measured on the wire). Bodies of
+ * Response compression (docs/api.md, Wire budget: a session snapshot is measured on the wire). Bodies of
  * JSON and text responses larger than COMPRESS_MIN_BYTES are sent with `br` or `gzip` when the
  * client accepts one (`Accept-Encoding`, q-values honoured, `br` preferred at equal weight).
  * Streams (SSE, static files) and already-encoded bodies pass through untouched. Compression runs

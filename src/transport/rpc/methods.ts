@@ -1,5 +1,5 @@
 /**
- * The JSON-RPC method table (SPEC section 4), shared by `POST /v1/rpc` and `WS /v1/ws`. Each method
+ * The JSON-RPC method table (docs/api.md, JSON-RPC), shared by `POST /v1/rpc` and `WS /v1/ws`. Each method
  * validates its params with the shared schemas and calls the domain.
  */
 import type { Static } from "typebox";
