@@ -24,9 +24,14 @@ export function createLogger(level: string, format: "auto" | "json" | "pretty" =
     mixin: requestIdMixin,
     // Secrets never reach a log: fastify's request lines go through requestForLog (no headers),
     // and this catches an authorization header logged by anything else.
-    redact: { paths: ["authorization", "headers.authorization", "req.headers.authorization"], censor: "[redacted]" },
+    redact: {
+      paths: ["authorization", "headers.authorization", "req.headers.authorization"],
+      censor: "[redacted]",
+    },
     serializers: { err: safeErrorSerializer },
-    ...(pretty ? { transport: { target: "pino-pretty", options: { colorize: true, translateTime: "SYS:HH:MM:ss.l" } } } : {}),
+    ...(pretty
+      ? { transport: { target: "pino-pretty", options: { colorize: true, translateTime: "SYS:HH:MM:ss.l" } } }
+      : {}),
   });
 }
 
@@ -36,9 +41,7 @@ export function redactUrl(url: string): string {
   if (mark === -1) return url;
   const params = new URLSearchParams(url.slice(mark + 1));
   if (!params.has("access_token")) return url;
-  for (const key of [...new Set(params.keys())]) {
-    if (key === "access_token") params.set(key, "[redacted]");
-  }
+  params.set("access_token", "[redacted]"); // replaces every occurrence
   return `${url.slice(0, mark)}?${params.toString()}`;
 }
 

@@ -3,7 +3,7 @@
  * followed it (so a CLI killed with kill -9 repeats nothing), or from its start.
  */
 import { connect, type ConnectionOptions } from "./connection.js";
-import { CursorWriter, readCursor } from "./cursor-store.js";
+import { CursorWriter, isTaskId, readCursor } from "./cursor-store.js";
 import { exitCodeOfError, UsageError } from "./exit-codes.js";
 import { finish } from "./finish.js";
 import { followTurn } from "./follow-turn.js";
@@ -21,7 +21,7 @@ export async function attachCommand(taskId: string, options: AttachOptions): Pro
   const json = options.json === true;
   let redact = (t: string) => t;
   try {
-    if (!/^[A-Za-z0-9-]{1,64}$/.test(taskId))
+    if (!isTaskId(taskId))
       throw new UsageError(`not a task id: ${JSON.stringify(taskId)}`);
     const conn = connect(options);
     redact = conn.redact;

@@ -25,9 +25,11 @@ export interface SavedCursor {
   cursor: number;
 }
 
+/** A task id is a uuid; anything else (a typo on the command line) must not name another path. */
+export const isTaskId = (taskId: string): boolean => /^[A-Za-z0-9-]{1,64}$/.test(taskId);
+
 function cursorPath(taskId: string): string {
-  // A task id is a uuid; anything else (a typo on the command line) must not name another path.
-  if (!/^[A-Za-z0-9-]{1,64}$/.test(taskId)) throw new Error("not a task id");
+  if (!isTaskId(taskId)) throw new Error("not a task id");
   return join(stateDir(), "cursors", `${taskId}.json`);
 }
 

@@ -55,6 +55,9 @@ function limitOf(options: ResourceOptions): number {
   return Number.isInteger(n) && n > 0 ? n : 50;
 }
 
+/** Pages no larger than what is wanted, and no larger than the API allows (200). */
+const pageSizeFor = (wanted: number): number => Math.min(wanted, 200);
+
 async function take<T>(items: AsyncIterable<T>, n: number): Promise<T[]> {
   const out: T[] = [];
   for await (const item of items) {
@@ -66,7 +69,11 @@ async function take<T>(items: AsyncIterable<T>, n: number): Promise<T[]> {
 
 export const sessionsList = (options: ResourceOptions) =>
   withClient(options, async ({ client }, out) => {
-    const filter = { workspace: options.workspace, status: options.status as Session["status"] | undefined };
+    const filter = {
+      workspace: options.workspace,
+      status: options.status as Session["status"] | undefined,
+      limit: pageSizeFor(limitOf(options)),
+    };
     const items = await take(client.sessions.list(filter), limitOf(options));
     if (options.json) for (const s of items) out.jsonLine(s);
     else out.text(table(sessionHeaders, items.map(sessionRow)));
@@ -95,7 +102,11 @@ export const sessionsArchive = (id: string, options: ResourceOptions) =>
 
 export const tasksList = (options: ResourceOptions) =>
   withClient(options, async ({ client }, out) => {
-    const filter = { sessionId: options.session, status: options.status as Task["status"] | undefined };
+    const filter = {
+      sessionId: options.session,
+      status: options.status as Task["status"] | undefined,
+      limit: pageSizeFor(limitOf(options)),
+    };
     const items = await take(client.tasks.list(filter), limitOf(options));
     if (options.json) for (const t of items) out.jsonLine(t);
     else out.text(table(taskHeaders, items.map(taskRow)));

@@ -17,17 +17,11 @@ export interface HttpConfig {
   clock: Clock;
   /** How long transient failures are retried before the error is thrown. */
   retryTimeoutMs: number;
-  /** Told the boot id of every answer (restart detection). */
-  onBootId?: (bootId: string) => void;
 }
 
 export interface RequestOptions {
   body?: unknown;
   query?: Record<string, string | number | boolean | undefined>;
-  /** Sent again after a lost answer, 429 or 503. Default true (every request the SDK makes is). */
-  idempotent?: boolean;
-  /** Send once; the caller has its own retry loop (the follower). */
-  retry?: boolean;
   signal?: AbortSignal;
   accept?: string;
   /** Gives up on this one attempt after this long (a long-poll's wait plus a margin). */
@@ -49,16 +43,18 @@ export class Http {
       try {
         return await this.once<T>(method, path, options);
       } catch (err) {
-        const wait = this.retryDelay(err, attempt, options);
+        const wait = this.retryDelay(err, attempt);
         if (wait === null || this.config.clock.now() + wait - started > this.config.retryTimeoutMs) throw err;
         await sleep(this.config.clock, wait, options.signal);
       }
     }
   }
 
-  /** Milliseconds before the next attempt, or null when this error is not retried. */
-  private retryDelay(err: unknown, attempt: number, options: RequestOptions): number | null {
-    if (options.retry === false || options.idempotent === false) return null;
+  /**
+   * Milliseconds before the next attempt, or null when this error is not retried. Every request the
+   * SDK sends through `request` is safe to send again (submits carry their idempotency key).
+   */
+  private retryDelay(err: unknown, attempt: number): number | null {
     if (err instanceof ConnectionError) return backoffMs(attempt, 200, 2000);
     if (err instanceof MooringApiError && (err.status === 503 || err.status === 429)) {
       return err.retryAfterMs ?? backoffMs(attempt, 200, 2000);
@@ -85,8 +81,6 @@ export class Http {
         body: options.body === undefined ? undefined : JSON.stringify(options.body),
         signal: controller.signal,
       });
-      const bootId = res.headers.get("x-mooring-boot-id");
-      if (bootId) this.config.onBootId?.(bootId);
       const text = await res.text();
       const body = text === "" ? null : parseJson(text);
       if (res.status >= 400) throw errorOf(res, body);

@@ -2,18 +2,16 @@
  * Sessions: create, read, list, archive. A session names a registered agent and a normalized
  * workspace; clients choose only what the agent's driver allows.
  */
-import { pendingPermissionsOf } from "../sql/permissions.js";
 import type { Logger } from "pino";
 import type { AgentDriver } from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
 import type { Database, Queryable } from "../db/client.js";
 import { invalid, MooringError } from "../errors.js";
-import { queuePositions } from "../sql/gate-status.js";
 import { insertSession } from "../sql/insert-session.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { fittingCount } from "./page-budget.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
-import { type PermissionRequestView, requestView } from "./permissions.js";
+import { taskExtras } from "./task-extras.js";
 import { compactTurn, type SessionRow, type SessionStatus, sessionView } from "./views.js";
 import { acceptWorkspace, normalizeWorkspace } from "./workspace.js";
 
@@ -85,19 +83,9 @@ export class SessionService {
     if (!options.withTurns) return view;
     const recent = await this.db.sql<TaskRow[]>`
       select * from tasks where session_id = ${id} order by turn_index desc limit ${SNAPSHOT_TURNS}`;
-    const positions = await queuePositions(
-      this.db.sql,
-      recent.filter((t) => t.status === "queued").map((t) => t.id),
-    );
     // A turn waiting for input shows its requests in the snapshot too (issue 13).
-    const pending = new Map<string, PermissionRequestView[]>();
-    const active = recent.filter((t) => t.status === "running" || t.status === "cancelling").map((t) => t.id);
-    for (const p of await pendingPermissionsOf(this.db.sql, active)) {
-      pending.set(p.taskId, [...(pending.get(p.taskId) ?? []), requestView(p)]);
-    }
-    const turns = recent
-      .reverse()
-      .map((t) => compactTurn(t, positions.get(t.id) ?? null, pending.get(t.id)));
+    const { positions, pending } = await taskExtras(this.db.sql, recent);
+    const turns = recent.reverse().map((t) => compactTurn(t, positions.get(t.id) ?? null, pending.get(t.id)));
     return { ...view, turns };
   }
 

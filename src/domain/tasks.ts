@@ -8,16 +8,16 @@ import { appendEvents, type StoredEvent } from "../sql/append-events.js";
 import { cancelQueuedTask, findActiveTaskOfSession, markTaskCancelling } from "../sql/cancel-task.js";
 import { lockGate } from "../sql/gate-lock.js";
 import { lockSessionRow } from "../sql/lock-session.js";
-import { countActiveAndQueued, queuePositions } from "../sql/gate-status.js";
+import { countActiveAndQueued } from "../sql/gate-status.js";
 import { findTaskByIdempotencyKey, insertQueuedTask } from "../sql/insert-task.js";
 import { notifyArchived, notifyCancel, notifyGate, notifySessions } from "../sql/notify.js";
-import { countWaitingForInput, pendingPermissionsOf } from "../sql/permissions.js";
+import { countWaitingForInput } from "../sql/permissions.js";
 import { isTerminal, type TaskRow, type TaskStatus } from "../sql/task-row.js";
 import { AdmissionQueue, QueueFull } from "./admission.js";
 import { claimAndStart, type TaskRunner } from "./claim.js";
 import { fittingCount } from "./page-budget.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
-import { type PermissionRequestView, requestView } from "./permissions.js";
+import { taskExtras } from "./task-extras.js";
 import type { Runtime } from "./runtime.js";
 import { isUuid, type SessionService } from "./sessions.js";
 import { terminalEvent } from "./task-events.js";
@@ -96,7 +96,10 @@ export class TaskService {
     }
   }
 
-  private async submitChecked(sessionId: string, input: SubmitInput): Promise<{ task: TaskView; created: boolean }> {
+  private async submitChecked(
+    sessionId: string,
+    input: SubmitInput,
+  ): Promise<{ task: TaskView; created: boolean }> {
     if (!this.accepting) throw new MooringError("NOT_READY", "The gateway is not accepting turns right now.");
     const prompt = input.prompt;
     if (typeof prompt !== "string" || prompt.trim() === "")
@@ -256,21 +259,8 @@ export class TaskService {
   }
 
   async view(row: TaskRow): Promise<TaskView> {
-    if (row.status === "running" || row.status === "cancelling") {
-      return taskView(row, null, (await this.pendingPermissions([row.id])).get(row.id));
-    }
-    if (row.status !== "queued") return taskView(row, null);
-    const positions = await queuePositions(this.rt.db.sql, [row.id]);
-    return taskView(row, positions.get(row.id) ?? null);
-  }
-
-  /** Pending permission requests of running tasks, by task id (one read for all). */
-  private async pendingPermissions(taskIds: string[]): Promise<Map<string, PermissionRequestView[]>> {
-    const out = new Map<string, PermissionRequestView[]>();
-    for (const row of await pendingPermissionsOf(this.rt.db.sql, taskIds)) {
-      out.set(row.taskId, [...(out.get(row.taskId) ?? []), requestView(row)]);
-    }
-    return out;
+    const { positions, pending } = await taskExtras(this.rt.db.sql, [row]);
+    return taskView(row, positions.get(row.id) ?? null, pending.get(row.id));
   }
 
   /** The task; with `waitMs`, answers as soon as its state changes or when the wait ends. */
@@ -298,13 +288,7 @@ export class TaskService {
       order by date_trunc('milliseconds', created_at) desc, id desc
       limit ${limit + 1}`;
     const page = rows.slice(0, limit);
-    const positions = await queuePositions(
-      this.rt.db.sql,
-      page.filter((r) => r.status === "queued").map((r) => r.id),
-    );
-    const pending = await this.pendingPermissions(
-      page.filter((r) => r.status === "running" || r.status === "cancelling").map((r) => r.id),
-    );
+    const { positions, pending } = await taskExtras(this.rt.db.sql, page);
     const views = page.map((r) => taskView(r, positions.get(r.id) ?? null, pending.get(r.id)));
     const fits = fittingCount(views, this.rt.config.listPageBytes);
     const last = page[fits - 1];

@@ -219,12 +219,15 @@ export class Worker implements TaskRunner {
           turn.stop("cancel");
         }
       }
-      // Leases skipped because a flush held their row: renewed one at a time, waiting for it.
-      for (const lease of renewed) {
-        if (!lease.renewed && this.turns.has(lease.id)) {
-          await renewLease(this.rt.db.sql, lease.id, this.rt.identity.bootId, this.rt.config.leaseMs);
-        }
-      }
+      // Leases skipped because a flush held their row: renewed each on its own, waiting for its row
+      // (in parallel: each statement locks only its own row).
+      await Promise.all(
+        renewed
+          .filter((lease) => !lease.renewed && this.turns.has(lease.id))
+          .map((lease) =>
+            renewLease(this.rt.db.sql, lease.id, this.rt.identity.bootId, this.rt.config.leaseMs),
+          ),
+      );
       await this.adoptUnknownLeases(renewed);
     } catch (err) {
       if (answeredByServer(err)) {
@@ -301,7 +304,15 @@ export class Worker implements TaskRunner {
       const conversation = this.pool.acquire(session, entry, this.drivers[entry.driver]);
       const deadline = (row.deadlineAt?.getTime() ?? Date.now() + row.timeoutMs) - Date.now();
       const deadlineTimer = setTimeout(() => turn.stop("timeout"), Math.max(deadline, 0));
-      const state = new TurnState(this.rt, session, row, fence, log, this.permissions, turn.controller.signal);
+      const state = new TurnState(
+        this.rt,
+        session,
+        row,
+        fence,
+        log,
+        this.permissions,
+        turn.controller.signal,
+      );
       let outcome: TurnOutcome | null = null;
       let failure: unknown = null;
       try {
@@ -372,18 +383,18 @@ export class Worker implements TaskRunner {
     }
   }
 
-  /**
-   * The owner's fenced settlement with its terminal event. The common case rides in the event
-   * log's next flush for the session (stream/event-lane.ts), after the turn's events; an
-   * interruption that may queue a continuation (MOORING_RECOVERY=continue) needs the gate lock
-   * and has a transaction of its own.
-   */
   /** A settled turn's run time, for mooring_task_run_seconds. */
   private ran(row: TaskRow): void {
     const seconds = secondsBetween(row.startedAt, row.finishedAt);
     if (seconds !== null) this.rt.metrics.taskRan(seconds);
   }
 
+  /**
+   * The owner's fenced settlement with its terminal event. The common case rides in the event
+   * log's next flush for the session (stream/event-lane.ts), after the turn's events; an
+   * interruption that may queue a continuation (MOORING_RECOVERY=continue) needs the gate lock
+   * and has a transaction of its own.
+   */
   private async settle(
     turn: RunningTurn,
     fence: OwnerFence,
@@ -504,7 +515,14 @@ class TurnState {
       requestPermission:
         permissions && signal
           ? (ask) =>
-              permissions.ask({ sessionId: this.session.id, taskId: this.row.id, fence: this.fence, ask, signal, log: this.log })
+              permissions.ask({
+                sessionId: this.session.id,
+                taskId: this.row.id,
+                fence: this.fence,
+                ask,
+                signal,
+                log: this.log,
+              })
           : undefined,
     });
   }

@@ -8,6 +8,7 @@
 import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
 import type { StoredEvent } from "../sql/append-events.js";
+import { readEventsAfter } from "../sql/read-events.js";
 import type { ChangeBus } from "./change-bus.js";
 
 export interface ClientEvent {
@@ -127,9 +128,7 @@ class Feed {
     if (first && first.seq <= after + 1 && this.cache[this.cache.length - 1].seq > after) {
       return this.cache.slice(after + 1 - first.seq);
     }
-    const rows = await this.db.sql<StoredEvent[]>`
-      select session_id, seq, task_id, type, at, data from events
-      where session_id = ${this.sessionId} and seq > ${after} order by seq limit ${PAGE_SIZE}`;
+    const rows = await readEventsAfter(this.db.sql, this.sessionId, after, PAGE_SIZE);
     const events = rows.map(toClientEvent);
     if (events.length > 0 && events[events.length - 1].seq > this.head)
       this.head = events[events.length - 1].seq;

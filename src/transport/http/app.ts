@@ -15,7 +15,7 @@ import { requestContext, requestForLog } from "../../log.js";
 import type { Services } from "../services.js";
 import { describeError, fieldOf } from "../validate.js";
 import { refuse, registerAccessChecks } from "./access.js";
-import { bearerToken, rememberCaller, takeQueryToken, tokenLabel, validToken } from "./auth.js";
+import { bearerToken, rememberCaller, takeQueryToken, tokenLabel, verifiedCaller } from "./auth.js";
 import { registerCompression } from "./compression.js";
 import { registerEventRoutes, SseStreams } from "./routes/events.js";
 import { type ReadyzView, registerHealthRoutes } from "./routes/health.js";
@@ -91,23 +91,19 @@ export async function buildHttpApp(
 
   await registerAccessChecks(app, config);
 
-  /** Requests that presented a valid token (with tokens set): /readyz shows them the details. */
-  const verified = new WeakSet<object>();
   app.addHook("onRequest", async (req, reply) => {
     reply.header("x-request-id", req.id);
     // Which boot answered: a client on REST or SSE tells a restart from a network flap by it.
     reply.header("x-mooring-boot-id", services.identity.bootId);
     const queried = takeQueryToken(req);
     const token = bearerToken(req.headers.authorization) ?? queried;
-    if (config.apiTokens.length > 0 && validToken(token, config.apiTokens)) {
-      verified.add(req);
-      rememberCaller(req, tokenLabel(token, config.apiTokens));
-    }
+    // A valid token (with tokens set) is remembered as the request's caller (auth.ts).
+    if (config.apiTokens.length > 0) rememberCaller(req, tokenLabel(token, config.apiTokens));
     const path = req.url.split("?")[0];
     if (openRoutes.has(path)) return;
     // Scrapers on a private network may be let in without a token (MOORING_METRICS_PUBLIC).
     if (path === "/metrics" && config.metricsPublic) return;
-    if (config.apiTokens.length > 0 && !verified.has(req)) {
+    if (config.apiTokens.length > 0 && !verifiedCaller(req)) {
       return refuse(reply, new MooringError("UNAUTHORIZED", "a valid bearer token is required (Authorization: Bearer <token>)"));
     }
   });
@@ -171,7 +167,7 @@ export async function buildHttpApp(
   });
 
   registerHealthRoutes(app, health, (req) =>
-    config.apiTokens.length === 0 ? "instance" : verified.has(req) ? "operator" : "status",
+    config.apiTokens.length === 0 ? "instance" : verifiedCaller(req) ? "operator" : "status",
   );
   registerMetricsRoute(app, metrics);
   const sse = new SseStreams();

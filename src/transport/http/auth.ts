@@ -24,28 +24,31 @@ export function bearerToken(header: string | undefined): string | null {
   return match ? match[1] : null;
 }
 
-/** Constant-time comparison against every configured token. */
-export function validToken(given: string | null, tokens: readonly string[]): boolean {
-  if (!given) return false;
+/**
+ * The place of `given` among the configured tokens, or -1. Constant time: every token is compared,
+ * whichever matches, so the timing tells neither a token nor its place.
+ */
+function matchToken(given: string, tokens: readonly string[]): number {
   const candidate = Buffer.from(given);
-  let ok = false;
-  for (const token of tokens) {
+  let found = -1;
+  tokens.forEach((token, index) => {
     const expected = Buffer.from(token);
     // Compare equal lengths only; a length mismatch still walks a comparison to keep timing flat.
     const same = candidate.length === expected.length && timingSafeEqual(candidate, expected);
     if (candidate.length !== expected.length) timingSafeEqual(expected, expected);
-    ok = ok || same;
-  }
-  return ok;
+    if (same && found < 0) found = index;
+  });
+  return found;
 }
 
 /**
- * Which configured token a request presented, for logs that say who did something (a permission
- * answer): `token <n>`, its 1-based place in MOORING_API_TOKENS, never the token itself.
+ * Which configured token a request presented (null: none, or not a valid one), for logs that say
+ * who did something (a permission answer): `token <n>`, its 1-based place in MOORING_API_TOKENS,
+ * never the token itself.
  */
 export function tokenLabel(given: string | null, tokens: readonly string[]): string | null {
   if (!given) return null;
-  const index = tokens.findIndex((t) => validToken(given, [t]));
+  const index = matchToken(given, tokens);
   return index < 0 ? null : `token ${index + 1}`;
 }
 
@@ -58,4 +61,9 @@ export function callerOf(req: FastifyRequest): string {
 
 export function rememberCaller(req: FastifyRequest, label: string | null): void {
   if (label) callers.set(req, label);
+}
+
+/** Whether this request presented a valid token (the auth hook remembered it as a caller). */
+export function verifiedCaller(req: FastifyRequest): boolean {
+  return callers.has(req);
 }

@@ -25,7 +25,12 @@ export class SseStreams {
   }
 }
 
-export function registerEventRoutes(app: FastifyInstance, s: Services, config: Config, streams: SseStreams): void {
+export function registerEventRoutes(
+  app: FastifyInstance,
+  s: Services,
+  config: Config,
+  streams: SseStreams,
+): void {
   app.get<{ Params: Static<typeof EventPayloadParams> }>(
     "/sessions/:id/events/:seq/payload",
     {
@@ -78,8 +83,6 @@ export function registerEventRoutes(app: FastifyInstance, s: Services, config: C
         "cache-control": "no-cache, no-transform",
         connection: "keep-alive",
         "x-accel-buffering": "no",
-        "x-request-id": String(req.id),
-        "x-mooring-boot-id": s.identity.bootId,
       });
       res.write(`retry: ${SSE_RETRY_MS}\n\n`);
       let closed = false;
