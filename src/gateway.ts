@@ -34,6 +34,7 @@ import { SessionFeeds } from "./stream/session-feeds.js";
 import { requestContext } from "./log.js";
 import { safeErrorSerializer } from "./log-errors.js";
 import { isDatabaseUnavailable } from "./errors.js";
+import { TimedLoop } from "./lib/timed-loop.js";
 import { buildHttpApp } from "./transport/http/app.js";
 import { GatewayMetrics } from "./metrics/gateway-metrics.js";
 import type { MetricsReporter } from "./metrics/reporter.js";
@@ -197,10 +198,8 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     const reconciled = await parts.sweeper.reconcile();
     parts.worker.start();
     parts.sweeper.start();
-    parts.instanceBeat = setInterval(() => {
-      void heartbeatInstance(db.sql, identity.bootId).catch(() => {});
-    }, config.heartbeatMs);
-    parts.instanceBeat.unref();
+    parts.instanceBeat = new TimedLoop(config.heartbeatMs, () => heartbeatInstance(db.sql, identity.bootId));
+    parts.instanceBeat.start();
     parts.tasks.accepting = true;
     state.ready = true;
     log.info({ ms: Date.now() - t0, ...reconciled }, "ready");
@@ -235,10 +234,10 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
       sse.closeAll();
       await app.close();
       if (p) {
-        p.sweeper.stop();
-        p.feeds.stop();
+        await p.sweeper.stop();
+        await p.feeds.stop();
         p.announcer.stop();
-        if (p.instanceBeat) clearInterval(p.instanceBeat);
+        await p.instanceBeat?.stop();
         await p.listener.stop();
         await markInstanceStopped(p.db.sql, identity.bootId).catch(() => {});
         await p.db.close();
@@ -276,7 +275,7 @@ interface Parts {
   announcer: QueuePositionAnnouncer;
   instances: InstanceService;
   permissions: Permissions;
-  instanceBeat?: NodeJS.Timeout;
+  instanceBeat?: TimedLoop;
 }
 
 function assemble(

@@ -8,6 +8,7 @@
  * notification, and from its own poll (MOORING_POLL_MS) of the requests it waits on: notifications
  * are hints, the poll is the guarantee.
  */
+import { TimedLoop } from "../lib/timed-loop.js";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { PermissionAnswer, PermissionAsk } from "../agents/driver.js";
@@ -93,10 +94,11 @@ interface Waiter {
 
 export class Permissions {
   private readonly waiters = new Map<string, Waiter>();
-  private pollTimer: NodeJS.Timeout | null = null;
-  private polling = false;
+  /** Reads the waited-on requests while any turn waits (a missed notification is found). */
+  private readonly poll: TimedLoop;
 
   constructor(private readonly rt: Runtime) {
+    this.poll = new TimedLoop(rt.config.pollMs, () => this.check([...this.waiters.keys()]));
     rt.bus.on("permission", (requestId) => {
       if (this.waiters.has(requestId)) void this.check([requestId]);
     });
@@ -251,20 +253,11 @@ export class Permissions {
   }
 
   private startPolling(): void {
-    if (this.pollTimer) return;
-    this.pollTimer = setInterval(() => {
-      if (this.polling || this.waiters.size === 0) return;
-      this.polling = true;
-      void this.check([...this.waiters.keys()]).finally(() => {
-        this.polling = false;
-      });
-    }, this.rt.config.pollMs);
-    this.pollTimer.unref();
+    this.poll.start();
   }
 
   private stopPolling(): void {
-    if (this.pollTimer) clearInterval(this.pollTimer);
-    this.pollTimer = null;
+    void this.poll.stop();
   }
 
   /**

@@ -4,6 +4,7 @@
  * claimed even if every notification was lost.
  */
 import type { Tx } from "../db/client.js";
+import { TimedLoop } from "../lib/timed-loop.js";
 import type { StoredEvent } from "../sql/append-events.js";
 import { appendEvents } from "../sql/append-events.js";
 import { expireQueuedTasks } from "../sql/expire-queued.js";
@@ -22,7 +23,7 @@ import type { Worker } from "./worker.js";
 type Settler = (tx: Tx) => Promise<TaskRow[]>;
 
 export class Sweeper {
-  private timers: NodeJS.Timeout[] = [];
+  private readonly loops: TimedLoop[] = [];
   onQueueChanged: () => void = () => {};
 
   constructor(
@@ -32,31 +33,25 @@ export class Sweeper {
   ) {}
 
   start(): void {
-    this.every(this.rt.config.sweepMs, () => this.sweepLeases());
-    if (this.rt.config.eventRetention > 0) this.every(this.rt.config.sweepMs, () => this.prune());
+    const { config } = this.rt;
+    this.every(config.sweepMs, () => this.sweepLeases());
+    if (config.eventRetention > 0) this.every(config.sweepMs, () => this.prune());
     this.every(60_000, () => pruneEventWrites(this.rt.db.sql));
-    this.every(this.rt.config.pollMs, () => this.pollQueue());
+    this.every(config.pollMs, () => this.pollQueue());
   }
 
-  stop(): void {
-    for (const timer of this.timers) clearTimeout(timer);
-    this.timers = [];
+  /** Every loop stops; resolves once the runs in flight are over. */
+  async stop(): Promise<void> {
+    await Promise.all(this.loops.map((loop) => loop.stop()));
+    this.loops.length = 0;
   }
 
   private every(ms: number, fn: () => Promise<unknown>): void {
-    const tick = () => {
-      void fn()
-        .catch((err) => this.rt.log.warn({ err: String(err) }, "sweep failed; next tick retries"))
-        .finally(() => {
-          const timer = setTimeout(tick, ms);
-          timer.unref();
-          this.timers.push(timer);
-          if (this.timers.length > 8) this.timers = this.timers.slice(-4);
-        });
-    };
-    const timer = setTimeout(tick, ms);
-    timer.unref();
-    this.timers.push(timer);
+    const loop = new TimedLoop(ms, fn, (err) =>
+      this.rt.log.warn({ err: String(err) }, "sweep failed; next tick retries"),
+    );
+    this.loops.push(loop);
+    loop.start();
   }
 
   /** Startup: settle what this instance's previous boot left running, then any expired lease. */

@@ -6,6 +6,7 @@
  * watched tasks, and one query reads all marked tasks for all their waiters. The number of waiters
  * is capped (MOORING_MAX_LONG_POLLS): past it, `wait` declines and the caller answers at once.
  */
+import { TimedLoop } from "../lib/timed-loop.js";
 import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
 import type { TaskRow } from "../sql/task-row.js";
@@ -33,7 +34,8 @@ export class TaskWatch {
   /** Tasks to read on the next pass. */
   private dirty = new Set<string>();
   private reading = false;
-  private pollTimer: NodeJS.Timeout | null = null;
+  /** Marks every watched task while any is watched (a missed change is found). */
+  private readonly poll: TimedLoop;
   private waiterCount = 0;
 
   constructor(
@@ -42,6 +44,7 @@ export class TaskWatch {
     private readonly log: Logger,
     private readonly options: { pollMs: number; maxWaiters: number },
   ) {
+    this.poll = new TimedLoop(options.pollMs, () => this.markAll());
     bus.on("session", (sessionId) => {
       const ids = this.bySession.get(sessionId);
       if (!ids) return;
@@ -107,9 +110,7 @@ export class TaskWatch {
   }
 
   private startPolling(): void {
-    if (this.pollTimer) return;
-    this.pollTimer = setInterval(() => this.markAll(), this.options.pollMs);
-    this.pollTimer.unref();
+    this.poll.start();
   }
 
   /**
@@ -172,9 +173,6 @@ export class TaskWatch {
     const ids = this.bySession.get(entry.sessionId);
     ids?.delete(taskId);
     if (ids?.size === 0) this.bySession.delete(entry.sessionId);
-    if (this.watched.size === 0 && this.pollTimer) {
-      clearInterval(this.pollTimer);
-      this.pollTimer = null;
-    }
+    if (this.watched.size === 0) void this.poll.stop();
   }
 }

@@ -3,6 +3,7 @@
  * the agent's events into the log, renews its leases, and settles each task exactly once with a
  * write fenced by owner and attempt.
  */
+import { TimedLoop } from "../lib/timed-loop.js";
 import type { Logger } from "pino";
 import {
   type AgentDriver,
@@ -63,8 +64,8 @@ export class Worker implements TaskRunner {
   private claiming = false;
   private claimPending = false;
   private claimRunning = false;
-  private heartbeatTimer: NodeJS.Timeout | null = null;
-  private beating = false;
+  /** Lease renewal (and adoption of claimed tasks that never started), until drained. */
+  private readonly heartbeats: TimedLoop;
   /** Set once the shutdown grace is over: settlement retries give up quickly. */
   private shuttingDown = false;
   /** Poked after the queue changed so positions get announced. */
@@ -82,6 +83,7 @@ export class Worker implements TaskRunner {
     private readonly pool: ConversationPool,
     private readonly recovery: Recovery,
   ) {
+    this.heartbeats = new TimedLoop(rt.config.heartbeatMs, () => this.heartbeat());
     rt.bus.on("cancel", (taskId) => this.turns.get(taskId)?.stop("cancel"));
     rt.bus.on("gate", () => this.requestClaim());
   }
@@ -93,16 +95,7 @@ export class Worker implements TaskRunner {
   /** Begin claiming work and renewing leases. */
   start(): void {
     this.claiming = true;
-    this.beating = true;
-    const beat = () => {
-      void this.heartbeat().finally(() => {
-        if (!this.beating) return;
-        this.heartbeatTimer = setTimeout(beat, this.rt.config.heartbeatMs);
-        this.heartbeatTimer.unref();
-      });
-    };
-    this.heartbeatTimer = setTimeout(beat, this.rt.config.heartbeatMs);
-    this.heartbeatTimer.unref();
+    this.heartbeats.start();
     this.requestClaim();
   }
 
@@ -275,8 +268,7 @@ export class Worker implements TaskRunner {
     this.rt.eventLog.stopRetrying();
     for (const turn of remaining) turn.stop("shutdown");
     await Promise.all(remaining.map((t) => t.done));
-    this.beating = false;
-    if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
+    await this.heartbeats.stop();
     return { finished: before - remaining.length, interrupted: remaining.length };
   }
 

@@ -5,6 +5,7 @@
  * and live delivery are the same loop, "send what lies between the subscriber's cursor and the
  * session's head", and a subscriber's cursor only moves by one contiguous run at a time.
  */
+import { TimedLoop } from "../lib/timed-loop.js";
 import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
 import type { StoredEvent } from "../sql/append-events.js";
@@ -139,14 +140,16 @@ class Feed {
 
 export class SessionFeeds {
   private readonly feeds = new Map<string, Feed>();
-  private pollTimer: NodeJS.Timeout | null = null;
+  /** The backstop: every feed re-reads its session (a missed notification is found). */
+  private readonly pollLoop: TimedLoop;
 
   constructor(
     private readonly db: Database,
     bus: ChangeBus,
     private readonly log: Logger,
-    private readonly pollMs: number,
+    pollMs: number,
   ) {
+    this.pollLoop = new TimedLoop(pollMs, () => this.poll());
     bus.on("session", (sessionId, head) => {
       const feed = this.feeds.get(sessionId);
       if (!feed) return;
@@ -157,19 +160,11 @@ export class SessionFeeds {
   }
 
   start(): void {
-    const tick = () => {
-      void this.poll().finally(() => {
-        this.pollTimer = setTimeout(tick, this.pollMs);
-        this.pollTimer.unref();
-      });
-    };
-    this.pollTimer = setTimeout(tick, this.pollMs);
-    this.pollTimer.unref();
+    this.pollLoop.start();
   }
 
-  stop(): void {
-    if (this.pollTimer) clearTimeout(this.pollTimer);
-    this.pollTimer = null;
+  async stop(): Promise<void> {
+    await this.pollLoop.stop();
   }
 
   /** Committed events of this instance go straight to the feeds, without a read. */

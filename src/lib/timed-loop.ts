@@ -1,0 +1,60 @@
+/**
+ * A task run every `everyMs`, the next run timed from the end of the last (so a slow run never
+ * overlaps itself). One timer at a time and a stopped flag: `stop()` clears the one pending timer,
+ * a run already in flight schedules nothing after it, and `stop()` resolves once that run is over,
+ * so nothing of the loop runs after shutdown (the sweeper once kept only its last few timers and
+ * its slower loops ran on after `stop()`).
+ */
+export class TimedLoop {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+  private stopped = true;
+
+  constructor(
+    private readonly everyMs: number,
+    private readonly run: () => Promise<unknown> | unknown,
+    /** A failed run is reported here; the next run goes on as scheduled. */
+    private readonly onError: (err: unknown) => void = () => {},
+  ) {}
+
+  /** Schedules the first run `everyMs` from now; a second start while running does nothing. */
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    // A run still in flight (stopped and started again) schedules the next one when it ends.
+    if (!this.running) this.schedule();
+  }
+
+  /** No run starts after this; resolves once a run in flight is over. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  get active(): boolean {
+    return !this.stopped;
+  }
+
+  private schedule(): void {
+    if (this.stopped || this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.running = this.tick();
+    }, this.everyMs);
+    this.timer.unref();
+  }
+
+  private async tick(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      await this.run();
+    } catch (err) {
+      this.onError(err);
+    } finally {
+      this.running = null;
+      this.schedule();
+    }
+  }
+}

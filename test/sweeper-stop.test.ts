@@ -1,0 +1,69 @@
+/**
+ * The sweeper runs several timed loops at different paces (lease sweep, queue poll, pruning).
+ * `stop()` must end every one of them: it once kept only the last few timers, so the pending
+ * timer of a slower loop (here the lease sweep, outpaced by a 10 ms queue poll) survived `stop()`,
+ * and a run in flight at `stop()` scheduled its next run anyway. Both ran on after shutdown.
+ */
+import { pino } from "pino";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { loadConfig } from "../src/config.js";
+import { connect, type Database } from "../src/db/client.js";
+import { applyMigrations } from "../src/db/migrate.js";
+import { Recovery } from "../src/domain/recovery.js";
+import type { Runtime } from "../src/domain/runtime.js";
+import { Sweeper } from "../src/domain/sweeper.js";
+import type { Worker } from "../src/domain/worker.js";
+import { noMetrics } from "../src/metrics/reporter.js";
+import { ChangeBus } from "../src/stream/change-bus.js";
+import { EventLog } from "../src/stream/event-log.js";
+import { createTestDatabase, type TestDatabase } from "./support/db.js";
+import { eventually, testEnv } from "./support/gateway.js";
+
+let testDb: TestDatabase;
+let db: Database;
+
+beforeAll(async () => {
+  testDb = await createTestDatabase();
+  db = connect(testDb.url, { max: 4 });
+  await applyMigrations(db);
+});
+
+afterAll(async () => {
+  await db?.close();
+  await testDb?.drop();
+});
+
+it("runs none of its loops after stop(), however their paces differ", async () => {
+  const config = loadConfig(testEnv(testDb.url, { MOORING_SWEEP_MS: "1000", MOORING_POLL_MS: "10" }));
+  const log = pino({ level: "silent" });
+  const eventLog = new EventLog(db, { flushMs: config.eventFlushMs, flushMax: config.eventFlushMax, lanes: 1 }, log);
+  const rt: Runtime = {
+    config,
+    db,
+    log,
+    bus: new ChangeBus(),
+    eventLog,
+    identity: { instanceId: "sweeper-test", bootId: crypto.randomUUID(), host: "h", pid: 1, version: "0" },
+    metrics: noMetrics,
+  };
+  let polls = 0;
+  const worker = { requestClaim: () => void polls++ } as unknown as Worker;
+  const sweeper = new Sweeper(rt, worker, new Recovery(rt));
+  let leaseSweeps = 0;
+  const sweepLeases = sweeper.sweepLeases.bind(sweeper);
+  sweeper.sweepLeases = () => {
+    leaseSweeps++;
+    return sweepLeases();
+  };
+  sweeper.start();
+  // Many queue polls per lease sweep: the fast loop's timers come and go while the slow one waits.
+  await eventually(async () => leaseSweeps >= 1, 30_000);
+  const pollsThen = polls;
+  await eventually(async () => polls >= pollsThen + 12, 30_000);
+  await sweeper.stop();
+  const atStop = { polls, leaseSweeps };
+  // Nothing to await here but the absence of runs: two lease-sweep periods, then none ran.
+  await new Promise((resolve) => setTimeout(resolve, 2_000));
+  expect({ polls, leaseSweeps }).toEqual(atStop);
+  await eventLog.close();
+}, 60_000);
