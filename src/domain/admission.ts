@@ -1,58 +1,124 @@
 /**
- * Admission of the common submit (ifBusy=enqueue) through the global gate, in batches.
+ * Admission through the global gate: the one path by which a turn is queued, for all four cases:
+ * a submit with ifBusy=enqueue, ifBusy=reject (refused while the session is busy), ifBusy=interrupt
+ * (the running turn is told to stop, the new one jumps the queue), and the continuation the
+ * recovery policy queues for an interrupted turn (domain/recovery.ts, inside the interrupting
+ * transaction). `admissionStatements` builds one admission's statements; every decision is SQL
+ * (the busy rule: sql/session-busy.ts; the queue limit: sql/gate-check.ts), so the statements
+ * need no answer from each other and go out pipelined.
  *
  * Every admission takes the gate lock, so admissions are serial across all instances. Instead of
  * one transaction per submit, the submits that arrive while an admission transaction is in flight
  * wait and then go in together, in one pipelined transaction (db/pipeline.ts): lock the gate, lock
- * their session rows, and for each submit look up its idempotency key, insert it and append its
- * `task.queued`; then one claim starts whatever can run, and one check refuses the whole batch if
- * the queue now overflows. Like a group commit: nothing waits on a timer, a lone submit goes at
- * once, and under load one commit, one gate lock and one claim serve many submits.
+ * their session rows, and for each submit look up its idempotency key, decide its ifBusy rule,
+ * insert it and append its `task.queued`; then one claim starts whatever can run, and one check
+ * refuses the whole batch if the queue now overflows. Like a group commit: nothing waits on a
+ * timer, a lone submit goes at once, and under load one commit, one gate lock and one claim serve
+ * many submits.
  *
  * Why the gate stays exact: the batch commits as one step under the gate lock, so what other
  * transactions can see is the state before it and the state after it. If the state after it is
  * within the limits, admitting the same submits one at a time in the same order would have
- * accepted each of them too: within a batch every submit adds one queued task and the claims only
- * fill free slots (which the batch itself never frees), so the queued count after each submit is at
- * most the count after the whole batch. If the batch would overflow the queue (or fails for any
- * other reason), it rolls back and its submits are admitted one at a time, each deciding for
- * itself, exactly as without batching.
+ * accepted each of them too: within a batch every submit adds at most one queued task and the
+ * claims only fill free slots (which the batch itself never frees: an interrupt makes a turn
+ * `cancelling`, which still holds its slot), so the queued count after each submit is at most the
+ * count after the whole batch; and each busy rule sees the submits before it in the batch, as it
+ * would one at a time. If the batch would overflow the queue, a reject finds its session busy, or
+ * it fails for any other reason, it rolls back and its submits are admitted one at a time, each
+ * deciding for itself, exactly as without batching.
  */
 import { randomUUID } from "node:crypto";
 import { pipelined } from "../db/pipeline.js";
 import type { Tx } from "../db/client.js";
-import { isDatabaseUnavailable } from "../errors.js";
+import { isDatabaseUnavailable, MooringError } from "../errors.js";
 import type { StoredEvent } from "../sql/append-events.js";
+import { interruptRunningTaskOfSession } from "../sql/cancel-task.js";
 import { isQueueFull, refuseIfQueueOverflows } from "../sql/gate-check.js";
 import { lockGate } from "../sql/gate-lock.js";
 import { findTaskByIdempotencyKey, insertQueuedTask } from "../sql/insert-task.js";
 import { lockSessionRows } from "../sql/lock-session.js";
 import { notifierOf } from "../sql/notify.js";
+import { isSessionBusy, refuseIfSessionBusy } from "../sql/session-busy.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { claimAndStart, type TaskRunner } from "./claim.js";
 import type { Runtime } from "./runtime.js";
 
-/** A submit to admit. */
+/** What a submit asks for when its session is busy (docs/api.md, ifBusy). */
+export type IfBusy = "enqueue" | "reject" | "interrupt";
+
+/** A turn to admit: a client's submit, or a continuation (`continuesTaskId` set). */
 export interface AdmissionRequest {
   sessionId: string;
   prompt: string;
   idempotencyKey: string | null;
   loadClass: string | null;
   timeoutMs: number;
+  ifBusy: IfBusy;
+  /** The interrupted turn a continuation carries on (recovery policy `continue`); it jumps the queue. */
+  continuesTaskId?: string | null;
 }
 
 /**
  * What admission did with one submit: `created` is the new task (possibly already running);
  * `existing` the task an earlier submit with the same idempotency key created; neither when the
- * session does not exist or is archived (the caller says which).
+ * session does not exist or is archived (the caller says which). `interrupted` is the running
+ * turn an ifBusy=interrupt submit made `cancelling`.
  */
 export interface Admitted {
   created: TaskRow | null;
   existing: TaskRow | null;
+  interrupted: TaskRow | null;
 }
 
-/** The refusal of a submit that would overfill the queue; the caller answers GATEWAY_BUSY. */
-export class QueueFull extends Error {}
+/** Seconds a refused client is told to wait: about one short turn's worth of queue movement. */
+const RETRY_AFTER_SECONDS = 5;
+
+/** The refusal of an admission that would overfill the queue (the one place GATEWAY_BUSY is made). */
+export function gatewayBusy(): MooringError {
+  return new MooringError("GATEWAY_BUSY", "The gateway is busy and its queue is full; retry later.", {
+    reason: "queue_full",
+    retryAfterSeconds: RETRY_AFTER_SECONDS,
+  });
+}
+
+/** The statements of one admission, in the order they must run, and their answers by name. */
+export interface AdmissionStatements {
+  /** Every statement, for the transaction to wait on (and to see the first failure of). */
+  sent: Promise<unknown>[];
+  /** The task that already holds the idempotency key (looked up before the insert). */
+  existing: Promise<TaskRow | null>;
+  /** The running turn an interrupt made `cancelling`. */
+  interrupted: Promise<TaskRow | null>;
+  /** The new task with its `task.queued`; null when the key is taken or the session not open. */
+  inserted: Promise<Awaited<ReturnType<typeof insertQueuedTask>>>;
+}
+
+/**
+ * One admission's statements, for a transaction that holds the gate lock and the session row
+ * (`q` may be a pipelined transaction: no statement here needs another's answer). The queue check
+ * is the caller's, once for all its admissions (`refuseIfQueueOverflows`), after its claim.
+ */
+export function admissionStatements(q: Tx, id: string, request: AdmissionRequest, queueTimeoutMs: number): AdmissionStatements {
+  const { sessionId, idempotencyKey, ifBusy } = request;
+  // The lookup goes first, so it also sees a same-key admission earlier in the transaction.
+  const existing = idempotencyKey ? findTaskByIdempotencyKey(q, sessionId, idempotencyKey) : Promise.resolve(null);
+  const busy = ifBusy === "reject" ? refuseIfSessionBusy(q, sessionId, idempotencyKey) : Promise.resolve(null);
+  const interrupted =
+    ifBusy === "interrupt" ? interruptRunningTaskOfSession(q, sessionId, idempotencyKey) : Promise.resolve(null);
+  const continuesTaskId = request.continuesTaskId ?? null;
+  const inserted = insertQueuedTask(q, {
+    id,
+    sessionId,
+    prompt: request.prompt,
+    idempotencyKey,
+    jumpsQueue: ifBusy === "interrupt" || continuesTaskId !== null,
+    loadClass: request.loadClass,
+    timeoutMs: request.timeoutMs,
+    queueTimeoutMs,
+    continuesTaskId,
+  });
+  return { sent: [existing, busy, interrupted, inserted], existing, interrupted, inserted };
+}
 
 /** Upper bound on submits per transaction, so one batch never holds the gate lock for long. */
 const MAX_BATCH = 64;
@@ -62,6 +128,11 @@ interface Waiting {
   request: AdmissionRequest;
   resolve: (admitted: Admitted) => void;
   reject: (err: unknown) => void;
+}
+
+interface Built {
+  admissions: AdmissionStatements[];
+  claim: ReturnType<typeof claimAndStart>;
 }
 
 export class AdmissionQueue {
@@ -75,7 +146,10 @@ export class AdmissionQueue {
     private readonly onQueueChanged: () => void,
   ) {}
 
-  /** Admit one submit; resolves once its transaction committed, rejects with QueueFull when refused. */
+  /**
+   * Admit one submit; resolves once its transaction committed, rejects with GATEWAY_BUSY when the
+   * queue is full and SESSION_BUSY when ifBusy=reject found the session busy.
+   */
   admit(request: AdmissionRequest): Promise<Admitted> {
     return new Promise((resolve, reject) => {
       this.waiting.push({ id: randomUUID(), request, resolve, reject });
@@ -98,16 +172,16 @@ export class AdmissionQueue {
 
   /** The batch in one transaction; if it cannot commit as a whole, each submit on its own. */
   private async admitBatch(batch: Waiting[]): Promise<void> {
-    let answers: unknown[];
+    let built: Built;
     try {
-      answers = await this.transaction(batch);
+      built = await this.transaction(batch);
     } catch (err) {
       if (isDatabaseUnavailable(err)) {
         // One at a time would only fail the same way, each after its own connection wait.
         for (const waiting of batch) waiting.reject(err);
         return;
       }
-      if (!isQueueFull(err)) {
+      if (!isQueueFull(err) && !isSessionBusy(err)) {
         this.rt.log.debug(
           { err: String(err), submits: batch.length },
           "batched admission failed; admitting one by one",
@@ -116,84 +190,79 @@ export class AdmissionQueue {
       for (const waiting of batch) await this.admitOne(waiting);
       return;
     }
-    this.finish(batch, answers);
+    await this.finish(batch, built);
   }
 
   private async admitOne(waiting: Waiting): Promise<void> {
-    let answers: unknown[];
+    let built: Built;
+    const { sessionId } = waiting.request;
     try {
-      answers = await this.transaction([waiting]);
+      built = await this.transaction([waiting]);
     } catch (err) {
       if (isQueueFull(err)) {
-        this.rt.log.info(
-          { sessionId: waiting.request.sessionId, maxQueued: this.rt.config.maxQueued },
-          "gate refusal: queue full",
-        );
-        waiting.reject(new QueueFull("the queue is full"));
+        this.rt.log.info({ sessionId, maxQueued: this.rt.config.maxQueued }, "gate refusal: queue full");
+        waiting.reject(gatewayBusy());
+      } else if (isSessionBusy(err)) {
+        waiting.reject(new MooringError("SESSION_BUSY", `session ${sessionId} is running a turn (ifBusy=reject)`));
       } else {
         waiting.reject(err);
       }
       return;
     }
-    this.finish([waiting], answers);
+    await this.finish([waiting], built);
   }
 
   /**
    * The statements, in order: gate lock; the batch's session rows, locked in id order (the order
-   * the event log's flush locks them in, so the two never deadlock); per submit an idempotency
-   * lookup (sent before its insert, so it also sees a same-key submit earlier in the batch) and the
-   * insert with its `task.queued` (nothing when the key is taken or the session is not open); the
-   * claim; the queue check, which aborts the whole transaction when the queue would overflow.
+   * the event log's flush locks them in, so the two never deadlock); each submit's admission
+   * statements (nothing inserted when the key is taken or the session is not open); the claim;
+   * the queue check, which aborts the whole transaction when the queue would overflow.
    */
-  private transaction(batch: Waiting[]): Promise<unknown[]> {
+  private async transaction(batch: Waiting[]): Promise<Built> {
     const { config } = this.rt;
     const sessionIds = [...new Set(batch.map((w) => w.request.sessionId))].sort();
-    return pipelined<unknown[]>(this.rt.db.sql, (q: Tx) => [
-      lockGate(q),
-      lockSessionRows(q, sessionIds),
-      ...batch.flatMap(({ id, request }) => [
-        request.idempotencyKey
-          ? findTaskByIdempotencyKey(q, request.sessionId, request.idempotencyKey)
-          : Promise.resolve(null),
-        insertQueuedTask(q, {
-          id,
-          sessionId: request.sessionId,
-          prompt: request.prompt,
-          idempotencyKey: request.idempotencyKey,
-          jumpsQueue: false,
-          loadClass: request.loadClass,
-          timeoutMs: request.timeoutMs,
-          queueTimeoutMs: config.queueTimeoutMs,
-          continuesTaskId: null,
-        }),
-      ]),
-      claimAndStart(q, this.rt, this.runner().claimLimit()),
-      refuseIfQueueOverflows(
+    let built: Built | null = null;
+    await pipelined<unknown[]>(this.rt.db.sql, (q: Tx) => {
+      const lock = [lockGate(q), lockSessionRows(q, sessionIds)];
+      const admissions = batch.map(({ id, request }) => admissionStatements(q, id, request, config.queueTimeoutMs));
+      const claim = claimAndStart(q, this.rt, this.runner().claimLimit());
+      const check = refuseIfQueueOverflows(
         q,
         batch.map((w) => w.id),
         config.maxQueued,
-      ),
-    ]);
+      );
+      built = { admissions, claim };
+      return [...lock, ...admissions.flatMap((a) => a.sent), claim, check];
+    });
+    return built!;
   }
 
   /** After the commit: answer each submit, tell subscribers, start what was claimed. */
-  private finish(batch: Waiting[], answers: unknown[]): void {
-    const claim = answers[2 + batch.length * 2] as Awaited<ReturnType<typeof claimAndStart>>;
+  private async finish(batch: Waiting[], built: Built): Promise<void> {
+    // Every statement has answered (pipelined waited for all): these awaits only read them.
+    const claim = await built.claim;
     const claimedById = new Map(claim.rows.map((r) => [r.id, r]));
     const heads = new Map<string, number>();
     const events: StoredEvent[] = [];
     const results: Admitted[] = [];
+    const interrupted: TaskRow[] = [];
     for (const [i, { request }] of batch.entries()) {
-      const existing = answers[2 + i * 2] as TaskRow | null;
-      const inserted = answers[3 + i * 2] as Awaited<ReturnType<typeof insertQueuedTask>>;
+      const admission = built.admissions[i];
+      const [existing, inserted, cancelling] = await Promise.all([
+        admission.existing,
+        admission.inserted,
+        admission.interrupted,
+      ]);
       const row = inserted?.row ?? null;
       if (inserted) {
         heads.set(request.sessionId, inserted.queued.seq);
         events.push(inserted.queued);
       }
+      if (cancelling) interrupted.push(cancelling);
       results.push({
         created: row ? (claimedById.get(row.id) ?? row) : null,
         existing: row ? null : existing,
+        interrupted: cancelling,
       });
     }
     // Started events follow the queued ones: per session, seqs go out in order.
@@ -204,6 +273,8 @@ export class AdmissionQueue {
       if (heads.size > 0) notifierOf(this.rt.db).sessions(heads, true);
       this.rt.eventLog.publish(events);
       this.runner().startClaimed(claim.rows);
+      // A turn this instance runs stops at once; another instance's owner hears mooring_cancel.
+      for (const task of interrupted) this.rt.bus.emit("cancel", task.id);
       if (results.some((r) => r.created) || claim.rows.length > 0) this.onQueueChanged();
     } catch (err) {
       // Committed is committed: the submits are answered whatever went wrong after (subscribers'

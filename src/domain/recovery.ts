@@ -4,11 +4,12 @@
  * "Continue where you left off." linked to the interrupted one; an unsaved one gets a
  * `session.reset` notice instead, since continuing into an empty conversation makes no sense.
  */
+import { randomUUID } from "node:crypto";
 import type { Tx } from "../db/client.js";
 import { appendEvents, type StoredEvent } from "../sql/append-events.js";
-import { countActiveAndQueued } from "../sql/gate-status.js";
-import { insertQueuedTask } from "../sql/insert-task.js";
+import { isQueueFull, refuseIfQueueOverflows } from "../sql/gate-check.js";
 import type { TaskRow } from "../sql/task-row.js";
+import { admissionStatements } from "./admission.js";
 import type { Runtime } from "./runtime.js";
 import { CONTINUE_PROMPT, UNSAVED_NOTICE } from "./task-events.js";
 
@@ -51,22 +52,33 @@ export class Recovery {
     return events;
   }
 
+  /**
+   * The continuation goes through the one admission builder (domain/admission.ts), its queue
+   * limit decided in SQL as for any turn; in a savepoint, so a full queue costs the sweep nothing
+   * but this continuation, which becomes a notice instead.
+   */
   private async queueContinuation(tx: Tx, interrupted: TaskRow): Promise<StoredEvent[]> {
+    const id = randomUUID();
     try {
       return await tx.savepoint(async (sp) => {
-        const inserted = await insertQueuedTask(sp as unknown as Tx, {
-          sessionId: interrupted.sessionId,
-          prompt: CONTINUE_PROMPT,
-          idempotencyKey: `continue:${interrupted.id}`,
-          jumpsQueue: true,
-          loadClass: interrupted.loadClass,
-          timeoutMs: interrupted.timeoutMs,
-          queueTimeoutMs: this.rt.config.queueTimeoutMs,
-          continuesTaskId: interrupted.id,
-        });
+        const q = sp as unknown as Tx;
+        const admission = admissionStatements(
+          q,
+          id,
+          {
+            sessionId: interrupted.sessionId,
+            prompt: CONTINUE_PROMPT,
+            idempotencyKey: `continue:${interrupted.id}`,
+            loadClass: interrupted.loadClass,
+            timeoutMs: interrupted.timeoutMs,
+            ifBusy: "enqueue",
+            continuesTaskId: interrupted.id,
+          },
+          this.rt.config.queueTimeoutMs,
+        );
+        await Promise.all([...admission.sent, refuseIfQueueOverflows(q, [id], this.rt.config.maxQueued)]);
+        const inserted = await admission.inserted;
         if (!inserted) return [];
-        const { queued } = await countActiveAndQueued(sp);
-        if (queued > this.rt.config.maxQueued) throw new QueueFull();
         this.rt.log.info(
           { sessionId: interrupted.sessionId, taskId: inserted.row.id, continues: interrupted.id },
           "recovery: continuation queued",
@@ -74,7 +86,7 @@ export class Recovery {
         return [inserted.queued];
       });
     } catch (err) {
-      if (!(err instanceof QueueFull)) throw err;
+      if (!isQueueFull(err)) throw err;
       this.rt.log.warn({ sessionId: interrupted.sessionId }, "recovery: queue full, continuation not queued");
       return appendEvents(tx, interrupted.sessionId, [
         {
@@ -89,5 +101,3 @@ export class Recovery {
     }
   }
 }
-
-class QueueFull extends Error {}

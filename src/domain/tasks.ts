@@ -1,20 +1,14 @@
-/**
- * Turns and tasks: submit through the admission gate, read (with long-poll), list, cancel.
- */
-import { randomUUID } from "node:crypto";
+
 import type { Tx } from "../db/client.js";
 import { invalid, MooringError } from "../errors.js";
 import { appendEvents, type StoredEvent } from "../sql/append-events.js";
-import { cancelQueuedTask, findActiveTaskOfSession, markTaskCancelling } from "../sql/cancel-task.js";
-import { lockGate } from "../sql/gate-lock.js";
-import { lockSessionRow } from "../sql/lock-session.js";
+import { cancelQueuedTask, markTaskCancelling } from "../sql/cancel-task.js";
 import { countActiveAndQueued } from "../sql/gate-status.js";
-import { findTaskByIdempotencyKey, insertQueuedTask } from "../sql/insert-task.js";
 import { notifyArchived, notifyCancel, notifyGate, notifySessions } from "../sql/notify.js";
 import { countWaitingForInput } from "../sql/permissions.js";
 import { isTerminal, type TaskRow, type TaskStatus } from "../sql/task-row.js";
-import { AdmissionQueue, QueueFull } from "./admission.js";
-import { claimAndStart, type TaskRunner } from "./claim.js";
+import { AdmissionQueue, type IfBusy } from "./admission.js";
+import type { TaskRunner } from "./claim.js";
 import { fittingCount } from "./page-budget.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
 import { taskExtras } from "./task-extras.js";
@@ -23,21 +17,6 @@ import { isUuid, type SessionService } from "./sessions.js";
 import { terminalEvent } from "./task-events.js";
 import { TaskWatch } from "./task-watch.js";
 import { type TaskView, taskView } from "./views.js";
-
-/**
- * A submit that lost a deadlock (Postgres aborts one side after deadlock_timeout) wrote nothing,
- * so it is safe to run again instead of answering 500.
- */
-async function retryOnDeadlock<T>(run: () => Promise<T>, attempts = 3): Promise<T> {
-  for (let i = 1; ; i++) {
-    try {
-      return await run();
-    } catch (err) {
-      const code = (err as { code?: string }).code;
-      if (i >= attempts || (code !== "40P01" && code !== "40001")) throw err;
-    }
-  }
-}
 
 export type LoadClass = "short" | "long" | "complex";
 export const loadClassTimeoutMs: Record<LoadClass, number> = {
@@ -51,13 +30,10 @@ export const MAX_WAIT_MS = 60_000;
 export interface SubmitInput {
   prompt: string;
   idempotencyKey?: string;
-  ifBusy?: "enqueue" | "reject" | "interrupt";
+  ifBusy?: IfBusy;
   loadClass?: LoadClass;
   timeoutMs?: number;
 }
-
-/** Seconds a refused client is told to wait: about one short turn's worth of queue movement. */
-const RETRY_AFTER_SECONDS = 5;
 
 export class TaskService {
   /** Set once the worker exists (it needs this service too). */
@@ -117,137 +93,19 @@ export class TaskService {
     if (!isUuid(sessionId))
       throw new MooringError("SESSION_NOT_FOUND", `session ${sessionId} does not exist`);
     // Admission reads no session first: its insert does nothing unless the session is open.
-    if (ifBusy === "enqueue") return this.admit(sessionId.toLowerCase(), input, prompt, timeoutMs);
-    const session = await this.sessions.row(sessionId);
-    if (session.status === "archived")
-      throw new MooringError("SESSION_ARCHIVED", `session ${sessionId} is archived`);
-
-    const outcome = await retryOnDeadlock(() =>
-      this.rt.db.sql.begin(async (tx) => {
-        // Statements that need no answer from an earlier one go out together: postgres.js pipelines
-        // them on the transaction's connection and Postgres runs them in order, so the gate lock is
-        // taken first and guards the rest. The lock is held for three client round trips (this
-        // batch, the notifications, the commit) instead of one per statement: under load each round
-        // trip waits for a busy event loop, and the lock serializes every submit and claim
-        // (bench/results/history.md).
-        const locked = Promise.all([lockGate(tx), lockSessionRow(tx, sessionId)]);
-        const lookup = input.idempotencyKey
-          ? findTaskByIdempotencyKey(tx, sessionId, input.idempotencyKey)
-          : Promise.resolve(null);
-        // reject / interrupt decide before inserting, one statement at a time (ifBusy=enqueue, the
-        // common case, goes through `admit`).
-        let cancel: TaskRow | null = null;
-        await locked;
-        const found = await lookup;
-        if (found)
-          return {
-            row: found,
-            created: false,
-            events: [] as StoredEvent[],
-            claimed: [] as TaskRow[],
-            cancel: null,
-          };
-        const [busy] = await tx<{ n: number }[]>`
-        select count(*)::int as n from tasks where session_id = ${sessionId} and status in ('queued', 'running', 'cancelling')`;
-        if (busy.n > 0 && ifBusy === "reject") {
-          throw new MooringError("SESSION_BUSY", `session ${sessionId} is running a turn (ifBusy=reject)`);
-        }
-        if (busy.n > 0 && ifBusy === "interrupt") {
-          const active = await findActiveTaskOfSession(tx, sessionId);
-          if (active?.status === "running") cancel = await markTaskCancelling(tx, active.id);
-        }
-        // The insert does nothing when the idempotency key is already taken (the lookup, sent before
-        // it, then answers with that task), and so does everything that names the new task's id.
-        const id = randomUUID();
-        const [, existing, inserted, claim, counts] = await Promise.all([
-          locked,
-          lookup,
-          insertQueuedTask(tx, {
-            id,
-            sessionId,
-            prompt,
-            idempotencyKey: input.idempotencyKey ?? null,
-            jumpsQueue: ifBusy === "interrupt",
-            loadClass: input.loadClass ?? null,
-            timeoutMs,
-            queueTimeoutMs: this.rt.config.queueTimeoutMs,
-            continuesTaskId: null,
-          }),
-          claimAndStart(tx, this.rt, this.runner.claimLimit()),
-          countActiveAndQueued(tx),
-        ]);
-        const row = inserted?.row ?? null;
-        const queued = inserted?.queued ?? null;
-        if (!row && !existing) throw new MooringError("SESSION_ARCHIVED", `session ${sessionId} is archived`);
-        if (row && counts.queued > this.rt.config.maxQueued) {
-          this.rt.log.info(
-            { sessionId, queued: counts.queued, maxQueued: this.rt.config.maxQueued },
-            "gate refusal: queue full",
-          );
-          throw new MooringError("GATEWAY_BUSY", "The gateway is busy and its queue is full; retry later.", {
-            reason: "queue_full",
-            retryAfterSeconds: RETRY_AFTER_SECONDS,
-          });
-        }
-        const heads = new Map(claim.heads);
-        if (queued) {
-          if (!heads.has(sessionId)) heads.set(sessionId, queued.seq);
-        }
-        if (heads.size > 0 || cancel) {
-          await Promise.all([
-            notifySessions(tx, heads),
-            cancel ? notifyCancel(tx, cancel.id) : null,
-            notifyGate(tx),
-          ]);
-        }
-        if (!row) {
-          // An idempotent repeat: the existing task (the claim that went out with it may still have
-          // started other queued work, which is committed and started as usual).
-          return { row: existing!, created: false, events: claim.events, claimed: claim.rows, cancel: null };
-        }
-        const mine = claim.rows.find((r) => r.id === row.id) ?? row;
-        return {
-          row: mine,
-          created: true,
-          events: [...(queued ? [queued] : []), ...claim.events],
-          claimed: claim.rows,
-          cancel,
-        };
-      }),
-    );
-    this.rt.eventLog.publish(outcome.events);
-    this.runner.startClaimed(outcome.claimed);
-    if (outcome.cancel) this.rt.bus.emit("cancel", outcome.cancel.id);
-    if (outcome.created || outcome.claimed.length > 0) this.onQueueChanged();
-    return { task: await this.view(outcome.row), created: outcome.created };
-  }
-
-  /** The common submit (ifBusy=enqueue), admitted in batches (domain/admission.ts). */
-  private async admit(
-    sessionId: string,
-    input: SubmitInput,
-    prompt: string,
-    timeoutMs: number,
-  ): Promise<{ task: TaskView; created: boolean }> {
-    const admitted = await this.admissions
-      .admit({
-        sessionId,
-        prompt,
-        idempotencyKey: input.idempotencyKey ?? null,
-        loadClass: input.loadClass ?? null,
-        timeoutMs,
-      })
-      .catch((err) => {
-        if (!(err instanceof QueueFull)) throw err;
-        throw new MooringError("GATEWAY_BUSY", "The gateway is busy and its queue is full; retry later.", {
-          reason: "queue_full",
-          retryAfterSeconds: RETRY_AFTER_SECONDS,
-        });
-      });
+    const id = sessionId.toLowerCase();
+    const admitted = await this.admissions.admit({
+      sessionId: id,
+      prompt,
+      idempotencyKey: input.idempotencyKey ?? null,
+      loadClass: input.loadClass ?? null,
+      timeoutMs,
+      ifBusy,
+    });
     if (admitted.created) return { task: await this.view(admitted.created), created: true };
     if (admitted.existing) return { task: await this.view(admitted.existing), created: false };
     // Nothing inserted and no earlier task with the key: the session is missing or archived.
-    const session = await this.sessions.row(sessionId);
+    const session = await this.sessions.row(id);
     throw new MooringError("SESSION_ARCHIVED", `session ${session.id} is archived`);
   }
 

@@ -1,4 +1,5 @@
 import type { Queryable } from "../db/client.js";
+import { channels } from "./notify.js";
 import type { TaskRow } from "./task-row.js";
 
 /**
@@ -32,4 +33,29 @@ export async function findActiveTaskOfSession(q: Queryable, sessionId: string): 
   const [row] = await q<TaskRow[]>`
     select * from tasks where session_id = ${sessionId} and status in ('running', 'cancelling') limit 1`;
   return row ?? null;
+}
+
+/**
+ * ifBusy=interrupt: the session's running task becomes `cancelling` and its owner is told on
+ * channel mooring_cancel (at commit). Nothing happens when the idempotency key is already taken
+ * (the repeat answers with its earlier task and interrupts nothing). One statement, so a pipelined
+ * admission sends it with the rest; sent after the session row lock, before the insert.
+ */
+export async function interruptRunningTaskOfSession(
+  q: Queryable,
+  sessionId: string,
+  idempotencyKey: string | null,
+): Promise<TaskRow | null> {
+  const [row] = await q<(TaskRow & { notified: unknown })[]>`
+    with cancelling as (
+      update tasks set status = 'cancelling', cancel_requested_at = now(), version = version + 1
+      where session_id = ${sessionId} and status = 'running'
+        and (${idempotencyKey}::text is null or not exists (
+          select 1 from tasks where session_id = ${sessionId} and idempotency_key = ${idempotencyKey}))
+      returning *
+    )
+    select cancelling.*, pg_notify(${channels.cancel}, cancelling.id::text) as notified from cancelling`;
+  if (!row) return null;
+  const { notified: _, ...task } = row;
+  return task as TaskRow;
 }
