@@ -13,6 +13,7 @@ import { type Config, ConfigError, isLoopback } from "./config.js";
 import { connect, type Database } from "./db/client.js";
 import { type EmbeddedDatabase, startEmbeddedPostgres } from "./db/embedded.js";
 import { applyMigrations } from "./db/migrate.js";
+import { Committer } from "./domain/committer.js";
 import { ConversationPool } from "./domain/conversation-pool.js";
 import { EventService } from "./domain/events.js";
 import { InstanceService } from "./domain/instances.js";
@@ -31,7 +32,6 @@ import { EventLog } from "./stream/event-log.js";
 import { Permissions } from "./domain/permissions.js";
 import { PgListener } from "./stream/pg-listener.js";
 import { SessionFeeds } from "./stream/session-feeds.js";
-import { requestContext } from "./log.js";
 import { safeErrorSerializer } from "./log-errors.js";
 import { isDatabaseUnavailable } from "./errors.js";
 import { TimedLoop } from "./lib/timed-loop.js";
@@ -288,6 +288,9 @@ function assemble(
   workspaceRoots: string[],
   metrics: MetricsReporter,
 ): Parts {
+  const feeds = new SessionFeeds(db, bus, log, config.pollMs);
+  // What happens after any state change commits: one applier (domain/committer.ts).
+  const committer = new Committer(db, bus, log, feeds, metrics);
   const eventLog = new EventLog(
     db,
     {
@@ -297,23 +300,11 @@ function assemble(
       onFlush: (seconds) => metrics.eventFlush(seconds),
     },
     log,
+    (effects) => committer.apply(effects),
   );
-  const rt: Runtime = { config, db, log, bus, eventLog, identity, metrics };
+  const rt: Runtime = { config, db, log, bus, eventLog, identity, metrics, committer };
   const listener = new PgListener(db.url, `mooring-listen:${identity.instanceId}`, bus, log);
-  const feeds = new SessionFeeds(db, bus, log, config.pollMs);
-  eventLog.onCommitted((events) => feeds.publish(events));
-  // Every event this instance commits passes here, terminal ones (mooring_tasks_total) included.
-  eventLog.onCommitted((events) => metrics.eventsCommitted(events));
-  eventLog.onCommitted((events) => {
-    const seen = new Set<string>();
-    for (const e of events) {
-      if (seen.has(e.sessionId)) continue;
-      seen.add(e.sessionId);
-      bus.emit("session", e.sessionId, null);
-    }
-  });
-  const sessions = new SessionService(db, registry, drivers, workspaceRoots, log, config.listPageBytes);
-  const tasks = new TaskService(rt, sessions);
+  const sessions = new SessionService(rt, registry, drivers, workspaceRoots);
   const events = new EventService(db, sessions);
   const pool = new ConversationPool(
     config.agentIdleMs,
@@ -323,24 +314,14 @@ function assemble(
     metrics,
   );
   const recovery = new Recovery(rt);
-  const worker = new Worker(rt, sessions, registry, drivers, pool, recovery);
-  const sweeper = new Sweeper(rt, worker, recovery);
   const permissions = new Permissions(rt);
-  worker.permissions = permissions;
+  const worker = new Worker(rt, sessions, registry, drivers, pool, recovery, permissions);
+  const tasks = new TaskService(rt, sessions, worker);
+  const sweeper = new Sweeper(rt, recovery);
   const announcer = new QueuePositionAnnouncer(rt);
-  // Work a request sets off (claimed turns, queue announcements) outlives it: run it outside the
-  // request's log context so its lines do not carry that request's reqId.
-  const queueChanged = () => requestContext.exit(() => announcer.poke());
-  tasks.runner = {
-    claimLimit: () => worker.claimLimit(),
-    startClaimed: (rows) => requestContext.exit(() => worker.startClaimed(rows)),
-  };
-  tasks.onQueueChanged = queueChanged;
   // A running turn is cancelled by the archive; an idle warm agent is closed right away.
   // Archives here and, through their notification (channel mooring_archived), on other instances.
   bus.on("archived", (sessionId) => pool.closeArchived(sessionId));
-  worker.onQueueChanged = queueChanged;
-  sweeper.onQueueChanged = queueChanged;
   const instances = new InstanceService(db, identity, config.leaseMs, config.apiTokens.length > 0);
   return { db, listener, eventLog, feeds, sessions, tasks, events, worker, sweeper, pool, announcer, instances, permissions };
 }

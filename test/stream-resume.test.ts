@@ -145,13 +145,13 @@ describe("event log", () => {
       if (payload.includes(a) || payload.includes(b)) notifications.push(payload);
     });
     const database = connectDb(db.url, { max: 2 });
+    const published: number[] = [];
     const log = new EventLog(
       database,
       { flushMs: 60_000, flushMax: 10_000, lanes: 1 },
       pino({ level: "silent" }),
+      ({ events }) => published.push(events.length),
     );
-    const published: number[] = [];
-    log.onCommitted((events) => published.push(events.length));
     try {
       for (let i = 0; i < 100; i++)
         log.append({ sessionId: a, taskId: null, type: "message.delta", data: { text: `${i},` } });

@@ -9,10 +9,10 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
 import { connect, type Database } from "../src/db/client.js";
 import { applyMigrations } from "../src/db/migrate.js";
+import { Committer } from "../src/domain/committer.js";
 import { Recovery } from "../src/domain/recovery.js";
 import type { Runtime } from "../src/domain/runtime.js";
 import { Sweeper } from "../src/domain/sweeper.js";
-import type { Worker } from "../src/domain/worker.js";
 import { noMetrics } from "../src/metrics/reporter.js";
 import { ChangeBus } from "../src/stream/change-bus.js";
 import { EventLog } from "../src/stream/event-log.js";
@@ -37,18 +37,22 @@ it("runs none of its loops after stop(), however their paces differ", async () =
   const config = loadConfig(testEnv(testDb.url, { MOORING_SWEEP_MS: "1000", MOORING_POLL_MS: "10" }));
   const log = pino({ level: "silent" });
   const eventLog = new EventLog(db, { flushMs: config.eventFlushMs, flushMax: config.eventFlushMax, lanes: 1 }, log);
+  const bus = new ChangeBus();
+  const committer = new Committer(db, bus, log, { publish() {} }, noMetrics);
   const rt: Runtime = {
     config,
     db,
     log,
-    bus: new ChangeBus(),
+    bus,
     eventLog,
+    committer,
     identity: { instanceId: "sweeper-test", bootId: crypto.randomUUID(), host: "h", pid: 1, version: "0" },
     metrics: noMetrics,
   };
+  // Every queue poll ends with a claim attempt (a local "gate" hint).
   let polls = 0;
-  const worker = { requestClaim: () => void polls++ } as unknown as Worker;
-  const sweeper = new Sweeper(rt, worker, new Recovery(rt));
+  bus.on("gate", () => void polls++);
+  const sweeper = new Sweeper(rt, new Recovery(rt));
   let leaseSweeps = 0;
   const sweepLeases = sweeper.sweepLeases.bind(sweeper);
   sweeper.sweepLeases = () => {

@@ -28,7 +28,6 @@
  * deciding for itself, exactly as without batching.
  */
 import { randomUUID } from "node:crypto";
-import { pipelined } from "../db/pipeline.js";
 import type { Tx } from "../db/client.js";
 import { isDatabaseUnavailable, MooringError } from "../errors.js";
 import type { StoredEvent } from "../sql/append-events.js";
@@ -37,10 +36,10 @@ import { isQueueFull, refuseIfQueueOverflows } from "../sql/gate-check.js";
 import { lockGate } from "../sql/gate-lock.js";
 import { findTaskByIdempotencyKey, insertQueuedTask } from "../sql/insert-task.js";
 import { lockSessionRows } from "../sql/lock-session.js";
-import { notifierOf } from "../sql/notify.js";
 import { isSessionBusy, refuseIfSessionBusy } from "../sql/session-busy.js";
 import type { TaskRow } from "../sql/task-row.js";
-import { claimAndStart, type TaskRunner } from "./claim.js";
+import { type ClaimLimit, claimAndStart } from "./claim.js";
+import type { Effects } from "./committer.js";
 import type { Runtime } from "./runtime.js";
 
 /** What a submit asks for when its session is busy (docs/api.md, ifBusy). */
@@ -83,8 +82,8 @@ export function gatewayBusy(): MooringError {
 
 /** The statements of one admission, in the order they must run, and their answers by name. */
 export interface AdmissionStatements {
-  /** Every statement, for the transaction to wait on (and to see the first failure of). */
-  sent: Promise<unknown>[];
+  /** Every statement by name, in order, for the transaction to send and wait on. */
+  named: Record<string, Promise<unknown>>;
   /** The task that already holds the idempotency key (looked up before the insert). */
   existing: Promise<TaskRow | null>;
   /** The running turn an interrupt made `cancelling`. */
@@ -117,7 +116,7 @@ export function admissionStatements(q: Tx, id: string, request: AdmissionRequest
     queueTimeoutMs,
     continuesTaskId,
   });
-  return { sent: [existing, busy, interrupted, inserted], existing, interrupted, inserted };
+  return { named: { existing, busy, interrupted, inserted }, existing, interrupted, inserted };
 }
 
 /** Upper bound on submits per transaction, so one batch never holds the gate lock for long. */
@@ -130,20 +129,13 @@ interface Waiting {
   reject: (err: unknown) => void;
 }
 
-interface Built {
-  admissions: AdmissionStatements[];
-  claim: ReturnType<typeof claimAndStart>;
-}
-
 export class AdmissionQueue {
   private waiting: Waiting[] = [];
   private draining = false;
 
   constructor(
     private readonly rt: Runtime,
-    private readonly runner: () => TaskRunner,
-    /** Called after admissions committed (the queue changed: positions get announced). */
-    private readonly onQueueChanged: () => void,
+    private readonly claims: ClaimLimit,
   ) {}
 
   /**
@@ -172,9 +164,9 @@ export class AdmissionQueue {
 
   /** The batch in one transaction; if it cannot commit as a whole, each submit on its own. */
   private async admitBatch(batch: Waiting[]): Promise<void> {
-    let built: Built;
+    let results: Admitted[];
     try {
-      built = await this.transaction(batch);
+      results = await this.rt.committer.pipelined(this.change(batch));
     } catch (err) {
       if (isDatabaseUnavailable(err)) {
         // One at a time would only fail the same way, each after its own connection wait.
@@ -190,14 +182,14 @@ export class AdmissionQueue {
       for (const waiting of batch) await this.admitOne(waiting);
       return;
     }
-    await this.finish(batch, built);
+    for (const [i, waiting] of batch.entries()) waiting.resolve(results[i]);
   }
 
   private async admitOne(waiting: Waiting): Promise<void> {
-    let built: Built;
+    let results: Admitted[];
     const { sessionId } = waiting.request;
     try {
-      built = await this.transaction([waiting]);
+      results = await this.rt.committer.pipelined(this.change([waiting]));
     } catch (err) {
       if (isQueueFull(err)) {
         this.rt.log.info({ sessionId, maxQueued: this.rt.config.maxQueued }, "gate refusal: queue full");
@@ -209,79 +201,80 @@ export class AdmissionQueue {
       }
       return;
     }
-    await this.finish([waiting], built);
+    waiting.resolve(results[0]);
   }
 
   /**
-   * The statements, in order: gate lock; the batch's session rows, locked in id order (the order
-   * the event log's flush locks them in, so the two never deadlock); each submit's admission
-   * statements (nothing inserted when the key is taken or the session is not open); the claim;
-   * the queue check, which aborts the whole transaction when the queue would overflow.
+   * The batch as one state change. The statements, in order: gate lock; the batch's session rows,
+   * locked in id order (the order the event log's flush locks them in, so the two never deadlock);
+   * each submit's admission statements (nothing inserted when the key is taken or the session is
+   * not open); the claim; the queue check, which aborts the whole transaction when the queue would
+   * overflow. Its effects: the queued and started events, their notifications after the commit,
+   * the claimed turns, the interrupted turns, the queue moved.
    */
-  private async transaction(batch: Waiting[]): Promise<Built> {
+  private change(batch: Waiting[]) {
     const { config } = this.rt;
     const sessionIds = [...new Set(batch.map((w) => w.request.sessionId))].sort();
-    let built: Built | null = null;
-    await pipelined<unknown[]>(this.rt.db.sql, (q: Tx) => {
-      const lock = [lockGate(q), lockSessionRows(q, sessionIds)];
-      const admissions = batch.map(({ id, request }) => admissionStatements(q, id, request, config.queueTimeoutMs));
-      const claim = claimAndStart(q, this.rt, this.runner().claimLimit());
-      const check = refuseIfQueueOverflows(
-        q,
-        batch.map((w) => w.id),
-        config.maxQueued,
-      );
-      built = { admissions, claim };
-      return [...lock, ...admissions.flatMap((a) => a.sent), claim, check];
-    });
-    return built!;
+    const limit = this.claims.claimLimit();
+    return {
+      statements: (q: Tx) => ({
+        gate: lockGate(q),
+        sessions: lockSessionRows(q, sessionIds),
+        ...Object.fromEntries(
+          batch.flatMap(({ id, request }, i) =>
+            Object.entries(admissionStatements(q, id, request, config.queueTimeoutMs).named).map(
+              ([name, statement]) => [`${name}${i}`, statement],
+            ),
+          ),
+        ),
+        claim: claimAndStart(q, this.rt, limit),
+        check: refuseIfQueueOverflows(
+          q,
+          batch.map((w) => w.id),
+          config.maxQueued,
+        ),
+      }),
+      outcome: (answers: Record<string, unknown>) => this.outcome(batch, answers),
+    };
   }
 
-  /** After the commit: answer each submit, tell subscribers, start what was claimed. */
-  private async finish(batch: Waiting[], built: Built): Promise<void> {
-    // Every statement has answered (pipelined waited for all): these awaits only read them.
-    const claim = await built.claim;
+  private outcome(batch: Waiting[], answers: Record<string, unknown>): { value: Admitted[]; effects: Effects } {
+    const claim = answers.claim as Awaited<ReturnType<typeof claimAndStart>>;
     const claimedById = new Map(claim.rows.map((r) => [r.id, r]));
     const heads = new Map<string, number>();
     const events: StoredEvent[] = [];
     const results: Admitted[] = [];
-    const interrupted: TaskRow[] = [];
+    const cancel: string[] = [];
     for (const [i, { request }] of batch.entries()) {
-      const admission = built.admissions[i];
-      const [existing, inserted, cancelling] = await Promise.all([
-        admission.existing,
-        admission.inserted,
-        admission.interrupted,
-      ]);
+      const existing = answers[`existing${i}`] as TaskRow | null;
+      const inserted = answers[`inserted${i}`] as Awaited<AdmissionStatements["inserted"]>;
+      const interrupted = answers[`interrupted${i}`] as TaskRow | null;
       const row = inserted?.row ?? null;
       if (inserted) {
         heads.set(request.sessionId, inserted.queued.seq);
         events.push(inserted.queued);
       }
-      if (cancelling) interrupted.push(cancelling);
+      // A turn this instance runs stops at once; another instance's owner hears mooring_cancel.
+      if (interrupted) cancel.push(interrupted.id);
       results.push({
         created: row ? (claimedById.get(row.id) ?? row) : null,
         existing: row ? null : existing,
-        interrupted: cancelling,
+        interrupted,
       });
     }
     // Started events follow the queued ones: per session, seqs go out in order.
     for (const [sessionId, seq] of claim.heads) heads.set(sessionId, seq);
     events.push(...claim.events);
     this.rt.log.debug({ submits: batch.length, claimed: claim.rows.length }, "admission committed");
-    try {
-      if (heads.size > 0) notifierOf(this.rt.db).sessions(heads, true);
-      this.rt.eventLog.publish(events);
-      this.runner().startClaimed(claim.rows);
-      // A turn this instance runs stops at once; another instance's owner hears mooring_cancel.
-      for (const task of interrupted) this.rt.bus.emit("cancel", task.id);
-      if (results.some((r) => r.created) || claim.rows.length > 0) this.onQueueChanged();
-    } catch (err) {
-      // Committed is committed: the submits are answered whatever went wrong after (subscribers'
-      // polling backstops read the events; the heartbeat adopts claimed tasks that never started).
-      this.rt.log.error({ err: String(err) }, "after an admission committed");
-    } finally {
-      for (const [i, waiting] of batch.entries()) waiting.resolve(results[i]);
-    }
+    return {
+      value: results,
+      effects: {
+        events,
+        notify: { heads, gate: heads.size > 0 },
+        claimed: claim.rows,
+        cancel,
+        queueMoved: results.some((r) => r.created) || claim.rows.length > 0,
+      },
+    };
   }
 }

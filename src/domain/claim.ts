@@ -5,12 +5,9 @@ import { claimTasks } from "../sql/claim-tasks.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { Runtime } from "./runtime.js";
 
-/** Who runs claimed tasks on this instance. */
-export interface TaskRunner {
-  /** How many tasks this instance will take now (0 while shutting down). */
+/** How many tasks this instance will take now (0 while shutting down): the worker says. */
+export interface ClaimLimit {
   claimLimit(): number;
-  /** Start tasks claimed in a transaction that has committed. */
-  startClaimed(rows: TaskRow[]): void;
 }
 
 /** Must run with the gate lock held. The claim and its `task.started` events are one statement. */

@@ -5,11 +5,10 @@
  * task is still queued under the session's row lock (sql/append-position.ts): going through the
  * batched event log instead let a position land after the task had already started.
  */
-import { pipelined } from "../db/pipeline.js";
 import { appendPositionEvents } from "../sql/append-position.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { listQueuePositions } from "../sql/gate-status.js";
-import { notifierOf } from "../sql/notify.js";
+import { headsOf } from "./committer.js";
 import type { Runtime } from "./runtime.js";
 
 /** Positions beyond this are not announced (they still show, live, in every snapshot). */
@@ -24,7 +23,9 @@ export class QueuePositionAnnouncer {
   private again = false;
   private stopped = false;
 
-  constructor(private readonly rt: Runtime) {}
+  constructor(private readonly rt: Runtime) {
+    rt.bus.on("queueMoved", () => this.poke());
+  }
 
   poke(): void {
     if (this.timer || this.stopped) return;
@@ -75,12 +76,13 @@ export class QueuePositionAnnouncer {
       if (this.stopped) return;
       // Lock, then append, as one pipelined transaction (db/pipeline.ts): the session row is held
       // only while Postgres runs it. The notification follows the commit (a hint).
-      const [, events] = await pipelined(this.rt.db.sql, (q) => [
-        lockSessionRow(q, sessionId),
-        appendPositionEvents(q, sessionId, positions),
-      ]);
-      if (events.length > 0) notifierOf(this.rt.db).sessions(new Map([[sessionId, events[events.length - 1].seq]]));
-      this.rt.eventLog.publish(events);
+      await this.rt.committer.pipelined({
+        statements: (q) => ({ session: lockSessionRow(q, sessionId), events: appendPositionEvents(q, sessionId, positions) }),
+        outcome: ({ events }) => ({
+          value: null,
+          effects: { events, notify: { heads: headsOf(events), gate: false } },
+        }),
+      });
     }
   }
 

@@ -76,7 +76,7 @@ export class Recovery {
           },
           this.rt.config.queueTimeoutMs,
         );
-        await Promise.all([...admission.sent, refuseIfQueueOverflows(q, [id], this.rt.config.maxQueued)]);
+        await Promise.all([...Object.values(admission.named), refuseIfQueueOverflows(q, [id], this.rt.config.maxQueued)]);
         const inserted = await admission.inserted;
         if (!inserted) return [];
         this.rt.log.info(

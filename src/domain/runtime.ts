@@ -1,6 +1,6 @@
 /**
  * What every domain service shares: configuration, the database, the log, the change bus, the
- * event log and who this process is.
+ * event log, the committer and who this process is.
  */
 import type { Logger } from "pino";
 import type { Config } from "../config.js";
@@ -8,6 +8,7 @@ import type { Database } from "../db/client.js";
 import type { ChangeBus } from "../stream/change-bus.js";
 import type { EventLog } from "../stream/event-log.js";
 import type { MetricsReporter } from "../metrics/reporter.js";
+import type { Committer } from "./committer.js";
 
 export interface Identity {
   instanceId: string;
@@ -25,4 +26,6 @@ export interface Runtime {
   eventLog: EventLog;
   identity: Identity;
   metrics: MetricsReporter;
+  /** Sends state changes and applies what they set off (domain/committer.ts). */
+  committer: Committer;
 }

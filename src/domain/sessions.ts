@@ -7,9 +7,14 @@ import type { AgentDriver } from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
 import type { Database, Queryable } from "../db/client.js";
 import { invalid, MooringError } from "../errors.js";
+import { lockOpenTasksOfSession } from "../sql/cancel-task.js";
+import { markSessionArchived } from "../sql/archive-session.js";
 import { insertSession } from "../sql/insert-session.js";
+import { notifyArchived, notifySessions } from "../sql/notify.js";
 import type { TaskRow } from "../sql/task-row.js";
+import { cancelTaskIn, mergeEffects } from "./cancel.js";
 import { fittingCount } from "./page-budget.js";
+import type { Runtime } from "./runtime.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
 import { taskExtras } from "./task-extras.js";
 import { compactTurn, type SessionRow, type SessionStatus, sessionView } from "./views.js";
@@ -29,15 +34,21 @@ export interface CreateSessionInput {
 const SNAPSHOT_TURNS = 20;
 
 export class SessionService {
+  private readonly db: Database;
+  private readonly log: Logger;
+  /** Bytes of items a list page may carry (MOORING_LIST_PAGE_BYTES). */
+  private readonly listPageBytes: number;
+
   constructor(
-    private readonly db: Database,
+    private readonly rt: Runtime,
     private readonly registry: AgentRegistry,
     private readonly drivers: Record<DriverName, AgentDriver>,
     private readonly workspaceRoots: string[],
-    private readonly log: Logger,
-    /** Bytes of items a list page may carry (MOORING_LIST_PAGE_BYTES). */
-    private readonly listPageBytes = 1_048_576,
-  ) {}
+  ) {
+    this.db = rt.db;
+    this.log = rt.log;
+    this.listPageBytes = rt.config.listPageBytes;
+  }
 
   async create(input: CreateSessionInput) {
     const entry = this.registry.get(input.agent);
@@ -113,9 +124,27 @@ export class SessionService {
     };
   }
 
-  /** Archive; its queued and running tasks are cancelled by the caller (the task service). */
-  async markArchived(id: string, q: Queryable): Promise<void> {
-    await q`update sessions set archived_at = coalesce(archived_at, now()), updated_at = now() where id = ${id}`;
+  /**
+   * Archive a session: its queued tasks are cancelled and its running one is asked to stop, in
+   * one transaction; its warm agent goes at once here, and on other instances through the
+   * notification (channel mooring_archived).
+   */
+  async archive(sessionId: string) {
+    await this.row(sessionId);
+    const cancelled = await this.rt.committer.transaction(async (tx) => {
+      await markSessionArchived(tx, sessionId);
+      const open = await lockOpenTasksOfSession(tx, sessionId);
+      const changes = [];
+      for (const task of open) changes.push(await cancelTaskIn(tx, task));
+      await notifySessions(tx, new Map([[sessionId, -1]]));
+      await notifyArchived(tx, sessionId);
+      return {
+        value: changes.length,
+        effects: mergeEffects([...changes.map((c) => c.effects), { archived: [sessionId] }]),
+      };
+    });
+    this.log.info({ sessionId, cancelled }, "session archived");
+    return this.get(sessionId, { withTurns: false });
   }
 }
 

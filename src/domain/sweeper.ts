@@ -16,19 +16,17 @@ import { pruneEventWrites } from "../sql/event-writes.js";
 import { pruneEvents } from "../sql/prune-events.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { Recovery } from "./recovery.js";
+import { headsOf } from "./committer.js";
 import type { Runtime } from "./runtime.js";
 import { terminalEvent } from "./task-events.js";
-import type { Worker } from "./worker.js";
 
 type Settler = (tx: Tx) => Promise<TaskRow[]>;
 
 export class Sweeper {
   private readonly loops: TimedLoop[] = [];
-  onQueueChanged: () => void = () => {};
 
   constructor(
     private readonly rt: Runtime,
-    private readonly worker: Worker,
     private readonly recovery: Recovery,
   ) {}
 
@@ -89,29 +87,25 @@ export class Sweeper {
 
   private async pollQueue(): Promise<void> {
     await this.expireQueued();
-    this.worker.requestClaim();
+    // The backstop: try to claim even if every notification was lost.
+    this.rt.committer.apply({ gateChanged: true });
   }
 
   private async expireQueued(): Promise<TaskRow[]> {
-    const result = await this.rt.db.sql.begin(async (tx) => {
+    const rows = await this.rt.committer.transaction(async (tx) => {
       const rows = await expireQueuedTasks(tx);
       const events = await this.terminalEvents(tx, rows);
-      if (rows.length > 0) {
-        await notifySessions(tx, headsOf(events));
-        await notifyGate(tx);
-      }
-      return { rows, events };
+      if (rows.length === 0) return { value: rows, effects: {} };
+      await notifySessions(tx, headsOf(events));
+      await notifyGate(tx);
+      return { value: rows, effects: { events, queueMoved: true } };
     });
-    if (result.rows.length > 0) {
-      this.rt.log.info({ count: result.rows.length }, "queued tasks expired (queue timeout)");
-      this.rt.eventLog.publish(result.events);
-      this.onQueueChanged();
-    }
-    return result.rows;
+    if (rows.length > 0) this.rt.log.info({ count: rows.length }, "queued tasks expired (queue timeout)");
+    return rows;
   }
 
   private async settleInterrupted(settle: Settler): Promise<TaskRow[]> {
-    const result = await this.rt.db.sql.begin(async (tx) => {
+    return this.rt.committer.transaction(async (tx) => {
       if (this.recovery.needsGateLock) await lockGate(tx);
       const rows = await settle(tx);
       // Nobody can answer an interrupted turn's requests any more: resolved `restart`, their
@@ -119,18 +113,11 @@ export class Sweeper {
       const withdrawn = await resolvePendingOfTasks(tx, rows.map((r) => r.id), "restart");
       const events = await this.terminalEvents(tx, rows, withdrawn);
       events.push(...(await this.recovery.afterInterrupted(tx, rows)));
-      if (rows.length > 0) {
-        await notifySessions(tx, headsOf(events));
-        await notifyGate(tx);
-      }
-      return { rows, events };
+      if (rows.length === 0) return { value: rows, effects: {} };
+      await notifySessions(tx, headsOf(events));
+      await notifyGate(tx);
+      return { value: rows, effects: { events, gateChanged: true, queueMoved: true } };
     });
-    if (result.rows.length > 0) {
-      this.rt.eventLog.publish(result.events);
-      this.worker.requestClaim();
-      this.onQueueChanged();
-    }
-    return result.rows;
   }
 
   /**
@@ -152,10 +139,4 @@ export class Sweeper {
     );
     return appended.flat();
   }
-}
-
-function headsOf(events: StoredEvent[]): Map<string, number> {
-  const heads = new Map<string, number>();
-  for (const e of events) heads.set(e.sessionId, e.seq);
-  return heads;
 }

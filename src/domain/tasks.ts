@@ -1,20 +1,16 @@
 
-import type { Tx } from "../db/client.js";
 import { invalid, MooringError } from "../errors.js";
-import { appendEvents, type StoredEvent } from "../sql/append-events.js";
-import { cancelQueuedTask, markTaskCancelling } from "../sql/cancel-task.js";
 import { countActiveAndQueued } from "../sql/gate-status.js";
-import { notifyArchived, notifyCancel, notifyGate, notifySessions } from "../sql/notify.js";
 import { countWaitingForInput } from "../sql/permissions.js";
 import { isTerminal, type TaskRow, type TaskStatus } from "../sql/task-row.js";
 import { AdmissionQueue, type IfBusy } from "./admission.js";
-import type { TaskRunner } from "./claim.js";
+import type { ClaimLimit } from "./claim.js";
+import { cancelTaskIn } from "./cancel.js";
 import { fittingCount } from "./page-budget.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
 import { taskExtras } from "./task-extras.js";
 import type { Runtime } from "./runtime.js";
 import { isUuid, type SessionService } from "./sessions.js";
-import { terminalEvent } from "./task-events.js";
 import { TaskWatch } from "./task-watch.js";
 import { type TaskView, taskView } from "./views.js";
 
@@ -36,10 +32,6 @@ export interface SubmitInput {
 }
 
 export class TaskService {
-  /** Set once the worker exists (it needs this service too). */
-  runner: TaskRunner = { claimLimit: () => 0, startClaimed: () => {} };
-  /** Poked after the queue changed so positions get announced. */
-  onQueueChanged: () => void = () => {};
   /** False while starting or shutting down: submits answer NOT_READY. */
   accepting = false;
 
@@ -50,12 +42,9 @@ export class TaskService {
   constructor(
     private readonly rt: Runtime,
     private readonly sessions: SessionService,
+    claims: ClaimLimit,
   ) {
-    this.admissions = new AdmissionQueue(
-      rt,
-      () => this.runner,
-      () => this.onQueueChanged(),
-    );
+    this.admissions = new AdmissionQueue(rt, claims);
     this.watch = new TaskWatch(rt.db, rt.bus, rt.log, {
       pollMs: rt.config.pollMs,
       maxWaiters: rt.config.maxLongPolls,
@@ -163,58 +152,11 @@ export class TaskService {
   async cancel(taskId: string): Promise<TaskView> {
     const current = await this.row(taskId);
     if (isTerminal(current.status) || current.status === "cancelling") return this.view(current);
-    const result = await this.rt.db.sql.begin((tx) => this.cancelInTx(tx, current));
-    this.afterCancel(result);
-    return this.view(result.row ?? (await this.row(taskId)));
-  }
-
-  private async cancelInTx(tx: Tx, task: TaskRow) {
-    const events: StoredEvent[] = [];
-    const queued = await cancelQueuedTask(tx, task.id);
-    if (queued) {
-      events.push(...(await appendEvents(tx, queued.sessionId, [terminalEvent(queued)])));
-      // As in submit: the answer (and a repeated cancel's answer) must include the terminal event.
-      queued.lastSeq = events[events.length - 1].seq;
-      await notifySessions(tx, new Map([[queued.sessionId, events[events.length - 1].seq]]));
-      await notifyGate(tx);
-      return { row: queued, events, cancelling: null as TaskRow | null };
-    }
-    const cancelling = await markTaskCancelling(tx, task.id);
-    if (cancelling) {
-      await notifyCancel(tx, cancelling.id);
-      await notifySessions(tx, new Map([[cancelling.sessionId, -1]]));
-    }
-    return { row: cancelling, events, cancelling };
-  }
-
-  private afterCancel(result: { events: StoredEvent[]; cancelling: TaskRow | null }) {
-    this.rt.eventLog.publish(result.events);
-    if (result.cancelling) {
-      this.rt.bus.emit("cancel", result.cancelling.id);
-      this.rt.bus.emit("session", result.cancelling.sessionId, null);
-    }
-    if (result.events.length > 0) this.onQueueChanged();
-  }
-
-  /** Archive a session; its queued tasks are cancelled and its running one is asked to stop. */
-  async archiveSession(sessionId: string) {
-    await this.sessions.row(sessionId);
-    const results = await this.rt.db.sql.begin(async (tx) => {
-      await this.sessions.markArchived(sessionId, tx);
-      const open = await tx<TaskRow[]>`
-        select * from tasks where session_id = ${sessionId} and status in ('queued', 'running')
-        order by queue_order for update`;
-      const out = [];
-      for (const task of open) out.push(await this.cancelInTx(tx, task));
-      await notifySessions(tx, new Map([[sessionId, -1]]));
-      await notifyArchived(tx, sessionId);
-      return out;
+    const row = await this.rt.committer.transaction(async (tx) => {
+      const { row, effects } = await cancelTaskIn(tx, current);
+      return { value: row, effects };
     });
-    for (const result of results) this.afterCancel(result);
-    // Its warm agent here goes at once; other instances learn it from the notification.
-    this.rt.bus.emit("archived", sessionId);
-    this.rt.log.info({ sessionId, cancelled: results.length }, "session archived");
-    return this.sessions.get(sessionId, { withTurns: false });
+    return this.view(row ?? (await this.row(taskId)));
   }
 
   async gate() {

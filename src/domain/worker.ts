@@ -17,15 +17,14 @@ import { storable, storableSink } from "../agents/storable-text.js";
 import { isDatabaseUnavailable } from "../errors.js";
 import { appendEvents, type OwnerFence } from "../sql/append-events.js";
 import { lockGate } from "../sql/gate-lock.js";
-import { pipelined } from "../db/pipeline.js";
 import { lockSessionRow } from "../sql/lock-session.js";
-import { notifierOf, notifyGate, notifySessions } from "../sql/notify.js";
+import { notifyGate, notifySessions } from "../sql/notify.js";
 import { renewLease, renewLeases } from "../sql/renew-leases.js";
 import type { CursorFields } from "../sql/save-turn-state.js";
 import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { preview } from "../stream/preview.js";
-import { claimAndStart, type TaskRunner } from "./claim.js";
+import { type ClaimLimit, claimAndStart } from "./claim.js";
 import { contextPercent, contextWindowOf, withContextSuffix } from "./context.js";
 import type { ConversationPool } from "./conversation-pool.js";
 import { secondsBetween } from "../metrics/reporter.js";
@@ -57,7 +56,7 @@ class RunningTurn {
   }
 }
 
-export class Worker implements TaskRunner {
+export class Worker implements ClaimLimit {
   private readonly turns = new Map<string, RunningTurn>();
   /** Tasks this boot owned on the last heartbeat without running them (see adoptUnknownLeases). */
   private unknownLeases = new Set<string>();
@@ -68,12 +67,8 @@ export class Worker implements TaskRunner {
   private readonly heartbeats: TimedLoop;
   /** Set once the shutdown grace is over: settlement retries give up quickly. */
   private shuttingDown = false;
-  /** Poked after the queue changed so positions get announced. */
-  onQueueChanged: () => void = () => {};
   /** False after a failed heartbeat: the database is unreachable. */
   databaseReachable = true;
-  /** Interactive approvals: where a turn's permission requests go (absent: drivers use their policy). */
-  permissions: Permissions | null = null;
 
   constructor(
     private readonly rt: Runtime,
@@ -82,7 +77,10 @@ export class Worker implements TaskRunner {
     private readonly drivers: Record<DriverName, AgentDriver>,
     private readonly pool: ConversationPool,
     private readonly recovery: Recovery,
+    /** Interactive approvals: where a turn's permission requests go (absent: drivers use their policy). */
+    private readonly permissions: Permissions | null = null,
   ) {
+    rt.bus.on("claimed", (rows) => this.startClaimed(rows));
     this.heartbeats = new TimedLoop(rt.config.heartbeatMs, () => this.heartbeat());
     rt.bus.on("cancel", (taskId) => this.turns.get(taskId)?.stop("cancel"));
     rt.bus.on("gate", () => this.requestClaim());
@@ -176,12 +174,21 @@ export class Worker implements TaskRunner {
       select exists (select 1 from tasks where status = 'queued') as queued`;
     if (!queued) return;
     // One pipelined transaction (db/pipeline.ts): the gate lock is held only while Postgres runs it.
-    const [, claim] = await pipelined(this.rt.db.sql, (q) => [lockGate(q), claimAndStart(q, this.rt, limit)]);
-    if (claim.rows.length === 0) return;
-    notifierOf(this.rt.db).sessions(claim.heads, true);
-    this.rt.eventLog.publish(claim.events);
-    this.startClaimed(claim.rows);
-    this.onQueueChanged();
+    await this.rt.committer.pipelined({
+      statements: (q) => ({ gate: lockGate(q), claim: claimAndStart(q, this.rt, limit) }),
+      outcome: ({ claim }) => ({
+        value: null,
+        effects:
+          claim.rows.length === 0
+            ? {}
+            : {
+                events: claim.events,
+                notify: { heads: claim.heads, gate: true },
+                claimed: claim.rows,
+                queueMoved: true,
+              },
+      }),
+    });
   }
 
   /**
@@ -428,12 +435,12 @@ export class Worker implements TaskRunner {
   ): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       try {
-        const done = await this.rt.db.sql.begin(async (tx) => {
+        const done = await this.rt.committer.transaction(async (tx) => {
           await lockGate(tx);
           // Session row before task row, the order the event log's flush takes them in.
           await lockSessionRow(tx, turn.row.sessionId);
           const settled = await settleOwnedTask(tx, fence.taskId, fence, settlement);
-          if (!settled) return null;
+          if (!settled) return { value: null, effects: {} };
           const events = await appendEvents(tx, settled.sessionId, [terminalEvent(settled)]);
           const extra =
             settled.status === "interrupted" ? await this.recovery.afterInterrupted(tx, [settled]) : [];
@@ -442,7 +449,7 @@ export class Worker implements TaskRunner {
           for (const e of all) heads.set(e.sessionId, e.seq);
           await notifySessions(tx, heads);
           await notifyGate(tx);
-          return { settled, events: all };
+          return { value: settled, effects: { events: all } };
         });
         if (!done) {
           log.warn(
@@ -451,9 +458,8 @@ export class Worker implements TaskRunner {
           );
           return;
         }
-        this.rt.eventLog.publish(done.events);
-        log.info({ status: done.settled.status, code: done.settled.error?.code }, "turn settled");
-        this.ran(done.settled);
+        log.info({ status: done.status, code: done.error?.code }, "turn settled");
+        this.ran(done);
         return;
       } catch (err) {
         // The database is away: the lease keeps the task ours until it expires, so keep trying.

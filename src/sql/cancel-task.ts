@@ -59,3 +59,13 @@ export async function interruptRunningTaskOfSession(
   const { notified: _, ...task } = row;
   return task as TaskRow;
 }
+
+/**
+ * The queued and running tasks of a session being archived, locked in queue order (the archive's
+ * transaction holds the session row first, so this takes task rows after it, as every writer does).
+ */
+export async function lockOpenTasksOfSession(q: Queryable, sessionId: string): Promise<TaskRow[]> {
+  return q<TaskRow[]>`
+    select * from tasks where session_id = ${sessionId} and status in ('queued', 'running')
+    order by queue_order for update`;
+}

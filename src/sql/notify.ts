@@ -50,6 +50,7 @@ export async function notifyArchived(q: Queryable, sessionId: string): Promise<v
  * waits for the previous one's fsync, and the gate lock, held until commit, waited with it
  * (bench/results/history.md). A notification-only statement writes nothing to flush. They are
  * hints either way: one lost to a crash right after a commit is covered by the polling backstops.
+ * One per instance, owned by the committer (domain/committer.ts), so every writer's coalesce.
  */
 export class Notifier {
   private heads = new Map<string, number>();
@@ -86,18 +87,6 @@ export class Notifier {
         this.kick();
       });
   }
-}
-
-const notifiers = new WeakMap<object, Notifier>();
-
-/** The notifier of a database (one per pool, so every writer's notifications coalesce). */
-export function notifierOf(db: { sql: Queryable }, onError?: (err: unknown) => void): Notifier {
-  let notifier = notifiers.get(db);
-  if (!notifier) {
-    notifier = new Notifier(() => db.sql, onError);
-    notifiers.set(db, notifier);
-  }
-  return notifier;
 }
 
 /**

@@ -4,6 +4,7 @@
  * says when.
  */
 import { EventEmitter } from "node:events";
+import type { TaskRow } from "../sql/task-row.js";
 
 export interface ChangeBusEvents {
   /** A session's log grew to `headSeq` or one of its tasks changed state (headSeq may be unchanged). */
@@ -12,6 +13,10 @@ export interface ChangeBusEvents {
   allSessions: [];
   /** Capacity may be free or work was queued. */
   gate: [];
+  /** This instance claimed these tasks (committed): its worker starts them. */
+  claimed: [rows: TaskRow[]];
+  /** Queued tasks moved (admitted, claimed, settled): positions get announced. */
+  queueMoved: [];
   /** The owner of this task should stop it. */
   cancel: [taskId: string];
   /** This session was archived: its warm agent, wherever it is, should go. */

@@ -55,7 +55,6 @@ export type SettleOutcome =
   /** Given up at shutdown without a database: the lease expires and the task is settled elsewhere. */
   | { kind: "gave-up" };
 
-export type CommittedListener = (events: StoredEvent[]) => void;
 
 /** Events a lane may hold pending before `drained` makes a producer wait. */
 const BACKLOG = 512;
@@ -73,11 +72,16 @@ export interface EventLogOptions {
 
 export class EventLog {
   private readonly lanes: EventLane[];
-  private readonly listeners: CommittedListener[] = [];
   /** Set at shutdown: flushes give up after a few attempts instead of retrying forever. */
   private closed = false;
 
-  constructor(db: Database, options: EventLogOptions, log: Logger) {
+  /** `committed` is handed every flush's committed events (the committer's applier). */
+  constructor(
+    db: Database,
+    options: EventLogOptions,
+    log: Logger,
+    committed: (effects: { events: StoredEvent[] }) => void = () => {},
+  ) {
     this.lanes = Array.from(
       { length: Math.max(1, options.lanes) },
       () =>
@@ -85,21 +89,10 @@ export class EventLog {
           db,
           options,
           log,
-          (events) => this.publish(events),
+          (events) => committed({ events }),
           () => this.closed,
         ),
     );
-  }
-
-  /** Called with every batch of committed events, in seq order per session. */
-  onCommitted(listener: CommittedListener): void {
-    this.listeners.push(listener);
-  }
-
-  /** Publish events some other transaction committed (state changes written with their task). */
-  publish(events: StoredEvent[]): void {
-    if (events.length === 0) return;
-    for (const listener of this.listeners) listener(events);
   }
 
   append(event: PendingEvent): void {

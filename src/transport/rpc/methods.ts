@@ -23,7 +23,7 @@ const handlers: { [K in keyof Params]: Handler<K> } = {
   "sessions.create": async (s, p) => (await s.sessions.create(p)).session,
   "sessions.get": (s, p) => s.sessions.get(p.sessionId),
   "sessions.list": (s, p) => s.sessions.list(p),
-  "sessions.archive": (s, p) => s.tasks.archiveSession(p.sessionId),
+  "sessions.archive": (s, p) => s.sessions.archive(p.sessionId),
   "turns.submit": async (s, p) => {
     const { sessionId, ...input } = p;
     return (await s.tasks.submit(sessionId, input)).task;

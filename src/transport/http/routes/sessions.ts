@@ -29,7 +29,7 @@ export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
   app.delete<{ Params: Static<typeof SessionIdParams> }>(
     "/sessions/:id",
     { schema: { summary: "Archive a session; its open turns are cancelled", tags: ["sessions"], params: SessionIdParams, response: routeResponses["DELETE /v1/sessions/:id"] } },
-    async (req) => s.tasks.archiveSession(req.params.id),
+    async (req) => s.sessions.archive(req.params.id),
   );
 
   app.post<{ Params: Static<typeof SessionIdParams>; Body: Static<typeof SubmitTurnBody> }>(
