@@ -1,60 +1,25 @@
 /**
- * The worker of one instance: claims queued tasks, runs each turn on its session's agent, streams
- * the agent's events into the log, renews its leases, and settles each task exactly once with a
- * write fenced by owner and attempt.
+ * The worker of one instance: claims queued tasks (one claim in flight, one more queued), renews
+ * its leases on a heartbeat, adopts tasks it claimed but never started, and hands each claimed
+ * turn to its execution (domain/turn-run.ts). Drains at shutdown.
  */
+import type { AgentDriver } from "../agents/driver.js";
+import type { AgentRegistry, DriverName } from "../agents/registry.js";
+import { isDatabaseUnavailable } from "../errors.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { Logger } from "pino";
-import {
-  type AgentDriver,
-  AgentFailure,
-  type AgentEvent,
-  type AgentUsage,
-  type TurnOutcome,
-} from "../agents/driver.js";
-import type { AgentRegistry, DriverName } from "../agents/registry.js";
-import { storable, storableSink } from "../agents/storable-text.js";
-import { isDatabaseUnavailable } from "../errors.js";
-import { appendEvents, type OwnerFence } from "../sql/append-events.js";
-import { lockGate } from "../sql/gate-lock.js";
-import { lockSessionRow } from "../sql/lock-session.js";
-import { notifyGate, notifySessions } from "../sql/notify.js";
-import { renewLease, renewLeases } from "../sql/renew-leases.js";
-import type { CursorFields } from "../sql/save-turn-state.js";
-import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
-import type { TaskRow } from "../sql/task-row.js";
-import { preview } from "../stream/preview.js";
-import { type ClaimLimit, claimAndStart } from "./claim.js";
-import { contextPercent, contextWindowOf, withContextSuffix } from "./context.js";
-import type { ConversationPool } from "./conversation-pool.js";
 import { secondsBetween } from "../metrics/reporter.js";
+import { lockGate } from "../sql/gate-lock.js";
+import { renewLease, renewLeases } from "../sql/renew-leases.js";
+import type { TaskRow } from "../sql/task-row.js";
+import { type ClaimLimit, claimAndStart } from "./claim.js";
+import type { ConversationPool } from "./conversation-pool.js";
 import type { Permissions } from "./permissions.js";
 import type { Recovery } from "./recovery.js";
 import type { Runtime } from "./runtime.js";
 import type { SessionService } from "./sessions.js";
-import { terminalEvent } from "./task-events.js";
+import { RunningTurn, TurnExecution } from "./turn-run.js";
 import type { SessionRow } from "./views.js";
-
-/** Why a running turn is being stopped before it ended by itself. */
-type StopCause = "cancel" | "timeout" | "shutdown" | "lost";
-
-/** How long an agent gets to stop after a cancel before it is killed. */
-const CANCEL_ESCALATION_MS = 3000;
-
-class RunningTurn {
-  readonly controller = new AbortController();
-  cause: StopCause | null = null;
-  done: Promise<void> = Promise.resolve();
-  /** When this process started the turn; a heartbeat sent earlier cannot know about it. */
-  readonly startedLocallyAt = Date.now();
-  constructor(readonly row: TaskRow) {}
-
-  stop(cause: StopCause): void {
-    if (this.cause) return;
-    this.cause = cause;
-    this.controller.abort(cause);
-  }
-}
 
 export class Worker implements ClaimLimit {
   private readonly turns = new Map<string, RunningTurn>();
@@ -65,21 +30,22 @@ export class Worker implements ClaimLimit {
   private claimRunning = false;
   /** Lease renewal (and adoption of claimed tasks that never started), until drained. */
   private readonly heartbeats: TimedLoop;
-  /** Set once the shutdown grace is over: settlement retries give up quickly. */
-  private shuttingDown = false;
+  /** Runs each claimed turn to its settlement. */
+  private readonly execution: TurnExecution;
   /** False after a failed heartbeat: the database is unreachable. */
   databaseReachable = true;
 
   constructor(
     private readonly rt: Runtime,
     private readonly sessions: SessionService,
-    private readonly registry: AgentRegistry,
-    private readonly drivers: Record<DriverName, AgentDriver>,
-    private readonly pool: ConversationPool,
-    private readonly recovery: Recovery,
+    registry: AgentRegistry,
+    drivers: Record<DriverName, AgentDriver>,
+    pool: ConversationPool,
+    recovery: Recovery,
     /** Interactive approvals: where a turn's permission requests go (absent: drivers use their policy). */
-    private readonly permissions: Permissions | null = null,
+    permissions: Permissions | null = null,
   ) {
+    this.execution = new TurnExecution(rt, registry, drivers, pool, recovery, permissions);
     rt.bus.on("claimed", (rows) => this.startClaimed(rows));
     this.heartbeats = new TimedLoop(rt.config.heartbeatMs, () => this.heartbeat());
     rt.bus.on("cancel", (taskId) => this.turns.get(taskId)?.stop("cancel"));
@@ -121,9 +87,15 @@ export class Worker implements ClaimLimit {
       if (waited !== null) this.rt.metrics.taskStarted(waited);
       const turn = new RunningTurn(row);
       this.turns.set(row.id, turn);
-      turn.done = this.execute(turn, sessions).catch((err) => {
-        this.log.error({ err, taskId: row.id }, "turn execution failed unexpectedly");
-      });
+      turn.done = this.execution
+        .execute(turn, sessions)
+        .catch((err) => {
+          this.log.error({ err, taskId: row.id }, "turn execution failed unexpectedly");
+        })
+        .finally(() => {
+          this.turns.delete(row.id);
+          this.requestClaim();
+        });
     }
   }
 
@@ -271,7 +243,7 @@ export class Worker implements ClaimLimit {
     const remaining = [...this.turns.values()];
     // If the database is gone, settling cannot succeed: give up after a few attempts rather than
     // hold the shutdown; the leases then expire and another instance (or the next boot) settles.
-    this.shuttingDown = true;
+    this.execution.givingUp();
     this.rt.eventLog.stopRetrying();
     for (const turn of remaining) turn.stop("shutdown");
     await Promise.all(remaining.map((t) => t.done));
@@ -279,429 +251,9 @@ export class Worker implements ClaimLimit {
     return { finished: before - remaining.length, interrupted: remaining.length };
   }
 
-  private async execute(turn: RunningTurn, sessions: Promise<Map<string, SessionRow>>): Promise<void> {
-    const { row } = turn;
-    const fence: OwnerFence = { taskId: row.id, bootId: this.rt.identity.bootId, attempt: row.attempt };
-    const log = this.log.child({ taskId: row.id, sessionId: row.sessionId, attempt: row.attempt });
-    let session: SessionRow | null = null;
-    let healthy = false;
-    let tokens: number | null = null;
-    try {
-      session = (await sessions).get(row.sessionId) ?? null;
-      if (!session) throw new Error(`session ${row.sessionId} not found`);
-      const entry = this.registry.get(session.agent);
-      if (!entry) {
-        await this.settle(turn, fence, log, {
-          status: "failed",
-          error: {
-            code: "AGENT_START_FAILED",
-            message: `The agent "${session.agent}" is no longer registered.`,
-          },
-        });
-        return;
-      }
-      const conversation = this.pool.acquire(session, entry, this.drivers[entry.driver]);
-      const deadline = (row.deadlineAt?.getTime() ?? Date.now() + row.timeoutMs) - Date.now();
-      const deadlineTimer = setTimeout(() => turn.stop("timeout"), Math.max(deadline, 0));
-      const state = new TurnState(
-        this.rt,
-        session,
-        row,
-        fence,
-        log,
-        this.permissions,
-        turn.controller.signal,
-      );
-      let outcome: TurnOutcome | null = null;
-      let failure: unknown = null;
-      try {
-        outcome = await this.runWithEscalation(turn, () =>
-          conversation.runTurn({ prompt: row.prompt, sink: state.sink, signal: turn.controller.signal }),
-        );
-      } catch (err) {
-        failure = err;
-      } finally {
-        clearTimeout(deadlineTimer);
-      }
-      // A request the agent left unanswered (it crashed, or withdrew it) is resolved before the
-      // settlement, so its event precedes the terminal one.
-      await this.permissions?.endTurn(row.id);
-      // The turn's session writes need no waiting for: its lane commits them before (or with)
-      // the settlement queued after them, while the fence that guards them still holds.
-      tokens = state.contextTokens;
-      healthy = failure === null && outcome !== null && conversation.alive;
-      if (outcome === null && failure === null) {
-        // The agent ignored the stop request and was killed.
-        this.pool.close(row.sessionId, "kill");
-      }
-      if (failure && !(failure instanceof AgentFailure)) {
-        log.error({ err: String(failure) }, "agent crashed during the turn");
-      }
-      // The outcome and failure come from the agent: storable like its events (agents/storable-text.ts).
-      await this.settle(
-        turn,
-        fence,
-        log,
-        storable(settlementFor(turn.cause, outcome, failure, state, session)),
-      );
-    } catch (err) {
-      log.error({ err: String(err) }, "turn could not run");
-      await this.settle(turn, fence, log, {
-        status: "failed",
-        error: { code: "AGENT_START_FAILED", message: "The agent could not be started for this turn." },
-      }).catch(() => {});
-    } finally {
-      this.turns.delete(row.id);
-      this.pool.release(row.sessionId, healthy, tokens);
-      this.requestClaim();
-    }
-  }
-
-  /**
-   * Run the turn; once a stop was requested, give the agent CANCEL_ESCALATION_MS to stop by itself,
-   * then kill it. Resolves null when it had to be killed.
-   */
-  private async runWithEscalation(
-    turn: RunningTurn,
-    run: () => Promise<TurnOutcome>,
-  ): Promise<TurnOutcome | null> {
-    const running = run();
-    running.catch(() => {});
-    let timer: NodeJS.Timeout | undefined;
-    const killed = new Promise<null>((resolve) => {
-      const arm = () => {
-        timer = setTimeout(() => resolve(null), CANCEL_ESCALATION_MS);
-      };
-      if (turn.controller.signal.aborted) arm();
-      else turn.controller.signal.addEventListener("abort", arm, { once: true });
-    });
-    try {
-      return await Promise.race([running, killed]);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  /** A settled turn's run time, for mooring_task_run_seconds. */
-  private ran(row: TaskRow): void {
-    const seconds = secondsBetween(row.startedAt, row.finishedAt);
-    if (seconds !== null) this.rt.metrics.taskRan(seconds);
-  }
-
-  /**
-   * The owner's fenced settlement with its terminal event. The common case rides in the event
-   * log's next flush for the session (stream/event-lane.ts), after the turn's events; an
-   * interruption that may queue a continuation (MOORING_RECOVERY=continue) needs the gate lock
-   * and has a transaction of its own.
-   */
-  private async settle(
-    turn: RunningTurn,
-    fence: OwnerFence,
-    log: Logger,
-    settlement: Settlement,
-  ): Promise<void> {
-    if (turn.cause === "lost") return; // another instance owns the outcome now
-    if (settlement.status === "interrupted" && this.recovery.needsGateLock) {
-      await this.rt.eventLog.flush(turn.row.sessionId);
-      return this.settleWithContinuation(turn, fence, log, settlement);
-    }
-    const outcome = await this.rt.eventLog.settle({ sessionId: turn.row.sessionId, fence, settlement });
-    switch (outcome.kind) {
-      case "settled":
-        log.info({ status: outcome.row.status, code: outcome.row.error?.code }, "turn settled");
-        this.ran(outcome.row);
-        return;
-      case "unconfirmed":
-        log.info({ status: settlement.status }, "turn settled (the commit's answer was lost)");
-        return;
-      case "not-owner":
-        log.warn(
-          { status: settlement.status },
-          "lost guard: task was settled or taken over elsewhere; nothing written",
-        );
-        return;
-      case "gave-up":
-        log.error("settling failed; giving up (the lease expires and the task is settled elsewhere)");
-        return;
-    }
-  }
-
-  /** An interruption with its continuation, admitted under the gate lock like any turn. */
-  private async settleWithContinuation(
-    turn: RunningTurn,
-    fence: OwnerFence,
-    log: Logger,
-    settlement: Settlement,
-  ): Promise<void> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const done = await this.rt.committer.transaction(async (tx) => {
-          await lockGate(tx);
-          // Session row before task row, the order the event log's flush takes them in.
-          await lockSessionRow(tx, turn.row.sessionId);
-          const settled = await settleOwnedTask(tx, fence.taskId, fence, settlement);
-          if (!settled) return { value: null, effects: {} };
-          const events = await appendEvents(tx, settled.sessionId, [terminalEvent(settled)]);
-          const extra =
-            settled.status === "interrupted" ? await this.recovery.afterInterrupted(tx, [settled]) : [];
-          const all = [...events, ...extra];
-          const heads = new Map<string, number>();
-          for (const e of all) heads.set(e.sessionId, e.seq);
-          await notifySessions(tx, heads);
-          await notifyGate(tx);
-          return { value: settled, effects: { events: all } };
-        });
-        if (!done) {
-          log.warn(
-            { status: settlement.status },
-            "lost guard: task was settled or taken over elsewhere; nothing written",
-          );
-          return;
-        }
-        log.info({ status: done.status, code: done.error?.code }, "turn settled");
-        this.ran(done);
-        return;
-      } catch (err) {
-        // The database is away: the lease keeps the task ours until it expires, so keep trying.
-        const delay = Math.min(100 * 2 ** attempt, 2000);
-        if (attempt > 30 || (this.shuttingDown && attempt >= 2)) {
-          log.error(
-            { err: String(err) },
-            "settling failed; giving up (the lease expires and the task is settled elsewhere)",
-          );
-          return;
-        }
-        log.warn({ err: String(err), retryInMs: delay }, "settling failed; retrying");
-        await new Promise((resolve) => setTimeout(resolve, delay));
-      }
-    }
-  }
-}
-
-/** Per-turn bookkeeping: maps driver events to log events and remembers what the result needs. */
-class TurnState {
-  contextTokens: number | null = null;
-  percent: number | null = null;
-  lastUsage: AgentUsage | null = null;
-  text = "";
-  readonly sink;
-
-  constructor(
-    private readonly rt: Runtime,
-    private readonly session: SessionRow,
-    private readonly row: TaskRow,
-    private readonly fence: OwnerFence,
-    private readonly log: Logger,
-    permissions: Permissions | null = null,
-    signal?: AbortSignal,
-  ) {
-    // The driver boundary: everything an agent emits or saves is made storable here, once, for
-    // every driver (agents/storable-text.ts).
-    this.sink = storableSink({
-      emit: (event: AgentEvent) => this.emit(event),
-      drained: () => this.rt.eventLog.drained(this.session.id),
-      // Goes in with the next event flush (stream/event-log.ts), after the events emitted before
-      // it. Never throws into the agent: while the database is away the write waits, as the
-      // turn's events and its settlement do.
-      saveCursor: async (cursor: CursorFields) => {
-        this.track(
-          this.rt.eventLog.writeSession({ sessionId: this.session.id, fence: this.fence, cursor }),
-          "lost guard: resume cursor not saved (task no longer owned)",
-        );
-      },
-      // The turn waits here, keeping its active slot and its run deadline (domain/permissions.ts).
-      requestPermission:
-        permissions && signal
-          ? (ask) =>
-              permissions.ask({
-                sessionId: this.session.id,
-                taskId: this.row.id,
-                fence: this.fence,
-                ask,
-                signal,
-                log: this.log,
-              })
-          : undefined,
-    });
-  }
-
-  private append(type: string, data: unknown, payload?: unknown): void {
-    this.rt.eventLog.append({
-      sessionId: this.session.id,
-      taskId: this.row.id,
-      type,
-      data,
-      payload,
-      fence: this.fence,
-    });
-  }
-
-  private emit(event: AgentEvent): void {
-    switch (event.type) {
-      case "message.delta":
-        this.append("message.delta", { text: event.text });
-        break;
-      case "message":
-        this.text = event.text;
-        this.append("message", { text: event.text });
-        break;
-      case "tool.call": {
-        const input = preview(event.input);
-        this.append(
-          "tool.call",
-          input.truncated
-            ? {
-                id: event.id,
-                name: event.name,
-                input: input.preview,
-                inputBytes: input.bytes,
-                truncated: true,
-              }
-            : { id: event.id, name: event.name, input: event.input },
-          input.truncated ? { input: event.input } : undefined,
-        );
-        break;
-      }
-      case "tool.result": {
-        const output = preview(event.output);
-        this.append(
-          "tool.result",
-          {
-            id: event.id,
-            isError: event.isError,
-            preview: output.preview,
-            bytes: output.bytes,
-            truncated: output.truncated,
-          },
-          output.truncated ? { output: event.output } : undefined,
-        );
-        break;
-      }
-      case "usage": {
-        const window = contextWindowOf(event.usage, this.rt.config.contextWindow);
-        const percent = contextPercent(event.usage, window);
-        this.lastUsage = event.usage;
-        this.percent = percent;
-        this.contextTokens =
-          event.usage.inputTokens + event.usage.cacheCreationInputTokens + event.usage.cacheReadInputTokens;
-        this.append("usage", {
-          inputTokens: event.usage.inputTokens,
-          outputTokens: event.usage.outputTokens,
-          cacheCreationInputTokens: event.usage.cacheCreationInputTokens,
-          cacheReadInputTokens: event.usage.cacheReadInputTokens,
-          contextWindow: window,
-          contextPercent: percent,
-        });
-        const usage = { inputTokens: this.contextTokens, contextWindow: window, percent };
-        this.log.info(
-          { inputTokens: this.contextTokens, contextWindow: window, percent, model: event.usage.model },
-          "context per turn",
-        );
-        this.track(
-          this.rt.eventLog.writeSession({
-            sessionId: this.session.id,
-            fence: this.fence,
-            contextUsage: usage,
-          }),
-          "lost guard: context usage not saved (task no longer owned)",
-        );
-        break;
-      }
-      case "session.reset":
-        this.append("session.reset", { reason: event.reason, notice: event.notice });
-        break;
-      case "session.notice":
-        this.append("session.notice", { message: event.message });
-        break;
-    }
-  }
-
-  /** A session write queued in the event log (stream/event-log.ts): say so if it was fenced out. */
-  private track(written: Promise<boolean>, fencedOut: string): void {
-    void written.then((ok) => {
-      if (!ok) this.log.warn(fencedOut);
-    });
-  }
-
-  resultFor(outcome: TurnOutcome) {
-    const usage = outcome.usage ?? this.lastUsage;
-    let percent = this.percent;
-    if (usage && percent === null) {
-      percent = contextPercent(usage, contextWindowOf(usage, this.rt.config.contextWindow));
-    }
-    let text = outcome.text || this.text;
-    if (this.session.agentConfig.contextSuffix === true && percent !== null)
-      text = withContextSuffix(text, percent);
-    return {
-      text,
-      stopReason: outcome.stopReason,
-      usage: usage
-        ? {
-            inputTokens: usage.inputTokens,
-            outputTokens: usage.outputTokens,
-            cacheCreationInputTokens: usage.cacheCreationInputTokens,
-            cacheReadInputTokens: usage.cacheReadInputTokens,
-          }
-        : null,
-      contextPercent: percent,
-    };
-  }
 }
 
 /** An error the database server itself returned, other than the ones saying it is going away. */
 function answeredByServer(err: unknown): boolean {
   return (err as { name?: string })?.name === "PostgresError" && !isDatabaseUnavailable(err);
-}
-
-const stopMessages = {
-  cancel: { status: "cancelled", code: "CANCELLED", message: "The turn was cancelled." },
-  timeout: {
-    status: "failed",
-    code: "TURN_TIMEOUT",
-    message: "The turn ran past its deadline and was stopped.",
-  },
-  shutdown: {
-    status: "interrupted",
-    code: "GATEWAY_RESTART",
-    message: "The gateway shut down before the turn finished.",
-  },
-} as const;
-
-function settlementFor(
-  cause: StopCause | null,
-  outcome: TurnOutcome | null,
-  failure: unknown,
-  state: TurnState,
-  _session: SessionRow,
-): Settlement {
-  if (cause && cause !== "lost") {
-    const stop = stopMessages[cause];
-    // A turn the agent finished normally despite a late stop request still counts as finished.
-    if (outcome && outcome.stopReason !== "cancelled" && cause !== "timeout") {
-      return { status: "completed", result: state.resultFor(outcome) };
-    }
-    return {
-      status: stop.status,
-      result: outcome ? state.resultFor(outcome) : null,
-      error: { code: stop.code, message: stop.message },
-    };
-  }
-  if (outcome) return { status: "completed", result: state.resultFor(outcome) };
-  if (failure instanceof AgentFailure) {
-    if (failure.code === "CANCELLED") {
-      return { status: "cancelled", error: { code: "CANCELLED", message: failure.message } };
-    }
-    return {
-      status: "failed",
-      error: {
-        code: failure.code,
-        message: failure.message,
-        ...(failure.reason ? { reason: failure.reason } : {}),
-      },
-    };
-  }
-  return {
-    status: "failed",
-    error: { code: "AGENT_CRASHED", message: "The agent stopped unexpectedly during the turn." },
-  };
 }

@@ -1,0 +1,315 @@
+/**
+ * One turn's execution on its session's agent: start (or reuse) the conversation, run the prompt
+ * under the turn's deadline, escalate a stop (cancel, timeout, shutdown) to a kill when the agent
+ * ignores it, and settle the task exactly once with a write fenced by owner and attempt. The
+ * worker (domain/worker.ts) claims the turns and keeps their leases; this runs them.
+ */
+import type { Logger } from "pino";
+import { type AgentDriver, AgentFailure, type TurnOutcome } from "../agents/driver.js";
+import type { AgentRegistry, DriverName } from "../agents/registry.js";
+import { storable } from "../agents/storable-text.js";
+import { secondsBetween } from "../metrics/reporter.js";
+import { appendEvents, type OwnerFence } from "../sql/append-events.js";
+import { lockGate } from "../sql/gate-lock.js";
+import { lockSessionRow } from "../sql/lock-session.js";
+import { notifyGate, notifySessions } from "../sql/notify.js";
+import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
+import type { TaskRow } from "../sql/task-row.js";
+import type { ConversationPool } from "./conversation-pool.js";
+import type { Permissions } from "./permissions.js";
+import type { Recovery } from "./recovery.js";
+import type { Runtime } from "./runtime.js";
+import { terminalEvent } from "./task-events.js";
+import { TurnRecorder } from "./turn-recorder.js";
+import type { SessionRow } from "./views.js";
+
+/** Why a running turn is being stopped before it ended by itself. */
+export type StopCause = "cancel" | "timeout" | "shutdown" | "lost";
+
+/** How long an agent gets to stop after a cancel before it is killed. */
+const CANCEL_ESCALATION_MS = 3000;
+
+export class RunningTurn {
+  readonly controller = new AbortController();
+  cause: StopCause | null = null;
+  done: Promise<void> = Promise.resolve();
+  /** When this process started the turn; a heartbeat sent earlier cannot know about it. */
+  readonly startedLocallyAt = Date.now();
+  constructor(readonly row: TaskRow) {}
+
+  stop(cause: StopCause): void {
+    if (this.cause) return;
+    this.cause = cause;
+    this.controller.abort(cause);
+  }
+}
+
+export class TurnExecution {
+  /** Set once the shutdown grace is over: settlement retries give up quickly. */
+  private shuttingDown = false;
+
+  constructor(
+    private readonly rt: Runtime,
+    private readonly registry: AgentRegistry,
+    private readonly drivers: Record<DriverName, AgentDriver>,
+    private readonly pool: ConversationPool,
+    private readonly recovery: Recovery,
+    /** Interactive approvals: where a turn's permission requests go (absent: drivers use their policy). */
+    private readonly permissions: Permissions | null,
+  ) {}
+
+  /** Shutdown: the grace is over; settlements give up after a few attempts. */
+  givingUp(): void {
+    this.shuttingDown = true;
+  }
+
+  /** Run one claimed turn to its settlement (never throws: a failure settles the turn). */
+  async execute(turn: RunningTurn, sessions: Promise<Map<string, SessionRow>>): Promise<void> {
+    const { row } = turn;
+    const fence: OwnerFence = { taskId: row.id, bootId: this.rt.identity.bootId, attempt: row.attempt };
+    const log = this.rt.log.child({ taskId: row.id, sessionId: row.sessionId, attempt: row.attempt });
+    let session: SessionRow | null = null;
+    let healthy = false;
+    let tokens: number | null = null;
+    try {
+      session = (await sessions).get(row.sessionId) ?? null;
+      if (!session) throw new Error(`session ${row.sessionId} not found`);
+      const entry = this.registry.get(session.agent);
+      if (!entry) {
+        await this.settle(turn, fence, log, {
+          status: "failed",
+          error: {
+            code: "AGENT_START_FAILED",
+            message: `The agent "${session.agent}" is no longer registered.`,
+          },
+        });
+        return;
+      }
+      const conversation = this.pool.acquire(session, entry, this.drivers[entry.driver]);
+      const deadline = (row.deadlineAt?.getTime() ?? Date.now() + row.timeoutMs) - Date.now();
+      const deadlineTimer = setTimeout(() => turn.stop("timeout"), Math.max(deadline, 0));
+      const state = new TurnRecorder(
+        this.rt,
+        session,
+        row,
+        fence,
+        log,
+        this.permissions,
+        turn.controller.signal,
+      );
+      let outcome: TurnOutcome | null = null;
+      let failure: unknown = null;
+      try {
+        outcome = await this.runWithEscalation(turn, () =>
+          conversation.runTurn({ prompt: row.prompt, sink: state.sink, signal: turn.controller.signal }),
+        );
+      } catch (err) {
+        failure = err;
+      } finally {
+        clearTimeout(deadlineTimer);
+      }
+      // A request the agent left unanswered (it crashed, or withdrew it) is resolved before the
+      // settlement, so its event precedes the terminal one.
+      await this.permissions?.endTurn(row.id);
+      // The turn's session writes need no waiting for: its lane commits them before (or with)
+      // the settlement queued after them, while the fence that guards them still holds.
+      tokens = state.contextTokens;
+      healthy = failure === null && outcome !== null && conversation.alive;
+      if (outcome === null && failure === null) {
+        // The agent ignored the stop request and was killed.
+        this.pool.close(row.sessionId, "kill");
+      }
+      if (failure && !(failure instanceof AgentFailure)) {
+        log.error({ err: String(failure) }, "agent crashed during the turn");
+      }
+      // The outcome and failure come from the agent: storable like its events (agents/storable-text.ts).
+      await this.settle(
+        turn,
+        fence,
+        log,
+        storable(settlementFor(turn.cause, outcome, failure, state, session)),
+      );
+    } catch (err) {
+      log.error({ err: String(err) }, "turn could not run");
+      await this.settle(turn, fence, log, {
+        status: "failed",
+        error: { code: "AGENT_START_FAILED", message: "The agent could not be started for this turn." },
+      }).catch(() => {});
+    } finally {
+      this.pool.release(row.sessionId, healthy, tokens);
+    }
+  }
+
+  /**
+   * Run the turn; once a stop was requested, give the agent CANCEL_ESCALATION_MS to stop by itself,
+   * then kill it. Resolves null when it had to be killed.
+   */
+  private async runWithEscalation(
+    turn: RunningTurn,
+    run: () => Promise<TurnOutcome>,
+  ): Promise<TurnOutcome | null> {
+    const running = run();
+    running.catch(() => {});
+    let timer: NodeJS.Timeout | undefined;
+    const killed = new Promise<null>((resolve) => {
+      const arm = () => {
+        timer = setTimeout(() => resolve(null), CANCEL_ESCALATION_MS);
+      };
+      if (turn.controller.signal.aborted) arm();
+      else turn.controller.signal.addEventListener("abort", arm, { once: true });
+    });
+    try {
+      return await Promise.race([running, killed]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** A settled turn's run time, for mooring_task_run_seconds. */
+  private ran(row: TaskRow): void {
+    const seconds = secondsBetween(row.startedAt, row.finishedAt);
+    if (seconds !== null) this.rt.metrics.taskRan(seconds);
+  }
+
+  /**
+   * The owner's fenced settlement with its terminal event. The common case rides in the event
+   * log's next flush for the session (stream/event-lane.ts), after the turn's events; an
+   * interruption that may queue a continuation (MOORING_RECOVERY=continue) needs the gate lock
+   * and has a transaction of its own.
+   */
+  private async settle(
+    turn: RunningTurn,
+    fence: OwnerFence,
+    log: Logger,
+    settlement: Settlement,
+  ): Promise<void> {
+    if (turn.cause === "lost") return; // another instance owns the outcome now
+    if (settlement.status === "interrupted" && this.recovery.needsGateLock) {
+      await this.rt.eventLog.flush(turn.row.sessionId);
+      return this.settleWithContinuation(turn, fence, log, settlement);
+    }
+    const outcome = await this.rt.eventLog.settle({ sessionId: turn.row.sessionId, fence, settlement });
+    switch (outcome.kind) {
+      case "settled":
+        log.info({ status: outcome.row.status, code: outcome.row.error?.code }, "turn settled");
+        this.ran(outcome.row);
+        return;
+      case "unconfirmed":
+        log.info({ status: settlement.status }, "turn settled (the commit's answer was lost)");
+        return;
+      case "not-owner":
+        log.warn(
+          { status: settlement.status },
+          "lost guard: task was settled or taken over elsewhere; nothing written",
+        );
+        return;
+      case "gave-up":
+        log.error("settling failed; giving up (the lease expires and the task is settled elsewhere)");
+        return;
+    }
+  }
+
+  /** An interruption with its continuation, admitted under the gate lock like any turn. */
+  private async settleWithContinuation(
+    turn: RunningTurn,
+    fence: OwnerFence,
+    log: Logger,
+    settlement: Settlement,
+  ): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const done = await this.rt.committer.transaction(async (tx) => {
+          await lockGate(tx);
+          // Session row before task row, the order the event log's flush takes them in.
+          await lockSessionRow(tx, turn.row.sessionId);
+          const settled = await settleOwnedTask(tx, fence.taskId, fence, settlement);
+          if (!settled) return { value: null, effects: {} };
+          const events = await appendEvents(tx, settled.sessionId, [terminalEvent(settled)]);
+          const extra =
+            settled.status === "interrupted" ? await this.recovery.afterInterrupted(tx, [settled]) : [];
+          const all = [...events, ...extra];
+          const heads = new Map<string, number>();
+          for (const e of all) heads.set(e.sessionId, e.seq);
+          await notifySessions(tx, heads);
+          await notifyGate(tx);
+          return { value: settled, effects: { events: all } };
+        });
+        if (!done) {
+          log.warn(
+            { status: settlement.status },
+            "lost guard: task was settled or taken over elsewhere; nothing written",
+          );
+          return;
+        }
+        log.info({ status: done.status, code: done.error?.code }, "turn settled");
+        this.ran(done);
+        return;
+      } catch (err) {
+        // The database is away: the lease keeps the task ours until it expires, so keep trying.
+        const delay = Math.min(100 * 2 ** attempt, 2000);
+        if (attempt > 30 || (this.shuttingDown && attempt >= 2)) {
+          log.error(
+            { err: String(err) },
+            "settling failed; giving up (the lease expires and the task is settled elsewhere)",
+          );
+          return;
+        }
+        log.warn({ err: String(err), retryInMs: delay }, "settling failed; retrying");
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
+  }
+}
+
+const stopMessages = {
+  cancel: { status: "cancelled", code: "CANCELLED", message: "The turn was cancelled." },
+  timeout: {
+    status: "failed",
+    code: "TURN_TIMEOUT",
+    message: "The turn ran past its deadline and was stopped.",
+  },
+  shutdown: {
+    status: "interrupted",
+    code: "GATEWAY_RESTART",
+    message: "The gateway shut down before the turn finished.",
+  },
+} as const;
+
+function settlementFor(
+  cause: StopCause | null,
+  outcome: TurnOutcome | null,
+  failure: unknown,
+  state: TurnRecorder,
+  _session: SessionRow,
+): Settlement {
+  if (cause && cause !== "lost") {
+    const stop = stopMessages[cause];
+    // A turn the agent finished normally despite a late stop request still counts as finished.
+    if (outcome && outcome.stopReason !== "cancelled" && cause !== "timeout") {
+      return { status: "completed", result: state.resultFor(outcome) };
+    }
+    return {
+      status: stop.status,
+      result: outcome ? state.resultFor(outcome) : null,
+      error: { code: stop.code, message: stop.message },
+    };
+  }
+  if (outcome) return { status: "completed", result: state.resultFor(outcome) };
+  if (failure instanceof AgentFailure) {
+    if (failure.code === "CANCELLED") {
+      return { status: "cancelled", error: { code: "CANCELLED", message: failure.message } };
+    }
+    return {
+      status: "failed",
+      error: {
+        code: failure.code,
+        message: failure.message,
+        ...(failure.reason ? { reason: failure.reason } : {}),
+      },
+    };
+  }
+  return {
+    status: "failed",
+    error: { code: "AGENT_CRASHED", message: "The agent stopped unexpectedly during the turn." },
+  };
+}
