@@ -204,10 +204,8 @@ describe("claude-code driver with the real CLI", () => {
       cwd: workspace,
       agentSessionId: "new",
     });
-    expect(logs.find((l) => l.msg === "claude-code turn context")).toMatchObject({
-      inputTokens: 40_000,
-      percent: 25,
-    });
+    // The percentage is the pipeline's (domain/turn-recorder.ts logs "context per turn").
+    expect(logs.find((l) => l.msg === "claude-code turn context")).toMatchObject({ inputTokens: 40_000 });
   });
 
   it("keeps the process warm: the second turn runs in the same process and conversation", async () => {

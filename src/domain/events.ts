@@ -1,7 +1,7 @@
 /** Reading the event log: subscription start points and the full payloads behind previews. */
 import type { Database } from "../db/client.js";
 import { MooringError } from "../errors.js";
-import { readEventsAfter } from "../sql/read-events.js";
+import { readEventPayload, readEventsAfter } from "../sql/read-events.js";
 import { toClientEvent } from "../stream/session-feeds.js";
 import type { SessionService } from "./sessions.js";
 
@@ -55,8 +55,7 @@ export class EventService {
   /** The whole payload behind an event's preview (e.g. a full tool result). */
   async payload(sessionId: string, seq: number) {
     await this.sessions.row(sessionId);
-    const [row] = await this.db.sql<{ type: string; data: unknown; payload: unknown }[]>`
-      select type, data, payload from events where session_id = ${sessionId} and seq = ${seq}`;
+    const row = await readEventPayload(this.db.sql, sessionId, seq);
     if (!row) throw new MooringError("EVENT_NOT_FOUND", `session ${sessionId} has no event ${seq}`);
     return { sessionId, seq, type: row.type, payload: row.payload ?? row.data };
   }

@@ -8,6 +8,7 @@
  * notification, and from its own poll (MOORING_POLL_MS) of the requests it waits on: notifications
  * are hints, the poll is the guarantee.
  */
+import { readTask } from "../sql/read-tasks.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
@@ -277,7 +278,7 @@ export class Permissions {
     if (!isUuid(requestId)) throw notFound();
     const current = await readPermission(this.rt.db.sql, requestId);
     if (!current || current.taskId !== taskId) {
-      const [task] = await this.rt.db.sql`select 1 from tasks where id = ${taskId}`;
+      const task = await readTask(this.rt.db.sql, taskId);
       if (!task) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
       throw notFound();
     }

@@ -4,6 +4,7 @@
  * "Continue where you left off." linked to the interrupted one; an unsaved one gets a
  * `session.reset` notice instead, since continuing into an empty conversation makes no sense.
  */
+import { readSavedConversation } from "../sql/read-sessions.js";
 import { randomUUID } from "node:crypto";
 import type { Tx } from "../db/client.js";
 import { appendEvents, type StoredEvent } from "../sql/append-events.js";
@@ -29,10 +30,7 @@ export class Recovery {
     if (this.rt.config.recovery !== "continue") return [];
     const events: StoredEvent[] = [];
     for (const row of rows) {
-      const [session] = await tx<
-        { agentSessionId: string | null; lastAssistantMessageId: string | null; archivedAt: Date | null }[]
-      >`
-        select agent_session_id, last_assistant_message_id, archived_at from sessions where id = ${row.sessionId}`;
+      const session = await readSavedConversation(tx, row.sessionId);
       if (!session || session.archivedAt) continue;
       const saved = session.agentSessionId !== null && session.lastAssistantMessageId !== null;
       if (!saved) {

@@ -2,6 +2,7 @@
  * Sessions: create, read, list, archive. A session names a registered agent and a normalized
  * workspace; clients choose only what the agent's driver allows.
  */
+import { listSessions, readRecentTurns, readSession, readSessions } from "../sql/read-sessions.js";
 import type { Logger } from "pino";
 import type { AgentDriver } from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
@@ -11,7 +12,6 @@ import { lockOpenTasksOfSession } from "../sql/cancel-task.js";
 import { markSessionArchived } from "../sql/archive-session.js";
 import { insertSession } from "../sql/insert-session.js";
 import { notifyArchived, notifySessions } from "../sql/notify.js";
-import type { TaskRow } from "../sql/task-row.js";
 import { cancelTaskIn, mergeEffects } from "./cancel.js";
 import { fittingCount } from "./page-budget.js";
 import type { Runtime } from "./runtime.js";
@@ -76,15 +76,14 @@ export class SessionService {
   /** The session row with its derived status, or SESSION_NOT_FOUND. */
   async row(id: string, q: Queryable = this.db.sql): Promise<SessionRow> {
     if (!isUuid(id)) throw new MooringError("SESSION_NOT_FOUND", `session ${id} does not exist`);
-    const [row] = await q<SessionRow[]>`select ${statusColumn(q)}, s.* from sessions s where s.id = ${id}`;
+    const row = await readSession<SessionRow>(q, id);
     if (!row) throw new MooringError("SESSION_NOT_FOUND", `session ${id} does not exist`);
     return row;
   }
 
   /** Several session rows in one query (the sessions of turns claimed together); missing ones are absent. */
   async rows(ids: string[]): Promise<Map<string, SessionRow>> {
-    const rows = await this.db.sql<SessionRow[]>`
-      select ${statusColumn(this.db.sql)}, s.* from sessions s where s.id = any(${ids}::uuid[])`;
+    const rows = await readSessions<SessionRow>(this.db.sql, ids);
     return new Map(rows.map((r) => [r.id, r]));
   }
 
@@ -92,8 +91,7 @@ export class SessionService {
     const row = await this.row(id);
     const view = sessionView(row);
     if (!options.withTurns) return view;
-    const recent = await this.db.sql<TaskRow[]>`
-      select * from tasks where session_id = ${id} order by turn_index desc limit ${SNAPSHOT_TURNS}`;
+    const recent = await readRecentTurns(this.db.sql, id, SNAPSHOT_TURNS);
     // A turn waiting for input shows its requests in the snapshot too (issue 13).
     const { positions, pending } = await taskExtras(this.db.sql, recent);
     const turns = recent.reverse().map((t) => compactTurn(t, positions.get(t.id) ?? null, pending.get(t.id)));
@@ -104,17 +102,12 @@ export class SessionService {
     const limit = filter.limit ?? 50;
     const after = filter.cursor ? decodeCursor(filter.cursor) : null;
     const workspace = filter.workspace ? await normalizeWorkspace(filter.workspace) : null;
-    const sql = this.db.sql;
-    const rows = await sql<SessionRow[]>`
-      select * from (
-        select ${statusColumn(sql)}, s.* from sessions s
-        where (${workspace}::text is null or s.workspace = ${workspace})
-          and (${after ? after.createdAt : null}::timestamptz is null
-               or (date_trunc('milliseconds', s.created_at), s.id) < (${after ? after.createdAt : null}::timestamptz, ${after ? after.id : null}::uuid))
-      ) x
-      where (${filter.status ?? null}::text is null or x.status = ${filter.status ?? null})
-      order by date_trunc('milliseconds', x.created_at) desc, x.id desc
-      limit ${limit + 1}`;
+    const rows = await listSessions<SessionRow>(this.db.sql, {
+      workspace,
+      status: filter.status ?? null,
+      after,
+      limit: limit + 1,
+    });
     const views = rows.slice(0, limit).map(sessionView);
     const fits = fittingCount(views, this.listPageBytes);
     const last = rows[fits - 1];
@@ -146,13 +139,6 @@ export class SessionService {
     this.log.info({ sessionId, cancelled }, "session archived");
     return this.get(sessionId, { withTurns: false });
   }
-}
-
-/** Status is derived, never stored, so it cannot drift from the tasks. */
-function statusColumn(q: Queryable) {
-  return q`case when s.archived_at is not null then 'archived'
-    when exists (select 1 from tasks t where t.session_id = s.id and t.status in ('queued', 'running', 'cancelling'))
-    then 'busy' else 'idle' end as status`;
 }
 
 export function isUuid(value: string): boolean {

@@ -6,6 +6,7 @@
  * watched tasks, and one query reads all marked tasks for all their waiters. The number of waiters
  * is capped (MOORING_MAX_LONG_POLLS): past it, `wait` declines and the caller answers at once.
  */
+import { readTaskStatuses, readTasks } from "../sql/read-tasks.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
@@ -137,8 +138,7 @@ export class TaskWatch {
   }
 
   private async pass(ids: string[]): Promise<void> {
-    const statuses = await this.db.sql<{ id: string; status: TaskRow["status"] }[]>`
-      select id, status from tasks where id = any(${ids}::uuid[])`;
+    const statuses = await readTaskStatuses(this.db.sql, ids);
     const now = new Map(statuses.map((r) => [r.id, r.status]));
     const answering = ids.filter((id) => {
       const entry = this.watched.get(id);
@@ -150,7 +150,7 @@ export class TaskWatch {
     const rows =
       answering.length === 0
         ? []
-        : await this.db.sql<TaskRow[]>`select * from tasks where id = any(${answering}::uuid[])`;
+        : await readTasks(this.db.sql, answering);
     for (const row of rows) this.settle(row.id, row);
     // A task that is gone (none are deleted today) ends its waits that ran out.
     for (const id of ids) if (!now.has(id)) this.settle(id, null);

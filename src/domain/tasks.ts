@@ -1,4 +1,5 @@
 
+import { listTasks, readTask } from "../sql/read-tasks.js";
 import { invalid, MooringError } from "../errors.js";
 import { countActiveAndQueued } from "../sql/gate-status.js";
 import { countWaitingForInput } from "../sql/permissions.js";
@@ -100,7 +101,7 @@ export class TaskService {
 
   async row(taskId: string): Promise<TaskRow> {
     if (!isUuid(taskId)) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
-    const [row] = await this.rt.db.sql<TaskRow[]>`select * from tasks where id = ${taskId}`;
+    const row = await readTask(this.rt.db.sql, taskId);
     if (!row) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
     return row;
   }
@@ -126,14 +127,12 @@ export class TaskService {
     const limit = filter.limit ?? 50;
     const after = filter.cursor ? decodeCursor(filter.cursor) : null;
     if (filter.sessionId && !isUuid(filter.sessionId)) return { items: [], nextCursor: null };
-    const rows = await this.rt.db.sql<TaskRow[]>`
-      select * from tasks
-      where (${filter.sessionId ?? null}::uuid is null or session_id = ${filter.sessionId ?? null}::uuid)
-        and (${filter.status ?? null}::text is null or status = ${filter.status ?? null})
-        and (${after ? after.createdAt : null}::timestamptz is null
-             or (date_trunc('milliseconds', created_at), id) < (${after ? after.createdAt : null}::timestamptz, ${after ? after.id : null}::uuid))
-      order by date_trunc('milliseconds', created_at) desc, id desc
-      limit ${limit + 1}`;
+    const rows = await listTasks(this.rt.db.sql, {
+      sessionId: filter.sessionId ?? null,
+      status: filter.status ?? null,
+      after,
+      limit: limit + 1,
+    });
     const page = rows.slice(0, limit);
     const { positions, pending } = await taskExtras(this.rt.db.sql, page);
     const views = page.map((r) => taskView(r, positions.get(r.id) ?? null, pending.get(r.id)));

@@ -3,6 +3,7 @@
  * its leases on a heartbeat, adopts tasks it claimed but never started, and hands each claimed
  * turn to its execution (domain/turn-run.ts). Drains at shutdown.
  */
+import { anyTaskQueued, readOwnedActiveTasks } from "../sql/read-tasks.js";
 import type { AgentDriver } from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
 import { isDatabaseUnavailable } from "../errors.js";
@@ -142,9 +143,7 @@ export class Worker implements ClaimLimit {
     // a plain read answers that without taking the gate lock, which every submit needs too
     // (bench/results/history.md). Skipping is safe: whoever commits a queued task notifies the
     // gate after the commit, and the claim that notification triggers reads after it.
-    const [{ queued }] = await this.rt.db.sql<{ queued: boolean }[]>`
-      select exists (select 1 from tasks where status = 'queued') as queued`;
-    if (!queued) return;
+    if (!(await anyTaskQueued(this.rt.db.sql))) return;
     // One pipelined transaction (db/pipeline.ts): the gate lock is held only while Postgres runs it.
     await this.rt.committer.pipelined({
       statements: (q) => ({ gate: lockGate(q), claim: claimAndStart(q, this.rt, limit) }),
@@ -224,9 +223,7 @@ export class Worker implements ClaimLimit {
     const adopt = unknown.filter((id) => this.unknownLeases.has(id));
     this.unknownLeases = new Set(unknown);
     if (adopt.length === 0 || !this.claiming) return;
-    const rows = await this.rt.db.sql<TaskRow[]>`
-      select * from tasks where id = any(${adopt}::uuid[]) and owner_boot = ${this.rt.identity.bootId}
-        and status in ('running', 'cancelling')`;
+    const rows = await readOwnedActiveTasks(this.rt.db.sql, adopt, this.rt.identity.bootId);
     if (rows.length === 0) return;
     this.log.warn({ tasks: rows.map((r) => r.id) }, "adopting tasks this instance claimed but never started");
     this.startClaimed(rows.filter((r) => !this.turns.has(r.id)));

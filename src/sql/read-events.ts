@@ -15,3 +15,14 @@ export async function readEventsAfter(
     select session_id, seq, task_id, type, at, data from events
     where session_id = ${sessionId} and seq > ${afterSeq} order by seq limit ${limit}`;
 }
+
+/** One event's whole payload (the full value behind a preview); the events primary key. */
+export async function readEventPayload(
+  q: Queryable,
+  sessionId: string,
+  seq: number,
+): Promise<{ type: string; data: unknown; payload: unknown } | null> {
+  const [row] = await q<{ type: string; data: unknown; payload: unknown }[]>`
+    select type, data, payload from events where session_id = ${sessionId} and seq = ${seq}`;
+  return row ?? null;
+}

@@ -3,7 +3,7 @@
  * they are grouped into one append statement per session and writer.
  */
 import type { NewEvent, OwnerFence } from "../sql/append-events.js";
-import type { PendingEvent } from "./event-log.js";
+import type { PendingEvent } from "./event-types.js";
 
 /** Bounds on one transaction, so a burst of huge tool outputs never becomes one giant write. */
 const MAX_EVENTS_PER_TX = 256;

@@ -28,7 +28,7 @@ import type {
   SessionWrite,
   SettleOutcome,
   SettleRequest,
-} from "./event-log.js";
+} from "./event-types.js";
 
 /** A session write or a settlement waiting for a flush. */
 type Work =

@@ -18,57 +18,14 @@
  */
 import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
-import type { NewEvent, OwnerFence, StoredEvent } from "../sql/append-events.js";
-import type { ContextUsage, CursorFields } from "../sql/save-turn-state.js";
-import type { Settlement } from "../sql/settle-task.js";
-import type { TaskRow } from "../sql/task-row.js";
+import type { StoredEvent } from "../sql/append-events.js";
 import { EventLane } from "./event-lane.js";
+import type { EventLogOptions, PendingEvent, SessionWrite, SettleOutcome, SettleRequest } from "./event-types.js";
 
-export interface PendingEvent extends NewEvent {
-  sessionId: string;
-  /** Owner fence for events of a running task; absent for gateway-level events. */
-  fence?: OwnerFence;
-}
-
-/** A running turn's write to its session row; only the owner of the task may make it. */
-export interface SessionWrite {
-  sessionId: string;
-  fence: OwnerFence;
-  cursor?: CursorFields;
-  contextUsage?: ContextUsage;
-}
-
-/** The owner ends its running task (sql/settle-task.ts), after the turn's events. */
-export interface SettleRequest {
-  sessionId: string;
-  fence: OwnerFence;
-  settlement: Settlement;
-}
-
-export type SettleOutcome =
-  /** Settled, with its terminal event (already published). */
-  | { kind: "settled"; row: TaskRow; event: StoredEvent }
-  /** The writer no longer owns the task (taken over or settled elsewhere): nothing written. */
-  | { kind: "not-owner" }
-  /** Committed, but the answer was lost (the database went away at the commit). */
-  | { kind: "unconfirmed" }
-  /** Given up at shutdown without a database: the lease expires and the task is settled elsewhere. */
-  | { kind: "gave-up" };
-
+export type { EventLogOptions, PendingEvent, SessionWrite, SettleOutcome, SettleRequest } from "./event-types.js";
 
 /** Events a lane may hold pending before `drained` makes a producer wait. */
 const BACKLOG = 512;
-
-export interface EventLogOptions {
-  /** A flush this many ms after the first pending event or write. */
-  flushMs: number;
-  /** A flush right away at this many pending events (per lane). */
-  flushMax: number;
-  /** Independent writers; each session always uses the same one. */
-  lanes: number;
-  /** Told each flush's duration in seconds (mooring_event_flush_seconds). */
-  onFlush?: (seconds: number) => void;
-}
 
 export class EventLog {
   private readonly lanes: EventLane[];

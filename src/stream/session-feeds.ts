@@ -5,6 +5,7 @@
  * and live delivery are the same loop, "send what lies between the subscriber's cursor and the
  * session's head", and a subscriber's cursor only moves by one contiguous run at a time.
  */
+import { readSessionHeads } from "../sql/read-sessions.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
@@ -224,8 +225,7 @@ export class SessionFeeds {
     if (this.feeds.size === 0) return;
     try {
       const ids = [...this.feeds.keys()];
-      const rows = await this.db.sql<{ id: string; lastSeq: number }[]>`
-        select id, last_seq from sessions where id = any(${ids}::uuid[])`;
+      const rows = await readSessionHeads(this.db.sql, ids);
       for (const row of rows) {
         const feed = this.feeds.get(row.id);
         if (!feed) continue;

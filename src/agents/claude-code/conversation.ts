@@ -6,7 +6,6 @@
 import { randomUUID } from "node:crypto";
 import { stat } from "node:fs/promises";
 import type { Logger } from "pino";
-import { contextPercent, contextWindowOf } from "../../domain/context.js";
 import {
   AgentFailure,
   type AgentConversation,
@@ -262,15 +261,9 @@ export class ClaudeConversation implements AgentConversation {
     const usage = translator.usage(result);
     if (usage) {
       sink.emit({ type: "usage", usage });
-      const window = contextWindowOf(usage, this.options.settings.contextWindow);
-      const percent = contextPercent(usage, window);
+      // The percentage and window are the pipeline's to compute and log ("context per turn").
       this.log.info(
-        {
-          agentSessionId: this.cursor.agentSessionId,
-          inputTokens: usage.inputTokens,
-          percent,
-          contextWindow: window,
-        },
+        { agentSessionId: this.cursor.agentSessionId, inputTokens: usage.inputTokens },
         "claude-code turn context",
       );
     }

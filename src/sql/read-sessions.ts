@@ -1,0 +1,70 @@
+import type { Queryable } from "../db/client.js";
+import type { TaskRow } from "./task-row.js";
+
+/** A `sessions` row with its derived status (the domain's SessionRow has these fields). */
+export type SessionRowWithStatus = Record<string, unknown> & { id: string; status: string; createdAt: Date };
+
+/** Status is derived, never stored, so it cannot drift from the tasks. */
+function statusColumn(q: Queryable) {
+  return q`case when s.archived_at is not null then 'archived'
+    when exists (select 1 from tasks t where t.session_id = s.id and t.status in ('queued', 'running', 'cancelling'))
+    then 'busy' else 'idle' end as status`;
+}
+
+/** One session with its status. */
+export async function readSession<T>(q: Queryable, id: string): Promise<T | null> {
+  const [row] = await q`select ${statusColumn(q)}, s.* from sessions s where s.id = ${id}`;
+  return (row as T) ?? null;
+}
+
+/** Several sessions in one query (the sessions of turns claimed together); missing ones are absent. */
+export async function readSessions<T>(q: Queryable, ids: string[]): Promise<T[]> {
+  const rows = await q`select ${statusColumn(q)}, s.* from sessions s where s.id = any(${ids}::uuid[])`;
+  return rows as unknown as T[];
+}
+
+/** A session's most recent turns, newest first (tasks_session_idx). */
+export async function readRecentTurns(q: Queryable, sessionId: string, limit: number): Promise<TaskRow[]> {
+  return q<TaskRow[]>`select * from tasks where session_id = ${sessionId} order by turn_index desc limit ${limit}`;
+}
+
+export interface SessionListFilter {
+  workspace: string | null;
+  status: string | null;
+  after: { createdAt: string; id: string } | null;
+  limit: number;
+}
+
+/**
+ * A page of sessions, newest first, keyset-paginated like tasks; the status filter applies to the
+ * derived status, hence the subquery.
+ */
+export async function listSessions<T>(q: Queryable, f: SessionListFilter): Promise<T[]> {
+  const rows = await q`
+    select * from (
+      select ${statusColumn(q)}, s.* from sessions s
+      where (${f.workspace}::text is null or s.workspace = ${f.workspace})
+        and (${f.after ? f.after.createdAt : null}::timestamptz is null
+             or (date_trunc('milliseconds', s.created_at), s.id) < (${f.after ? f.after.createdAt : null}::timestamptz, ${f.after ? f.after.id : null}::uuid))
+    ) x
+    where (${f.status}::text is null or x.status = ${f.status})
+    order by date_trunc('milliseconds', x.created_at) desc, x.id desc
+    limit ${f.limit}`;
+  return rows as unknown as T[];
+}
+
+/** The heads of several sessions: the session feeds' polling backstop (stream/session-feeds.ts). */
+export async function readSessionHeads(q: Queryable, ids: string[]): Promise<{ id: string; lastSeq: number }[]> {
+  return q<{ id: string; lastSeq: number }[]>`select id, last_seq from sessions where id = any(${ids}::uuid[])`;
+}
+
+/** What the recovery policy needs of an interrupted turn's session: was its conversation saved? */
+export async function readSavedConversation(
+  q: Queryable,
+  sessionId: string,
+): Promise<{ agentSessionId: string | null; lastAssistantMessageId: string | null; archivedAt: Date | null } | null> {
+  const [row] = await q<
+    { agentSessionId: string | null; lastAssistantMessageId: string | null; archivedAt: Date | null }[]
+  >`select agent_session_id, last_assistant_message_id, archived_at from sessions where id = ${sessionId}`;
+  return row ?? null;
+}

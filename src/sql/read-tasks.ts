@@ -1,0 +1,61 @@
+import type { Queryable } from "../db/client.js";
+import type { TaskRow, TaskStatus } from "./task-row.js";
+
+/** One task by id (primary key). */
+export async function readTask(q: Queryable, taskId: string): Promise<TaskRow | null> {
+  const [row] = await q<TaskRow[]>`select * from tasks where id = ${taskId}`;
+  return row ?? null;
+}
+
+/** Whole rows of several tasks (primary key); missing ones are absent. */
+export async function readTasks(q: Queryable, ids: string[]): Promise<TaskRow[]> {
+  return q<TaskRow[]>`select * from tasks where id = any(${ids}::uuid[])`;
+}
+
+/**
+ * Only the status of several tasks: a long-poll pass reads this for every watched task and whole
+ * rows (prompt, result: large) only for the tasks that answer a waiter (domain/task-watch.ts).
+ */
+export async function readTaskStatuses(q: Queryable, ids: string[]): Promise<{ id: string; status: TaskStatus }[]> {
+  return q<{ id: string; status: TaskStatus }[]>`select id, status from tasks where id = any(${ids}::uuid[])`;
+}
+
+/**
+ * Whether anything is queued: most claim requests find nothing, and this plain read (the partial
+ * index tasks_queued_idx) answers that without taking the gate lock every submit needs too.
+ */
+export async function anyTaskQueued(q: Queryable): Promise<boolean> {
+  const [{ queued }] = await q<{ queued: boolean }[]>`
+    select exists (select 1 from tasks where status = 'queued') as queued`;
+  return queued;
+}
+
+/** Tasks among `ids` this boot still owns and runs (lease adoption, domain/worker.ts). */
+export async function readOwnedActiveTasks(q: Queryable, ids: string[], bootId: string): Promise<TaskRow[]> {
+  return q<TaskRow[]>`
+    select * from tasks where id = any(${ids}::uuid[]) and owner_boot = ${bootId}
+      and status in ('running', 'cancelling')`;
+}
+
+export interface TaskListFilter {
+  sessionId: string | null;
+  status: TaskStatus | null;
+  after: { createdAt: string; id: string } | null;
+  /** Rows to read: one more than the page, to know whether there is a next one. */
+  limit: number;
+}
+
+/**
+ * A page of tasks, newest first, keyset-paginated on (created_at to the millisecond, id): the
+ * cursor carries a millisecond timestamp (tasks_created_idx serves the order).
+ */
+export async function listTasks(q: Queryable, f: TaskListFilter): Promise<TaskRow[]> {
+  return q<TaskRow[]>`
+    select * from tasks
+    where (${f.sessionId}::uuid is null or session_id = ${f.sessionId}::uuid)
+      and (${f.status}::text is null or status = ${f.status})
+      and (${f.after ? f.after.createdAt : null}::timestamptz is null
+           or (date_trunc('milliseconds', created_at), id) < (${f.after ? f.after.createdAt : null}::timestamptz, ${f.after ? f.after.id : null}::uuid))
+    order by date_trunc('milliseconds', created_at) desc, id desc
+    limit ${f.limit}`;
+}
