@@ -8,7 +8,6 @@
  * entry with `inheritEnv` gets only the names it lists instead (still never a withheld one). The
  * entry's `env` is added last: the operator's explicit word.
  */
-import type { AgentEntry } from "./registry.js";
 
 /** Always withheld: the gateway's settings (tokens among them) and its database credentials. */
 export const GATEWAY_SECRETS = ["MOORING_*", "DATABASE_URL", "PG*"];
@@ -19,7 +18,8 @@ export function matches(name: string, pattern: string): boolean {
 }
 
 export function agentEnvironment(
-  entry: Pick<AgentEntry, "env" | "inheritEnv">,
+  /** The agent's registry entry (agents/registry.ts): what it adds and what it may inherit. */
+  entry: { env: Record<string, string>; inheritEnv?: string[] },
   deny: readonly string[],
   parent: NodeJS.ProcessEnv = process.env,
 ): NodeJS.ProcessEnv {

@@ -7,15 +7,25 @@
  */
 import type { RunBuffer } from "./buffer.js";
 import { MooringApiError } from "./errors.js";
-import type { FollowSettings } from "./follow.js";
+import type { Clock } from "./clock.js";
+import type { FetchLike } from "./http.js";
 import { errorOf } from "./http.js";
 import { RpcSocket } from "./socket.js";
 import { sseRecords } from "./sse.js";
 import type { MooringEvent } from "./types.js";
 
+/** What a stream needs of its follower's settings (client/follow.ts, FollowSettings). */
+export interface StreamSettings {
+  url: string;
+  token?: string;
+  fetch: FetchLike;
+  clock: Clock;
+  pingMs: number;
+}
+
 /** What a transport needs of the run it streams for (the Follower). */
 export interface StreamHost {
-  readonly settings: FollowSettings;
+  readonly settings: StreamSettings;
   readonly sessionId: string;
   readonly cursor: number;
   /** The task's terminal event was taken. */

@@ -26,7 +26,7 @@ import {
 } from "../sql/permissions.js";
 import { preview } from "../stream/preview.js";
 import type { Runtime } from "./runtime.js";
-import { isUuid } from "./sessions.js";
+import { isUuid } from "./ids.js";
 
 /** What clients see of a pending request (`Task.pendingPermissions`, `permission.requested`). */
 export interface PermissionRequestView {

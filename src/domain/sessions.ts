@@ -14,6 +14,7 @@ import { insertSession } from "../sql/insert-session.js";
 import { notifyArchived, notifySessions } from "../sql/notify.js";
 import { cancelTaskIn, mergeEffects } from "./cancel.js";
 import { fittingCount } from "./page-budget.js";
+import { isUuid } from "./ids.js";
 import type { Runtime } from "./runtime.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
 import { taskExtras } from "./task-extras.js";
@@ -139,8 +140,4 @@ export class SessionService {
     this.log.info({ sessionId, cancelled }, "session archived");
     return this.get(sessionId, { withTurns: false });
   }
-}
-
-export function isUuid(value: string): boolean {
-  return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value);
 }

@@ -11,7 +11,8 @@ import { fittingCount } from "./page-budget.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
 import { taskExtras } from "./task-extras.js";
 import type { Runtime } from "./runtime.js";
-import { isUuid, type SessionService } from "./sessions.js";
+import { isUuid } from "./ids.js";
+import type { SessionService } from "./sessions.js";
 import { TaskWatch } from "./task-watch.js";
 import { type TaskView, taskView } from "./views.js";
 
