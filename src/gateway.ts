@@ -34,6 +34,7 @@ import { PgListener } from "./stream/pg-listener.js";
 import { SessionFeeds } from "./stream/session-feeds.js";
 import { safeErrorSerializer } from "./log-errors.js";
 import { isDatabaseUnavailable } from "./errors.js";
+import { retryDelay, retryPolicies } from "./lib/retry.js";
 import { TimedLoop } from "./lib/timed-loop.js";
 import { buildHttpApp } from "./transport/http/app.js";
 import { GatewayMetrics } from "./metrics/gateway-metrics.js";
@@ -382,7 +383,7 @@ async function prepareDatabase(
       return;
     } catch (err) {
       if (stopping() || (answered && !isDatabaseUnavailable(err))) throw err;
-      const delay = Math.min(200 * 2 ** attempt, 5000);
+      const delay = retryDelay(retryPolicies.startup, attempt);
       log.warn({ err: String(err), retryInMs: delay }, "database unreachable at startup; retrying");
       await new Promise((resolve) => setTimeout(resolve, delay));
     }

@@ -5,6 +5,7 @@
  * task is still queued under the session's row lock (sql/append-position.ts): going through the
  * batched event log instead let a position land after the task had already started.
  */
+import { SingleFlight } from "../lib/single-flight.js";
 import { appendPositionEvents } from "../sql/append-position.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { listQueuePositions } from "../sql/gate-status.js";
@@ -19,11 +20,14 @@ export class QueuePositionAnnouncer {
   private readonly announced = new Map<string, number>();
   private timer: NodeJS.Timeout | null = null;
   /** One round at a time, so a slow round never writes an older position after a newer one. */
-  private running = false;
-  private again = false;
+  private readonly rounds: SingleFlight;
   private stopped = false;
 
   constructor(private readonly rt: Runtime) {
+    this.rounds = new SingleFlight(
+      () => this.announce(),
+      (err) => this.rt.log.debug({ err: String(err) }, "position announcement failed"),
+    );
     rt.bus.on("queueMoved", () => this.poke());
   }
 
@@ -31,28 +35,9 @@ export class QueuePositionAnnouncer {
     if (this.timer || this.stopped) return;
     this.timer = setTimeout(() => {
       this.timer = null;
-      void this.run();
+      this.rounds.request();
     }, DEBOUNCE_MS);
     this.timer.unref();
-  }
-
-  private async run(): Promise<void> {
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = true;
-    try {
-      await this.announce();
-    } catch (err) {
-      this.rt.log.debug({ err: String(err) }, "position announcement failed");
-    } finally {
-      this.running = false;
-      if (this.again) {
-        this.again = false;
-        this.poke();
-      }
-    }
   }
 
   private async announce(): Promise<void> {

@@ -6,6 +6,7 @@
  * watched tasks, and one query reads all marked tasks for all their waiters. The number of waiters
  * is capped (MOORING_MAX_LONG_POLLS): past it, `wait` declines and the caller answers at once.
  */
+import { SingleFlight } from "../lib/single-flight.js";
 import { readTaskStatuses, readTasks } from "../sql/read-tasks.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { Logger } from "pino";
@@ -34,7 +35,8 @@ export class TaskWatch {
   private readonly bySession = new Map<string, Set<string>>();
   /** Tasks to read on the next pass. */
   private dirty = new Set<string>();
-  private reading = false;
+  /** One read in flight, one more queued for what was marked meanwhile (lib/single-flight.ts). */
+  private readonly reads = new SingleFlight(() => this.readDirty());
   /** Marks every watched task while any is watched (a missed change is found). */
   private readonly poll: TimedLoop;
   private waiterCount = 0;
@@ -120,21 +122,19 @@ export class TaskWatch {
    * rows of every watched task on every poll would move megabytes for nothing.
    */
   private read(): void {
-    if (this.reading || this.dirty.size === 0) return;
-    this.reading = true;
+    if (this.dirty.size > 0) this.reads.request();
+  }
+
+  private async readDirty(): Promise<void> {
     const ids = [...this.dirty];
     this.dirty = new Set();
-    void this.pass(ids)
-      .catch((err) => {
-        // The database is away: waits that ran out answer with what was read last; the rest
-        // keep waiting (the poll tries again).
-        this.log.debug({ err: String(err) }, "long-poll read failed");
-        for (const id of ids) this.settle(id, null);
-      })
-      .finally(() => {
-        this.reading = false;
-        this.read();
-      });
+    if (ids.length === 0) return;
+    await this.pass(ids).catch((err) => {
+      // The database is away: waits that ran out answer with what was read last; the rest
+      // keep waiting (the poll tries again).
+      this.log.debug({ err: String(err) }, "long-poll read failed");
+      for (const id of ids) this.settle(id, null);
+    });
   }
 
   private async pass(ids: string[]): Promise<void> {

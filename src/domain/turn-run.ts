@@ -4,6 +4,7 @@
  * ignores it, and settle the task exactly once with a write fenced by owner and attempt. The
  * worker (domain/worker.ts) claims the turns and keeps their leases; this runs them.
  */
+import { retrying, retryPolicies } from "../lib/retry.js";
 import type { Logger } from "pino";
 import { type AgentDriver, AgentFailure, type TurnOutcome } from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
@@ -15,6 +16,7 @@ import { lockSessionRow } from "../sql/lock-session.js";
 import { notifyGate, notifySessions } from "../sql/notify.js";
 import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
 import type { TaskRow } from "../sql/task-row.js";
+import { headsOf } from "./committer.js";
 import type { ConversationPool } from "./conversation-pool.js";
 import type { Permissions } from "./permissions.js";
 import type { Recovery } from "./recovery.js";
@@ -216,49 +218,45 @@ export class TurnExecution {
     log: Logger,
     settlement: Settlement,
   ): Promise<void> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const done = await this.rt.committer.transaction(async (tx) => {
-          await lockGate(tx);
-          // Session row before task row, the order the event log's flush takes them in.
-          await lockSessionRow(tx, turn.row.sessionId);
-          const settled = await settleOwnedTask(tx, fence.taskId, fence, settlement);
-          if (!settled) return { value: null, effects: {} };
-          const events = await appendEvents(tx, settled.sessionId, [terminalEvent(settled)]);
-          const extra =
-            settled.status === "interrupted" ? await this.recovery.afterInterrupted(tx, [settled]) : [];
-          const all = [...events, ...extra];
-          const heads = new Map<string, number>();
-          for (const e of all) heads.set(e.sessionId, e.seq);
-          await notifySessions(tx, heads);
-          await notifyGate(tx);
-          return { value: settled, effects: { events: all } };
-        });
-        if (!done) {
-          log.warn(
-            { status: settlement.status },
-            "lost guard: task was settled or taken over elsewhere; nothing written",
-          );
-          return;
-        }
-        log.info({ status: done.status, code: done.error?.code }, "turn settled");
-        this.ran(done);
-        return;
-      } catch (err) {
-        // The database is away: the lease keeps the task ours until it expires, so keep trying.
-        const delay = Math.min(100 * 2 ** attempt, 2000);
-        if (attempt > 30 || (this.shuttingDown && attempt >= 2)) {
-          log.error(
-            { err: String(err) },
-            "settling failed; giving up (the lease expires and the task is settled elsewhere)",
-          );
-          return;
-        }
-        log.warn({ err: String(err), retryInMs: delay }, "settling failed; retrying");
-        await new Promise((resolve) => setTimeout(resolve, delay));
-      }
+    let done: TaskRow | null;
+    try {
+      // The database is away: the lease keeps the task ours until it expires, so keep trying.
+      done = await retrying(retryPolicies.settle, () => this.settleOwnTransaction(turn, fence, settlement), {
+        retryable: (_err, attempt) => attempt < 31 && !(this.shuttingDown && attempt >= 2),
+        onRetry: (err, delay) => log.warn({ err: String(err), retryInMs: delay }, "settling failed; retrying"),
+      });
+    } catch (err) {
+      log.error(
+        { err: String(err) },
+        "settling failed; giving up (the lease expires and the task is settled elsewhere)",
+      );
+      return;
     }
+    if (!done) {
+      log.warn({ status: settlement.status }, "lost guard: task was settled or taken over elsewhere; nothing written");
+      return;
+    }
+    log.info({ status: done.status, code: done.error?.code }, "turn settled");
+    this.ran(done);
   }
+
+  /** The settlement and the recovery policy's continuation, under the gate lock, as one change. */
+  private settleOwnTransaction(turn: RunningTurn, fence: OwnerFence, settlement: Settlement): Promise<TaskRow | null> {
+    return this.rt.committer.transaction(async (tx) => {
+      await lockGate(tx);
+      // Session row before task row, the order the event log's flush takes them in.
+      await lockSessionRow(tx, turn.row.sessionId);
+      const settled = await settleOwnedTask(tx, fence.taskId, fence, settlement);
+      if (!settled) return { value: null, effects: {} };
+      const events = await appendEvents(tx, settled.sessionId, [terminalEvent(settled)]);
+      const extra = settled.status === "interrupted" ? await this.recovery.afterInterrupted(tx, [settled]) : [];
+      const all = [...events, ...extra];
+      await notifySessions(tx, headsOf(all));
+      await notifyGate(tx);
+      return { value: settled, effects: { events: all } };
+    });
+  }
+
 }
 
 const stopMessages = {

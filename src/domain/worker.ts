@@ -3,6 +3,8 @@
  * its leases on a heartbeat, adopts tasks it claimed but never started, and hands each claimed
  * turn to its execution (domain/turn-run.ts). Drains at shutdown.
  */
+import { SingleFlight } from "../lib/single-flight.js";
+import { retrying, retryPolicies } from "../lib/retry.js";
 import { anyTaskQueued, readOwnedActiveTasks } from "../sql/read-tasks.js";
 import type { AgentDriver } from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
@@ -27,8 +29,8 @@ export class Worker implements ClaimLimit {
   /** Tasks this boot owned on the last heartbeat without running them (see adoptUnknownLeases). */
   private unknownLeases = new Set<string>();
   private claiming = false;
-  private claimPending = false;
-  private claimRunning = false;
+  /** One claim transaction in flight, one more queued (lib/single-flight.ts). */
+  private readonly claims: SingleFlight;
   /** Lease renewal (and adoption of claimed tasks that never started), until drained. */
   private readonly heartbeats: TimedLoop;
   /** Runs each claimed turn to its settlement. */
@@ -48,6 +50,10 @@ export class Worker implements ClaimLimit {
   ) {
     this.execution = new TurnExecution(rt, registry, drivers, pool, recovery, permissions);
     rt.bus.on("claimed", (rows) => this.startClaimed(rows));
+    this.claims = new SingleFlight(
+      () => this.claimOnce(),
+      (err) => this.log.warn({ err: String(err) }, "claim failed; the poll will retry"),
+    );
     this.heartbeats = new TimedLoop(rt.config.heartbeatMs, () => this.heartbeat());
     rt.bus.on("cancel", (taskId) => this.turns.get(taskId)?.stop("cancel"));
     rt.bus.on("gate", () => this.requestClaim());
@@ -107,33 +113,14 @@ export class Worker implements ClaimLimit {
    */
   private async readSessions(ids: string[]): Promise<Map<string, SessionRow>> {
     const giveUpAt = Date.now() + this.rt.config.leaseMs;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.sessions.rows(ids);
-      } catch (err) {
-        if (!isDatabaseUnavailable(err) || Date.now() >= giveUpAt) throw err;
-        await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 1000)));
-      }
-    }
+    return retrying(retryPolicies.read, () => this.sessions.rows(ids), {
+      retryable: (err) => isDatabaseUnavailable(err) && Date.now() < giveUpAt,
+    });
   }
 
   /** Coalesce claim requests: at most one claim transaction in flight, one more queued behind it. */
   requestClaim(): void {
-    if (!this.claiming) return;
-    if (this.claimRunning) {
-      this.claimPending = true;
-      return;
-    }
-    this.claimRunning = true;
-    void this.claimOnce()
-      .catch((err) => this.log.warn({ err: String(err) }, "claim failed; the poll will retry"))
-      .finally(() => {
-        this.claimRunning = false;
-        if (this.claimPending) {
-          this.claimPending = false;
-          this.requestClaim();
-        }
-      });
+    if (this.claiming) this.claims.request();
   }
 
   private async claimOnce(): Promise<void> {

@@ -9,6 +9,7 @@
  * Statements go out in session id order (every writer of session rows locks them in that order,
  * so concurrent transactions never deadlock), and per session: events, writes, settlements.
  */
+import { retryDelay, retryPolicies } from "../lib/retry.js";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { Database, Tx } from "../db/client.js";
@@ -330,7 +331,7 @@ export class EventLane {
           );
           return null;
         }
-        const delay = Math.min(50 * 2 ** attempt, 2000);
+        const delay = retryDelay(retryPolicies.flush, attempt);
         this.log.warn(
           { err: String(err), retryInMs: delay, events: batch.length },
           "event log flush failed; retrying",

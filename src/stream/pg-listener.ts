@@ -5,6 +5,7 @@
  * re-listen raises an `allSessions` and a `gate` hint to catch up at once; the polling backstops
  * would catch up within a poll interval anyway.
  */
+import { retryDelay, retryPolicies } from "../lib/retry.js";
 import type { Logger } from "pino";
 import postgres from "postgres";
 import { reconnectBackoff } from "../db/client.js";
@@ -52,7 +53,7 @@ export class PgListener {
       // The first listen failed (database away at startup): start over with backoff.
       await sql.end({ timeout: 1 }).catch(() => {});
       this.sql = null;
-      const delay = Math.min(100 * 2 ** this.attempt++, 5000);
+      const delay = retryDelay(retryPolicies.listen, this.attempt++);
       this.log.warn({ err: String(err), retryInMs: delay }, "listen connection failed; retrying");
       this.retryTimer = setTimeout(() => void this.start(), delay);
       this.retryTimer.unref();

@@ -1,0 +1,43 @@
+/**
+ * "One in flight, one more queued": `request()` runs `work` now, or, while a run is in flight,
+ * once more after it (however many requests arrived meanwhile). A request during a run may have
+ * come after what that run read, so one more run covers it; more would only repeat it. Used where
+ * many hints ask for the same work (a claim, a notification, a long-poll read, announcements).
+ */
+export class SingleFlight {
+  private running = false;
+  private again = false;
+
+  constructor(
+    private readonly work: () => Promise<unknown>,
+    /** A failed run is reported here; a queued request still runs. */
+    private readonly onError: (err: unknown) => void = () => {},
+  ) {}
+
+  get busy(): boolean {
+    return this.running;
+  }
+
+  request(): void {
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    void this.run();
+  }
+
+  private async run(): Promise<void> {
+    try {
+      await this.work();
+    } catch (err) {
+      this.onError(err);
+    } finally {
+      this.running = false;
+      if (this.again) {
+        this.again = false;
+        this.request();
+      }
+    }
+  }
+}
