@@ -5,7 +5,6 @@
  * task is still queued under the session's row lock (sql/append-position.ts): going through the
  * batched event log instead let a position land after the task had already started.
  */
-import { SingleFlight } from "../lib/single-flight.js";
 import { appendPositionEvents } from "../sql/append-position.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { listQueuePositions } from "../sql/gate-status.js";
@@ -19,15 +18,16 @@ const DEBOUNCE_MS = 25;
 export class QueuePositionAnnouncer {
   private readonly announced = new Map<string, number>();
   private timer: NodeJS.Timeout | null = null;
-  /** One round at a time, so a slow round never writes an older position after a newer one. */
-  private readonly rounds: SingleFlight;
+  /**
+   * One round at a time, so a slow round never writes an older position after a newer one. A poke
+   * during a round is debounced again after it (not lib/single-flight.ts, which would run at once:
+   * measured, that wrote more position events per turn).
+   */
+  private running = false;
+  private again = false;
   private stopped = false;
 
   constructor(private readonly rt: Runtime) {
-    this.rounds = new SingleFlight(
-      () => this.announce(),
-      (err) => this.rt.log.debug({ err: String(err) }, "position announcement failed"),
-    );
     rt.bus.on("queueMoved", () => this.poke());
   }
 
@@ -35,9 +35,28 @@ export class QueuePositionAnnouncer {
     if (this.timer || this.stopped) return;
     this.timer = setTimeout(() => {
       this.timer = null;
-      this.rounds.request();
+      void this.run();
     }, DEBOUNCE_MS);
     this.timer.unref();
+  }
+
+  private async run(): Promise<void> {
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    try {
+      await this.announce();
+    } catch (err) {
+      this.rt.log.debug({ err: String(err) }, "position announcement failed");
+    } finally {
+      this.running = false;
+      if (this.again) {
+        this.again = false;
+        this.poke();
+      }
+    }
   }
 
   private async announce(): Promise<void> {

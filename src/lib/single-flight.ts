@@ -2,7 +2,7 @@
  * "One in flight, one more queued": `request()` runs `work` now, or, while a run is in flight,
  * once more after it (however many requests arrived meanwhile). A request during a run may have
  * come after what that run read, so one more run covers it; more would only repeat it. Used where
- * many hints ask for the same work (a claim, a notification, a long-poll read, announcements).
+ * many hints ask for the same work (a claim, a long-poll read).
  */
 export class SingleFlight {
   private running = false;
