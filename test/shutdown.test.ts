@@ -62,8 +62,11 @@ it("SIGTERM: short turns finish, the rest are interrupted and their slots go to 
   for (const id of sessions.slice(2, 5)) long.push(await submit(a.url, id, "[sleep 30000]"));
   expect([...short, ...long].map((t) => t.status)).toEqual(Array(5).fill("running"));
   const queued: any[] = [];
-  // Long enough that four of them still wait when the grace ends (two take the short turns' slots).
-  for (const id of sessions.slice(5, 11)) queued.push(await submit(b.url, id, "[sleep 8000]"));
+  // Long enough that four of them still wait when the grace ends (two take the short turns' slots)
+  // and the two that took them are still running then: they start when the short turns end (6 s)
+  // and the grace ends 12 s after the SIGTERM, which comes after these submits. At 8 s only ~2 s
+  // of submits fit before they finished first and took A's released slots' place, under load.
+  for (const id of sessions.slice(5, 11)) queued.push(await submit(b.url, id, "[sleep 12000]"));
   expect(queued.every((t) => t.status === "queued")).toBe(true);
 
   const ws = new WebSocket(`${a.url.replace("http", "ws")}/v1/ws`);
@@ -131,7 +134,7 @@ it("SIGTERM: short turns finish, the rest are interrupted and their slots go to 
   expect(logsWith(a, "shutdown: running turns drained")[0]).toMatchObject({ finished: 2, interrupted: 3 });
   const [instance] = await db.sql`select stopped_at from instances where boot_id = ${bootA}`;
   expect(instance.stoppedAt).not.toBeNull();
-}, 90_000);
+}, 120_000);
 
 it("a second signal during the grace exits at once (code 130); the next boot settles what was left running", async () => {
   const env = gatewayEnv(db.url, {
