@@ -32,7 +32,11 @@ function terminated(): Buffer {
   return Buffer.concat([head, body]);
 }
 
-/** Forwards to Postgres; the first `cuts` connections are destroyed when they send the types query. */
+/**
+ * Forwards to Postgres; the first `cuts` connections are destroyed when they send the types query.
+ * How many of them the gateway opens before it is ready depends on timing (pools open connections
+ * lazily and in parallel), so the test asserts that at least one was cut, not how many.
+ */
 let proxy: net.Server;
 let cut = 0;
 const cuts = 3;
@@ -68,7 +72,7 @@ it("a connection lost while postgres.js fetches its types does not end the gatew
   url.port = String((proxy.address() as net.AddressInfo).port);
   const gw = await procs.spawn(gatewayEnv(url.toString(), { MOORING_INSTANCE_ID: "typefetch" }));
   await gw.waitReady();
-  expect(cut).toBe(cuts);
+  expect(cut).toBeGreaterThanOrEqual(1);
   expect(alive(gw)).toBe(true);
   expect(logsWith(gw, "uncaught exception; exiting")).toEqual([]);
   expect(
