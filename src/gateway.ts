@@ -194,7 +194,13 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     parts = assemble(config, log, db, bus, identity, registry, workspaceRoots, metrics);
     await parts.listener.start();
     parts.feeds.start();
-    const reconciled = await parts.sweeper.reconcile();
+    // Reconcile is the first real work on the pool; the database may drop a connection here as
+    // well (seen: one cut while postgres.js fetched its types), so it retries like the steps above.
+    const sweeper = parts.sweeper;
+    let reconciled: Awaited<ReturnType<typeof sweeper.reconcile>> | undefined;
+    await prepareDatabase(db, log, () => state.stopping, async () => {
+      reconciled = await sweeper.reconcile();
+    });
     parts.worker.start();
     parts.sweeper.start();
     parts.instanceBeat = setInterval(() => {

@@ -8,7 +8,7 @@ import { once } from "node:events";
 import net from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { TestDatabase } from "./support/db.js";
-import { call } from "./support/gateway.js";
+import { call, eventually } from "./support/gateway.js";
 import { alive, gatewayEnv, logsWith, Processes, useProcessSuite } from "./support/lifecycle.js";
 
 let db: TestDatabase;
@@ -35,11 +35,12 @@ function terminated(): Buffer {
 /**
  * Forwards to Postgres; the first `cuts` connections are destroyed when they send the types query.
  * How many of them the gateway opens before it is ready depends on timing (pools open connections
- * lazily and in parallel), so the test asserts that at least one was cut, not how many.
+ * lazily and in parallel), so the test asserts that at least one was cut, not how many. Six cuts
+ * reach past the migrations into reconcile and the first requests on most runs.
  */
 let proxy: net.Server;
 let cut = 0;
-const cuts = 3;
+const cuts = 6;
 beforeAll(async () => {
   const target = new URL(db.url);
   proxy = net.createServer((client) => {
@@ -78,5 +79,57 @@ it("a connection lost while postgres.js fetches its types does not end the gatew
   expect(
     logsWith(gw, "postgres.js lost a connection while fetching its types (upstream bug); carrying on").length,
   ).toBeGreaterThan(0);
-  expect((await call(gw.url, "GET", "/v1/gate")).status).toBe(200);
+  // A request that lands on a connection cut after ready answers 503 NOT_READY (retry shortly);
+  // once the cuts are spent the gateway answers normally, still the same process.
+  const answers: number[] = [];
+  await eventually(async () => {
+    const { status } = await call(gw.url, "GET", "/v1/gate");
+    answers.push(status);
+    return status === 200;
+  });
+  expect(answers.every((s) => s === 200 || s === 503)).toBe(true);
+  expect(alive(gw)).toBe(true);
+});
+
+/**
+ * The same kind of loss one step later: the first statement on `tasks` after the instance
+ * registered (the startup reconcile) has its connection terminated. Startup retries it like the
+ * migrations; it used to end the process with "startup failed".
+ */
+it("a connection terminated during the startup reconcile does not end the gateway", async () => {
+  const target = new URL(db.url);
+  let registered = false;
+  let reconcileCut = 0;
+  const cutter = net.createServer((client) => {
+    const server = net.connect(Number(target.port), target.hostname);
+    client.on("data", (chunk) => {
+      if (chunk.includes("insert into instances")) registered = true;
+      else if (registered && reconcileCut === 0 && chunk.includes("tasks")) {
+        reconcileCut++;
+        client.end(terminated());
+        server.destroy();
+        return;
+      }
+      server.write(chunk);
+    });
+    server.on("data", (chunk) => client.write(chunk));
+    client.on("error", () => server.destroy());
+    server.on("error", () => client.destroy());
+    client.on("close", () => server.destroy());
+    server.on("close", () => client.destroy());
+  });
+  cutter.listen(0, "127.0.0.1");
+  await once(cutter, "listening");
+  try {
+    const url = new URL(db.url);
+    url.port = String((cutter.address() as net.AddressInfo).port);
+    const gw = await procs.spawn(gatewayEnv(url.toString(), { MOORING_INSTANCE_ID: "reconcile-cut" }));
+    await gw.waitReady();
+    expect(reconcileCut).toBe(1);
+    expect(alive(gw)).toBe(true);
+    expect(logsWith(gw, "startup failed")).toEqual([]);
+    expect(logsWith(gw, "database unreachable at startup; retrying").length).toBeGreaterThan(0);
+  } finally {
+    cutter.close();
+  }
 });
