@@ -75,6 +75,9 @@ async function newPage(): Promise<Page> {
 }
 
 const turn = (page: Page, n: number) => page.getByRole("article", { name: `Turn ${n}`, exact: true });
+/** The connection state shown in the header (live, reconnecting, polling). */
+const connection = (page: Page, state: string) =>
+  page.getByRole("status", { name: "Connection" }).locator(`[data-state="${state}"]`);
 const turnStatus = (page: Page, n: number, status: string) =>
   turn(page, n).getByTestId("turn-status").filter({ hasText: new RegExp(`^${status}$`) });
 
@@ -130,7 +133,7 @@ describe("without tokens", () => {
     const page = await newPage();
     await page.goto(`${gw.url}/`);
     await page.getByRole("region", { name: "Gate" }).getByText("Active").waitFor(WAIT);
-    await page.getByRole("status", { name: "Connection" }).getByText("Live").waitFor(WAIT);
+    await connection(page, "live").waitFor(WAIT);
     await page.screenshot({ path: `${ARTIFACTS}/console-gate.png` });
 
     await createSession(page);
@@ -162,7 +165,7 @@ describe("without tokens", () => {
     await page.getByRole("region", { name: "Sessions" }).getByRole("cell", { name: "simulated" }).first().waitFor(WAIT);
     await page.screenshot({ path: `${ARTIFACTS}/console-sessions.png` });
     await page.getByRole("link", { name: "Tasks" }).click();
-    await page.getByRole("region", { name: "Tasks" }).getByText("cancelled").first().waitFor(WAIT);
+    await page.getByRole("region", { name: "Tasks" }).getByRole("cell", { name: "cancelled" }).waitFor(WAIT);
     await page.screenshot({ path: `${ARTIFACTS}/console-tasks.png` });
     await page.getByRole("region", { name: "Tasks" }).getByRole("link").first().click();
     await page.getByRole("region", { name: "Events" }).getByText("task.queued").waitFor(WAIT);
@@ -188,13 +191,13 @@ describe("without tokens", () => {
 
     first.kill("SIGKILL");
     await first.exited;
-    await page.getByRole("status", { name: "Connection" }).getByText("Reconnecting").waitFor(WAIT);
+    await connection(page, "reconnecting").waitFor(WAIT);
     const second = await startGateway({ PORT: port });
     expect(second.url).toBe(first.url);
 
     await page.getByRole("status", { name: "Connection" }).getByText("Gateway restarted").waitFor(WAIT);
     await turnStatus(page, 1, "interrupted").waitFor(WAIT);
-    await page.getByRole("status", { name: "Connection" }).getByText("Live").waitFor(WAIT);
+    await connection(page, "live").waitFor(WAIT);
     expect(await page.evaluate("window.__sameDocument")).toBe(true);
     await page.screenshot({ path: `${ARTIFACTS}/console-restart.png`, fullPage: true });
 

@@ -85,7 +85,7 @@ export async function registerConsoleRoutes(app: FastifyInstance, log: Logger): 
         res.header("x-content-type-options", "nosniff");
         res.header("referrer-policy", "no-referrer");
         // A content-hashed name never changes content; anything else (index.html) is revalidated.
-        if (/-[A-Z0-9]{8}\.(js|css)$/.test(path)) {
+        if (/-[A-Z0-9]{8}\.(js|css)(\.gz|\.br)?$/.test(path)) {
           res.header("cache-control", "public, max-age=31536000, immutable");
         } else {
           res.header("cache-control", "no-cache");
