@@ -137,7 +137,7 @@ describe("without tokens", () => {
     await page.screenshot({ path: `${ARTIFACTS}/console-gate.png` });
 
     await createSession(page);
-    await send(page, "[deltas 3] [tool 3000]");
+    await send(page, "[deltas 3] [tool 3000] [tokens 84000]");
     await turn(page, 1).getByText("chunk 1 chunk 2 chunk 3").waitFor(WAIT);
     await turnStatus(page, 1, "completed").waitFor(WAIT);
     await turn(page, 1).getByText("simulated_command").click();
