@@ -6,6 +6,7 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
+import { join } from "node:path";
 import type { Logger } from "pino";
 import { drivers } from "./agents/drivers.js";
 import { loadAgentRegistry } from "./agents/registry.js";
@@ -13,6 +14,7 @@ import { type Config, ConfigError, isLoopback } from "./config.js";
 import { connect, type Database } from "./db/client.js";
 import { type EmbeddedDatabase, startEmbeddedPostgres } from "./db/embedded.js";
 import { applyMigrations } from "./db/migrate.js";
+import { packageRoot } from "./package-root.js";
 import { ConversationPool } from "./domain/conversation-pool.js";
 import { EventService } from "./domain/events.js";
 import { InstanceService } from "./domain/instances.js";
@@ -41,9 +43,7 @@ import { countActiveAndQueued } from "./sql/gate-status.js";
 import type { Services } from "./transport/services.js";
 import { CLOSE_GOING_AWAY } from "./transport/ws/socket.js";
 
-export const version: string = JSON.parse(
-  readFileSync(new URL("../package.json", import.meta.url), "utf8"),
-).version;
+export const version: string = JSON.parse(readFileSync(join(packageRoot, "package.json"), "utf8")).version;
 
 export interface Gateway {
   /** Base URL the HTTP server listens on. */

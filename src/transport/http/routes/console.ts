@@ -10,10 +10,12 @@
  */
 import { mkdirSync } from "node:fs";
 import { access } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import fastifyStatic from "@fastify/static";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
+import { packageRoot } from "../../../package-root.js";
 
 /** What the page needs and nothing more: its own scripts, styles and API (fetch, WebSocket, SSE). */
 export const CONSOLE_CSP = [
@@ -32,24 +34,23 @@ export function isConsolePath(path: string): boolean {
   return path === "/" || path === "/console" || path.startsWith("/console/");
 }
 
-const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
-const bundleDir = `${repoRoot}dist/console`;
+const bundleDir = join(packageRoot, "dist", "console");
 
 /** Build the bundle if its sources changed; whatever happens, say where it is and whether it is there. */
 async function checkConsoleBuild(log: Logger): Promise<boolean> {
   try {
     // A computed URL: the script is plain JavaScript next to the sources, absent from the Docker image.
-    const script = new URL("../../../../scripts/build-console.mjs", import.meta.url).href;
+    const script = pathToFileURL(join(packageRoot, "scripts", "build-console.mjs")).href;
     const { ensureConsoleBuilt } = await import(script);
     const t0 = Date.now();
-    const { built } = await ensureConsoleBuilt(repoRoot);
+    const { built } = await ensureConsoleBuilt(packageRoot);
     if (built) log.info({ ms: Date.now() - t0 }, "console: sources changed; rebuilt the bundle");
   } catch (err) {
     if ((err as NodeJS.ErrnoException)?.code !== "ERR_MODULE_NOT_FOUND") {
       log.warn({ err: String(err) }, "console: could not build the bundle; serving what dist/console holds");
     }
   }
-  const present = await access(`${bundleDir}/index.html`).then(
+  const present = await access(join(bundleDir, "index.html")).then(
     () => true,
     () => false,
   );
