@@ -166,8 +166,19 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     }),
     agentProcesses: () => parts?.pool.processesByAgent() ?? new Map(),
   });
-  const { app, sockets, sse } = await buildHttpApp(config, services, log, health, metrics);
-  await app.listen({ host: config.host, port: config.port });
+  // The embedded Postgres (about a second to start) starts while the HTTP side is put together.
+  const embeddedStarting = config.databaseUrl ? null : startEmbeddedPostgres(config.dataDir, log);
+  embeddedStarting?.catch(() => {}); // awaited (and reported) by the startup below
+  let http: Awaited<ReturnType<typeof buildHttpApp>>;
+  try {
+    http = await buildHttpApp(config, services, log, health, metrics);
+    await http.app.listen({ host: config.host, port: config.port });
+  } catch (err) {
+    // Not listening (a port in use): leave no database behind.
+    await embeddedStarting?.then((e) => e.stop()).catch(() => {});
+    throw err;
+  }
+  const { app, sockets, sse } = http;
   const address = app.server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
   const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
@@ -176,10 +187,12 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
   let embedded: EmbeddedDatabase | null = null;
   const started = (async () => {
     const t0 = Date.now();
-    let databaseUrl = config.databaseUrl;
-    if (!databaseUrl) {
-      embedded = await startEmbeddedPostgres(config.dataDir, log);
+    let databaseUrl: string;
+    if (embeddedStarting) {
+      embedded = await embeddedStarting;
       databaseUrl = embedded.url;
+    } else {
+      databaseUrl = config.databaseUrl!;
     }
     const db = connect(databaseUrl, { applicationName: `mooring:${identity.instanceId}` });
     await prepareDatabase(
