@@ -138,7 +138,7 @@ function PermissionBlock({ task, request, resolved }: { task: Task; request: Moo
     }
   };
   return (
-    <div class="permission" role="group" aria-label={`Permission request: ${data.toolCall?.title ?? data.toolCall?.name}`}>
+    <section class="permission" aria-label={`Permission request: ${data.toolCall?.title ?? data.toolCall?.name}`}>
       <strong>The agent asks: {data.toolCall?.title ?? data.toolCall?.name}</strong>
       {data.toolCall?.input !== undefined && <pre>{previewText(data.toolCall.input, 1024)}</pre>}
       {open && (
@@ -161,7 +161,7 @@ function PermissionBlock({ task, request, resolved }: { task: Task; request: Moo
           {error}
         </p>
       )}
-    </div>
+    </section>
   );
 }
 
@@ -217,6 +217,7 @@ export function Turn({ model }: { model: TurnModel }) {
             case "permission":
               return <PermissionBlock task={task} request={b.request} resolved={b.resolved} />;
           }
+          return null;
         })}
       </div>
       {task.error && (
