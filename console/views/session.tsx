@@ -92,7 +92,11 @@ class SessionModel {
     });
     run.on("event", (e) => {
       model.events.set(e.seq, e);
-      if (e.type === "task.started") model.task = { ...model.task, status: "running", startedAt: e.at };
+      if (e.type === "task.started") {
+        model.task = { ...model.task, status: "running", startedAt: e.at };
+        // The session is busy now: its figures need not wait for the next refresh.
+        void this.refresh().catch(() => {});
+      }
       if (run.task) model.task = { ...model.task, ...run.task, status: statusAfter(e, run.task.status) };
       this.changed();
     });
