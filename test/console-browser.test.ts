@@ -96,7 +96,7 @@ async function send(page: Page, prompt: string): Promise<void> {
 }
 
 describe("without tokens", () => {
-  it("serves the console at / with hashed, cached assets under 100 KB gzipped and a strict CSP", async () => {
+  it("serves the console at / with hashed, cached assets under 100 KB gzipped and a strict CSP", { timeout: 180_000 }, async () => {
     const gw = await startGateway();
     const root = await fetch(`${gw.url}/`, { redirect: "manual" });
     expect(root.status).toBe(302);
