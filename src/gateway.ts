@@ -6,6 +6,7 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
+import { join } from "node:path";
 import type { Logger } from "pino";
 import { drivers } from "./agents/drivers.js";
 import { loadAgentRegistry } from "./agents/registry.js";
@@ -13,6 +14,7 @@ import { type Config, ConfigError, isLoopback } from "./config.js";
 import { connect, type Database } from "./db/client.js";
 import { type EmbeddedDatabase, startEmbeddedPostgres } from "./db/embedded.js";
 import { applyMigrations } from "./db/migrate.js";
+import { packageRoot } from "./package-root.js";
 import { ConversationPool } from "./domain/conversation-pool.js";
 import { EventService } from "./domain/events.js";
 import { InstanceService } from "./domain/instances.js";
@@ -41,9 +43,7 @@ import { countActiveAndQueued } from "./sql/gate-status.js";
 import type { Services } from "./transport/services.js";
 import { CLOSE_GOING_AWAY } from "./transport/ws/socket.js";
 
-export const version: string = JSON.parse(
-  readFileSync(new URL("../package.json", import.meta.url), "utf8"),
-).version;
+export const version: string = JSON.parse(readFileSync(join(packageRoot, "package.json"), "utf8")).version;
 
 export interface Gateway {
   /** Base URL the HTTP server listens on. */
@@ -166,8 +166,19 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     }),
     agentProcesses: () => parts?.pool.processesByAgent() ?? new Map(),
   });
-  const { app, sockets, sse } = await buildHttpApp(config, services, log, health, metrics);
-  await app.listen({ host: config.host, port: config.port });
+  // The embedded Postgres (about a second to start) starts while the HTTP side is put together.
+  const embeddedStarting = config.databaseUrl ? null : startEmbeddedPostgres(config.dataDir, log);
+  embeddedStarting?.catch(() => {}); // awaited (and reported) by the startup below
+  let http: Awaited<ReturnType<typeof buildHttpApp>>;
+  try {
+    http = await buildHttpApp(config, services, log, health, metrics);
+    await http.app.listen({ host: config.host, port: config.port });
+  } catch (err) {
+    // Not listening (a port in use): leave no database behind.
+    await embeddedStarting?.then((e) => e.stop()).catch(() => {});
+    throw err;
+  }
+  const { app, sockets, sse } = http;
   const address = app.server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
   const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
@@ -176,10 +187,12 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
   let embedded: EmbeddedDatabase | null = null;
   const started = (async () => {
     const t0 = Date.now();
-    let databaseUrl = config.databaseUrl;
-    if (!databaseUrl) {
-      embedded = await startEmbeddedPostgres(config.dataDir, log);
+    let databaseUrl: string;
+    if (embeddedStarting) {
+      embedded = await embeddedStarting;
       databaseUrl = embedded.url;
+    } else {
+      databaseUrl = config.databaseUrl!;
     }
     const db = connect(databaseUrl, { applicationName: `mooring:${identity.instanceId}` });
     await prepareDatabase(
