@@ -42,6 +42,11 @@ export interface AgentUsage {
    * over the model id and the configured MOORING_CONTEXT_WINDOW.
    */
   contextWindow?: number;
+  /**
+   * The agent's own estimate of its context use in percent (Claude Code with
+   * `agentConfig.selfReportContext`); null when it gave none. Absent when it was not asked.
+   */
+  selfReportedPercent?: number | null;
 }
 
 /**

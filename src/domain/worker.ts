@@ -593,6 +593,7 @@ class TurnState {
           cacheReadInputTokens: event.usage.cacheReadInputTokens,
           contextWindow: window,
           contextPercent: percent,
+          ...selfReported(event.usage),
         });
         const usage = { inputTokens: this.contextTokens, contextWindow: window, percent };
         this.log.info(
@@ -646,8 +647,14 @@ class TurnState {
           }
         : null,
       contextPercent: percent,
+      ...selfReported(usage),
     };
   }
+}
+
+/** The agent's own context figure, only where it was asked for one (agentConfig.selfReportContext). */
+function selfReported(usage: AgentUsage | null): { selfReportedPercent?: number | null } {
+  return usage?.selfReportedPercent === undefined ? {} : { selfReportedPercent: usage.selfReportedPercent };
 }
 
 /** An error the database server itself returned, other than the ones saying it is going away. */

@@ -46,6 +46,8 @@ export interface TaskResult {
   stopReason: string;
   usage: { inputTokens: number; outputTokens: number; cacheCreationInputTokens: number; cacheReadInputTokens: number } | null;
   contextPercent: number | null;
+  /** The agent's own context estimate, when it was asked for one (agentConfig.selfReportContext). */
+  selfReportedPercent?: number | null;
 }
 
 export interface TaskError {

@@ -60,6 +60,9 @@ export const TaskResult = Type.Object(
     stopReason: Type.String(),
     usage: Nullable(Open),
     contextPercent: Nullable(Type.Number()),
+    selfReportedPercent: Type.Optional(
+      Nullable(Type.Number({ description: "the agent's own context estimate (agentConfig.selfReportContext)" })),
+    ),
     textBytes: Type.Optional(Type.Integer({ description: "in a session snapshot: the length of the whole text" })),
   },
   { additionalProperties: false },
