@@ -22,6 +22,7 @@ import type { Identity, Runtime } from "./domain/runtime.js";
 import { SessionService } from "./domain/sessions.js";
 import { Sweeper } from "./domain/sweeper.js";
 import { TaskService } from "./domain/tasks.js";
+import { UpstreamOrphans } from "./domain/upstream-orphans.js";
 import { Worker } from "./domain/worker.js";
 import { normalizeRoots } from "./domain/workspace.js";
 import type { ReadyzView } from "./transport/http/routes/health.js";
@@ -197,6 +198,7 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     const reconciled = await parts.sweeper.reconcile();
     parts.worker.start();
     parts.sweeper.start();
+    parts.upstreamOrphans.start();
     parts.instanceBeat = setInterval(() => {
       void heartbeatInstance(db.sql, identity.bootId).catch(() => {});
     }, config.heartbeatMs);
@@ -236,6 +238,7 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
       await app.close();
       if (p) {
         p.sweeper.stop();
+        p.upstreamOrphans.stop();
         p.feeds.stop();
         p.announcer.stop();
         if (p.instanceBeat) clearInterval(p.instanceBeat);
@@ -276,6 +279,7 @@ interface Parts {
   announcer: QueuePositionAnnouncer;
   instances: InstanceService;
   permissions: Permissions;
+  upstreamOrphans: UpstreamOrphans;
   instanceBeat?: NodeJS.Timeout;
 }
 
@@ -320,7 +324,7 @@ function assemble(
     config.agentIdleMs,
     config.contextWindow,
     log,
-    { workspaceRoots, agentEnvDeny: config.agentEnvDeny },
+    { workspaceRoots, agentEnvDeny: config.agentEnvDeny, upstreamSilentMs: config.upstreamSilentMs },
     metrics,
   );
   const recovery = new Recovery(rt);
@@ -343,7 +347,23 @@ function assemble(
   worker.onQueueChanged = queueChanged;
   sweeper.onQueueChanged = queueChanged;
   const instances = new InstanceService(db, identity, config.leaseMs, config.apiTokens.length > 0);
-  return { db, listener, eventLog, feeds, sessions, tasks, events, worker, sweeper, pool, announcer, instances, permissions };
+  const upstreamOrphans = new UpstreamOrphans(rt, registry, drivers);
+  return {
+    db,
+    listener,
+    eventLog,
+    feeds,
+    sessions,
+    tasks,
+    events,
+    worker,
+    sweeper,
+    pool,
+    announcer,
+    instances,
+    permissions,
+    upstreamOrphans,
+  };
 }
 
 function need(parts: Parts | null): Parts {

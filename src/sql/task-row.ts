@@ -1,3 +1,4 @@
+import type { UpstreamColumn } from "./save-upstream.js";
 /** A `tasks` row as the named SQL functions return it (camelCase keys). */
 export interface TaskRow {
   id: string;
@@ -25,6 +26,8 @@ export interface TaskRow {
   firstSeq: number | null;
   lastSeq: number | null;
   continuesTaskId: string | null;
+  /** A chained turn's upstream task (sql/save-upstream.ts); null for other drivers. */
+  upstream?: UpstreamColumn | null;
   version: number;
 }
 

@@ -136,6 +136,19 @@ const taskFields = {
   pendingPermissions: Type.Array(PermissionRequest, {
     description: "permission requests the running turn waits on (status stays running)",
   }),
+  upstream: Nullable(
+    Type.Object(
+      {
+        position: Nullable(Type.Integer({ minimum: 1 })),
+        queueDeadlineAt: Nullable(Time),
+        retryAt: Type.Optional(Time),
+      },
+      {
+        additionalProperties: false,
+        description: "a running chained turn (driver mooring) waiting in its upstream gateway's queue",
+      },
+    ),
+  ),
 };
 
 export const Task = Type.Object(taskFields, { additionalProperties: false });
