@@ -71,6 +71,8 @@ export function parseUpstreamEntry(
     url = null;
   }
   if (!url || (url.protocol !== "http:" && url.protocol !== "https:")) fail("url must be an http(s) URL");
+  // The URL is logged with every upstream line: credentials belong in token / tokenEnv.
+  if (url && (url.username || url.password || url.search)) fail("url must carry no credentials or query (use token or tokenEnv)");
   if (v.token !== undefined && v.tokenEnv !== undefined) fail("give token or tokenEnv, not both");
   if (v.token !== undefined && (typeof v.token !== "string" || v.token === "")) fail("token must be a non-empty string");
   let token = typeof v.token === "string" ? new Secret(v.token) : undefined;
