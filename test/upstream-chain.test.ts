@@ -5,6 +5,7 @@
  * killed with SIGKILL and started again behind the same proxy.
  */
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { upstreamGoneNotice } from "../src/agents/mooring/conversation.js";
 import { SseReader, taskEvents } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually, type GatewayProcess } from "./support/gateway.js";
@@ -142,6 +143,28 @@ describe("a gateway whose agent is another gateway", () => {
     expect(down.output()).not.toContain(TOKEN);
   }, 240_000);
 
+  it("starts a fresh upstream session, with session.reset, when the upstream's is gone", async () => {
+    await upstream();
+    const down = await downstream();
+    const sessionId = await chainedSession(down);
+    const first = await submit(down, sessionId, "one");
+    expect((await waitTerminal(down.url, first.id, 120_000)).status).toBe("completed");
+    const before = (await call(down.url, "GET", `/v1/sessions/${sessionId}`)).body.agentSessionId;
+    // The upstream's operator archives it.
+    expect((await call(proxy.url, "DELETE", `/v1/sessions/${before}`, undefined, auth)).status).toBe(200);
+
+    const second = await submit(down, sessionId, "two");
+    const done = await waitTerminal(down.url, second.id, 120_000);
+    expect(done.status, JSON.stringify(done.error)).toBe("completed");
+    const reset = (await taskEvents(downDb.sql, second.id)).find((e) => e.type === "session.reset");
+    expect(reset?.data).toEqual({ reason: "resume_failed", notice: upstreamGoneNotice });
+    const after = (await call(down.url, "GET", `/v1/sessions/${sessionId}`)).body.agentSessionId;
+    expect(after).not.toBe(before);
+    const [row] = await downDb.sql<{ pastAgentSessionIds: string[] }[]>`
+      select past_agent_session_ids from sessions where id = ${sessionId}`;
+    expect(row.pastAgentSessionIds).toEqual([before]);
+  }, 240_000);
+
   it("fails UPSTREAM_FAILED naming interrupted/GATEWAY_RESTART when the upstream is killed mid-turn, every event relayed once", async () => {
     const first = await upstream();
     const down = await downstream();
@@ -250,7 +273,11 @@ describe("a gateway whose agent is another gateway", () => {
       const task = await submit(down, sessionId, "[deltas 2]");
       const position = await feed.next("task.position", task.id, 90_000);
       expect(position.data.upstream).toMatchObject({ position: 1, queueDeadlineAt: expect.any(String) });
-      const view = (await call(down.url, "GET", `/v1/tasks/${task.id}`)).body;
+      // The row is written beside the event, so the view may follow it by a moment.
+      const view = await eventually(async () => {
+        const v = (await call(down.url, "GET", `/v1/tasks/${task.id}`)).body;
+        return v.upstream?.position === 1 ? v : null;
+      }, 30_000);
       expect(view.status).toBe("running");
       expect(view.upstream).toEqual(position.data.upstream);
 
@@ -276,9 +303,12 @@ describe("a gateway whose agent is another gateway", () => {
       const task = await submit(down, sessionId, "[deltas 2]");
       const refused = await feed.next("task.position", task.id, 90_000);
       expect(refused.data.upstream).toMatchObject({ position: null, retryAt: expect.any(String) });
-      expect((await call(down.url, "GET", `/v1/tasks/${task.id}`)).body.upstream).toMatchObject({
-        retryAt: refused.data.upstream.retryAt,
-      });
+      const view = await eventually(async () => {
+        const v = (await call(down.url, "GET", `/v1/tasks/${task.id}`)).body;
+        return v.upstream?.retryAt ? v : null;
+      }, 30_000);
+      expect(view.status).toBe("running");
+      expect(view.upstream).toMatchObject({ position: null, queueDeadlineAt: null, retryAt: expect.any(String) });
       await call(upGw.url, "POST", `/v1/tasks/${blocker.body.id}/cancel`, undefined, auth);
       const done = await waitTerminal(down.url, task.id, 120_000);
       expect(done.status, JSON.stringify(done.error)).toBe("completed");

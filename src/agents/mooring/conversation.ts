@@ -27,6 +27,14 @@ import { callUpstream, refusalFailure, SilenceWatch, upstreamClient } from "./li
 /** How long a cancel may take upstream before the downstream turn ends anyway. */
 const CANCEL_WAIT_MS = 2_000;
 
+/** Upstream answers meaning its session of this conversation is gone (its database lost, or archived there). */
+const sessionGone = new Set(["SESSION_NOT_FOUND", "SESSION_ARCHIVED"]);
+
+export const upstreamGoneNotice =
+  "The upstream gateway no longer has this conversation, so its context was lost. This message starts a fresh conversation.";
+
+type Link = Parameters<typeof callUpstream>[1];
+
 export class UpstreamConversation implements AgentConversation {
   private readonly entry: UpstreamEntry;
   private readonly client: MooringClient;
@@ -60,29 +68,29 @@ export class UpstreamConversation implements AgentConversation {
     signal.addEventListener("abort", onAbort, { once: true });
     let upstreamTaskId: string | null = null;
     try {
-      const link = { signal: stop.signal, watch, entry: this.entry };
-      const sessionId = await this.upstreamSession(link, sink);
+      const link: Link = {
+        signal: stop.signal,
+        watch,
+        entry: this.entry,
+        onBusy: (retryAt) =>
+          sink.emit({
+            type: "upstream.state",
+            upstreamTaskId: null,
+            waiting: { position: null, queueDeadlineAt: null, retryAt: retryAt.toISOString() },
+          }),
+      };
+      let sessionId = await this.upstreamSession(link, sink);
       this.cursor.turnCount += 1;
       await sink.saveCursor(structuredClone(this.cursor));
       const key = `${turn?.taskId ?? randomUUID()}:${turn?.attempt ?? 0}`;
-      const task = await callUpstream(
-        (attemptSignal) =>
-          this.client.http
-            .once<Task>("POST", `/v1/sessions/${sessionId}/turns`, {
-              body: { prompt, idempotencyKey: key },
-              signal: attemptSignal,
-            })
-            .then((a) => a.body),
-        {
-          ...link,
-          onBusy: (retryAt) =>
-            sink.emit({
-              type: "upstream.state",
-              upstreamTaskId: null,
-              waiting: { position: null, queueDeadlineAt: null, retryAt: retryAt.toISOString() },
-            }),
-        },
-      );
+      let task: Task;
+      try {
+        task = await this.submit(sessionId, prompt, key, link);
+      } catch (err) {
+        if (!(err instanceof AgentFailure && sessionGone.has(err.reason ?? ""))) throw err;
+        sessionId = await this.startOver(err.reason as string, link, sink);
+        task = await this.submit(sessionId, prompt, key, link);
+      }
       upstreamTaskId = task.id;
       this.log.info({ upstreamTaskId: task.id, upstreamSessionId: sessionId }, "upstream turn submitted");
       sink.emit({ type: "upstream.state", upstreamTaskId: task.id, waiting: null });
@@ -101,8 +109,32 @@ export class UpstreamConversation implements AgentConversation {
     }
   }
 
+  private submit(sessionId: string, prompt: string, idempotencyKey: string, link: Link): Promise<Task> {
+    return callUpstream(
+      (attemptSignal) =>
+        this.client.http
+          .once<Task>("POST", `/v1/sessions/${sessionId}/turns`, {
+            body: { prompt, idempotencyKey },
+            signal: attemptSignal,
+          })
+          .then((a) => a.body),
+      link,
+    );
+  }
+
+  /** The upstream lost this conversation's session: say so, and go on in a new one. */
+  private async startOver(code: string, link: Link, sink: TurnSink): Promise<string> {
+    const old = this.cursor.agentSessionId;
+    this.log.warn({ upstreamSessionId: old, code }, "upstream session gone; starting a fresh one");
+    if (old && !this.cursor.pastAgentSessionIds.includes(old)) this.cursor.pastAgentSessionIds.push(old);
+    this.cursor.agentSessionId = null;
+    this.cursor.lastAssistantMessageId = null;
+    sink.emit({ type: "session.reset", reason: "resume_failed", notice: upstreamGoneNotice });
+    return this.upstreamSession(link, sink);
+  }
+
   /** The upstream session of this conversation, created on the first turn (idempotently). */
-  private async upstreamSession(link: Parameters<typeof callUpstream>[1], sink: TurnSink): Promise<string> {
+  private async upstreamSession(link: Link, sink: TurnSink): Promise<string> {
     if (this.cursor.agentSessionId) return this.cursor.agentSessionId;
     const workspace = mapWorkspace(this.options.workspace, this.entry.workspaceMap);
     const session = await callUpstream(
@@ -113,8 +145,8 @@ export class UpstreamConversation implements AgentConversation {
               workspace,
               agent: this.entry.agent,
               agentConfig: this.entry.agentConfig,
-              // One upstream session per downstream session, however often this is retried.
-              idempotencyKey: `mooring:${this.options.sessionId}`,
+              // One upstream session per downstream session (and fresh start), however often this is retried.
+              idempotencyKey: `mooring:${this.options.sessionId}:${this.cursor.pastAgentSessionIds.length}`,
             },
             signal: attemptSignal,
           })
