@@ -71,7 +71,11 @@ async function boot() {
     claude: {
       driver: "claude-code",
       command: claudeBin,
-      env: { ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test", CLAUDE_CONFIG_DIR: join(root, "config") },
+      env: {
+        ANTHROPIC_BASE_URL: fake.url,
+        ANTHROPIC_API_KEY: "test",
+        CLAUDE_CONFIG_DIR: join(root, "config"),
+      },
     },
   };
   const gw = await startTestGateway(
@@ -79,7 +83,8 @@ async function boot() {
     { MOORING_AGENTS: JSON.stringify(agents), MOORING_HEARTBEAT_MS: "500" },
     {
       onLog: (record) => {
-        if (record.msg === "claude-code spawned" && typeof record.agentPid === "number") agentPids.add(record.agentPid);
+        if (record.msg === "claude-code spawned" && typeof record.agentPid === "number")
+          agentPids.add(record.agentPid);
         logs.push(record as never);
       },
     },
@@ -97,11 +102,20 @@ describe("self-reported context (Claude Code)", () => {
     // The fake streams word by word: "\n[ctx:" and " ~42%]" arrive as two deltas.
     fake.respond((r) =>
       r.lastUserText === "how full are you"
-        ? { text: "Plenty of room left.\n[ctx: ~42%]", inputTokens: 50_000, outputTokens: 9, chunkDelayMs: 60 }
+        ? {
+            text: "Plenty of room left.\n[ctx: ~42%]",
+            inputTokens: 50_000,
+            outputTokens: 9,
+            chunkDelayMs: 60,
+          }
         : undefined,
     );
     const { url, logs } = await boot();
-    const session = await createSession(url, { workspace, agent: "claude", agentConfig: { selfReportContext: true } });
+    const session = await createSession(url, {
+      workspace,
+      agent: "claude",
+      agentConfig: { selfReportContext: true },
+    });
     const feed = new SseReader(url, session.id);
     try {
       const task = await submitTurn(url, session.id, "how full are you");
@@ -144,19 +158,28 @@ describe("self-reported context (Claude Code)", () => {
 
   it("leaves a reply without a marker untouched: nothing stripped, the figure null, no drift line", async () => {
     fake.respond((r) =>
-      r.lastUserText === "no marker please" ? { text: "Just text [ctx: soon] here.", inputTokens: 20_000 } : undefined,
+      r.lastUserText === "no marker please"
+        ? { text: "Just text [ctx: soon] here.", inputTokens: 20_000 }
+        : undefined,
     );
     const { url, logs } = await boot();
-    const session = await createSession(url, { workspace, agent: "claude", agentConfig: { selfReportContext: true } });
+    const session = await createSession(url, {
+      workspace,
+      agent: "claude",
+      agentConfig: { selfReportContext: true },
+    });
     const task = await submitTurn(url, session.id, "no marker please");
     const done = await waitForTask(url, task.id, 90_000);
     expect(done.status).toBe("completed");
     expect(done.result.text).toBe("Just text [ctx: soon] here.");
     expect(done.result.selfReportedPercent).toBeNull();
     const events = await taskEvents(db.sql, task.id);
-    expect(events.filter((e) => e.type === "message.delta").map((e) => e.data.text).join("")).toBe(
-      "Just text [ctx: soon] here.",
-    );
+    expect(
+      events
+        .filter((e) => e.type === "message.delta")
+        .map((e) => e.data.text)
+        .join(""),
+    ).toBe("Just text [ctx: soon] here.");
     expect(events.find((e) => e.type === "usage")?.data.selfReportedPercent).toBeNull();
     await logs.next("context per turn", { taskId: task.id });
     expect(logs.named("context_usage")).toEqual([]);
@@ -176,7 +199,10 @@ describe("self-reported context (Claude Code)", () => {
     const done = await waitForTask(url, task.id, 90_000);
     expect(done.status).toBe("completed");
     const reset = (await taskEvents(db.sql, task.id)).find((e) => e.type === "session.reset");
-    expect(reset?.data).toEqual({ reason: "resume_failed", notice: `${resumeFailedNotice} ${projectContextNote}` });
+    expect(reset?.data).toEqual({
+      reason: "resume_failed",
+      notice: `${resumeFailedNotice} ${projectContextNote}`,
+    });
   }, 120_000);
 });
 
@@ -202,7 +228,9 @@ describe("the marker's rules", () => {
           }
           sink.emit({ type: "message", text: reply });
           const expected = stripMarker(reply).text;
-          const deltas = seen.filter((e) => e.type === "message.delta").map((e) => (e as { text: string }).text);
+          const deltas = seen
+            .filter((e) => e.type === "message.delta")
+            .map((e) => (e as { text: string }).text);
           expect(deltas.join("")).toBe(expected);
           expect(seen[seen.length - 1]).toEqual({ type: "message", text: expected });
         }

@@ -106,7 +106,10 @@ const agentEvents = (events: { type: string; data: any }[]) =>
   events.filter((e) => !e.type.startsWith("task.")).map((e) => ({ type: e.type, data: e.data }));
 
 const deltaText = (events: { type: string; data: any }[]) =>
-  events.filter((e) => e.type === "message.delta").map((e) => e.data.text).join("");
+  events
+    .filter((e) => e.type === "message.delta")
+    .map((e) => e.data.text)
+    .join("");
 
 describe("a gateway whose agent is another gateway", () => {
   it("streams the upstream's events one to one and completes with its result", async () => {
@@ -130,7 +133,12 @@ describe("a gateway whose agent is another gateway", () => {
     const withoutDeltas = (events: { type: string; data: any }[]) =>
       agentEvents(events).filter((e) => e.type !== "message.delta");
     expect(withoutDeltas(downEvents)).toEqual(withoutDeltas(upEvents));
-    expect(withoutDeltas(downEvents).map((e) => e.type)).toEqual(["tool.call", "tool.result", "message", "usage"]);
+    expect(withoutDeltas(downEvents).map((e) => e.type)).toEqual([
+      "tool.call",
+      "tool.result",
+      "message",
+      "usage",
+    ]);
 
     // The resume cursor is the upstream session; the next turn goes to the same one.
     const session = (await call(down.url, "GET", `/v1/sessions/${sessionId}`)).body;
@@ -175,7 +183,12 @@ describe("a gateway whose agent is another gateway", () => {
       await feed.next("message.delta", task.id, 90_000);
       const up = await upstreamTaskOf(sessionId);
       // Wait until all three deltas were relayed, then kill the upstream.
-      await eventually(async () => deltaText(await taskEvents(downDb.sql, task.id)) === deltaText(await taskEvents(upDb.sql, up.id)) && deltaText(await taskEvents(upDb.sql, up.id)).length > 0, 60_000);
+      await eventually(
+        async () =>
+          deltaText(await taskEvents(downDb.sql, task.id)) === deltaText(await taskEvents(upDb.sql, up.id)) &&
+          deltaText(await taskEvents(upDb.sql, up.id)).length > 0,
+        60_000,
+      );
       first.kill("SIGKILL");
       await first.exited;
       const second = await startUpstream();
@@ -263,9 +276,20 @@ describe("a gateway whose agent is another gateway", () => {
     const down = await downstream();
     // Someone else holds the upstream's only active slot.
     const other = await call(upGw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" }, auth);
-    const blocker = await call(upGw.url, "POST", `/v1/sessions/${other.body.id}/turns`, { prompt: "[hang]" }, auth);
+    const blocker = await call(
+      upGw.url,
+      "POST",
+      `/v1/sessions/${other.body.id}/turns`,
+      { prompt: "[hang]" },
+      auth,
+    );
     expect(blocker.status).toBe(202);
-    await eventually(async () => (await call(upGw.url, "GET", `/v1/tasks/${blocker.body.id}`, undefined, auth)).body.status === "running", 60_000);
+    await eventually(
+      async () =>
+        (await call(upGw.url, "GET", `/v1/tasks/${blocker.body.id}`, undefined, auth)).body.status ===
+        "running",
+      60_000,
+    );
 
     const sessionId = await chainedSession(down);
     const feed = new SseReader(down.url, sessionId);
@@ -294,8 +318,19 @@ describe("a gateway whose agent is another gateway", () => {
     const upGw = await upstream({ MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "0" });
     const down = await downstream();
     const other = await call(upGw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" }, auth);
-    const blocker = await call(upGw.url, "POST", `/v1/sessions/${other.body.id}/turns`, { prompt: "[hang]" }, auth);
-    await eventually(async () => (await call(upGw.url, "GET", `/v1/tasks/${blocker.body.id}`, undefined, auth)).body.status === "running", 60_000);
+    const blocker = await call(
+      upGw.url,
+      "POST",
+      `/v1/sessions/${other.body.id}/turns`,
+      { prompt: "[hang]" },
+      auth,
+    );
+    await eventually(
+      async () =>
+        (await call(upGw.url, "GET", `/v1/tasks/${blocker.body.id}`, undefined, auth)).body.status ===
+        "running",
+      60_000,
+    );
 
     const sessionId = await chainedSession(down);
     const feed = new SseReader(down.url, sessionId);
@@ -308,7 +343,11 @@ describe("a gateway whose agent is another gateway", () => {
         return v.upstream?.retryAt ? v : null;
       }, 30_000);
       expect(view.status).toBe("running");
-      expect(view.upstream).toMatchObject({ position: null, queueDeadlineAt: null, retryAt: expect.any(String) });
+      expect(view.upstream).toMatchObject({
+        position: null,
+        queueDeadlineAt: null,
+        retryAt: expect.any(String),
+      });
       await call(upGw.url, "POST", `/v1/tasks/${blocker.body.id}/cancel`, undefined, auth);
       const done = await waitTerminal(down.url, task.id, 120_000);
       expect(done.status, JSON.stringify(done.error)).toBe("completed");
@@ -355,6 +394,8 @@ describe("a gateway whose agent is another gateway", () => {
     const again = await downstream();
     expect((await waitTerminal(again.url, task.id, 120_000)).status).toBe("interrupted");
     expect((await upstreamTerminal(up.id)).status).toBe("cancelled");
-    expect(logLines(again).some((l) => l.msg === "orphaned upstream turn cancelled" && l.upstreamTaskId === up.id)).toBe(true);
+    expect(
+      logLines(again).some((l) => l.msg === "orphaned upstream turn cancelled" && l.upstreamTaskId === up.id),
+    ).toBe(true);
   }, 240_000);
 });

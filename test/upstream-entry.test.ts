@@ -41,7 +41,9 @@ describe("mooring registry entries", () => {
   });
 
   it("maps workspaces by the longest matching prefix, else keeps the path", () => {
-    const up = loadAgentRegistry(entry({ workspaceMap: { "/home/a": "/srv/a", "/home/a/deep/": "/mnt/deep" } })).get("up");
+    const up = loadAgentRegistry(
+      entry({ workspaceMap: { "/home/a": "/srv/a", "/home/a/deep/": "/mnt/deep" } }),
+    ).get("up");
     const map = up?.upstream?.workspaceMap ?? [];
     expect(mapWorkspace("/home/a/proj", map)).toBe("/srv/a/proj");
     expect(mapWorkspace("/home/a/deep/x", map)).toBe("/mnt/deep/x");
@@ -52,7 +54,13 @@ describe("mooring registry entries", () => {
 
   it("lets a session choose only contextSuffix", () => {
     const up = loadAgentRegistry(entry({})).get("up")!;
-    expect(mooringDriver.validateConfig(up, { contextSuffix: true })).toEqual({ ok: true, config: { contextSuffix: true } });
-    expect(mooringDriver.validateConfig(up, { model: "x" })).toMatchObject({ ok: false, problem: expect.stringContaining("agentConfig.model") });
+    expect(mooringDriver.validateConfig(up, { contextSuffix: true })).toEqual({
+      ok: true,
+      config: { contextSuffix: true },
+    });
+    expect(mooringDriver.validateConfig(up, { model: "x" })).toMatchObject({
+      ok: false,
+      problem: expect.stringContaining("agentConfig.model"),
+    });
   });
 });

@@ -31,7 +31,9 @@ export class UpstreamOrphans {
     if (!this.needed) return;
     const round = () => {
       void this.releaseAll()
-        .catch((err) => this.rt.log.warn({ err: String(err) }, "upstream orphan round failed; the next retries"))
+        .catch((err) =>
+          this.rt.log.warn({ err: String(err) }, "upstream orphan round failed; the next retries"),
+        )
         .finally(() => {
           if (this.stopped) return;
           this.timer = setTimeout(round, this.rt.config.sweepMs);

@@ -49,5 +49,9 @@ export function upstreamView(
   const u = row.upstream;
   if (!u || (row.status !== "running" && row.status !== "cancelling")) return null;
   if (u.position === null && !u.retryAt) return null;
-  return { position: u.position, queueDeadlineAt: u.queueDeadlineAt, ...(u.retryAt ? { retryAt: u.retryAt } : {}) };
+  return {
+    position: u.position,
+    queueDeadlineAt: u.queueDeadlineAt,
+    ...(u.retryAt ? { retryAt: u.retryAt } : {}),
+  };
 }

@@ -17,7 +17,11 @@ export interface UpstreamColumn {
  * so the next boot can cancel the upstream task. Guarded by ownership like every turn write: a turn
  * that lost its task changes nothing. Only the task row is touched (no session row lock).
  */
-export async function saveUpstream(q: Queryable, fence: OwnerFence, upstream: UpstreamColumn): Promise<boolean> {
+export async function saveUpstream(
+  q: Queryable,
+  fence: OwnerFence,
+  upstream: UpstreamColumn,
+): Promise<boolean> {
   const rows = await q`
     update tasks set upstream = ${JSON.stringify(upstream)}::text::jsonb
     where id = ${fence.taskId} and owner_boot = ${fence.bootId} and attempt = ${fence.attempt}

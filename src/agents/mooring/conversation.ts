@@ -49,7 +49,11 @@ export class UpstreamConversation implements AgentConversation {
     this.client = upstreamClient(this.entry);
     this.cursor = structuredClone(options.cursor);
     this.silentMs = options.settings.upstreamSilentMs ?? 600_000;
-    this.log = options.log.child({ sessionId: options.sessionId, agent: options.entry.name, upstream: this.entry.url });
+    this.log = options.log.child({
+      sessionId: options.sessionId,
+      agent: options.entry.name,
+      upstream: this.entry.url,
+    });
   }
 
   get alive(): boolean {
@@ -165,11 +169,16 @@ export class UpstreamConversation implements AgentConversation {
     const run: Run = this.client.tasks.follow(task.id, { signal: AbortSignal.any([signal, lost.signal]) });
     run.on("state", (change) => {
       if (change.state === "restart") return watch.contact();
-      watch.setConnected(change.state === "streaming" || change.state === "polling" || change.state === "settling");
+      watch.setConnected(
+        change.state === "streaming" || change.state === "polling" || change.state === "settling",
+      );
     });
-    const check = setInterval(() => {
-      if (watch.remainingMs() <= 0) lost.abort();
-    }, Math.min(1_000, Math.max(50, this.silentMs / 4)));
+    const check = setInterval(
+      () => {
+        if (watch.remainingMs() <= 0) lost.abort();
+      },
+      Math.min(1_000, Math.max(50, this.silentMs / 4)),
+    );
     try {
       for await (const item of run) {
         watch.contact();
@@ -203,6 +212,10 @@ export class UpstreamConversation implements AgentConversation {
               outputTokens: usage.outputTokens ?? 0,
               cacheCreationInputTokens: usage.cacheCreationInputTokens ?? 0,
               cacheReadInputTokens: usage.cacheReadInputTokens ?? 0,
+              // Carried on when the upstream agent was asked for its own figure (selfReportContext).
+              ...("selfReportedPercent" in task.result
+                ? { selfReportedPercent: task.result.selfReportedPercent ?? null }
+                : {}),
             }
           : null,
       };
@@ -219,7 +232,9 @@ export class UpstreamConversation implements AgentConversation {
   private async stopped(upstreamTaskId: string | null): Promise<TurnOutcome> {
     if (upstreamTaskId) {
       try {
-        await this.client.http.once("POST", `/v1/tasks/${upstreamTaskId}/cancel`, { timeoutMs: CANCEL_WAIT_MS });
+        await this.client.http.once("POST", `/v1/tasks/${upstreamTaskId}/cancel`, {
+          timeoutMs: CANCEL_WAIT_MS,
+        });
         this.log.info({ upstreamTaskId }, "upstream turn cancelled");
       } catch (err) {
         this.log.warn({ upstreamTaskId, err: String(err) }, "could not cancel the upstream turn");

@@ -13,9 +13,13 @@ export const mooringDriver: AgentDriver = {
     for (const [field, value] of Object.entries(config)) {
       if (value === undefined) continue;
       if (field !== "contextSuffix") {
-        return { ok: false, problem: `agentConfig.${field} is not allowed for mooring (the registry entry sets the upstream's)` };
+        return {
+          ok: false,
+          problem: `agentConfig.${field} is not allowed for mooring (the registry entry sets the upstream's)`,
+        };
       }
-      if (typeof value !== "boolean") return { ok: false, problem: "agentConfig.contextSuffix must be a boolean" };
+      if (typeof value !== "boolean")
+        return { ok: false, problem: "agentConfig.contextSuffix must be a boolean" };
       cleaned.contextSuffix = value;
     }
     return { ok: true, config: cleaned };

@@ -62,7 +62,8 @@ export function parseUpstreamEntry(
   env: NodeJS.ProcessEnv = process.env,
 ): UpstreamEntry {
   for (const key of Object.keys(v)) {
-    if (!upstreamFields.includes(key)) fail(`unknown field "${key}" (accepted: ${upstreamFields.join(", ")})`);
+    if (!upstreamFields.includes(key))
+      fail(`unknown field "${key}" (accepted: ${upstreamFields.join(", ")})`);
   }
   let url: URL | null = null;
   try {
@@ -72,9 +73,11 @@ export function parseUpstreamEntry(
   }
   if (!url || (url.protocol !== "http:" && url.protocol !== "https:")) fail("url must be an http(s) URL");
   // The URL is logged with every upstream line: credentials belong in token / tokenEnv.
-  if (url && (url.username || url.password || url.search)) fail("url must carry no credentials or query (use token or tokenEnv)");
+  if (url && (url.username || url.password || url.search))
+    fail("url must carry no credentials or query (use token or tokenEnv)");
   if (v.token !== undefined && v.tokenEnv !== undefined) fail("give token or tokenEnv, not both");
-  if (v.token !== undefined && (typeof v.token !== "string" || v.token === "")) fail("token must be a non-empty string");
+  if (v.token !== undefined && (typeof v.token !== "string" || v.token === ""))
+    fail("token must be a non-empty string");
   let token = typeof v.token === "string" ? new Secret(v.token) : undefined;
   if (v.tokenEnv !== undefined) {
     if (typeof v.tokenEnv !== "string" || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(v.tokenEnv)) {

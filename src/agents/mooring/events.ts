@@ -17,7 +17,9 @@ function usageOf(data: Record<string, unknown>): AgentUsage {
     cacheReadInputTokens: num(data.cacheReadInputTokens),
     ...(typeof data.contextWindow === "number" ? { contextWindow: data.contextWindow } : {}),
     ...("selfReportedPercent" in data
-      ? { selfReportedPercent: typeof data.selfReportedPercent === "number" ? data.selfReportedPercent : null }
+      ? {
+          selfReportedPercent: typeof data.selfReportedPercent === "number" ? data.selfReportedPercent : null,
+        }
       : {}),
   };
 }
@@ -34,7 +36,12 @@ export function relayEvent(event: MooringEvent, task: Task | null): AgentEvent |
       return { type: "tool.call", id: String(data.id), name: String(data.name), input: data.input };
     case "tool.result":
       // The upstream's preview (the whole output stays at the upstream's payload route).
-      return { type: "tool.result", id: String(data.id), isError: data.isError === true, output: data.preview };
+      return {
+        type: "tool.result",
+        id: String(data.id),
+        isError: data.isError === true,
+        output: data.preview,
+      };
     case "usage":
       return { type: "usage", usage: usageOf(data) };
     case "session.reset":

@@ -77,7 +77,11 @@ export function refusalFailure(err: unknown): AgentFailure | null {
       err.code,
     );
   }
-  return new AgentFailure("UPSTREAM_FAILED", `The upstream gateway refused the request: ${err.message}`, err.code);
+  return new AgentFailure(
+    "UPSTREAM_FAILED",
+    `The upstream gateway refused the request: ${err.message}`,
+    err.code,
+  );
 }
 
 export interface CallOptions {

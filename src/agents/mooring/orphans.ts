@@ -10,7 +10,11 @@ import { isUnreachable, upstreamClient } from "./link.js";
 const CANCEL_TIMEOUT_MS = 10_000;
 
 /** True once the upstream task is cancelled (or gone, or the upstream refuses us for good); false to retry. */
-export async function cancelUpstreamTask(entry: AgentEntry, upstreamTaskId: string, log: Logger): Promise<boolean> {
+export async function cancelUpstreamTask(
+  entry: AgentEntry,
+  upstreamTaskId: string,
+  log: Logger,
+): Promise<boolean> {
   if (!entry.upstream) return true;
   const client = upstreamClient(entry.upstream);
   try {
