@@ -147,6 +147,12 @@ describe("a gateway whose agent is another gateway", () => {
     expect((await waitTerminal(down.url, second.id, 120_000)).status).toBe("completed");
     const [{ count }] = await upDb.sql<{ count: number }[]>`select count(*)::int as count from sessions`;
     expect(count).toBe(1);
+    // The upstream task ended: nothing is left for the orphan round.
+    const row = await eventually(async () => {
+      const [r] = await downDb.sql<{ upstream: any }[]>`select upstream from tasks where id = ${task.id}`;
+      return r?.upstream?.released ? r : null;
+    }, 60_000);
+    expect(row.upstream).toMatchObject({ taskId: up.id, released: expect.any(String) });
     // The token never reached a log of either side.
     expect(down.output()).not.toContain(TOKEN);
   }, 240_000);
@@ -394,6 +400,10 @@ describe("a gateway whose agent is another gateway", () => {
     const again = await downstream();
     expect((await waitTerminal(again.url, task.id, 120_000)).status).toBe("interrupted");
     expect((await upstreamTerminal(up.id)).status).toBe("cancelled");
+    await eventually(async () => {
+      const [row] = await downDb.sql<{ upstream: any }[]>`select upstream from tasks where id = ${task.id}`;
+      return typeof row?.upstream?.released === "string";
+    }, 60_000);
     expect(
       logLines(again).some((l) => l.msg === "orphaned upstream turn cancelled" && l.upstreamTaskId === up.id),
     ).toBe(true);

@@ -70,7 +70,13 @@ export type AgentEvent =
    * after the upstream gate refused it with 429). The pipeline shows the wait as `task.position`
    * events and under the Task's `upstream`; `waiting: null` once the upstream turn runs.
    */
-  | { type: "upstream.state"; upstreamTaskId: string | null; waiting: UpstreamWaiting | null };
+  | {
+      type: "upstream.state";
+      upstreamTaskId: string | null;
+      waiting: UpstreamWaiting | null;
+      /** The upstream task ended, or its cancel was accepted: nothing is left to let go of. */
+      released?: boolean;
+    };
 
 /** Where a chained turn waits on the upstream gateway. */
 export interface UpstreamWaiting {

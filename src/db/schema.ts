@@ -118,10 +118,12 @@ export const tasks = pgTable(
       .where(sql`status in ('running', 'cancelling')`),
     index("tasks_session_idx").on(t.sessionId, t.turnIndex),
     index("tasks_created_idx").on(t.createdAt, t.id),
-    // Interrupted chained turns whose upstream task was not let go of yet (domain/upstream-orphans.ts).
+    // Ended chained turns whose upstream task was not let go of yet (domain/upstream-orphans.ts).
     index("tasks_upstream_orphans_idx")
       .on(t.finishedAt)
-      .where(sql`status = 'interrupted' and upstream->>'taskId' is not null and upstream->>'released' is null`),
+      .where(
+        sql`status in ('completed', 'failed', 'cancelled', 'expired', 'interrupted') and upstream->>'taskId' is not null and upstream->>'released' is null`,
+      ),
   ],
 );
 

@@ -1,7 +1,7 @@
 /**
- * Chained turns (driver `mooring`) that ended `interrupted` because their gateway died (kill -9,
- * a lost lease) never saw their upstream task end: it may still run there for nobody. After the
- * startup reconcile, and then every sweep period, each such task's upstream task is cancelled
+ * A chained turn (driver `mooring`) that ended without its driver seeing the upstream task end or
+ * its cancel accepted (its gateway died: kill -9, a lost lease; the upstream was unreachable; the
+ * cancel timed out) may have left that task running upstream for nobody. After the startup reconcile, and then every sweep period, each such task's upstream task is cancelled
  * (best effort: an unreachable upstream is asked again on the next round) and the task is marked
  * so it is not asked again (sql/upstream-orphans.ts).
  */

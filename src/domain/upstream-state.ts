@@ -32,6 +32,7 @@ export class UpstreamRecorder {
       position: waiting?.position ?? null,
       queueDeadlineAt: waiting?.queueDeadlineAt ?? null,
       ...(waiting?.retryAt ? { retryAt: waiting.retryAt } : {}),
+      ...(event.released ? { released: new Date().toISOString() } : {}),
     };
     this.writes = this.writes
       .then(() => saveUpstream(this.rt.db.sql, this.fence, column))

@@ -15,7 +15,9 @@ export interface UpstreamColumn {
  * A running chained turn's upstream state. Written directly, not through the event log: it changes
  * a few times per turn (submitted, queue moves, started), and it must be durable before a kill -9
  * so the next boot can cancel the upstream task. Guarded by ownership like every turn write: a turn
- * that lost its task changes nothing. Only the task row is touched (no session row lock).
+ * that lost its task changes nothing. Marking the upstream task released may land after the
+ * settlement (it is written beside it, not before), so that write is allowed on the owner's
+ * settled row too. Only the task row is touched (no session row lock).
  */
 export async function saveUpstream(
   q: Queryable,
@@ -25,7 +27,7 @@ export async function saveUpstream(
   const rows = await q`
     update tasks set upstream = ${JSON.stringify(upstream)}::text::jsonb
     where id = ${fence.taskId} and owner_boot = ${fence.bootId} and attempt = ${fence.attempt}
-      and status in ('running', 'cancelling')
+      and (status in ('running', 'cancelling') or ${upstream.released !== undefined})
     returning id`;
   return rows.length > 0;
 }

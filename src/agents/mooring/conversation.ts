@@ -69,7 +69,8 @@ export class UpstreamConversation implements AgentConversation {
     const watch = new SilenceWatch(this.silentMs);
     const stop = new AbortController();
     const onAbort = () => stop.abort();
-    signal.addEventListener("abort", onAbort, { once: true });
+    if (signal.aborted) stop.abort();
+    else signal.addEventListener("abort", onAbort, { once: true });
     let upstreamTaskId: string | null = null;
     try {
       const link: Link = {
@@ -101,10 +102,9 @@ export class UpstreamConversation implements AgentConversation {
       const done = await this.follow(task, sink, watch, stop.signal);
       return this.conclude(done, sink);
     } catch (err) {
-      if (signal.aborted) return this.stopped(upstreamTaskId);
+      if (signal.aborted) return this.stopped(upstreamTaskId, sink);
       if (err instanceof AgentFailure) {
         this.log.warn({ code: err.code, reason: err.reason, upstreamTaskId }, "upstream turn failed");
-        throw err;
       }
       throw err;
     } finally {
@@ -198,6 +198,7 @@ export class UpstreamConversation implements AgentConversation {
   }
 
   private conclude(task: Task, sink: TurnSink): TurnOutcome {
+    sink.emit({ type: "upstream.state", upstreamTaskId: task.id, waiting: null, released: true });
     if (task.status === "completed" && task.result) {
       // The upstream completed the turn: its conversation holds it (the proof the pool looks for).
       this.cursor.lastAssistantMessageId = task.id;
@@ -229,15 +230,17 @@ export class UpstreamConversation implements AgentConversation {
   }
 
   /** The downstream turn was stopped (cancel, deadline, shutdown): cancel the upstream turn too. */
-  private async stopped(upstreamTaskId: string | null): Promise<TurnOutcome> {
+  private async stopped(upstreamTaskId: string | null, sink: TurnSink): Promise<TurnOutcome> {
     if (upstreamTaskId) {
       try {
         await this.client.http.once("POST", `/v1/tasks/${upstreamTaskId}/cancel`, {
           timeoutMs: CANCEL_WAIT_MS,
         });
         this.log.info({ upstreamTaskId }, "upstream turn cancelled");
+        sink.emit({ type: "upstream.state", upstreamTaskId, waiting: null, released: true });
       } catch (err) {
-        this.log.warn({ upstreamTaskId, err: String(err) }, "could not cancel the upstream turn");
+        // Left unreleased: the orphan round cancels it later (domain/upstream-orphans.ts).
+        this.log.warn({ upstreamTaskId, err: String(err) }, "could not cancel the upstream turn yet");
       }
     }
     return { text: "", stopReason: "cancelled", usage: null };
