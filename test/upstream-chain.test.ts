@@ -266,6 +266,8 @@ describe("a gateway whose agent is another gateway", () => {
 
   it("fails UPSTREAM_AUTH on a wrong token after exactly one upstream request", async () => {
     await upstream();
+    // Earlier tests' turns may have left upstream tasks to let go of; this test counts every request.
+    await downDb.sql`update tasks set upstream = upstream || '{"released": "earlier test"}'::jsonb where upstream is not null`;
     const down = await downstream({}, "not-the-token");
     const sessionId = await chainedSession(down);
     proxy.requests.length = 0;
