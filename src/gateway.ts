@@ -24,6 +24,7 @@ import type { Identity, Runtime } from "./domain/runtime.js";
 import { SessionService } from "./domain/sessions.js";
 import { Sweeper } from "./domain/sweeper.js";
 import { TaskService } from "./domain/tasks.js";
+import { UpstreamOrphans } from "./domain/upstream-orphans.js";
 import { Worker } from "./domain/worker.js";
 import { normalizeRoots } from "./domain/workspace.js";
 import type { ReadyzView } from "./transport/http/routes/health.js";
@@ -216,6 +217,7 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     });
     parts.worker.start();
     parts.sweeper.start();
+    parts.upstreamOrphans.start();
     parts.instanceBeat = setInterval(() => {
       void heartbeatInstance(db.sql, identity.bootId).catch(() => {});
     }, config.heartbeatMs);
@@ -255,6 +257,7 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
       await app.close();
       if (p) {
         p.sweeper.stop();
+        p.upstreamOrphans.stop();
         p.feeds.stop();
         p.announcer.stop();
         if (p.instanceBeat) clearInterval(p.instanceBeat);
@@ -295,6 +298,7 @@ interface Parts {
   announcer: QueuePositionAnnouncer;
   instances: InstanceService;
   permissions: Permissions;
+  upstreamOrphans: UpstreamOrphans;
   instanceBeat?: NodeJS.Timeout;
 }
 
@@ -339,7 +343,7 @@ function assemble(
     config.agentIdleMs,
     config.contextWindow,
     log,
-    { workspaceRoots, agentEnvDeny: config.agentEnvDeny },
+    { workspaceRoots, agentEnvDeny: config.agentEnvDeny, upstreamSilentMs: config.upstreamSilentMs },
     metrics,
   );
   const recovery = new Recovery(rt);
@@ -362,7 +366,23 @@ function assemble(
   worker.onQueueChanged = queueChanged;
   sweeper.onQueueChanged = queueChanged;
   const instances = new InstanceService(db, identity, config.leaseMs, config.apiTokens.length > 0);
-  return { db, listener, eventLog, feeds, sessions, tasks, events, worker, sweeper, pool, announcer, instances, permissions };
+  const upstreamOrphans = new UpstreamOrphans(rt, registry, drivers);
+  return {
+    db,
+    listener,
+    eventLog,
+    feeds,
+    sessions,
+    tasks,
+    events,
+    worker,
+    sweeper,
+    pool,
+    announcer,
+    instances,
+    permissions,
+    upstreamOrphans,
+  };
 }
 
 function need(parts: Parts | null): Parts {

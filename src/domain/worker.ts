@@ -33,6 +33,7 @@ import type { Recovery } from "./recovery.js";
 import type { Runtime } from "./runtime.js";
 import type { SessionService } from "./sessions.js";
 import { terminalEvent } from "./task-events.js";
+import { UpstreamRecorder } from "./upstream-state.js";
 import type { SessionRow } from "./views.js";
 
 /** Why a running turn is being stopped before it ended by itself. */
@@ -317,7 +318,12 @@ export class Worker implements TaskRunner {
       let failure: unknown = null;
       try {
         outcome = await this.runWithEscalation(turn, () =>
-          conversation.runTurn({ prompt: row.prompt, sink: state.sink, signal: turn.controller.signal }),
+          conversation.runTurn({
+            prompt: row.prompt,
+            sink: state.sink,
+            signal: turn.controller.signal,
+            turn: { taskId: row.id, attempt: row.attempt },
+          }),
         );
       } catch (err) {
         failure = err;
@@ -487,6 +493,7 @@ class TurnState {
   lastUsage: AgentUsage | null = null;
   text = "";
   readonly sink;
+  private readonly upstream: UpstreamRecorder;
 
   constructor(
     private readonly rt: Runtime,
@@ -497,6 +504,7 @@ class TurnState {
     permissions: Permissions | null = null,
     signal?: AbortSignal,
   ) {
+    this.upstream = new UpstreamRecorder(rt, fence, log, (type, data) => this.append(type, data));
     // The driver boundary: everything an agent emits or saves is made storable here, once, for
     // every driver (agents/storable-text.ts).
     this.sink = storableSink({
@@ -593,6 +601,7 @@ class TurnState {
           cacheReadInputTokens: event.usage.cacheReadInputTokens,
           contextWindow: window,
           contextPercent: percent,
+          ...selfReported(event.usage),
         });
         const usage = { inputTokens: this.contextTokens, contextWindow: window, percent };
         this.log.info(
@@ -614,6 +623,9 @@ class TurnState {
         break;
       case "session.notice":
         this.append("session.notice", { message: event.message });
+        break;
+      case "upstream.state":
+        this.upstream.record(event);
         break;
     }
   }
@@ -646,8 +658,14 @@ class TurnState {
           }
         : null,
       contextPercent: percent,
+      ...selfReported(usage),
     };
   }
+}
+
+/** The agent's own context figure, only where it was asked for one (agentConfig.selfReportContext). */
+function selfReported(usage: AgentUsage | null): { selfReportedPercent?: number | null } {
+  return usage?.selfReportedPercent === undefined ? {} : { selfReportedPercent: usage.selfReportedPercent };
 }
 
 /** An error the database server itself returned, other than the ones saying it is going away. */
