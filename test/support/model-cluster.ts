@@ -100,17 +100,21 @@ export class ModelCluster {
     await Promise.all(this.slots.map((s) => s.restarting));
   }
 
-  /** A request to instance `index` (or whichever is up); a 503 NOT_READY is waited out and sent again. */
+  /**
+   * A request to instance `index` (or whichever is up); a 503 NOT_READY (a heartbeat that could
+   * not reach the database under load) is waited out and sent again, for up to about 30 s.
+   */
   async request<T = any>(index: number, method: string, path: string, body?: unknown): Promise<Answer<T> & { instance: string }> {
+    const attempts = 300;
     for (let attempt = 0; ; attempt++) {
       const target = await this.pick(index);
       const answer = await call<T>(target.url, method, path, body).catch((err: unknown) => {
-        // The instance was killed under the request (only the sampler overlaps a kill): ask again.
-        if (attempt < 50) return null;
+        // Refused: the instance was killed just now and is not marked restarting yet. Ask again.
+        if (attempt < attempts) return null;
         throw err;
       });
       const notReady = answer?.status === 503 && (answer.body as any)?.error?.code === "NOT_READY";
-      if (answer && (!notReady || attempt >= 50)) return { ...answer, instance: target.instance };
+      if (answer && (!notReady || attempt >= attempts)) return { ...answer, instance: target.instance };
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
