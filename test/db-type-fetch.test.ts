@@ -8,6 +8,7 @@ import { once } from "node:events";
 import net from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { TestDatabase } from "./support/db.js";
+import { postgresFatal } from "./support/db-proxy.js";
 import { call, eventually } from "./support/gateway.js";
 import { alive, gatewayEnv, logsWith, Processes, useProcessSuite } from "./support/lifecycle.js";
 
@@ -18,19 +19,7 @@ useProcessSuite("ws-typefetch-", procs, (d) => {
 });
 
 /** An ErrorResponse 57P01 (FATAL), as a backend terminated by an administrator sends it. */
-function terminated(): Buffer {
-  const fields = [
-    ["S", "FATAL"],
-    ["V", "FATAL"],
-    ["C", "57P01"],
-    ["M", "terminating connection due to administrator command"],
-  ];
-  const body = Buffer.concat([...fields.map(([k, v]) => Buffer.from(`${k}${v}\0`)), Buffer.from([0])]);
-  const head = Buffer.alloc(5);
-  head.write("E", 0);
-  head.writeInt32BE(body.length + 4, 1);
-  return Buffer.concat([head, body]);
-}
+const terminated = () => postgresFatal("57P01", "terminating connection due to administrator command");
 
 /**
  * Forwards to Postgres; the first `cuts` connections are destroyed when they send the types query.

@@ -134,6 +134,9 @@ export class TaskService {
         const lookup = input.idempotencyKey
           ? findTaskByIdempotencyKey(tx, sessionId, input.idempotencyKey)
           : Promise.resolve(null);
+        // Awaited only after `locked`: when that fails first (a deadlock, a lost connection), this
+        // one fails too and nobody would handle it, an unhandled rejection that ends the process.
+        lookup.catch(() => {});
         // reject / interrupt decide before inserting, one statement at a time (ifBusy=enqueue, the
         // common case, goes through `admit`).
         let cancel: TaskRow | null = null;
