@@ -22,45 +22,52 @@ useProcessSuite("ws-typefetch-", procs, (d) => {
 const terminated = () => postgresFatal("57P01", "terminating connection due to administrator command");
 
 /**
- * Forwards to Postgres; the first `cuts` connections are destroyed when they send the types query.
- * How many of them the gateway opens before it is ready depends on timing (pools open connections
- * lazily and in parallel), so the test asserts that at least one was cut, not how many. Six cuts
- * reach past the migrations into reconcile and the first requests on most runs.
+ * A proxy to Postgres that terminates a connection, as pg_terminate_backend does (a 57P01 FATAL,
+ * then the close), when `cutHere` says so of what the client just sent.
  */
-let proxy: net.Server;
+async function cuttingProxy(cutHere: (chunk: Buffer) => boolean): Promise<{ server: net.Server; url: string }> {
+  const target = new URL(db.url);
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    client.on("data", (chunk: Buffer) => {
+      if (cutHere(chunk)) {
+        client.end(terminated());
+        upstream.destroy();
+        return;
+      }
+      upstream.write(chunk);
+    });
+    upstream.on("data", (chunk) => client.write(chunk));
+    client.on("error", () => upstream.destroy());
+    upstream.on("error", () => client.destroy());
+    client.on("close", () => upstream.destroy());
+    upstream.on("close", () => client.destroy());
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const url = new URL(db.url);
+  url.port = String((server.address() as net.AddressInfo).port);
+  return { server, url: url.toString() };
+}
+
+/**
+ * The first `cuts` connections are terminated when they send the types query. How many of them
+ * the gateway opens before it is ready depends on timing (pools open connections lazily and in
+ * parallel), so the test asserts that at least one was cut, not how many. Six cuts reach past the
+ * migrations into reconcile and the first requests on most runs.
+ */
+let proxy: { server: net.Server; url: string };
 let cut = 0;
 const cuts = 6;
 beforeAll(async () => {
-  const target = new URL(db.url);
-  proxy = net.createServer((client) => {
-    const server = net.connect(Number(target.port), target.hostname);
-    client.on("data", (chunk) => {
-      if (cut < cuts && chunk.includes("typarray")) {
-        // What pg_terminate_backend makes the server send at that moment, then the close.
-        cut++;
-        client.end(terminated());
-        server.destroy();
-        return;
-      }
-      server.write(chunk);
-    });
-    server.on("data", (chunk) => client.write(chunk));
-    client.on("error", () => server.destroy());
-    server.on("error", () => client.destroy());
-    client.on("close", () => server.destroy());
-    server.on("close", () => client.destroy());
-  });
-  proxy.listen(0, "127.0.0.1");
-  await once(proxy, "listening");
+  proxy = await cuttingProxy((chunk) => cut < cuts && chunk.includes("typarray") && ++cut > 0);
 });
 afterAll(() => {
-  proxy?.close();
+  proxy?.server.close();
 });
 
 it("a connection lost while postgres.js fetches its types does not end the gateway", async () => {
-  const url = new URL(db.url);
-  url.port = String((proxy.address() as net.AddressInfo).port);
-  const gw = await procs.spawn(gatewayEnv(url.toString(), { MOORING_INSTANCE_ID: "typefetch" }));
+  const gw = await procs.spawn(gatewayEnv(proxy.url, { MOORING_INSTANCE_ID: "typefetch" }));
   await gw.waitReady();
   expect(cut).toBeGreaterThanOrEqual(1);
   expect(alive(gw)).toBe(true);
@@ -86,39 +93,21 @@ it("a connection lost while postgres.js fetches its types does not end the gatew
  * migrations; it used to end the process with "startup failed".
  */
 it("a connection terminated during the startup reconcile does not end the gateway", async () => {
-  const target = new URL(db.url);
   let registered = false;
   let reconcileCut = 0;
-  const cutter = net.createServer((client) => {
-    const server = net.connect(Number(target.port), target.hostname);
-    client.on("data", (chunk) => {
-      if (chunk.includes("insert into instances")) registered = true;
-      else if (registered && reconcileCut === 0 && chunk.includes("tasks")) {
-        reconcileCut++;
-        client.end(terminated());
-        server.destroy();
-        return;
-      }
-      server.write(chunk);
-    });
-    server.on("data", (chunk) => client.write(chunk));
-    client.on("error", () => server.destroy());
-    server.on("error", () => client.destroy());
-    client.on("close", () => server.destroy());
-    server.on("close", () => client.destroy());
+  const cutter = await cuttingProxy((chunk) => {
+    if (chunk.includes("insert into instances")) registered = true;
+    else if (registered && reconcileCut === 0 && chunk.includes("tasks")) return ++reconcileCut > 0;
+    return false;
   });
-  cutter.listen(0, "127.0.0.1");
-  await once(cutter, "listening");
   try {
-    const url = new URL(db.url);
-    url.port = String((cutter.address() as net.AddressInfo).port);
-    const gw = await procs.spawn(gatewayEnv(url.toString(), { MOORING_INSTANCE_ID: "reconcile-cut" }));
+    const gw = await procs.spawn(gatewayEnv(cutter.url, { MOORING_INSTANCE_ID: "reconcile-cut" }));
     await gw.waitReady();
     expect(reconcileCut).toBe(1);
     expect(alive(gw)).toBe(true);
     expect(logsWith(gw, "startup failed")).toEqual([]);
     expect(logsWith(gw, "database unreachable at startup; retrying").length).toBeGreaterThan(0);
   } finally {
-    cutter.close();
+    cutter.server.close();
   }
 });
