@@ -12,6 +12,10 @@ RUN npm ci
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build
+# The operator console's bundle (dist/console); the runtime image has neither esbuild nor its sources.
+COPY console ./console
+COPY scripts ./scripts
+RUN node scripts/build-console.mjs
 
 # --- runtime dependencies only -------------------------------------------------------------------
 FROM node:20-bookworm-slim AS deps

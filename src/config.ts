@@ -24,6 +24,8 @@ export interface Config {
   sweepMs: number;
   /** A warm agent process with no turn is reaped after this. Default 900000. */
   agentIdleMs: number;
+  /** A chained turn (driver `mooring`) with no successful contact with its upstream gateway for this long fails UPSTREAM_LOST. Default 600000. */
+  upstreamSilentMs: number;
   /** Context window in tokens for the context indicator (`[1m]` models use 1000000). Default 200000. */
   contextWindow: number;
   /** On SIGTERM, running turns may finish this long before they are interrupted. Default 20000. */
@@ -211,6 +213,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     heartbeatMs: read(env, "MOORING_HEARTBEAT_MS", integer(10), 5_000),
     sweepMs: read(env, "MOORING_SWEEP_MS", integer(10), 10_000),
     agentIdleMs: read(env, "MOORING_AGENT_IDLE_MS", integer(1), 900_000),
+    upstreamSilentMs: read(env, "MOORING_UPSTREAM_SILENT_MS", integer(1), 600_000),
     contextWindow: read(env, "MOORING_CONTEXT_WINDOW", integer(1), 200_000),
     shutdownGraceMs: read(env, "MOORING_SHUTDOWN_GRACE_MS", integer(0), 20_000),
     recovery: read(env, "MOORING_RECOVERY", oneOf("fail", "continue"), "fail"),

@@ -38,7 +38,13 @@ export type TaskErrorCode =
   | "AGENT_CRASHED"
   | "AGENT_ERROR"
   | "CONTEXT_TOO_LARGE"
-  | "CANCELLED";
+  | "CANCELLED"
+  /** A chained turn (driver `mooring`): the upstream gateway refused the token. */
+  | "UPSTREAM_AUTH"
+  /** A chained turn: no successful contact with the upstream gateway for MOORING_UPSTREAM_SILENT_MS. */
+  | "UPSTREAM_LOST"
+  /** A chained turn: the upstream task ended failed, expired, interrupted or cancelled. */
+  | "UPSTREAM_FAILED";
 
 export interface ErrorBody {
   code: string;

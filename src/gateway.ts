@@ -6,6 +6,7 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
+import { join } from "node:path";
 import type { Logger } from "pino";
 import { drivers } from "./agents/drivers.js";
 import { loadAgentRegistry } from "./agents/registry.js";
@@ -13,6 +14,7 @@ import { type Config, ConfigError, isLoopback } from "./config.js";
 import { connect, type Database } from "./db/client.js";
 import { type EmbeddedDatabase, startEmbeddedPostgres } from "./db/embedded.js";
 import { applyMigrations } from "./db/migrate.js";
+import { packageRoot } from "./package-root.js";
 import { Committer } from "./domain/committer.js";
 import { ConversationPool } from "./domain/conversation-pool.js";
 import { EventService } from "./domain/events.js";
@@ -23,6 +25,7 @@ import type { Identity, Runtime } from "./domain/runtime.js";
 import { SessionService } from "./domain/sessions.js";
 import { Sweeper } from "./domain/sweeper.js";
 import { TaskService } from "./domain/tasks.js";
+import { UpstreamOrphans } from "./domain/upstream-orphans.js";
 import { Worker } from "./domain/worker.js";
 import { normalizeRoots } from "./domain/workspace.js";
 import type { ReadyzView } from "./transport/http/routes/health.js";
@@ -43,9 +46,7 @@ import { countActiveAndQueued } from "./sql/gate-status.js";
 import type { Services } from "./transport/services.js";
 import { CLOSE_GOING_AWAY } from "./transport/ws/socket.js";
 
-export const version: string = JSON.parse(
-  readFileSync(new URL("../package.json", import.meta.url), "utf8"),
-).version;
+export const version: string = JSON.parse(readFileSync(join(packageRoot, "package.json"), "utf8")).version;
 
 export interface Gateway {
   /** Base URL the HTTP server listens on. */
@@ -168,8 +169,19 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     }),
     agentProcesses: () => parts?.pool.processesByAgent() ?? new Map(),
   });
-  const { app, sockets, sse } = await buildHttpApp(config, services, log, health, metrics);
-  await app.listen({ host: config.host, port: config.port });
+  // The embedded Postgres (about a second to start) starts while the HTTP side is put together.
+  const embeddedStarting = config.databaseUrl ? null : startEmbeddedPostgres(config.dataDir, log);
+  embeddedStarting?.catch(() => {}); // awaited (and reported) by the startup below
+  let http: Awaited<ReturnType<typeof buildHttpApp>>;
+  try {
+    http = await buildHttpApp(config, services, log, health, metrics);
+    await http.app.listen({ host: config.host, port: config.port });
+  } catch (err) {
+    // Not listening (a port in use): leave no database behind.
+    await embeddedStarting?.then((e) => e.stop()).catch(() => {});
+    throw err;
+  }
+  const { app, sockets, sse } = http;
   const address = app.server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
   const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
@@ -178,10 +190,12 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
   let embedded: EmbeddedDatabase | null = null;
   const started = (async () => {
     const t0 = Date.now();
-    let databaseUrl = config.databaseUrl;
-    if (!databaseUrl) {
-      embedded = await startEmbeddedPostgres(config.dataDir, log);
+    let databaseUrl: string;
+    if (embeddedStarting) {
+      embedded = await embeddedStarting;
       databaseUrl = embedded.url;
+    } else {
+      databaseUrl = config.databaseUrl!;
     }
     const db = connect(databaseUrl, { applicationName: `mooring:${identity.instanceId}` });
     await prepareDatabase(
@@ -196,9 +210,16 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     parts = assemble(config, log, db, bus, identity, registry, workspaceRoots, metrics);
     await parts.listener.start();
     parts.feeds.start();
-    const reconciled = await parts.sweeper.reconcile();
+    // Reconcile is the first real work on the pool; the database may drop a connection here as
+    // well (seen: one cut while postgres.js fetched its types), so it retries like the steps above.
+    const sweeper = parts.sweeper;
+    let reconciled: Awaited<ReturnType<typeof sweeper.reconcile>> | undefined;
+    await prepareDatabase(db, log, () => state.stopping, async () => {
+      reconciled = await sweeper.reconcile();
+    });
     parts.worker.start();
     parts.sweeper.start();
+    parts.upstreamOrphans.start();
     parts.instanceBeat = new TimedLoop(config.heartbeatMs, () => heartbeatInstance(db.sql, identity.bootId));
     parts.instanceBeat.start();
     parts.tasks.accepting = true;
@@ -236,6 +257,7 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
       await app.close();
       if (p) {
         await p.sweeper.stop();
+        await p.upstreamOrphans.stop();
         await p.feeds.stop();
         p.announcer.stop();
         await p.instanceBeat?.stop();
@@ -276,6 +298,7 @@ interface Parts {
   announcer: QueuePositionAnnouncer;
   instances: InstanceService;
   permissions: Permissions;
+  upstreamOrphans: UpstreamOrphans;
   instanceBeat?: TimedLoop;
 }
 
@@ -311,7 +334,7 @@ function assemble(
     config.agentIdleMs,
     config.contextWindow,
     log,
-    { workspaceRoots, agentEnvDeny: config.agentEnvDeny },
+    { workspaceRoots, agentEnvDeny: config.agentEnvDeny, upstreamSilentMs: config.upstreamSilentMs },
     metrics,
   );
   const recovery = new Recovery(rt);
@@ -324,7 +347,23 @@ function assemble(
   // Archives here and, through their notification (channel mooring_archived), on other instances.
   bus.on("archived", (sessionId) => pool.closeArchived(sessionId));
   const instances = new InstanceService(db, identity, config.leaseMs, config.apiTokens.length > 0);
-  return { db, listener, eventLog, feeds, sessions, tasks, events, worker, sweeper, pool, announcer, instances, permissions };
+  const upstreamOrphans = new UpstreamOrphans(rt, registry, drivers);
+  return {
+    db,
+    listener,
+    eventLog,
+    feeds,
+    sessions,
+    tasks,
+    events,
+    worker,
+    sweeper,
+    pool,
+    announcer,
+    instances,
+    permissions,
+    upstreamOrphans,
+  };
 }
 
 function need(parts: Parts | null): Parts {

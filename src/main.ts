@@ -5,6 +5,7 @@
 import { RegistryError } from "./agents/registry.js";
 import { ConfigError, loadConfig } from "./config.js";
 import { isClosedSocketWrite, isDroppedTypeFetch, recyclePools } from "./db/client.js";
+import { isDatabaseUnavailable } from "./errors.js";
 import { startGateway } from "./gateway.js";
 import { createLogger } from "./log.js";
 
@@ -23,9 +24,9 @@ async function main(): Promise<void> {
     throw err;
   }
   const log = createLogger(config.logLevel, config.logFormat);
-  process.on("uncaughtException", (err) => {
+  const onUncaught = (err: unknown, origin: string) => {
     if (isClosedSocketWrite(err)) {
-      log.warn({ err: err.message }, "postgres.js wrote to a closed connection (upstream bug); replacing the pool");
+      log.warn({ err: (err as Error).message }, "postgres.js wrote to a closed connection (upstream bug); replacing the pool");
       recyclePools();
       return;
     }
@@ -33,9 +34,22 @@ async function main(): Promise<void> {
       log.warn({ err }, "postgres.js lost a connection while fetching its types (upstream bug); carrying on");
       return;
     }
-    log.fatal({ err }, "uncaught exception; exiting");
+    // The database going away is what this gateway is built to survive: readiness turns 503, and
+    // claims, heartbeats, sweeps, flushes and polls retry until it is back. A connection error that
+    // escapes as uncaught (a promise of postgres.js or of ours that nobody awaited when the database
+    // stopped, e.g. `connect ECONNREFUSED` right after startup, issue 12) is therefore not a reason
+    // to exit: the operation it belonged to is retried by its loop.
+    if (isDatabaseUnavailable(err)) {
+      log.warn({ err, origin }, "database connection error escaped uncaught; carrying on (the loops retry)");
+      // Thrown (not a rejection): it left a postgres.js handler half-way; fresh pools are safer.
+      if (origin === "uncaughtException") recyclePools();
+      return;
+    }
+    log.fatal({ err, origin }, "uncaught exception; exiting");
     process.exit(1);
-  });
+  };
+  process.on("uncaughtException", (err, origin) => onUncaught(err, origin));
+  process.on("unhandledRejection", (reason) => onUncaught(reason, "unhandledRejection"));
   let gateway: Awaited<ReturnType<typeof startGateway>>;
   try {
     gateway = await startGateway(config, log);

@@ -204,8 +204,10 @@ describe("claude-code driver with the real CLI", () => {
       cwd: workspace,
       agentSessionId: "new",
     });
-    // The percentage is the pipeline's (domain/turn-recorder.ts logs "context per turn").
-    expect(logs.find((l) => l.msg === "claude-code turn context")).toMatchObject({ inputTokens: 40_000 });
+    expect(logs.find((l) => l.msg === "claude-code turn context")).toMatchObject({
+      inputTokens: 40_000,
+      percent: 25,
+    });
   });
 
   it("keeps the process warm: the second turn runs in the same process and conversation", async () => {

@@ -3,11 +3,12 @@
  * repeats nothing; a gateway killed with kill -9 and restarted mid-run leaves stdout byte-for-byte
  * what an undisturbed run printed up to the cut, and stderr says it restarted.
  */
-import { readdir, rm } from "node:fs/promises";
+import { readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { killAllClis, runCli, spawnCli } from "./support/cli.js";
 import type { TestDatabase } from "./support/db.js";
+import { call, eventually } from "./support/gateway.js";
 import { gatewayEnv, Processes, tempDir, useProcessSuite } from "./support/lifecycle.js";
 
 const procs = new Processes();
@@ -30,8 +31,22 @@ describe("mooring attach", () => {
     const undisturbed = await runCli(runArgs("[deltas 5] [sleep 2000] [deltas 5]"), { env });
     expect(undisturbed.code).toBe(0);
 
+    const cursors = join(stateHome, "mooring", "cursors");
+    const undisturbedFiles = await readdir(cursors);
     const cli = spawnCli(runArgs("[deltas 5] [sleep 2000] [deltas 5]"), { env });
     await cli.waitFor("chunk 5 ");
+    // The kill lands after the printed event's cursor is on disk (the CLI saves it right after the
+    // output; a kill between the two repeats that one event, as docs/cli.md says): find the event
+    // that carried "chunk 5" and wait for the saved cursor to reach it.
+    const file = await eventually(async () => (await readdir(cursors)).find((f) => !undisturbedFiles.includes(f)));
+    const saved = async () => JSON.parse(await readFile(join(cursors, file), "utf8"));
+    const { sessionId } = await eventually(saved);
+    const page = await call(gw.url, "GET", `/v1/sessions/${sessionId}/events?afterSeq=0`, undefined, {
+      accept: "application/json",
+    });
+    const printed = page.body.items.find((e: any) => String(e.data?.text ?? "").includes("chunk 5"));
+    expect(printed).toBeDefined();
+    await eventually(async () => (await saved()).cursor >= printed.seq);
     cli.child.kill("SIGKILL");
     expect(await cli.exited).toBe("SIGKILL");
     const before = cli.stdout();

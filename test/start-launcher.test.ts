@@ -1,7 +1,7 @@
 /**
  * The `npm start` launcher (scripts/start.mjs, issue 16): it compiles src/ to dist/ when the
  * sources changed, and not when they did not (a touch that changes nothing included), removes the
- * output of a deleted source, and runs the compiled entry. Run against a small tree of its own.
+ * output of a deleted source, and runs the compiled entry (bundled into one file). Run against a small tree of its own.
  */
 import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, stat, utimes, writeFile } from "node:fs/promises";
@@ -41,6 +41,10 @@ it("compiles on the first start and runs the compiled entry", async () => {
   expect(first.compiled).toBe(true);
   expect(first.stdout).toBe("hello 1\n");
   expect(await readFile(join(root, "dist", "lib", "greet.js"), "utf8")).not.toContain(": number");
+  // What runs is one file: the entry with its imports inlined.
+  const bundle = await readFile(join(root, "dist", "main.bundle.js"), "utf8");
+  expect(bundle).toContain('"hello "');
+  expect(bundle).not.toContain("./lib/greet.js");
 });
 
 it("does not compile again while the sources are unchanged, even when touched", async () => {

@@ -8,7 +8,7 @@
  * at a time; the pipeline keeps it warm between turns and closes it when idle.
  */
 import type { Logger } from "pino";
-import type { AgentEntry } from "./registry.js";
+import type { AgentEntry, DriverName } from "./registry.js";
 
 /** What the agent reported about how to continue its conversation later (docs/api.md, Restarts, resume and recovery). */
 export interface ResumeCursor {
@@ -42,6 +42,11 @@ export interface AgentUsage {
    * over the model id and the configured MOORING_CONTEXT_WINDOW.
    */
   contextWindow?: number;
+  /**
+   * The agent's own estimate of its context use in percent (Claude Code with
+   * `agentConfig.selfReportContext`); null when it gave none. Absent when it was not asked.
+   */
+  selfReportedPercent?: number | null;
 }
 
 /**
@@ -58,7 +63,28 @@ export type AgentEvent =
   /** Usage of the last model call; the pipeline derives the context percentage from it. */
   | { type: "usage"; usage: AgentUsage }
   | { type: "session.reset"; reason: "unsaved" | "resume_failed"; notice: string }
-  | { type: "session.notice"; message: string };
+  | { type: "session.notice"; message: string }
+  /**
+   * The `mooring` driver's upstream task (docs/agents.md, Chained gateways): its id once submitted,
+   * and while it waits, where (`position` and `queueDeadlineAt` in the upstream queue, or `retryAt`
+   * after the upstream gate refused it with 429). The pipeline shows the wait as `task.position`
+   * events and under the Task's `upstream`; `waiting: null` once the upstream turn runs.
+   */
+  | {
+      type: "upstream.state";
+      upstreamTaskId: string | null;
+      waiting: UpstreamWaiting | null;
+      /** The upstream task ended, or its cancel was accepted: nothing is left to let go of. */
+      released?: boolean;
+    };
+
+/** Where a chained turn waits on the upstream gateway. */
+export interface UpstreamWaiting {
+  position: number | null;
+  queueDeadlineAt: string | null;
+  /** After a 429 from the upstream gate: when the submit is tried again. */
+  retryAt?: string;
+}
 
 /**
  * A permission request of the agent (issue 13). `options` are offered to clients as they are;
@@ -127,7 +153,13 @@ export type AgentFailureCode =
   | "AGENT_ERROR"
   | "CONTEXT_TOO_LARGE"
   | "TURN_TIMEOUT"
-  | "CANCELLED";
+  | "CANCELLED"
+  /** `mooring` driver: the upstream gateway refused the token (401/403); never retried. */
+  | "UPSTREAM_AUTH"
+  /** `mooring` driver: no successful contact with the upstream for MOORING_UPSTREAM_SILENT_MS. */
+  | "UPSTREAM_LOST"
+  /** `mooring` driver: the upstream task ended other than completed; `reason` is `<status>/<code>`. */
+  | "UPSTREAM_FAILED";
 
 /** A failed turn. `message` is fit to show a person; diagnostics go to the log. */
 export class AgentFailure extends Error {
@@ -163,7 +195,7 @@ export interface OpenConversationOptions {
   /** The resume cursor stored on the session. */
   cursor: ResumeCursor;
   /** Gateway-wide settings drivers need. */
-  settings: { contextWindow: number };
+  settings: { contextWindow: number; upstreamSilentMs?: number };
   log: Logger;
 }
 
@@ -177,6 +209,8 @@ export interface RunTurnOptions {
    * does not within a few seconds.
    */
   signal: AbortSignal;
+  /** The task this turn runs for (its id and attempt): a chained turn's idempotency key upstream. */
+  turn?: { taskId: string; attempt: number };
 }
 
 /** One live conversation with an agent, possibly backed by a warm process. */
@@ -198,7 +232,7 @@ export interface AgentConversation {
 
 /** A kind of agent (`simulated`, `claude-code`, `acp`). */
 export interface AgentDriver {
-  readonly name: "simulated" | "claude-code" | "acp";
+  readonly name: DriverName;
   /**
    * Validate a client's `agentConfig` for a session on `entry`. Returns the cleaned config or a
    * human-readable problem naming the offending field. Clients may only choose what the driver and
@@ -210,4 +244,10 @@ export interface AgentDriver {
   ): { ok: true; config: Record<string, unknown> } | { ok: false; problem: string };
   /** Open a conversation. Must not block on the agent; starting the process may happen lazily in runTurn. */
   open(options: OpenConversationOptions): AgentConversation;
+  /**
+   * A turn of this driver ended `interrupted` without the driver seeing it end (its gateway was
+   * killed): let go of whatever it left running elsewhere (the `mooring` driver cancels the
+   * upstream task). Resolves true when done, false to be asked again later (unreachable).
+   */
+  abandon?(entry: AgentEntry, ref: string, log: Logger): Promise<boolean>;
 }

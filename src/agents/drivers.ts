@@ -2,6 +2,7 @@
 import { acpDriver } from "./acp/driver.js";
 import { claudeCodeDriver } from "./claude-code/driver.js";
 import type { AgentDriver } from "./driver.js";
+import { mooringDriver } from "./mooring/driver.js";
 import type { DriverName } from "./registry.js";
 import { simulatedDriver } from "./simulated/driver.js";
 
@@ -9,4 +10,5 @@ export const drivers: Record<DriverName, AgentDriver> = {
   simulated: simulatedDriver,
   "claude-code": claudeCodeDriver,
   acp: acpDriver,
+  mooring: mooringDriver,
 };

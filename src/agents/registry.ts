@@ -4,9 +4,10 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { GATEWAY_SECRETS, matches } from "./agent-env.js";
+import { parseUpstreamEntry, type UpstreamEntry } from "./mooring/entry.js";
 
-export type DriverName = "simulated" | "claude-code" | "acp";
-export const driverNames: readonly DriverName[] = ["simulated", "claude-code", "acp"];
+export type DriverName = "simulated" | "claude-code" | "acp" | "mooring";
+export const driverNames: readonly DriverName[] = ["simulated", "claude-code", "acp", "mooring"];
 
 /** How an ACP agent's permission requests are answered. `client` lets each session choose. */
 export type PermissionPolicy = "allow" | "deny" | "ask" | "client";
@@ -30,6 +31,8 @@ export interface AgentEntry {
   models?: string[];
   /** Permission modes a session may choose (`claude-code`); unset means `default` only. */
   permissionModes?: string[];
+  /** `mooring`: the upstream gateway and how to reach it (agents/mooring/entry.ts). */
+  upstream?: UpstreamEntry;
 }
 
 export type AgentRegistry = ReadonlyMap<string, AgentEntry>;
@@ -82,6 +85,10 @@ function parseEntry(name: string, value: unknown): AgentEntry {
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(name)) fail("name must be 1-64 letters, digits, '.', '_' or '-'");
   if (typeof value !== "object" || value === null || Array.isArray(value)) fail("must be an object");
   const v = value as Record<string, unknown>;
+  if (v.driver === "mooring") {
+    // Another gateway, reached over HTTP: no program, arguments or environment of its own.
+    return { name, driver: "mooring", args: [], env: {}, permissions: "deny", upstream: parseUpstreamEntry(v, fail) };
+  }
   const known = ["driver", "command", "args", "env", "inheritEnv", "permissions", "models", "permissionModes"];
   for (const key of Object.keys(v)) {
     if (!known.includes(key)) fail(`unknown field "${key}" (accepted: ${known.join(", ")})`);

@@ -3,12 +3,10 @@
  * followed it (so a CLI killed with kill -9 repeats nothing), or from its start.
  */
 import { connect, type ConnectionOptions } from "./connection.js";
-import { CursorWriter, isTaskId, readCursor } from "./cursor-store.js";
-import { exitCodeOfError, UsageError } from "./exit-codes.js";
-import { finish } from "./finish.js";
-import { followTurn } from "./follow-turn.js";
+import { isTaskId, readCursor } from "./cursor-store.js";
+import { UsageError } from "./exit-codes.js";
+import { finishWithError, followToEnd } from "./finish.js";
 import { Stdout } from "./output.js";
-import { StatusLine } from "./status-line.js";
 
 export interface AttachOptions extends ConnectionOptions {
   json?: boolean;
@@ -32,28 +30,8 @@ export async function attachCommand(taskId: string, options: AttachOptions): Pro
       transport: options.transport,
       signal: abort.signal,
     });
-    const status = new StatusLine(taskId, process.stderr, () => !stdout.isTTY || stdout.atLineStart);
-    const cursor = new CursorWriter(taskId);
-    const outcome = await followTurn(run, {
-      json,
-      stdout,
-      status,
-      cursor,
-      redact,
-      abort,
-      cancel: (id) => conn.client.tasks.cancel(id),
-    });
-    cursor.close();
-    return await finish(outcome, { json, stdout, status });
+    return await followToEnd(run, { json, stdout, conn, abort });
   } catch (err) {
-    const e = err as Error & { code?: string };
-    return await finish(
-      {
-        exitCode: exitCodeOfError(err),
-        task: null,
-        error: { name: e.name, code: e.code, message: redact(e.message) },
-      },
-      { json, stdout, status: null },
-    );
+    return await finishWithError(err, { json, stdout, redact });
   }
 }

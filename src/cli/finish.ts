@@ -2,10 +2,50 @@
  * Ending a command: the last status line, `cli.result` under --json, everything written handed to
  * the OS, then exit at once (no socket or timer of the SDK may keep the process alive).
  */
-import type { Task } from "../client/index.js";
-import type { FollowOutcome } from "./follow-turn.js";
+import type { Run, Task } from "../client/index.js";
+import type { Connection } from "./connection.js";
+import { CursorWriter } from "./cursor-store.js";
+import { exitCodeOfError } from "./exit-codes.js";
+import { type FollowOutcome, followTurn } from "./follow-turn.js";
 import type { Stdout } from "./output.js";
-import type { StatusLine } from "./status-line.js";
+import { StatusLine } from "./status-line.js";
+
+/** `run` and `attach` alike: follow the task to its end with the status line and saved cursor, then end. */
+export async function followToEnd(
+  run: Run,
+  out: { json: boolean; stdout: Stdout; conn: Connection; abort: AbortController },
+): Promise<never> {
+  const { json, stdout, conn, abort } = out;
+  const status = new StatusLine(run.taskId, process.stderr, () => !stdout.isTTY || stdout.atLineStart);
+  const cursor = new CursorWriter(run.taskId);
+  const outcome = await followTurn(run, {
+    json,
+    stdout,
+    status,
+    cursor,
+    redact: conn.redact,
+    abort,
+    cancel: (id) => conn.client.tasks.cancel(id),
+  });
+  cursor.close();
+  return await finish(outcome, { json, stdout, status });
+}
+
+/** A command that failed before or while following: its exit code and the error, token redacted. */
+export async function finishWithError(
+  err: unknown,
+  out: { json: boolean; stdout: Stdout; redact: (text: string) => string },
+): Promise<never> {
+  const e = err as Error & { code?: string };
+  return await finish(
+    {
+      exitCode: exitCodeOfError(err),
+      task: null,
+      error: { name: e.name, code: e.code, message: out.redact(e.message) },
+    },
+    { json: out.json, stdout: out.stdout, status: null },
+  );
+}
 
 export async function finish(
   outcome: FollowOutcome,

@@ -111,6 +111,11 @@ function showProgress(status: StatusLine, event: MooringEvent, task: Task | null
   switch (event.type) {
     case "task.queued":
     case "task.position":
+      // A chained turn runs here and waits in its upstream gateway's queue (docs/agents.md).
+      if (data.upstream) {
+        status.update({ state: "running", note: upstreamWait(data.upstream) });
+        break;
+      }
       status.update({
         state: "queued",
         position: data.position ?? task?.position ?? null,
@@ -134,9 +139,14 @@ function showProgress(status: StatusLine, event: MooringEvent, task: Task | null
       if (typeof data.contextPercent === "number") status.update({ contextPercent: data.contextPercent });
       break;
     case "message.delta":
-      status.update({ state: "running" });
+      status.update({ state: "running", note: null });
       break;
   }
+}
+
+function upstreamWait(upstream: { position?: number | null; retryAt?: string }): string {
+  if (upstream.position) return `queued upstream at position ${upstream.position}`;
+  return upstream.retryAt ? "upstream busy, retrying" : "waiting upstream";
 }
 
 /**

@@ -5,13 +5,10 @@
 import { resolve } from "node:path";
 import type { MooringClient, Session } from "../client/index.js";
 import { type Connection, connect, type ConnectionOptions } from "./connection.js";
-import { CursorWriter } from "./cursor-store.js";
-import { exitCodeOfError, UsageError } from "./exit-codes.js";
-import { finish } from "./finish.js";
-import { followTurn } from "./follow-turn.js";
+import { UsageError } from "./exit-codes.js";
+import { finish, finishWithError, followToEnd } from "./finish.js";
 import { Stdout } from "./output.js";
 import { readPrompt } from "./prompt.js";
-import { StatusLine } from "./status-line.js";
 
 export interface RunOptions extends ConnectionOptions {
   workspace?: string;
@@ -57,30 +54,9 @@ export async function runCommand(promptArg: string | undefined, options: RunOpti
       process.stderr.write(`mooring: submitted; follow it with: mooring attach ${run.taskId}\n`);
       return await finish({ exitCode: 0, task: run.task }, { json, stdout, status: null });
     }
-    const status = new StatusLine(run.taskId, process.stderr, () => !stdout.isTTY || stdout.atLineStart);
-    const cursor = new CursorWriter(run.taskId);
-    const outcome = await followTurn(run, {
-      json,
-      stdout,
-      status,
-      cursor,
-      redact: conn.redact,
-      abort,
-      cancel: (id) => conn!.client.tasks.cancel(id),
-    });
-    cursor.close();
-    return await finish(outcome, { json, stdout, status });
+    return await followToEnd(run, { json, stdout, conn, abort });
   } catch (err) {
-    const e = err as Error & { code?: string };
-    const redact = conn?.redact ?? ((t: string) => t);
-    return await finish(
-      {
-        exitCode: exitCodeOfError(err),
-        task: null,
-        error: { name: e.name, code: e.code, message: redact(e.message) },
-      },
-      { json, stdout, status: null },
-    );
+    return await finishWithError(err, { json, stdout, redact: conn?.redact ?? ((t: string) => t) });
   }
 }
 

@@ -95,6 +95,11 @@ export const tasks = pgTable(
     lastSeq: bigint("last_seq", { mode: "number" }),
     /** The interrupted task this one continues (MOORING_RECOVERY=continue). */
     continuesTaskId: uuid("continues_task_id"),
+    /**
+     * A chained turn's upstream task (driver `mooring`): `{taskId, position, queueDeadlineAt,
+     * retryAt?, released?}`, written by the owner as the upstream reports it (sql/save-upstream.ts).
+     */
+    upstream: jsonb("upstream"),
     version: integer("version").notNull().default(0),
   },
   (t) => [
@@ -113,6 +118,12 @@ export const tasks = pgTable(
       .where(sql`status in ('running', 'cancelling')`),
     index("tasks_session_idx").on(t.sessionId, t.turnIndex),
     index("tasks_created_idx").on(t.createdAt, t.id),
+    // Ended chained turns whose upstream task was not let go of yet (domain/upstream-orphans.ts).
+    index("tasks_upstream_orphans_idx")
+      .on(t.finishedAt)
+      .where(
+        sql`status in ('completed', 'failed', 'cancelled', 'expired', 'interrupted') and upstream->>'taskId' is not null and upstream->>'released' is null`,
+      ),
   ],
 );
 

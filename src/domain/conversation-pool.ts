@@ -21,6 +21,8 @@ import { resolveWorkspaceForSpawn } from "./workspace.js";
 export interface LaunchPolicy {
   workspaceRoots: readonly string[];
   agentEnvDeny: readonly string[];
+  /** MOORING_UPSTREAM_SILENT_MS, for chained turns (driver `mooring`). */
+  upstreamSilentMs?: number;
 }
 
 /** The cursor fields that identify where a conversation stands. */
@@ -92,7 +94,7 @@ export class ConversationPool {
         lastAssistantMessageId: session.lastAssistantMessageId,
         pastAgentSessionIds: session.pastAgentSessionIds,
       },
-      settings: { contextWindow: this.contextWindow },
+      settings: { contextWindow: this.contextWindow, upstreamSilentMs: this.launch.upstreamSilentMs },
       log: this.log.child({ sessionId: session.id, agent: session.agent }),
     });
     const warm: Warm = {

@@ -9,6 +9,7 @@ import { preview } from "../stream/preview.js";
 import { contextPercent, contextWindowOf, withContextSuffix } from "./context.js";
 import type { Permissions } from "./permissions.js";
 import type { Runtime } from "./runtime.js";
+import { UpstreamRecorder } from "./upstream-state.js";
 import type { SessionRow } from "./views.js";
 
 
@@ -25,6 +26,7 @@ export class TurnRecorder {
   lastUsage: AgentUsage | null = null;
   text = "";
   readonly sink;
+  private readonly upstream: UpstreamRecorder;
 
   constructor(
     private readonly rt: Runtime,
@@ -35,6 +37,7 @@ export class TurnRecorder {
     permissions: Permissions | null = null,
     signal?: AbortSignal,
   ) {
+    this.upstream = new UpstreamRecorder(rt, fence, log, (type, data) => this.append(type, data));
     // The driver boundary: everything an agent emits or saves is made storable here, once, for
     // every driver (agents/storable-text.ts).
     this.sink = storableSink({
@@ -131,6 +134,7 @@ export class TurnRecorder {
           cacheReadInputTokens: event.usage.cacheReadInputTokens,
           contextWindow: window,
           contextPercent: percent,
+          ...selfReported(event.usage),
         });
         const usage = { inputTokens: this.contextTokens, contextWindow: window, percent };
         this.log.info(
@@ -152,6 +156,9 @@ export class TurnRecorder {
         break;
       case "session.notice":
         this.append("session.notice", { message: event.message });
+        break;
+      case "upstream.state":
+        this.upstream.record(event);
         break;
     }
   }
@@ -184,6 +191,12 @@ export class TurnRecorder {
           }
         : null,
       contextPercent: percent,
+      ...selfReported(usage),
     };
   }
+}
+
+/** The agent's own context figure, only where it was asked for one (agentConfig.selfReportContext). */
+function selfReported(usage: AgentUsage | null): { selfReportedPercent?: number | null } {
+  return usage?.selfReportedPercent === undefined ? {} : { selfReportedPercent: usage.selfReportedPercent };
 }

@@ -103,7 +103,12 @@ export class TurnExecution {
       let failure: unknown = null;
       try {
         outcome = await this.runWithEscalation(turn, () =>
-          conversation.runTurn({ prompt: row.prompt, sink: state.sink, signal: turn.controller.signal }),
+          conversation.runTurn({
+            prompt: row.prompt,
+            sink: state.sink,
+            signal: turn.controller.signal,
+            turn: { taskId: row.id, attempt: row.attempt },
+          }),
         );
       } catch (err) {
         failure = err;

@@ -3,6 +3,7 @@
  * turns with previews only (docs/api.md, Wire budget).
  */
 import type { PermissionRequestView } from "./permissions.js";
+import { upstreamView } from "./upstream-state.js";
 import { preview } from "../stream/preview.js";
 import { isTerminal, type TaskRow } from "../sql/task-row.js";
 
@@ -88,6 +89,8 @@ export interface TaskView {
   continuesTaskId: string | null;
   /** Permission requests the running turn waits on (issue 13); empty otherwise. */
   pendingPermissions: PermissionRequestView[];
+  /** A running chained turn waiting on its upstream gateway (upstream-state.ts); null otherwise. */
+  upstream: ReturnType<typeof upstreamView>;
 }
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -138,6 +141,7 @@ export function taskView(
     pollAfterMs: pollAfterMs(row, pos),
     continuesTaskId: row.continuesTaskId,
     pendingPermissions,
+    upstream: upstreamView(row),
   };
 }
 

@@ -17,12 +17,17 @@ export class TimedLoop {
     private readonly onError: (err: unknown) => void = () => {},
   ) {}
 
-  /** Schedules the first run `everyMs` from now; a second start while running does nothing. */
-  start(): void {
+  /**
+   * Schedules the first run `everyMs` from now (`now`: runs it at once); a second start while
+   * running does nothing.
+   */
+  start(now = false): void {
     if (!this.stopped) return;
     this.stopped = false;
     // A run still in flight (stopped and started again) schedules the next one when it ends.
-    if (!this.running) this.schedule();
+    if (this.running) return;
+    if (now) this.running = this.tick();
+    else this.schedule();
   }
 
   /** No run starts after this; resolves once a run in flight is over. */

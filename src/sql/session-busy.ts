@@ -9,7 +9,7 @@ export const SESSION_BUSY_SQLSTATE = "MG409";
  * transaction, when the open session has a queued, running or cancelling task, unless the
  * idempotency key is already taken (the repeat then answers with its task, as an enqueue would).
  * Sent after the session row lock, so what it sees cannot change before the commit. A function
- * (migrations/0005) so that it is one prepared statement, like the queue check (gate-check.ts).
+ * (migrations/0006) so that it is one prepared statement, like the queue check (gate-check.ts).
  */
 export function refuseIfSessionBusy(q: Tx, sessionId: string, idempotencyKey: string | null): Promise<unknown> {
   return q`select mooring_refuse_if_session_busy(${sessionId}::uuid, ${idempotencyKey}::text)`;

@@ -1,3 +1,4 @@
+import type { UpstreamColumn } from "./save-upstream.js";
 /** A `tasks` row as the named SQL functions return it (camelCase keys). */
 export interface TaskRow {
   id: string;
@@ -25,6 +26,8 @@ export interface TaskRow {
   firstSeq: number | null;
   lastSeq: number | null;
   continuesTaskId: string | null;
+  /** A chained turn's upstream task (sql/save-upstream.ts); null for other drivers. */
+  upstream?: UpstreamColumn | null;
   version: number;
 }
 
@@ -46,6 +49,8 @@ export interface TaskResult {
   stopReason: string;
   usage: { inputTokens: number; outputTokens: number; cacheCreationInputTokens: number; cacheReadInputTokens: number } | null;
   contextPercent: number | null;
+  /** The agent's own context estimate, when it was asked for one (agentConfig.selfReportContext). */
+  selfReportedPercent?: number | null;
 }
 
 export interface TaskError {

@@ -32,7 +32,7 @@ import type {
 } from "./event-types.js";
 
 /** A session write or a settlement waiting for a flush. */
-type Work =
+export type Work =
   | { kind: "write"; write: SessionWrite; after: number; done: (written: boolean) => void }
   | { kind: "settle"; request: SettleRequest; after: number; done: (outcome: SettleOutcome) => void };
 
@@ -377,13 +377,13 @@ export class EventLane {
 }
 
 /** One statement of a flush and what its answer means. */
-type Step =
+export type Step =
   | { kind: "lock" }
   | { kind: "append"; group: Group }
   | { kind: "write"; items: number[] }
   | { kind: "settle"; item: number };
 
-interface FlushPlan {
+export interface FlushPlan {
   steps: Step[];
   statements: ((q: Tx) => Promise<unknown>)[];
   /** Sessions whose log grows in this flush. */
@@ -397,7 +397,7 @@ interface FlushPlan {
  * fails the append fails the settlement of the same turn too), its event groups, one write per turn
  * with only the latest cursor and usage, then its settlements in the order they came.
  */
-function planFlush(groups: Group[], items: Work[]): FlushPlan {
+export function planFlush(groups: Group[], items: Work[]): FlushPlan {
   const bySession = new Map<string, { groups: Group[]; writes: Map<string, number[]>; settles: number[] }>();
   const entry = (sessionId: string) => {
     const known = bySession.get(sessionId);

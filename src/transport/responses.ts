@@ -60,6 +60,9 @@ export const TaskResult = Type.Object(
     stopReason: Type.String(),
     usage: Nullable(Open),
     contextPercent: Nullable(Type.Number()),
+    selfReportedPercent: Type.Optional(
+      Nullable(Type.Number({ description: "the agent's own context estimate (agentConfig.selfReportContext)" })),
+    ),
     textBytes: Type.Optional(Type.Integer({ description: "in a session snapshot: the length of the whole text" })),
   },
   { additionalProperties: false },
@@ -133,6 +136,19 @@ const taskFields = {
   pendingPermissions: Type.Array(PermissionRequest, {
     description: "permission requests the running turn waits on (status stays running)",
   }),
+  upstream: Nullable(
+    Type.Object(
+      {
+        position: Nullable(Type.Integer({ minimum: 1 })),
+        queueDeadlineAt: Nullable(Time),
+        retryAt: Type.Optional(Time),
+      },
+      {
+        additionalProperties: false,
+        description: "a running chained turn (driver mooring) waiting in its upstream gateway's queue",
+      },
+    ),
+  ),
 };
 
 export const Task = Type.Object(taskFields, { additionalProperties: false });

@@ -9,6 +9,8 @@ export interface ClaudeCodeConfig {
   permissionMode?: string;
   /** Append `[ctx: NN%]` to each turn's final text. */
   contextSuffix?: boolean;
+  /** Ask Claude to end each reply with `[ctx: ~NN%]`; the marker is stripped and reported (context-marker.ts). */
+  selfReportContext?: boolean;
 }
 
 /** Longest accepted `model` (model ids are tens of characters). */
@@ -44,11 +46,12 @@ export function validateClaudeCodeConfig(entry: AgentEntry, config: Record<strin
         cleaned.permissionMode = value;
         break;
       }
-      case "contextSuffix": {
+      case "contextSuffix":
+      case "selfReportContext": {
         if (typeof value !== "boolean") {
-          return { ok: false, problem: "agentConfig.contextSuffix must be a boolean" };
+          return { ok: false, problem: `agentConfig.${field} must be a boolean` };
         }
-        cleaned.contextSuffix = value;
+        cleaned[field] = value;
         break;
       }
       default:
@@ -64,5 +67,6 @@ export function readClaudeCodeConfig(config: Record<string, unknown>): ClaudeCod
     model: typeof config.model === "string" ? config.model : undefined,
     permissionMode: typeof config.permissionMode === "string" ? config.permissionMode : undefined,
     contextSuffix: config.contextSuffix === true,
+    selfReportContext: config.selfReportContext === true,
   };
 }

@@ -3,12 +3,16 @@
  * the recovery rules of docs/api.md, Restarts, resume and recovery (never resume a conversation that was proven unsaved; start
  * fresh once when a resume fails).
  */
+import { contextPercent, contextWindowOf } from "../context.js";
 import { randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
 import { stat } from "node:fs/promises";
+import { join } from "node:path";
 import type { Logger } from "pino";
 import {
   AgentFailure,
   type AgentConversation,
+  type AgentUsage,
   type OpenConversationOptions,
   type ResumeCursor,
   type RunTurnOptions,
@@ -16,6 +20,7 @@ import {
   type TurnSink,
 } from "../driver.js";
 import { ClaudeApprovals } from "./approvals.js";
+import { MarkerStrippingSink, selfReportInstruction, stripMarker } from "./context-marker.js";
 import { type ClaudeCodeConfig, readClaudeCodeConfig } from "./config.js";
 import { judgeTurn, type TurnVerdict } from "./outcome.js";
 import { AgentProcess } from "./process.js";
@@ -37,6 +42,8 @@ import { waitForTurnEnd } from "./turn.js";
 export const unsavedNotice =
   "The server restarted before this conversation was saved, so its context was lost. This message starts a fresh conversation.";
 export const resumeFailedNotice = "Session context was too large to resume — starting fresh.";
+/** Added to a fresh-start notice when the workspace has a CLAUDE.md, which the new conversation reads again. */
+export const projectContextNote = "Project context is preserved in CLAUDE.md.";
 
 /** A verdict together with what the turn observed, so the caller can report usage and text. */
 interface Attempt {
@@ -82,10 +89,12 @@ export class ClaudeConversation implements AgentConversation {
     return this.proc?.alive ? this.proc.pid : undefined;
   }
 
-  async runTurn({ prompt, sink, signal }: RunTurnOptions): Promise<TurnOutcome> {
+  async runTurn({ prompt, sink: pipelineSink, signal }: RunTurnOptions): Promise<TurnOutcome> {
     if (this.closed) throw new AgentFailure("AGENT_CRASHED", "The agent conversation was already closed.");
     if (this.busy) throw new Error("claude-code runs one turn at a time per conversation");
     this.busy = true;
+    // With self-reported context the marker never reaches the pipeline (context-marker.ts).
+    const sink = this.config.selfReportContext ? new MarkerStrippingSink(pipelineSink) : pipelineSink;
     try {
       // Checked at every turn, so a warm process whose folder was swapped since does not go on.
       this.cwd = await this.options.resolveWorkspace();
@@ -186,7 +195,7 @@ export class ClaudeConversation implements AgentConversation {
         "claude-code conversation was never saved; starting fresh",
       );
       this.forget(id);
-      sink.emit({ type: "session.reset", reason: "unsaved", notice: unsavedNotice });
+      sink.emit({ type: "session.reset", reason: "unsaved", notice: this.withProjectNote(unsavedNotice) });
       this.spawnFresh();
       this.log.warn(
         {
@@ -231,7 +240,11 @@ export class ClaudeConversation implements AgentConversation {
     if (oldId) this.forget(oldId);
     await this.save(sink);
     if (signal.aborted) return this.cancelledOutcome(null);
-    sink.emit({ type: "session.reset", reason: "resume_failed", notice: resumeFailedNotice });
+    sink.emit({
+      type: "session.reset",
+      reason: "resume_failed",
+      notice: this.withProjectNote(resumeFailedNotice),
+    });
     this.cwd = await this.options.resolveWorkspace();
     this.spawnFresh();
     this.log.warn(
@@ -258,19 +271,50 @@ export class ClaudeConversation implements AgentConversation {
    * indicator from the `usage` event and appends the `[ctx: NN%]` suffix (one place for every driver).
    */
   private conclude({ verdict, translator, result }: Attempt, sink: TurnSink): TurnOutcome {
-    const usage = translator.usage(result);
+    const stripping = sink instanceof MarkerStrippingSink ? sink : null;
+    stripping?.release();
+    const measured = translator.usage(result);
+    const usage = measured && stripping ? { ...measured, selfReportedPercent: stripping.percent } : measured;
     if (usage) {
       sink.emit({ type: "usage", usage });
-      // The percentage and window are the pipeline's to compute and log ("context per turn").
+      const window = contextWindowOf(usage, this.options.settings.contextWindow);
+      const percent = contextPercent(usage, window);
       this.log.info(
-        { agentSessionId: this.cursor.agentSessionId, inputTokens: usage.inputTokens },
+        {
+          agentSessionId: this.cursor.agentSessionId,
+          inputTokens: usage.inputTokens,
+          percent,
+          contextWindow: window,
+        },
         "claude-code turn context",
       );
+      if (usage.selfReportedPercent != null) this.logDrift(usage, percent, usage.selfReportedPercent);
     }
+    // The result line and the collected blocks still carry the marker the deltas lost.
+    const visible = (text: string) => (stripping ? stripMarker(text).text : text);
     if (verdict.kind === "failed") throw verdict.failure;
     if (verdict.kind === "resume_failed") throw new AgentFailure("AGENT_START_FAILED", verdict.error);
-    if (verdict.kind === "cancelled") return this.cancelledOutcome(usage, translator.text());
-    return { text: verdict.text ?? translator.text(), stopReason: verdict.stopReason, usage };
+    if (verdict.kind === "cancelled") return this.cancelledOutcome(usage, visible(translator.text()));
+    return { text: visible(verdict.text ?? translator.text()), stopReason: verdict.stopReason, usage };
+  }
+
+  /** Both context figures side by side, so an operator can judge how far Claude's own guess drifts. */
+  private logDrift(usage: AgentUsage, sdkPercent: number, selfReportedPercent: number): void {
+    this.log.info(
+      {
+        sessionId: this.options.sessionId,
+        agentSessionId: this.cursor.agentSessionId,
+        sdkPercent,
+        selfReportedPercent,
+        drift: selfReportedPercent - sdkPercent,
+        inputTokens: usage.inputTokens + usage.cacheCreationInputTokens + usage.cacheReadInputTokens,
+      },
+      "context_usage",
+    );
+  }
+
+  private withProjectNote(notice: string): string {
+    return existsSync(join(this.cwd, "CLAUDE.md")) ? `${notice} ${projectContextNote}` : notice;
   }
 
   private cancelledOutcome(usage: TurnOutcome["usage"], text = ""): TurnOutcome {
@@ -292,6 +336,7 @@ export class ClaudeConversation implements AgentConversation {
     if (this.config.model) args.push("--model", this.config.model);
     if (this.config.permissionMode) args.push("--permission-mode", this.config.permissionMode);
     if (this.asking) args.push("--permission-prompt-tool", "stdio");
+    if (this.config.selfReportContext) args.push("--append-system-prompt", selfReportInstruction);
     const proc = new AgentProcess(
       { command: entry.command ?? "claude", args, cwd, env: this.env },
       this.log,

@@ -17,6 +17,7 @@ import { describeError, fieldOf } from "../validate.js";
 import { refuse, registerAccessChecks } from "./access.js";
 import { bearerToken, rememberCaller, takeQueryToken, tokenLabel, verifiedCaller } from "./auth.js";
 import { registerCompression } from "./compression.js";
+import { isConsolePath, registerConsoleRoutes } from "./routes/console.js";
 import { registerEventRoutes, SseStreams } from "./routes/events.js";
 import { type ReadyzView, registerHealthRoutes } from "./routes/health.js";
 import { type MetricsSource, registerMetricsRoute } from "./routes/metrics.js";
@@ -101,6 +102,10 @@ export async function buildHttpApp(
     if (config.apiTokens.length > 0) rememberCaller(req, tokenLabel(token, config.apiTokens));
     const path = req.url.split("?")[0];
     if (openRoutes.has(path)) return;
+    // The console's pages and scripts hold no data; the API calls they make carry the token.
+    if (req.method === "GET" || req.method === "HEAD") {
+      if (isConsolePath(path)) return;
+    }
     // Scrapers on a private network may be let in without a token (MOORING_METRICS_PUBLIC).
     if (path === "/metrics" && config.metricsPublic) return;
     if (config.apiTokens.length > 0 && !verifiedCaller(req)) {
@@ -170,6 +175,7 @@ export async function buildHttpApp(
     config.apiTokens.length === 0 ? "instance" : verifiedCaller(req) ? "operator" : "status",
   );
   registerMetricsRoute(app, metrics);
+  await registerConsoleRoutes(app, log);
   const sse = new SseStreams();
   await app.register(async (v1) => {
     // API routes answer NOT_READY until startup is done or while the database is away.

@@ -1,0 +1,139 @@
+/** Tasks: every task across sessions, filtered by status; a task page with its snapshot and events. */
+import { useState } from "preact/hooks";
+import type { EventPage, MooringEvent, Task } from "../../src/client/index.js";
+import { ago, previewText, shortId } from "../format.js";
+import { useNow, usePolled } from "../hooks.js";
+import { state } from "../store.js";
+
+const statuses = ["", "queued", "running", "cancelling", "completed", "failed", "cancelled", "expired", "interrupted"];
+
+export function TasksView() {
+  const [status, setStatus] = useState("");
+  const now = useNow();
+  const list = usePolled(
+    async () =>
+      (
+        await state.client.http.request<{ items: Task[] }>("GET", "/v1/tasks", {
+          query: { status: status || undefined, limit: 200 },
+        })
+      ).body.items,
+    2000,
+    [state.client, status],
+  );
+  return (
+    <section class="card" aria-label="Tasks">
+      <h2>Tasks</h2>
+      <div class="filters">
+        <label>
+          Status
+          <select value={status} onChange={(e) => setStatus(e.currentTarget.value)}>
+            {statuses.map((s) => (
+              <option value={s}>{s || "any"}</option>
+            ))}
+          </select>
+        </label>
+      </div>
+      {list.error && <p class="error">{list.error}</p>}
+      <table>
+        <thead>
+          <tr>
+            <th>Task</th>
+            <th>Status</th>
+            <th>Session</th>
+            <th>Turn</th>
+            <th>Prompt</th>
+            <th>Created</th>
+          </tr>
+        </thead>
+        <tbody>
+          {(list.value ?? []).map((t) => (
+            <tr key={t.id}>
+              <td>
+                <a href={`#/tasks/${t.id}`}>{shortId(t.id)}</a>
+              </td>
+              <td>
+                <span class={`status ${t.status}`}>{t.status}</span>
+              </td>
+              <td>
+                <a href={`#/sessions/${t.sessionId}`}>{shortId(t.sessionId)}</a>
+              </td>
+              <td>{t.turnIndex}</td>
+              <td class="prompt">{previewText(t.prompt, 80)}</td>
+              <td>{ago(t.createdAt, now)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {list.value?.length === 0 && <p>No tasks match.</p>}
+    </section>
+  );
+}
+
+/** The task's own events: its session's events from its first seq to its last, its own only. */
+async function eventsOf(task: Task): Promise<MooringEvent[]> {
+  if (task.firstSeq === null) return [];
+  const out: MooringEvent[] = [];
+  let cursor: number | null = task.firstSeq - 1;
+  while (cursor !== null && (task.lastSeq === null || cursor < task.lastSeq)) {
+    const page: EventPage = (
+      await state.client.http.request<EventPage>("GET", `/v1/sessions/${task.sessionId}/events`, {
+        query: { afterSeq: cursor, limit: 1000 },
+      })
+    ).body;
+    out.push(...page.items.filter((e) => e.taskId === task.id && (task.lastSeq === null || e.seq <= task.lastSeq)));
+    cursor = page.nextAfterSeq;
+  }
+  return out;
+}
+
+export function TaskView({ taskId }: { taskId: string }) {
+  const view = usePolled(
+    async () => {
+      const task = await state.client.tasks.get(taskId);
+      return { task, events: await eventsOf(task) };
+    },
+    2000,
+    [state.client, taskId],
+  );
+  if (!view.value) return <p>{view.error ?? "Loading the task…"}</p>;
+  const { task, events } = view.value;
+  return (
+    <>
+      <section class="card" aria-label="Task">
+        <h2>
+          Task {shortId(task.id)} <span class={`status ${task.status}`}>{task.status}</span>
+        </h2>
+        <p>
+          Session <a href={`#/sessions/${task.sessionId}`}>{shortId(task.sessionId)}</a>, turn {task.turnIndex}
+        </p>
+        <h3>Snapshot</h3>
+        <pre>{JSON.stringify(task, null, 2)}</pre>
+      </section>
+      <section class="card" aria-label="Events">
+        <h3>Events ({events.length})</h3>
+        <table>
+          <thead>
+            <tr>
+              <th>Seq</th>
+              <th>Type</th>
+              <th>At</th>
+              <th>Data</th>
+            </tr>
+          </thead>
+          <tbody>
+            {events.map((e) => (
+              <tr key={e.seq}>
+                <td>{e.seq}</td>
+                <td>{e.type}</td>
+                <td>{new Date(e.at).toLocaleTimeString()}</td>
+                <td>
+                  <code>{previewText(e.data, 300)}</code>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </section>
+    </>
+  );
+}

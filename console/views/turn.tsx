@@ -1,0 +1,235 @@
+/**
+ * One turn of a session: its status, its streamed text, tool calls collapsed with their previews
+ * and a link to the full payload, notices (`session.reset`, `session.notice`), permission requests
+ * with their answer buttons, and Cancel while it runs.
+ */
+import { useState } from "preact/hooks";
+import type { MooringEvent, Task } from "../../src/client/index.js";
+import { previewText } from "../format.js";
+import { state } from "../store.js";
+
+export interface TurnModel {
+  task: Task;
+  /** The task's events by seq (pages and streams may overlap; each seq once). */
+  events: Map<number, MooringEvent>;
+  /** The SDK's follow state while the page follows this turn. */
+  follow: string | null;
+}
+
+const terminal = new Set(["completed", "failed", "cancelled", "expired", "interrupted"]);
+export const isTerminal = (status: string) => terminal.has(status);
+
+type Block =
+  | { kind: "text"; text: string }
+  | { kind: "tool"; call: MooringEvent; result: MooringEvent | null }
+  | { kind: "notice"; event: MooringEvent }
+  | { kind: "permission"; request: MooringEvent; resolved: MooringEvent | null };
+
+/** The turn's events as what a person reads: text runs, tools with their results, notices, requests. */
+function blocksOf(events: MooringEvent[]): Block[] {
+  const blocks: Block[] = [];
+  const tools = new Map<string, Block & { kind: "tool" }>();
+  const permissions = new Map<string, Block & { kind: "permission" }>();
+  let deltasSinceMessage = false;
+  for (const e of events) {
+    const data = (e.data ?? {}) as Record<string, any>;
+    const last = blocks.at(-1);
+    switch (e.type) {
+      case "message.delta":
+        deltasSinceMessage = true;
+        if (last?.kind === "text") last.text += String(data.text ?? "");
+        else blocks.push({ kind: "text", text: String(data.text ?? "") });
+        break;
+      case "message":
+        // A complete message repeats the deltas streamed before it; shown only when none came.
+        if (!deltasSinceMessage) blocks.push({ kind: "text", text: String(data.text ?? "") });
+        deltasSinceMessage = false;
+        break;
+      case "tool.call": {
+        const block = { kind: "tool" as const, call: e, result: null };
+        tools.set(String(data.id), block);
+        blocks.push(block);
+        break;
+      }
+      case "tool.result": {
+        const call = tools.get(String(data.id));
+        if (call) call.result = e;
+        else blocks.push({ kind: "tool", call: e, result: e });
+        break;
+      }
+      case "session.reset":
+      case "session.notice":
+        blocks.push({ kind: "notice", event: e });
+        break;
+      case "permission.requested": {
+        const block = { kind: "permission" as const, request: e, resolved: null };
+        permissions.set(String(data.requestId), block);
+        blocks.push(block);
+        break;
+      }
+      case "permission.resolved": {
+        const request = permissions.get(String(data.requestId));
+        if (request) request.resolved = e;
+        break;
+      }
+    }
+  }
+  return blocks;
+}
+
+function payloadHref(event: MooringEvent): string {
+  const token = state.client.http.config.token;
+  return `/v1/sessions/${event.sessionId}/events/${event.seq}/payload${token ? `?access_token=${encodeURIComponent(token)}` : ""}`;
+}
+
+function ToolBlock({ call, result }: { call: MooringEvent; result: MooringEvent | null }) {
+  const c = (call.data ?? {}) as Record<string, any>;
+  const r = (result?.data ?? null) as Record<string, any> | null;
+  return (
+    <details class="tool">
+      <summary>
+        Tool <code>{String(c.name ?? "result")}</code>
+        {r ? (r.isError ? " failed" : " done") : " running…"}
+        {r?.bytes !== undefined && ` (${r.bytes} bytes)`}
+      </summary>
+      {c.input !== undefined && (
+        <div>
+          Input: <pre>{previewText(c.input, 2048)}</pre>
+          {c.truncated && (
+            <a href={payloadHref(call)} target="_blank" rel="noreferrer">
+              Full input
+            </a>
+          )}
+        </div>
+      )}
+      {r && (
+        <div>
+          Result: <pre>{previewText(r.preview ?? r.output, 2048)}</pre>
+          <a href={payloadHref(result!)} target="_blank" rel="noreferrer">
+            Full payload
+          </a>
+        </div>
+      )}
+    </details>
+  );
+}
+
+const optionLabel: Record<string, string> = {
+  allow_once: "Allow",
+  allow_always: "Allow always",
+  reject_once: "Deny",
+  reject_always: "Deny always",
+};
+
+function PermissionBlock({ task, request, resolved }: { task: Task; request: MooringEvent; resolved: MooringEvent | null }) {
+  const data = (request.data ?? {}) as Record<string, any>;
+  const [answered, setAnswered] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const done = (resolved?.data ?? null) as Record<string, any> | null;
+  const open = !done && !answered && !isTerminal(task.status);
+  const respond = async (optionId: string) => {
+    try {
+      await state.client.http.request("POST", `/v1/tasks/${task.id}/permissions/${encodeURIComponent(data.requestId)}`, {
+        body: { optionId },
+      });
+      setAnswered(optionId);
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  };
+  return (
+    <section class="permission" aria-label={`Permission request: ${data.toolCall?.title ?? data.toolCall?.name}`}>
+      <strong>The agent asks: {data.toolCall?.title ?? data.toolCall?.name}</strong>
+      {data.toolCall?.input !== undefined && <pre>{previewText(data.toolCall.input, 1024)}</pre>}
+      {open && (
+        <div class="buttons">
+          {(data.options ?? []).map((o: { optionId: string; name: string; kind: string }) => (
+            <button type="button" class={o.kind.startsWith("reject") ? "deny" : "allow"} onClick={() => respond(o.optionId)}>
+              {optionLabel[o.kind] ?? o.name}
+            </button>
+          ))}
+        </div>
+      )}
+      {(done || answered) && (
+        <p class="answer">
+          Answered <code>{done?.optionId ?? answered}</code>
+          {done?.by && ` (by ${done.by})`}
+        </p>
+      )}
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
+    </section>
+  );
+}
+
+export function Turn({ model }: { model: TurnModel }) {
+  const { task } = model;
+  const [error, setError] = useState<string | null>(null);
+  const events = [...model.events.values()].sort((a, b) => a.seq - b.seq);
+  const blocks = blocksOf(events);
+  const cancellable = task.status === "queued" || task.status === "running";
+  return (
+    <article class={`turn ${task.status}`} aria-label={`Turn ${task.turnIndex + 1}`}>
+      <header>
+        <span class="turn-index">Turn {task.turnIndex + 1}</span>
+        <span class={`status ${task.status}`} data-testid="turn-status">
+          {task.status}
+        </span>
+        {task.position !== null && task.status === "queued" && <span>position {task.position}</span>}
+        {model.follow && model.follow !== "done" && <span class="follow">stream: {model.follow}</span>}
+        <a href={`#/tasks/${task.id}`}>task</a>
+        {cancellable && (
+          <button
+            type="button"
+            class="deny"
+            onClick={async () => {
+              try {
+                await state.client.tasks.cancel(task.id);
+              } catch (err) {
+                setError((err as Error).message);
+              }
+            }}
+          >
+            Cancel
+          </button>
+        )}
+      </header>
+      <p class="prompt">{task.prompt}</p>
+      <div class="blocks">
+        {blocks.map((b) => {
+          switch (b.kind) {
+            case "text":
+              return <p class="text">{b.text}</p>;
+            case "tool":
+              return <ToolBlock call={b.call} result={b.result} />;
+            case "notice": {
+              const data = (b.event.data ?? {}) as Record<string, any>;
+              return (
+                <p class="notice" role="note">
+                  {b.event.type === "session.reset" ? "Session reset: " : "Notice: "}
+                  {String(data.notice ?? data.message ?? data.reason ?? "")}
+                </p>
+              );
+            }
+            case "permission":
+              return <PermissionBlock task={task} request={b.request} resolved={b.resolved} />;
+          }
+          return null;
+        })}
+      </div>
+      {task.error && (
+        <p class="error">
+          {task.error.code}: {task.error.message}
+        </p>
+      )}
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
+    </article>
+  );
+}

@@ -1,0 +1,2 @@
+ALTER TABLE "tasks" ADD COLUMN "upstream" jsonb;--> statement-breakpoint
+CREATE INDEX "tasks_upstream_orphans_idx" ON "tasks" USING btree ("finished_at") WHERE status in ('completed', 'failed', 'cancelled', 'expired', 'interrupted') and upstream->>'taskId' is not null and upstream->>'released' is null;

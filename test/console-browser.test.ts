@@ -1,0 +1,248 @@
+/**
+ * The operator console in a real browser (Debian's chromium through playwright-core) against real
+ * gateway processes: create a session and send a turn on the simulated agent, cancel a running
+ * turn, answer a permission request with Allow, a kill -9 of the gateway mid-turn and a new
+ * process on the same port (the page shows the restart and the turn's end without a reload), and
+ * the token prompt with tokens set. Each view is saved as a screenshot under test/artifacts/.
+ * The tests fail, not skip, when no browser starts.
+ */
+import { mkdir } from "node:fs/promises";
+import { createServer } from "node:net";
+import { type Browser, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { TestDatabase } from "./support/db.js";
+import { call, type GatewayProcess, repoRoot } from "./support/gateway.js";
+import { gatewayEnv, Processes, useProcessSuite } from "./support/lifecycle.js";
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const ARTIFACTS = `${repoRoot}test/artifacts`;
+/** Generous: the machine running the tests may be loaded. */
+const WAIT = { timeout: 60_000 };
+
+const procs = new Processes();
+let db: TestDatabase;
+let workspace: string;
+let browser: Browser;
+
+useProcessSuite("mooring-console-", procs, (d, w) => {
+  db = d;
+  workspace = w;
+});
+
+beforeAll(async () => {
+  await mkdir(ARTIFACTS, { recursive: true });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+});
+afterAll(async () => {
+  await browser?.close();
+});
+
+/** A port free right now, so a restarted gateway can take the same one (the page keeps its origin). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+async function startGateway(extra: Record<string, string> = {}): Promise<GatewayProcess> {
+  const gw = await procs.spawn(gatewayEnv(db.url, extra));
+  await gw.waitReady();
+  return gw;
+}
+
+async function newPage(): Promise<Page> {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const errors: string[] = [];
+  page.on("pageerror", (err) => errors.push(String(err)));
+  page.on("console", (m) => {
+    if (m.type() === "error") errors.push(m.text());
+  });
+  (page as any).consoleErrors = errors;
+  return page;
+}
+
+const turn = (page: Page, n: number) => page.getByRole("article", { name: `Turn ${n}`, exact: true });
+/** The connection state shown in the header (live, reconnecting, polling). */
+const connection = (page: Page, state: string) =>
+  page.getByRole("status", { name: "Connection" }).locator(`[data-state="${state}"]`);
+const turnStatus = (page: Page, n: number, status: string) =>
+  turn(page, n).getByTestId("turn-status").filter({ hasText: new RegExp(`^${status}$`) });
+
+/** From the Sessions view: create a session on the simulated agent; resolves on its page. */
+async function createSession(page: Page): Promise<void> {
+  await page.getByRole("link", { name: "Sessions" }).click();
+  await page.getByLabel("Workspace", { exact: true }).fill(workspace);
+  await page.getByLabel("Agent", { exact: true }).fill("simulated");
+  await page.getByRole("button", { name: "Create session" }).click();
+  await page.getByRole("region", { name: "Session", exact: true }).waitFor(WAIT);
+}
+
+async function send(page: Page, prompt: string): Promise<void> {
+  await page.getByLabel("Prompt").fill(prompt);
+  await page.getByRole("button", { name: "Send" }).click();
+}
+
+describe("without tokens", () => {
+  it("serves the console at / with hashed, cached assets under 100 KB gzipped and a strict CSP", { timeout: 180_000 }, async () => {
+    const gw = await startGateway();
+    const root = await fetch(`${gw.url}/`, { redirect: "manual" });
+    expect(root.status).toBe(302);
+    expect(root.headers.get("location")).toBe("/console/");
+    const index = await fetch(`${gw.url}/console/`, { headers: { "accept-encoding": "gzip" } });
+    expect(index.status).toBe(200);
+    expect(index.headers.get("cache-control")).toBe("no-cache");
+    const csp = index.headers.get("content-security-policy") ?? "";
+    expect(csp).toContain("default-src 'none'");
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).not.toContain("unsafe");
+    const html = await index.text();
+    const assets = [...html.matchAll(/(?:src|href)="([^"]+-[A-Z0-9]{8}\.(?:js|css))"/g)].map((m) => m[1]);
+    expect(assets.length).toBe(2);
+    // What the first load transfers: index.html and each asset as sent gzip-compressed.
+    let gzipped = 0;
+    for (const path of ["index.html", ...assets]) {
+      const res = await fetch(`${gw.url}/console/${path}`, { headers: { "accept-encoding": "gzip" } });
+      expect(res.status, path).toBe(200);
+      expect(res.headers.get("content-encoding"), path).toBe("gzip");
+      if (path !== "index.html") expect(res.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
+      // Node's fetch decodes the body; the wire size is content-length (static files are not chunked).
+      gzipped += Number(res.headers.get("content-length"));
+    }
+    expect(gzipped).toBeGreaterThan(1000);
+    expect(gzipped).toBeLessThan(100 * 1024);
+    // The compressed twins and the build stamp are not served by their own names.
+    expect((await fetch(`${gw.url}/console/${assets[0]}.gz`)).status).toBe(404);
+    expect((await fetch(`${gw.url}/console/.console-build.json`)).status).toBe(404);
+  });
+
+  it("creates a session, streams a turn to completed, cancels one, answers an approval with Allow", { timeout: 300_000 }, async () => {
+    const gw = await startGateway();
+    const page = await newPage();
+    await page.goto(`${gw.url}/`);
+    await page.getByRole("region", { name: "Gate" }).getByText("Active").waitFor(WAIT);
+    await connection(page, "live").waitFor(WAIT);
+    await page.screenshot({ path: `${ARTIFACTS}/console-gate.png` });
+
+    await createSession(page);
+    await send(page, "[deltas 3] [tool 3000] [tokens 84000]");
+    await turn(page, 1).getByText("chunk 1 chunk 2 chunk 3").waitFor(WAIT);
+    await turnStatus(page, 1, "completed").waitFor(WAIT);
+    await turn(page, 1).getByText("simulated_command").click();
+    await turn(page, 1).getByRole("link", { name: "Full payload" }).waitFor(WAIT);
+
+    await send(page, "[deltas 1] [hang]");
+    await turn(page, 2).getByText("chunk 1").waitFor(WAIT);
+    await turnStatus(page, 2, "running").waitFor(WAIT);
+    await turn(page, 2).getByRole("button", { name: "Cancel" }).click();
+    await turnStatus(page, 2, "cancelled").waitFor(WAIT);
+
+    await send(page, "[ask deploy]");
+    await turn(page, 3).getByRole("button", { name: "Deny" }).waitFor(WAIT);
+    await page.screenshot({ path: `${ARTIFACTS}/console-approval.png` });
+    await turn(page, 3).getByRole("button", { name: "Allow", exact: true }).click();
+    await turn(page, 3).getByText("allowed deploy").waitFor(WAIT);
+    await turnStatus(page, 3, "completed").waitFor(WAIT);
+    await page.screenshot({ path: `${ARTIFACTS}/console-session.png`, fullPage: true });
+
+    // What the page showed is what the gateway holds.
+    const tasks = await call(gw.url, "GET", "/v1/tasks?limit=10");
+    expect(tasks.body.items.map((t: any) => t.status).sort()).toEqual(["cancelled", "completed", "completed"]);
+
+    await page.getByRole("link", { name: "Sessions" }).click();
+    await page.getByRole("region", { name: "Sessions" }).getByRole("cell", { name: "simulated" }).first().waitFor(WAIT);
+    await page.screenshot({ path: `${ARTIFACTS}/console-sessions.png` });
+    await page.getByRole("link", { name: "Tasks" }).click();
+    await page.getByRole("region", { name: "Tasks" }).getByRole("cell", { name: "cancelled" }).waitFor(WAIT);
+    await page.screenshot({ path: `${ARTIFACTS}/console-tasks.png` });
+    await page.getByRole("region", { name: "Tasks" }).getByRole("link").first().click();
+    await page.getByRole("region", { name: "Events" }).getByText("task.queued").waitFor(WAIT);
+    await page.screenshot({ path: `${ARTIFACTS}/console-task.png` });
+    await page.getByRole("link", { name: "Instances" }).click();
+    await page.getByRole("region", { name: "Instances" }).getByText("this one").waitFor(WAIT);
+    await page.screenshot({ path: `${ARTIFACTS}/console-instances.png` });
+    expect((page as any).consoleErrors).toEqual([]);
+    await page.close();
+  });
+
+  it("shows a kill -9 of the gateway mid-turn, the restart and the turn's end, without a reload", { timeout: 300_000 }, async () => {
+    const port = String(await freePort());
+    const first = await startGateway({ PORT: port });
+    const page = await newPage();
+    await page.goto(`${first.url}/console/`);
+    await createSession(page);
+    // Set on this document: still there afterwards means the page was never reloaded.
+    await page.evaluate("window.__sameDocument = true");
+    await send(page, "[deltas 2] [hang]");
+    await turn(page, 1).getByText("chunk 1 chunk 2").waitFor(WAIT);
+    await turnStatus(page, 1, "running").waitFor(WAIT);
+
+    first.kill("SIGKILL");
+    await first.exited;
+    await connection(page, "reconnecting").waitFor(WAIT);
+    const second = await startGateway({ PORT: port });
+    expect(second.url).toBe(first.url);
+
+    await page.getByRole("status", { name: "Connection" }).getByText("Gateway restarted").waitFor(WAIT);
+    await turnStatus(page, 1, "interrupted").waitFor(WAIT);
+    await connection(page, "live").waitFor(WAIT);
+    expect(await page.evaluate("window.__sameDocument")).toBe(true);
+    await page.screenshot({ path: `${ARTIFACTS}/console-restart.png`, fullPage: true });
+
+    // And the page goes on working against the new process.
+    await send(page, "[deltas 2]");
+    await turnStatus(page, 2, "completed").waitFor(WAIT);
+    await page.close();
+  });
+});
+
+describe("with tokens", () => {
+  it("asks for a token once: a wrong one is refused, the right one works, streams included", { timeout: 300_000 }, async () => {
+    const gw = await startGateway({ MOORING_API_TOKENS: "console-secret,other" });
+    const page = await newPage();
+    await page.goto(`${gw.url}/`);
+    const token = page.getByLabel("Token");
+    await token.waitFor(WAIT);
+    await token.fill("wrong-token");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("alert").getByText("refused").waitFor(WAIT);
+    await page.screenshot({ path: `${ARTIFACTS}/console-token.png` });
+    await token.fill("console-secret");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("region", { name: "Gate" }).getByText("Active").waitFor(WAIT);
+    expect(await page.evaluate("sessionStorage.getItem('mooring.token')")).toBe("console-secret");
+
+    await createSession(page);
+    await send(page, "[deltas 3]");
+    await turn(page, 1).getByText("chunk 1 chunk 2 chunk 3").waitFor(WAIT);
+    await turnStatus(page, 1, "completed").waitFor(WAIT);
+    // The turn streamed (not only polled): the WebSocket carried the token as ?access_token=.
+    const sockets = logLinesWith(gw, "/v1/ws");
+    expect(sockets.length).toBeGreaterThan(0);
+
+    // A reload in the same tab keeps the token: no second prompt.
+    await page.reload();
+    await page.getByRole("region", { name: "Session", exact: true }).waitFor(WAIT);
+    expect(await page.getByLabel("Token").count()).toBe(0);
+    await page.close();
+  });
+});
+
+function logLinesWith(gw: GatewayProcess, text: string): string[] {
+  return gw
+    .output()
+    .split("\n")
+    .filter((l) => l.includes(text));
+}
