@@ -51,13 +51,6 @@ const INITIAL_SESSIONS = 3;
 /** kill -9 and restart costs seconds of process start on a loaded machine: at most this many per run. */
 const KILLS_PER_RUN = 1;
 
-/**
- * Found by this test: a repeated idempotency key on an archived session answers 200 with the old
- * task on the ifBusy=enqueue path (batched admission), where the README's Decisions say "an archived
- * session still answers SESSION_ARCHIVED" (and ifBusy=reject/interrupt do). Tolerated here until the
- * admission path is fixed (issue 12's single admission builder); then set this to false.
- */
-const ENQUEUE_REPEAT_ON_ARCHIVED_ANSWERS_200 = true;
 
 const procs = new Processes();
 let db: TestDatabase;
@@ -177,13 +170,11 @@ function judge(m: Model, { spec, session, res, knownBefore: known }: SubmitAnswe
     `  ${spec} on session ${session.id.slice(0, 8)} → ${res.status} ${code ?? res.body?.status ?? ""} ${res.body?.id ?? ""} on ${res.instance}`,
   );
   const madeTogether = spec.key && !known ? session.keys.get(spec.key) : undefined;
-  if (session.archived) {
-    const enqueue = (spec.ifBusy ?? "enqueue") === "enqueue";
-    if (ENQUEUE_REPEAT_ON_ARCHIVED_ANSWERS_200 && enqueue && known && res.status === 200 && res.body.id === known) {
-      m.trace.push("    (known deviation: README, Decisions, says SESSION_ARCHIVED)");
-    } else if (res.status !== 409 || code !== "SESSION_ARCHIVED") {
+  // A repeated key answers its task whatever the session's state (README, Decisions); found by
+  // this test when only ifBusy=enqueue did so on an archived session.
+  if (session.archived && !known) {
+    if (res.status !== 409 || code !== "SESSION_ARCHIVED")
       fail(m, `a turn for an archived session answered ${res.status} ${code}`);
-    }
   } else if (known) {
     if (res.status !== 200 || res.body.id !== known)
       fail(m, `a repeated idempotency key answered ${res.status} ${res.body?.id ?? code}, not 200 with task ${known}`);

@@ -165,6 +165,22 @@ describe("idempotencyKey", () => {
     expect(other.status).toBe(202);
     expect(other.body.id).not.toBe(id);
   });
+
+  it("a repeated key on a session archived since answers its task with every ifBusy; a new key is refused", async () => {
+    const s = await createSession(gw.url, workspace);
+    const key = `archived-${randomUUID()}`;
+    const first = await submit(gw.url, s, { prompt: "[hang]", idempotencyKey: key });
+    expect(first.status).toBe(202);
+    expect((await call(gw.url, "DELETE", `/v1/sessions/${s}`)).status).toBe(200);
+    for (const ifBusy of ["enqueue", "reject", "interrupt"]) {
+      const again = await submit(gw.url, s, { prompt: "[hang]", idempotencyKey: key, ifBusy });
+      expect([ifBusy, again.status, again.body.id]).toEqual([ifBusy, 200, first.body.id]);
+    }
+    const fresh = await submit(gw.url, s, { prompt: "x", idempotencyKey: `${key}-new` });
+    expect([fresh.status, fresh.body.error?.code]).toEqual([409, "SESSION_ARCHIVED"]);
+    const rows = await db.sql`select id from tasks where session_id = ${s}`;
+    expect(rows.map((r) => r.id)).toEqual([first.body.id]);
+  });
 });
 
 describe("long-poll", () => {
