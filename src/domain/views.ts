@@ -32,18 +32,22 @@ export interface SessionRow {
   status: SessionStatus;
 }
 
-export interface SessionView {
-  id: string;
-  workspace: string;
-  agent: string;
-  agentConfig: Record<string, unknown>;
-  title: string | null;
-  metadata: Record<string, unknown>;
-  status: SessionStatus;
-  agentSessionId: string | null;
-  turnCount: number;
-  contextUsage: SessionRow["contextUsage"];
-  lastSeq: number;
+/** What a client sees of a session: the row's public fields, times as ISO strings. */
+export interface SessionView
+  extends Pick<
+    SessionRow,
+    | "id"
+    | "workspace"
+    | "agent"
+    | "agentConfig"
+    | "title"
+    | "metadata"
+    | "status"
+    | "agentSessionId"
+    | "turnCount"
+    | "contextUsage"
+    | "lastSeq"
+  > {
   createdAt: string;
   updatedAt: string;
   lastActivityAt: string;
