@@ -39,6 +39,7 @@ export function mergeEffects(all: Effects[]): Effects {
     archived: [],
     gateChanged: false,
     queueMoved: false,
+    permissionsResolved: [],
   };
   for (const e of all) {
     merged.events.push(...(e.events ?? []));
@@ -46,6 +47,7 @@ export function mergeEffects(all: Effects[]): Effects {
     merged.cancel.push(...(e.cancel ?? []));
     merged.sessionsChanged.push(...(e.sessionsChanged ?? []));
     merged.archived.push(...(e.archived ?? []));
+    merged.permissionsResolved.push(...(e.permissionsResolved ?? []));
     merged.gateChanged ||= e.gateChanged ?? false;
     merged.queueMoved ||= e.queueMoved ?? false;
     if (e.notify) {

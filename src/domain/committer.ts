@@ -19,6 +19,8 @@
  * - `archived`: sessions archived; their warm agents here close (others hear mooring_archived).
  * - `gateChanged`: a slot may be free or work was queued: this instance tries to claim.
  * - `queueMoved`: queued tasks moved; positions get announced.
+ * - `permissionsResolved`: permission requests answered; the turn waiting on one here resumes at
+ *   once, the instance running it elsewhere hears mooring_permissions (its poll is the guarantee).
  *
  * Everything reaches its consumer through the change bus (stream/change-bus.ts), to which each
  * part subscribes when it is built: no hooks are wired after construction. Effects run outside the
@@ -31,7 +33,7 @@ import { pipelined } from "../db/pipeline.js";
 import { requestContext } from "../log.js";
 import type { MetricsReporter } from "../metrics/reporter.js";
 import type { StoredEvent } from "../sql/append-events.js";
-import { Notifier } from "../sql/notify.js";
+import { Notifier, notifyPermission } from "../sql/notify.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { ChangeBus } from "../stream/change-bus.js";
 
@@ -45,6 +47,7 @@ export interface Effects {
   archived?: string[];
   gateChanged?: boolean;
   queueMoved?: boolean;
+  permissionsResolved?: string[];
 }
 
 /** Named statements of a pipelined change: each a single statement issued when built. */
@@ -134,6 +137,10 @@ export class Committer {
     for (const sessionId of effects.archived ?? []) this.bus.emit("archived", sessionId);
     if (effects.gateChanged) this.bus.emit("gate");
     if (effects.queueMoved) this.bus.emit("queueMoved");
+    for (const requestId of effects.permissionsResolved ?? []) {
+      this.bus.emit("permission", requestId);
+      notifyPermission(this.db.sql, requestId).catch(() => {});
+    }
   }
 }
 

@@ -15,7 +15,6 @@ import type { Logger } from "pino";
 import type { PermissionAnswer, PermissionAsk } from "../agents/driver.js";
 import { invalid, MooringError } from "../errors.js";
 import type { OwnerFence } from "../sql/append-events.js";
-import { notifyPermission } from "../sql/notify.js";
 import {
   insertPermissionRequest,
   type PermissionRow,
@@ -300,9 +299,9 @@ export class Permissions {
       const winner = await readPermission(this.rt.db.sql, requestId);
       throw alreadyResolved(winner ?? current);
     }
-    // Here at once; elsewhere through the notification (or the waiting instance's poll).
-    this.rt.bus.emit("permission", requestId);
-    await notifyPermission(this.rt.db.sql, requestId).catch(() => {});
+    // The conditional update committed on its own; its effect (wake the waiting turn, here or
+    // on another instance) goes through the one applier.
+    this.rt.committer.apply({ permissionsResolved: [requestId] });
     this.rt.log.info(
       { taskId, requestId, tool: current.toolCall.name, optionId: response.optionId, by: "client", answeredBy },
       "permission answered",
