@@ -213,10 +213,7 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     // Reconcile is the first real work on the pool; the database may drop a connection here as
     // well (seen: one cut while postgres.js fetched its types), so it retries like the steps above.
     const sweeper = parts.sweeper;
-    let reconciled: Awaited<ReturnType<typeof sweeper.reconcile>> | undefined;
-    await prepareDatabase(db, log, () => state.stopping, async () => {
-      reconciled = await sweeper.reconcile();
-    });
+    const reconciled = await prepareDatabase(db, log, () => state.stopping, () => sweeper.reconcile());
     parts.worker.start();
     parts.sweeper.start();
     parts.upstreamOrphans.start();
@@ -404,22 +401,22 @@ async function withinASecond<T>(query: Promise<T>): Promise<T | null> {
 /**
  * At startup the database may still be coming up, or go away again between the first answer and
  * the migrations (a restart, a failover, a connection terminated while it opened): wait for it,
- * then run `steps` (migrate, register; both safe to repeat), and start over with backoff whenever
- * the database is away, instead of crashing. Any other error from `steps` fails the startup.
+ * then run `steps` (migrate and register, or reconcile; each safe to repeat) and return what they
+ * answer, starting over with backoff whenever the database is away, instead of crashing. Any other
+ * error from `steps` fails the startup.
  */
-async function prepareDatabase(
+async function prepareDatabase<T>(
   db: Database,
   log: Logger,
   stopping: () => boolean,
-  steps: () => Promise<void>,
-): Promise<void> {
+  steps: () => Promise<T>,
+): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     let answered = false;
     try {
       await db.sql`select 1`;
       answered = true;
-      await steps();
-      return;
+      return await steps();
     } catch (err) {
       if (stopping() || (answered && !isDatabaseUnavailable(err))) throw err;
       const delay = retryDelay(retryPolicies.startup, attempt);

@@ -4,11 +4,9 @@
  * unhandled rejection. A proxy in front of the real Postgres cuts the first connections exactly
  * when they send that query; the gateway must carry on and get ready.
  */
-import { once } from "node:events";
-import net from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { TestDatabase } from "./support/db.js";
-import { postgresFatal } from "./support/db-proxy.js";
+import { DatabaseProxy } from "./support/db-proxy.js";
 import { call, eventually } from "./support/gateway.js";
 import { alive, gatewayEnv, logsWith, Processes, useProcessSuite } from "./support/lifecycle.js";
 
@@ -18,52 +16,20 @@ useProcessSuite("ws-typefetch-", procs, (d) => {
   db = d;
 });
 
-/** An ErrorResponse 57P01 (FATAL), as a backend terminated by an administrator sends it. */
-const terminated = () => postgresFatal("57P01", "terminating connection due to administrator command");
-
-/**
- * A proxy to Postgres that terminates a connection, as pg_terminate_backend does (a 57P01 FATAL,
- * then the close), when `cutHere` says so of what the client just sent.
- */
-async function cuttingProxy(cutHere: (chunk: Buffer) => boolean): Promise<{ server: net.Server; url: string }> {
-  const target = new URL(db.url);
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(target.port), target.hostname);
-    client.on("data", (chunk: Buffer) => {
-      if (cutHere(chunk)) {
-        client.end(terminated());
-        upstream.destroy();
-        return;
-      }
-      upstream.write(chunk);
-    });
-    upstream.on("data", (chunk) => client.write(chunk));
-    client.on("error", () => upstream.destroy());
-    upstream.on("error", () => client.destroy());
-    client.on("close", () => upstream.destroy());
-    upstream.on("close", () => client.destroy());
-  });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const url = new URL(db.url);
-  url.port = String((server.address() as net.AddressInfo).port);
-  return { server, url: url.toString() };
-}
-
 /**
  * The first `cuts` connections are terminated when they send the types query. How many of them
  * the gateway opens before it is ready depends on timing (pools open connections lazily and in
  * parallel), so the test asserts that at least one was cut, not how many. Six cuts reach past the
  * migrations into reconcile and the first requests on most runs.
  */
-let proxy: { server: net.Server; url: string };
+let proxy: DatabaseProxy;
 let cut = 0;
 const cuts = 6;
 beforeAll(async () => {
-  proxy = await cuttingProxy((chunk) => cut < cuts && chunk.includes("typarray") && ++cut > 0);
+  proxy = await DatabaseProxy.start(db.url, (sent) => cut < cuts && sent.includes("typarray") && ++cut > 0);
 });
-afterAll(() => {
-  proxy?.server.close();
+afterAll(async () => {
+  await proxy?.close();
 });
 
 it("a connection lost while postgres.js fetches its types does not end the gateway", async () => {
@@ -95,9 +61,9 @@ it("a connection lost while postgres.js fetches its types does not end the gatew
 it("a connection terminated during the startup reconcile does not end the gateway", async () => {
   let registered = false;
   let reconcileCut = 0;
-  const cutter = await cuttingProxy((chunk) => {
-    if (chunk.includes("insert into instances")) registered = true;
-    else if (registered && reconcileCut === 0 && chunk.includes("tasks")) return ++reconcileCut > 0;
+  const cutter = await DatabaseProxy.start(db.url, (sent) => {
+    if (sent.includes("insert into instances")) registered = true;
+    else if (registered && reconcileCut === 0 && sent.includes("tasks")) return ++reconcileCut > 0;
     return false;
   });
   try {
@@ -108,6 +74,6 @@ it("a connection terminated during the startup reconcile does not end the gatewa
     expect(logsWith(gw, "startup failed")).toEqual([]);
     expect(logsWith(gw, "database unreachable at startup; retrying").length).toBeGreaterThan(0);
   } finally {
-    cutter.server.close();
+    await cutter.close();
   }
 });

@@ -31,11 +31,19 @@ export class DatabaseProxy {
   private constructor(
     private readonly target: URL,
     private port: number,
+    private readonly terminateWhen?: (sent: Buffer) => boolean,
   ) {}
 
-  /** A proxy to the database of `databaseUrl`, listening on a free port of 127.0.0.1. */
-  static async start(databaseUrl: string): Promise<DatabaseProxy> {
-    const proxy = new DatabaseProxy(new URL(databaseUrl), 0);
+  /**
+   * A proxy to the database of `databaseUrl`, listening on a free port of 127.0.0.1. With
+   * `terminateWhen`, a connection whose client just sent bytes it accepts is terminated (57P01)
+   * instead of forwarding them: a backend killed at that very statement.
+   */
+  static async start(
+    databaseUrl: string,
+    terminateWhen?: (sent: Buffer) => boolean,
+  ): Promise<DatabaseProxy> {
+    const proxy = new DatabaseProxy(new URL(databaseUrl), 0, terminateWhen);
     await proxy.up();
     return proxy;
   }
@@ -91,7 +99,16 @@ export class DatabaseProxy {
     const upstream = connect(Number(this.target.port || 5432), this.target.hostname);
     const link: Link = { client, upstream, partial: Buffer.alloc(0) };
     this.links.add(link);
-    client.pipe(upstream);
+    const terminateWhen = this.terminateWhen;
+    if (terminateWhen) {
+      client.on("data", (chunk: Buffer) => {
+        if (!this.links.has(link)) return;
+        if (terminateWhen(chunk)) this.terminate(link, "57P01", "terminating connection due to administrator command");
+        else upstream.write(chunk);
+      });
+    } else {
+      client.pipe(upstream);
+    }
     upstream.on("data", (chunk: Buffer) => {
       const bytes = Buffer.concat([link.partial, chunk]);
       let whole = 0;
