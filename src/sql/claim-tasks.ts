@@ -1,6 +1,7 @@
 import type { Tx } from "../db/client.js";
 import type { StoredEvent } from "./append-events.js";
 import type { TaskRow } from "./task-row.js";
+import { ACTIVE, withSets } from "./task-status-sets.js";
 
 export interface Claimant {
   instanceId: string;
@@ -32,13 +33,13 @@ export interface ClaimedTask {
  */
 export async function claimTasks(tx: Tx, claimant: Claimant, maxActive: number, limit: number): Promise<ClaimedTask[]> {
   if (limit <= 0) return [];
-  const rows = await tx<(TaskRow & { eventSeq: number; eventAt: Date; eventData: unknown })[]>`
+  const rows = await withSets(tx)<(TaskRow & { eventSeq: number; eventAt: Date; eventData: unknown })[]>`
     with free as (
-      select greatest(${maxActive} - count(*), 0) as n from tasks where status in ('running', 'cancelling')
+      select greatest(${maxActive} - count(*), 0) as n from tasks where status in ${ACTIVE}
     ), candidates as (
       select t.id, t.session_id from tasks t
       where t.status = 'queued'
-        and not exists (select 1 from tasks r where r.session_id = t.session_id and r.status in ('running', 'cancelling'))
+        and not exists (select 1 from tasks r where r.session_id = t.session_id and r.status in ${ACTIVE})
         and not exists (
           select 1 from tasks h where h.session_id = t.session_id and h.status = 'queued' and h.id <> t.id
             and (h.jumps_queue, -h.queue_order) > (t.jumps_queue, -t.queue_order))

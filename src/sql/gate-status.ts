@@ -1,9 +1,10 @@
 import type { Queryable } from "../db/client.js";
+import { ACTIVE, withSets } from "./task-status-sets.js";
 
 /** Both counts in one statement; both use partial indexes. */
 export async function countActiveAndQueued(q: Queryable): Promise<{ active: number; queued: number }> {
-  const [row] = await q<{ active: number; queued: number }[]>`
-    select (select count(*)::int from tasks where status in ('running', 'cancelling')) as active,
+  const [row] = await withSets(q)<{ active: number; queued: number }[]>`
+    select (select count(*)::int from tasks where status in ${ACTIVE}) as active,
            (select count(*)::int from tasks where status = 'queued') as queued`;
   return row;
 }

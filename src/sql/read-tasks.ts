@@ -1,5 +1,6 @@
 import type { Queryable } from "../db/client.js";
 import type { TaskRow, TaskStatus } from "./task-row.js";
+import { ACTIVE, withSets } from "./task-status-sets.js";
 
 /** One task by id (primary key). */
 export async function readTask(q: Queryable, taskId: string): Promise<TaskRow | null> {
@@ -32,9 +33,9 @@ export async function anyTaskQueued(q: Queryable): Promise<boolean> {
 
 /** Tasks among `ids` this boot still owns and runs (lease adoption, domain/worker.ts). */
 export async function readOwnedActiveTasks(q: Queryable, ids: string[], bootId: string): Promise<TaskRow[]> {
-  return q<TaskRow[]>`
+  return withSets(q)<TaskRow[]>`
     select * from tasks where id = any(${ids}::uuid[]) and owner_boot = ${bootId}
-      and status in ('running', 'cancelling')`;
+      and status in ${ACTIVE}`;
 }
 
 export interface TaskListFilter {

@@ -1,4 +1,5 @@
 import type { UpstreamColumn } from "./save-upstream.js";
+import type { TaskStatus } from "./task-status-sets.js";
 /** A `tasks` row as the named SQL functions return it (camelCase keys). */
 export interface TaskRow {
   id: string;
@@ -31,18 +32,7 @@ export interface TaskRow {
   version: number;
 }
 
-export type TaskStatus =
-  | "queued"
-  | "running"
-  | "cancelling"
-  | "completed"
-  | "failed"
-  | "cancelled"
-  | "expired"
-  | "interrupted";
-
-export const terminalStatuses: readonly TaskStatus[] = ["completed", "failed", "cancelled", "expired", "interrupted"];
-export const isTerminal = (status: TaskStatus) => terminalStatuses.includes(status);
+export { isTerminal, type TaskStatus, terminalStatuses } from "./task-status-sets.js";
 
 export interface TaskResult {
   text: string;
