@@ -37,7 +37,7 @@ import { PgListener } from "./stream/pg-listener.js";
 import { SessionFeeds } from "./stream/session-feeds.js";
 import { safeErrorSerializer } from "./log-errors.js";
 import { isDatabaseUnavailable } from "./errors.js";
-import { retryDelay, retryPolicies } from "./lib/retry.js";
+import { retrying, retryPolicies } from "./lib/retry.js";
 import { TimedLoop } from "./lib/timed-loop.js";
 import { buildHttpApp } from "./transport/http/app.js";
 import { GatewayMetrics } from "./metrics/gateway-metrics.js";
@@ -411,17 +411,19 @@ async function prepareDatabase<T>(
   stopping: () => boolean,
   steps: () => Promise<T>,
 ): Promise<T> {
-  for (let attempt = 0; ; attempt++) {
-    let answered = false;
-    try {
+  let answered = false;
+  return await retrying(
+    retryPolicies.startup,
+    async () => {
+      answered = false;
       await db.sql`select 1`;
       answered = true;
       return await steps();
-    } catch (err) {
-      if (stopping() || (answered && !isDatabaseUnavailable(err))) throw err;
-      const delay = retryDelay(retryPolicies.startup, attempt);
-      log.warn({ err: String(err), retryInMs: delay }, "database unreachable at startup; retrying");
-      await new Promise((resolve) => setTimeout(resolve, delay));
-    }
-  }
+    },
+    {
+      retryable: (err) => !stopping() && (!answered || isDatabaseUnavailable(err)),
+      onRetry: (err, retryInMs) =>
+        log.warn({ err: String(err), retryInMs }, "database unreachable at startup; retrying"),
+    },
+  );
 }
