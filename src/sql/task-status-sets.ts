@@ -7,8 +7,9 @@
  * (`tasks_active_idx`, `tasks_lease_idx` on `status in ('running', 'cancelling')`,
  * `tasks_upstream_orphans_idx` on the terminal ones; migrations/0000, 0005). As a parameter
  * (`= any($1)`) it could not once a prepared statement gets its generic plan (which cannot prove
- * the index predicate), and the claim's and the gate's counts would scan the table. Spliced text is a constant of this module, never a value, so nothing from a client
- * can reach it.
+ * the index predicate), and the claim's and the gate's counts would scan the table. Spliced text
+ * is a constant of this module, never a value, so nothing from a client can reach it.
+ * db/schema.ts declares the partial indexes with the same sets.
  */
 import type { Queryable } from "../db/client.js";
 

@@ -58,7 +58,8 @@ class Feed {
   /** One read-and-deliver pass at a time; hints during one ask for one more. */
   private readonly pumps = new SingleFlight(
     () => this.run(),
-    (err) => this.log.warn({ err: String(err), sessionId: this.sessionId }, "event feed read failed; the poll will retry"),
+    (err) =>
+      this.log.warn({ err: String(err), sessionId: this.sessionId }, "event feed read failed; the poll will retry"),
   );
 
   constructor(
