@@ -16,6 +16,7 @@ import { cancelTaskIn, mergeEffects } from "./cancel.js";
 import { fittingCount } from "./page-budget.js";
 import { isUuid } from "./ids.js";
 import type { Runtime } from "./runtime.js";
+import type { Tenant } from "./tenants.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
 import { taskExtras } from "./task-extras.js";
 import { compactTurn, type SessionRow, type SessionStatus, sessionView } from "./views.js";
@@ -51,7 +52,8 @@ export class SessionService {
     this.listPageBytes = rt.config.listPageBytes;
   }
 
-  async create(input: CreateSessionInput) {
+  /** Create a session owned by `tenant`, inside its workspace roots, with one of its agents. */
+  async create(input: CreateSessionInput, tenant: Tenant) {
     const entry = this.registry.get(input.agent);
     if (!entry) {
       throw invalid(
@@ -63,6 +65,7 @@ export class SessionService {
     if (!checked.ok) throw invalid(checked.problem, "agentConfig");
     const workspace = await acceptWorkspace(input.workspace, this.workspaceRoots, this.log);
     const { id, created } = await insertSession(this.db.sql, {
+      tenant: tenant.name,
       workspace,
       agent: input.agent,
       agentConfig: checked.config,
@@ -70,7 +73,7 @@ export class SessionService {
       metadata: input.metadata ?? {},
       idempotencyKey: input.idempotencyKey ?? null,
     });
-    if (created) this.log.info({ sessionId: id, workspace, agent: input.agent }, "session created");
+    if (created) this.log.info({ sessionId: id, workspace, agent: input.agent, tenant: tenant.name }, "session created");
     return { session: await this.get(id, { withTurns: false }), created };
   }
 

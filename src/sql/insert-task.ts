@@ -37,11 +37,11 @@ export async function insertQueuedTask(
       where id = ${task.sessionId} and archived_at is null
         and (${task.idempotencyKey}::text is null or not exists (
           select 1 from tasks where session_id = ${task.sessionId} and idempotency_key = ${task.idempotencyKey}))
-      returning next_turn_index - 1 as turn_index, last_seq as seq
+      returning next_turn_index - 1 as turn_index, last_seq as seq, tenant
     ), inserted as (
-      insert into tasks (id, session_id, turn_index, status, prompt, idempotency_key, jumps_queue, load_class,
+      insert into tasks (id, session_id, tenant, turn_index, status, prompt, idempotency_key, jumps_queue, load_class,
                          timeout_ms, queue_deadline_at, continues_task_id, first_seq, last_seq)
-      select coalesce(${task.id ?? null}::uuid, gen_random_uuid()), ${task.sessionId}, turn.turn_index, 'queued',
+      select coalesce(${task.id ?? null}::uuid, gen_random_uuid()), ${task.sessionId}, turn.tenant, turn.turn_index, 'queued',
              ${task.prompt}, ${task.idempotencyKey}, ${task.jumpsQueue}, ${task.loadClass}, ${task.timeoutMs},
              now() + make_interval(secs => ${task.queueTimeoutMs} / 1000.0), ${task.continuesTaskId},
              turn.seq, turn.seq

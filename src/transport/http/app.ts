@@ -15,7 +15,7 @@ import { requestContext, requestForLog } from "../../log.js";
 import type { Services } from "../services.js";
 import { describeError, fieldOf } from "../validate.js";
 import { refuse, registerAccessChecks } from "./access.js";
-import { bearerToken, rememberCaller, takeQueryToken, tokenLabel, verifiedCaller } from "./auth.js";
+import { bearerToken, callerOf, rememberCaller, takeQueryToken } from "./auth.js";
 import { registerCompression } from "./compression.js";
 import { isConsolePath, registerConsoleRoutes } from "./routes/console.js";
 import { registerEventRoutes, SseStreams } from "./routes/events.js";
@@ -98,8 +98,8 @@ export async function buildHttpApp(
     reply.header("x-mooring-boot-id", services.identity.bootId);
     const queried = takeQueryToken(req);
     const token = bearerToken(req.headers.authorization) ?? queried;
-    // A valid token (with tokens set) is remembered as the request's caller (auth.ts).
-    if (config.apiTokens.length > 0) rememberCaller(req, tokenLabel(token, config.apiTokens));
+    // The tenant a valid token stands for (every request's on an open gateway) is the request's caller (auth.ts).
+    rememberCaller(req, services.tenants.resolve(token));
     const path = req.url.split("?")[0];
     if (openRoutes.has(path)) return;
     // The console's pages and scripts hold no data; the API calls they make carry the token.
@@ -108,7 +108,7 @@ export async function buildHttpApp(
     }
     // Scrapers on a private network may be let in without a token (MOORING_METRICS_PUBLIC).
     if (path === "/metrics" && config.metricsPublic) return;
-    if (config.apiTokens.length > 0 && !verifiedCaller(req)) {
+    if (!callerOf(req)) {
       return refuse(reply, new MooringError("UNAUTHORIZED", "a valid bearer token is required (Authorization: Bearer <token>)"));
     }
   });
@@ -144,7 +144,7 @@ export async function buildHttpApp(
           accessToken: { type: "apiKey", in: "query", name: "access_token" },
         },
       },
-      security: config.apiTokens.length > 0 ? [{ bearer: [] }, { accessToken: [] }] : [],
+      security: services.tenants.tokensRequired ? [{ bearer: [] }, { accessToken: [] }] : [],
     },
   });
   await app.register(swaggerUi, { routePrefix: "/docs" });
@@ -172,7 +172,7 @@ export async function buildHttpApp(
   });
 
   registerHealthRoutes(app, health, (req) =>
-    config.apiTokens.length === 0 ? "instance" : verifiedCaller(req) ? "operator" : "status",
+    !services.tenants.tokensRequired ? "instance" : callerOf(req) ? "operator" : "status",
   );
   registerMetricsRoute(app, metrics);
   await registerConsoleRoutes(app, log);

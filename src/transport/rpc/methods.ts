@@ -3,6 +3,7 @@
  * validates its params with the shared schemas and calls the domain.
  */
 import type { Static } from "typebox";
+import type { Caller } from "../../domain/tenants.js";
 import { MooringError } from "../../errors.js";
 import { rpcParams } from "../schemas.js";
 import type { Services } from "../services.js";
@@ -14,13 +15,15 @@ export interface CallContext {
   unsubscribe?(sessionId: string): Promise<unknown>;
   /** Who calls, for the log (transport and peer address; never a token). */
   who?: string;
+  /** The tenant the call acts for (the token's; the open caller on a gateway without tokens). */
+  caller: Caller;
 }
 
 type Params = { [K in keyof typeof rpcParams]: Static<(typeof rpcParams)[K]> };
 type Handler<K extends keyof Params> = (s: Services, p: Params[K], ctx: CallContext) => Promise<unknown>;
 
 const handlers: { [K in keyof Params]: Handler<K> } = {
-  "sessions.create": async (s, p) => (await s.sessions.create(p)).session,
+  "sessions.create": async (s, p, ctx) => (await s.sessions.create(p, ctx.caller.tenant)).session,
   "sessions.get": (s, p) => s.sessions.get(p.sessionId),
   "sessions.list": (s, p) => s.sessions.list(p),
   "sessions.archive": (s, p) => s.sessions.archive(p.sessionId),

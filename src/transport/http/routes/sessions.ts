@@ -3,13 +3,14 @@ import type { Static } from "typebox";
 import { routeResponses } from "../../responses.js";
 import { CreateSessionBody, ListSessionsQuery, SessionIdParams, SubmitTurnBody } from "../../schemas.js";
 import type { Services } from "../../services.js";
+import { callerOf } from "../auth.js";
 
 export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
   app.post<{ Body: Static<typeof CreateSessionBody> }>(
     "/sessions",
     { schema: { summary: "Create a session", tags: ["sessions"], body: CreateSessionBody, response: routeResponses["POST /v1/sessions"] } },
     async (req, reply) => {
-      const { session, created } = await s.sessions.create(req.body);
+      const { session, created } = await s.sessions.create(req.body, (callerOf(req) ?? s.tenants.openCaller).tenant);
       return reply.status(created ? 201 : 200).send(session);
     },
   );

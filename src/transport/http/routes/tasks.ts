@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import { routeResponses } from "../../responses.js";
-import { callerOf } from "../auth.js";
+import { describeCaller } from "../auth.js";
 import { GetTaskQuery, ListTasksQuery, PermissionParams, RespondPermissionBody, TaskIdParams } from "../../schemas.js";
 import type { Services } from "../../services.js";
 
@@ -43,7 +43,7 @@ export function registerTaskRoutes(app: FastifyInstance, s: Services): void {
         response: routeResponses["POST /v1/tasks/:id/permissions/:requestId"],
       },
     },
-    async (req) => s.permissions.respond(req.params.id, req.params.requestId, req.body, `http ${callerOf(req)}`),
+    async (req) => s.permissions.respond(req.params.id, req.params.requestId, req.body, `http ${describeCaller(req)}`),
   );
 
   app.get("/gate", { schema: { summary: "Admission gate status", tags: ["gate"], response: routeResponses["GET /v1/gate"] } }, async () => s.tasks.gate());
