@@ -41,6 +41,7 @@ import type { TaskRow } from "../sql/task-row.js";
 import { type ClaimLimit, claimAndStart } from "./claim.js";
 import type { Effects } from "./committer.js";
 import type { Runtime } from "./runtime.js";
+import type { Tenant } from "./tenants.js";
 
 /** What a submit asks for when its session is busy (docs/api.md, ifBusy). */
 export type IfBusy = "enqueue" | "reject" | "interrupt";
@@ -55,6 +56,11 @@ export interface AdmissionRequest {
   ifBusy: IfBusy;
   /** The interrupted turn a continuation carries on (recovery policy `continue`); it jumps the queue. */
   continuesTaskId?: string | null;
+  /**
+   * The tenant submitting (its limits and name; README, Tenants). Absent for the gateway's own
+   * admissions (a continuation), which act for the session's tenant.
+   */
+  tenant?: Tenant;
 }
 
 /**

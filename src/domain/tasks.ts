@@ -14,6 +14,7 @@ import type { Runtime } from "./runtime.js";
 import { isUuid } from "./ids.js";
 import type { SessionService } from "./sessions.js";
 import { TaskWatch } from "./task-watch.js";
+import type { Tenant } from "./tenants.js";
 import { type TaskView, taskView } from "./views.js";
 
 export type LoadClass = "short" | "long" | "complex";
@@ -53,9 +54,10 @@ export class TaskService {
     });
   }
 
-  async submit(sessionId: string, input: SubmitInput): Promise<{ task: TaskView; created: boolean }> {
+  /** Submit a turn for `tenant` (README, Tenants) to one of its sessions. */
+  async submit(sessionId: string, input: SubmitInput, tenant: Tenant): Promise<{ task: TaskView; created: boolean }> {
     try {
-      return await this.submitChecked(sessionId, input);
+      return await this.submitChecked(sessionId, input, tenant);
     } catch (err) {
       // Refusals by code for mooring_submit_refused_total (GATEWAY_BUSY is the one to alert on).
       if (err instanceof MooringError) this.rt.metrics.submitRefused(err.code);
@@ -66,6 +68,7 @@ export class TaskService {
   private async submitChecked(
     sessionId: string,
     input: SubmitInput,
+    tenant: Tenant,
   ): Promise<{ task: TaskView; created: boolean }> {
     if (!this.accepting) throw new MooringError("NOT_READY", "The gateway is not accepting turns right now.");
     const prompt = input.prompt;
@@ -92,6 +95,7 @@ export class TaskService {
       loadClass: input.loadClass ?? null,
       timeoutMs,
       ifBusy,
+      tenant,
     });
     if (admitted.created) return { task: await this.view(admitted.created), created: true };
     if (admitted.existing) return { task: await this.view(admitted.existing), created: false };

@@ -27,9 +27,9 @@ const handlers: { [K in keyof Params]: Handler<K> } = {
   "sessions.get": (s, p) => s.sessions.get(p.sessionId),
   "sessions.list": (s, p) => s.sessions.list(p),
   "sessions.archive": (s, p) => s.sessions.archive(p.sessionId),
-  "turns.submit": async (s, p) => {
+  "turns.submit": async (s, p, ctx) => {
     const { sessionId, ...input } = p;
-    return (await s.tasks.submit(sessionId, input)).task;
+    return (await s.tasks.submit(sessionId, input, ctx.caller.tenant)).task;
   },
   "tasks.get": (s, p) => s.tasks.get(p.taskId, p.waitMs ?? 0),
   "tasks.cancel": (s, p) => s.tasks.cancel(p.taskId),

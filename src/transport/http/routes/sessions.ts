@@ -45,7 +45,7 @@ export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
       },
     },
     async (req, reply) => {
-      const { task, created } = await s.tasks.submit(req.params.id, req.body);
+      const { task, created } = await s.tasks.submit(req.params.id, req.body, (callerOf(req) ?? s.tenants.openCaller).tenant);
       reply.header("location", `/v1/tasks/${task.id}`);
       return reply.status(created ? 202 : 200).send(task);
     },
