@@ -4,7 +4,7 @@
  * taken out of the parsed query on every route, so no route's schema sees (or refuses) it.
  */
 import type { FastifyRequest } from "fastify";
-import type { Caller } from "../../domain/tenants.js";
+import type { Caller, Tenant, TenantDirectory } from "../../domain/tenants.js";
 
 export const ACCESS_TOKEN_PARAM = "access_token";
 
@@ -32,6 +32,14 @@ const callers = new WeakMap<object, Caller>();
  */
 export function callerOf(req: FastifyRequest): Caller | null {
   return callers.get(req) ?? null;
+}
+
+/**
+ * The tenant a request acts for: its caller's. Every data route is behind the auth hook, so a
+ * caller is there; the open caller stands in only where the hook let a request through without one.
+ */
+export function tenantOf(req: FastifyRequest, tenants: TenantDirectory): Tenant {
+  return (callers.get(req) ?? tenants.openCaller).tenant;
 }
 
 /** Who sent this request, for logs: `token <n> of <tenant>` or `anonymous`, and the peer address. */

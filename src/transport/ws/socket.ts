@@ -285,7 +285,7 @@ class SocketConnection {
   }
 
   private async subscribe(sessionId: string, afterSeq: number) {
-    const opened = await this.s.events.openSubscription(sessionId, afterSeq);
+    const opened = await this.s.events.openSubscription(sessionId, afterSeq, this.caller.tenant);
     // The socket closed while the subscription was being opened: nobody would ever end it.
     if (this.closed) return { sessionId, headSeq: opened.headSeq, session: opened.session };
     this.subscriptions.get(sessionId)?.unsubscribe();
