@@ -40,8 +40,13 @@ let wsB: string;
 const lines: Record<string, any>[] = [];
 
 const auth = (token: string) => ({ authorization: `Bearer ${token}` });
-const api = (token: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
-  call(gw.url, method, path, body, { ...auth(token), ...headers });
+const api = (
+  token: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+) => call(gw.url, method, path, body, { ...auth(token), ...headers });
 const rpc = async (token: string, method: string, params: unknown) =>
   (await api(token, "POST", "/v1/rpc", { jsonrpc: "2.0", id: 1, method, params })).body;
 
@@ -85,10 +90,17 @@ beforeAll(async () => {
     { onLog: (l) => lines.push(l), logLevel: "debug" },
   );
 
-  const a = await api(A1, "POST", "/v1/sessions", { workspace: wsA, agent: "simulated", idempotencyKey: "shared" });
+  const a = await api(A1, "POST", "/v1/sessions", {
+    workspace: wsA,
+    agent: "simulated",
+    idempotencyKey: "shared",
+  });
   expect(a.status).toBe(201);
   sessA = a.body;
-  const t = await api(A1, "POST", `/v1/sessions/${sessA.id}/turns`, { prompt: "[deltas 3]", idempotencyKey: "turn" });
+  const t = await api(A1, "POST", `/v1/sessions/${sessA.id}/turns`, {
+    prompt: "[deltas 3]",
+    idempotencyKey: "turn",
+  });
   expect(t.status).toBe(202);
   expect((await settled(A1, t.body.id)).body.status).toBe("completed");
   taskA = (await api(A1, "GET", `/v1/tasks/${t.body.id}`)).body;
@@ -107,10 +119,17 @@ beforeAll(async () => {
   requestP = taskP.pendingPermissions[0].requestId;
 
   // Beta uses the same idempotency keys: its own session and task.
-  const b = await api(B, "POST", "/v1/sessions", { workspace: wsB, agent: "simulated", idempotencyKey: "shared" });
+  const b = await api(B, "POST", "/v1/sessions", {
+    workspace: wsB,
+    agent: "simulated",
+    idempotencyKey: "shared",
+  });
   expect(b.status).toBe(201);
   sessB = b.body;
-  const tb = await api(B, "POST", `/v1/sessions/${sessB.id}/turns`, { prompt: "[deltas 1]", idempotencyKey: "turn" });
+  const tb = await api(B, "POST", `/v1/sessions/${sessB.id}/turns`, {
+    prompt: "[deltas 1]",
+    idempotencyKey: "turn",
+  });
   expect(tb.status).toBe(202);
   expect((await settled(B, tb.body.id)).body.status).toBe("completed");
   taskB = (await api(B, "GET", `/v1/tasks/${tb.body.id}`)).body;
@@ -204,7 +223,9 @@ describe("tenant B on tenant A's ids", () => {
         const foreign = await ws.request(method, params);
         const missing = await ws.request(method, swapParams(params));
         expect(foreign.error?.code, method).toBe(-32004);
-        expect(shape({ ...foreign, id: 0 }, ...aIds()), method).toEqual(shape({ ...missing, id: 0 }, MISSING));
+        expect(shape({ ...foreign, id: 0 }, ...aIds()), method).toEqual(
+          shape({ ...missing, id: 0 }, MISSING),
+        );
       }
       expect(await counts(db.sql)).toEqual(before);
       // A turn of A's session writes events; the socket that tried to subscribe gets none of them.
@@ -227,7 +248,9 @@ describe("tenant B on tenant A's ids", () => {
   });
 
   it("B answers A's permission request: TASK_NOT_FOUND; A's own answer then wins", async () => {
-    const foreign = await api(B, "POST", `/v1/tasks/${taskP.id}/permissions/${requestP}`, { optionId: "deny" });
+    const foreign = await api(B, "POST", `/v1/tasks/${taskP.id}/permissions/${requestP}`, {
+      optionId: "deny",
+    });
     expect(foreign.status).toBe(404);
     expect(foreign.body.error.code).toBe("TASK_NOT_FOUND");
     // A (the other token of alpha) answers: proof the request was still open.
@@ -297,13 +320,24 @@ describe("idempotency keys and tokens", () => {
   it("one session key in two tenants makes two sessions; one turn key in their sessions two tasks", async () => {
     expect(sessB.id).not.toBe(sessA.id);
     expect(taskB.id).not.toBe(taskA.id);
-    const again = await api(A2, "POST", "/v1/sessions", { workspace: wsA, agent: "simulated", idempotencyKey: "shared" });
+    const again = await api(A2, "POST", "/v1/sessions", {
+      workspace: wsA,
+      agent: "simulated",
+      idempotencyKey: "shared",
+    });
     expect(again.status).toBe(200);
     expect(again.body.id).toBe(sessA.id);
-    const againB = await api(B, "POST", "/v1/sessions", { workspace: wsB, agent: "simulated", idempotencyKey: "shared" });
+    const againB = await api(B, "POST", "/v1/sessions", {
+      workspace: wsB,
+      agent: "simulated",
+      idempotencyKey: "shared",
+    });
     expect(againB.status).toBe(200);
     expect(againB.body.id).toBe(sessB.id);
-    const turn = await api(A1, "POST", `/v1/sessions/${sessA.id}/turns`, { prompt: "x", idempotencyKey: "turn" });
+    const turn = await api(A1, "POST", `/v1/sessions/${sessA.id}/turns`, {
+      prompt: "x",
+      idempotencyKey: "turn",
+    });
     expect(turn.status).toBe(200);
     expect(turn.body.id).toBe(taskA.id);
   });
@@ -389,14 +423,24 @@ describe("configuration errors name the field", () => {
     expect(refusal(() => config({ x: { tokens: ["t-1"], colour: "red" } }))).toMatch(
       /MOORING_TENANTS: tenant "x": unknown field "colour"/,
     );
-    expect(refusal(() => config({ x: { tokens: ["t-1"], maxActive: 0 } }))).toMatch(/tenant "x": "maxActive" must be/);
-    expect(refusal(() => config({ x: { tokens: ["t-1"], admin: "yes" } }))).toMatch(/tenant "x": "admin" must be/);
+    expect(refusal(() => config({ x: { tokens: ["t-1"], maxActive: 0 } }))).toMatch(
+      /tenant "x": "maxActive" must be/,
+    );
+    expect(refusal(() => config({ x: { tokens: ["t-1"], admin: "yes" } }))).toMatch(
+      /tenant "x": "admin" must be/,
+    );
     expect(refusal(() => config({ x: { tokens: ["sha256:abc"] } }))).toMatch(/tenant "x": tokens\[0\]/);
-    const twice = refusal(() => directory({ x: { tokens: ["t-secret-1"] }, y: { tokens: [`sha256:${sha256("t-secret-1")}`] } }));
-    expect(twice).toMatch(/tenant "y": tokens\[0\] is listed twice \(also in MOORING_TENANTS: tenant "x" tokens\[0\]\)/);
+    const twice = refusal(() =>
+      directory({ x: { tokens: ["t-secret-1"] }, y: { tokens: [`sha256:${sha256("t-secret-1")}`] } }),
+    );
+    expect(twice).toMatch(
+      /tenant "y": tokens\[0\] is listed twice \(also in MOORING_TENANTS: tenant "x" tokens\[0\]\)/,
+    );
     expect(twice).not.toContain("t-secret-1");
     expect(twice).not.toContain(sha256("t-secret-1"));
-    expect(refusal(() => directory({ x: { tokens: ["t-2"] } }, { MOORING_API_TOKENS: "t-2" }))).toMatch(/listed twice/);
+    expect(refusal(() => directory({ x: { tokens: ["t-2"] } }, { MOORING_API_TOKENS: "t-2" }))).toMatch(
+      /listed twice/,
+    );
     expect(refusal(() => directory({ default: { tokens: ["t-3"] } }, { MOORING_API_TOKENS: "t-4" }))).toMatch(
       /tenant "default" is made of MOORING_API_TOKENS/,
     );

@@ -307,7 +307,15 @@ export class Permissions {
     // on another instance) goes through the one applier.
     this.rt.committer.apply({ permissionsResolved: [requestId] });
     this.rt.log.info(
-      { taskId, requestId, tool: current.toolCall.name, optionId: response.optionId, by: "client", answeredBy, tenant: tenant.name },
+      {
+        taskId,
+        requestId,
+        tool: current.toolCall.name,
+        optionId: response.optionId,
+        by: "client",
+        answeredBy,
+        tenant: tenant.name,
+      },
       "permission answered",
     );
     return resolutionView(won);

@@ -78,7 +78,12 @@ export class Recovery {
         const inserted = await admission.inserted;
         if (!inserted) return [];
         this.rt.log.info(
-          { sessionId: interrupted.sessionId, taskId: inserted.row.id, continues: interrupted.id, tenant: interrupted.tenant },
+          {
+            sessionId: interrupted.sessionId,
+            taskId: inserted.row.id,
+            continues: interrupted.id,
+            tenant: interrupted.tenant,
+          },
           "recovery: continuation queued",
         );
         return [inserted.queued];

@@ -20,7 +20,13 @@ import { listedTenant, type Tenant, visibleTenant } from "./tenants.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
 import { taskExtras } from "./task-extras.js";
 import { compactTurn, type SessionRow, type SessionStatus, sessionView } from "./views.js";
-import { acceptWorkspace, isInsideRoots, normalizeRoots, normalizeWorkspace, workspaceNotAllowed } from "./workspace.js";
+import {
+  acceptWorkspace,
+  isInsideRoots,
+  normalizeRoots,
+  normalizeWorkspace,
+  workspaceNotAllowed,
+} from "./workspace.js";
 
 export interface CreateSessionInput {
   workspace: string;

@@ -28,8 +28,9 @@ export interface TaskToInsert {
  * turnIndex, continuesTaskId}`: `position` counts the queued tasks admitted before this one
  * (visible: earlier statements of this transaction included) plus this one, which the statement's
  * own snapshot cannot see. Returns null when the session does not exist or is archived (the caller
- * then says which) or is another tenant's (then it says SESSION_NOT_FOUND), or when the session already has a task with this idempotency key (nothing is
- * taken from the session then, so no turn index is skipped).
+ * then says which) or is another tenant's (then it says SESSION_NOT_FOUND), or when the session
+ * already has a task with this idempotency key (nothing is taken from the session then, so no turn
+ * index is skipped).
  */
 export async function insertQueuedTask(
   tx: Tx,

@@ -5,7 +5,11 @@ import type { TaskRow, TaskStatus } from "./task-row.js";
  * One task by id (primary key), if `tenant` may see it (null, the default: any tenant, for the
  * gateway's own reads and an admin). A foreign id finds no row, like a missing one (README, Tenants).
  */
-export async function readTask(q: Queryable, taskId: string, tenant: string | null = null): Promise<TaskRow | null> {
+export async function readTask(
+  q: Queryable,
+  taskId: string,
+  tenant: string | null = null,
+): Promise<TaskRow | null> {
   const [row] = await q<TaskRow[]>`
     select * from tasks where id = ${taskId} and (${tenant}::text is null or tenant = ${tenant})`;
   return row ?? null;

@@ -112,10 +112,8 @@ export async function buildHttpApp(
     // The tenant a valid token stands for (every request's on an open gateway) is the request's
     // caller (auth.ts), resolved when the request's logger was made.
     const resolved = rawCallerOf(req.raw);
-    rememberCaller(
-      req,
-      resolved !== undefined ? resolved : services.tenants.resolve(bearerToken(req.headers.authorization) ?? queried),
-    );
+    const token = bearerToken(req.headers.authorization) ?? queried;
+    rememberCaller(req, resolved !== undefined ? resolved : services.tenants.resolve(token));
     const path = req.url.split("?")[0];
     if (openRoutes.has(path)) return;
     // The console's pages and scripts hold no data; the API calls they make carry the token.

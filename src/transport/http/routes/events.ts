@@ -64,7 +64,8 @@ export function registerEventRoutes(
     async (req, reply) => {
       // A polling client asks for JSON: one page of events, no stream held open.
       if (wantsJson(req.headers.accept)) {
-        return s.events.page(req.params.id, req.query.afterSeq ?? 0, req.query.limit ?? 200, tenantOf(req, s.tenants));
+        const { afterSeq, limit } = req.query;
+        return s.events.page(req.params.id, afterSeq ?? 0, limit ?? 200, tenantOf(req, s.tenants));
       }
       const lastEventId = req.headers["last-event-id"];
       let afterSeq = req.query.afterSeq ?? 0;

@@ -44,7 +44,13 @@ export function registerTaskRoutes(app: FastifyInstance, s: Services): void {
       },
     },
     async (req) =>
-      s.permissions.respond(req.params.id, req.params.requestId, req.body, `http ${describeCaller(req)}`, tenantOf(req, s.tenants)),
+      s.permissions.respond(
+        req.params.id,
+        req.params.requestId,
+        req.body,
+        `http ${describeCaller(req)}`,
+        tenantOf(req, s.tenants),
+      ),
   );
 
   app.get("/gate", { schema: { summary: "Admission gate status", tags: ["gate"], response: routeResponses["GET /v1/gate"] } }, async () => s.tasks.gate());
