@@ -73,6 +73,21 @@ async function settled(token: string, taskId: string) {
   }
 }
 
+/** A session made with the key `shared` and a turn with the key `turn`, run to completion. */
+async function sessionWithDoneTurn(token: string, workspace: string, prompt: string) {
+  const created = await api(token, "POST", "/v1/sessions", {
+    workspace,
+    agent: "simulated",
+    idempotencyKey: "shared",
+  });
+  expect(created.status).toBe(201);
+  const path = `/v1/sessions/${created.body.id}/turns`;
+  const submitted = await api(token, "POST", path, { prompt, idempotencyKey: "turn" });
+  expect(submitted.status).toBe(202);
+  expect((await settled(token, submitted.body.id)).body.status).toBe("completed");
+  return { session: created.body, task: (await api(token, "GET", `/v1/tasks/${submitted.body.id}`)).body };
+}
+
 beforeAll(async () => {
   db = await createTestDatabase();
   wsA = await tempWorkspace();
@@ -90,20 +105,7 @@ beforeAll(async () => {
     { onLog: (l) => lines.push(l), logLevel: "debug" },
   );
 
-  const a = await api(A1, "POST", "/v1/sessions", {
-    workspace: wsA,
-    agent: "simulated",
-    idempotencyKey: "shared",
-  });
-  expect(a.status).toBe(201);
-  sessA = a.body;
-  const t = await api(A1, "POST", `/v1/sessions/${sessA.id}/turns`, {
-    prompt: "[deltas 3]",
-    idempotencyKey: "turn",
-  });
-  expect(t.status).toBe(202);
-  expect((await settled(A1, t.body.id)).body.status).toBe("completed");
-  taskA = (await api(A1, "GET", `/v1/tasks/${t.body.id}`)).body;
+  ({ session: sessA, task: taskA } = await sessionWithDoneTurn(A1, wsA, "[deltas 3]"));
 
   // The second, hashed token of alpha: a running turn that waits on a permission request.
   const p = await api(A2, "POST", "/v1/sessions", { workspace: wsA, agent: "simulated" });
@@ -119,20 +121,7 @@ beforeAll(async () => {
   requestP = taskP.pendingPermissions[0].requestId;
 
   // Beta uses the same idempotency keys: its own session and task.
-  const b = await api(B, "POST", "/v1/sessions", {
-    workspace: wsB,
-    agent: "simulated",
-    idempotencyKey: "shared",
-  });
-  expect(b.status).toBe(201);
-  sessB = b.body;
-  const tb = await api(B, "POST", `/v1/sessions/${sessB.id}/turns`, {
-    prompt: "[deltas 1]",
-    idempotencyKey: "turn",
-  });
-  expect(tb.status).toBe(202);
-  expect((await settled(B, tb.body.id)).body.status).toBe("completed");
-  taskB = (await api(B, "GET", `/v1/tasks/${tb.body.id}`)).body;
+  ({ session: sessB, task: taskB } = await sessionWithDoneTurn(B, wsB, "[deltas 1]"));
 });
 
 afterAll(async () => {
