@@ -309,20 +309,15 @@ describe("idempotency keys and tokens", () => {
   it("one session key in two tenants makes two sessions; one turn key in their sessions two tasks", async () => {
     expect(sessB.id).not.toBe(sessA.id);
     expect(taskB.id).not.toBe(taskA.id);
-    const again = await api(A2, "POST", "/v1/sessions", {
-      workspace: wsA,
-      agent: "simulated",
-      idempotencyKey: "shared",
-    });
-    expect(again.status).toBe(200);
-    expect(again.body.id).toBe(sessA.id);
-    const againB = await api(B, "POST", "/v1/sessions", {
-      workspace: wsB,
-      agent: "simulated",
-      idempotencyKey: "shared",
-    });
-    expect(againB.status).toBe(200);
-    expect(againB.body.id).toBe(sessB.id);
+    for (const [token, workspace, first] of [
+      [A2, wsA, sessA],
+      [B, wsB, sessB],
+    ]) {
+      const body = { workspace, agent: "simulated", idempotencyKey: "shared" };
+      const again = await api(token, "POST", "/v1/sessions", body);
+      expect(again.status).toBe(200);
+      expect(again.body.id).toBe(first.id);
+    }
     const turn = await api(A1, "POST", `/v1/sessions/${sessA.id}/turns`, {
       prompt: "x",
       idempotencyKey: "turn",
