@@ -4,6 +4,7 @@
  */
 import { isIPv4, isIPv6 } from "node:net";
 import { isAbsolute, resolve } from "node:path";
+import { parseTenants, TenantConfigError, type TenantSpec } from "./tenants-config.js";
 
 export interface Config {
   /** Tasks running at once, across all instances. Default 5. */
@@ -40,8 +41,10 @@ export interface Config {
   host: string;
   /** Listening port (0 picks a free one). Default 8787. */
   port: number;
-  /** Bearer tokens; when set every route but health needs one. Default unset. */
+  /** Bearer tokens; when set every route but health needs one. They form the tenant `default`. Default unset. */
   apiTokens: string[];
+  /** Tenants with their tokens, limits, roots and agents: JSON or a JSON file path (README, Tenants). Default unset. */
+  tenants: TenantSpec[];
   /** Roots a session workspace must lie inside; empty allows any. Default unset. */
   workspaceRoots: string[];
   /** The agent registry: JSON or a JSON file path (docs/agents.md). Default unset (built-ins only). */
@@ -186,6 +189,15 @@ const variableNames: Parser<string[]> = (name, raw) => {
   return values;
 };
 
+const tenantSpecs: Parser<TenantSpec[]> = (name, raw) => {
+  try {
+    return parseTenants(name, raw);
+  } catch (err) {
+    if (err instanceof TenantConfigError) throw new ConfigError(err.message);
+    throw err;
+  }
+};
+
 const absolutePaths: Parser<string[]> = (name, raw) => {
   const roots = list(":")(name, raw);
   for (const root of roots) {
@@ -222,6 +234,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: read(env, "HOST", text, "127.0.0.1"),
     port: read(env, "PORT", integer(0, 65535), 8787),
     apiTokens: read(env, "MOORING_API_TOKENS", list(","), []),
+    tenants: read(env, "MOORING_TENANTS", tenantSpecs, []),
     workspaceRoots: read(env, "MOORING_WORKSPACE_ROOTS", absolutePaths, []),
     agents: read<string | undefined>(env, "MOORING_AGENTS", text, undefined),
     logLevel: read(
@@ -252,7 +265,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     agentEnvDeny: read(env, "MOORING_AGENT_ENV_DENY", variableNames, []),
     metricsPublic: read(env, "MOORING_METRICS_PUBLIC", flag, false),
   };
-  if (config.corsOrigins.includes("*") && config.apiTokens.length === 0) {
+  if (config.corsOrigins.includes("*") && !tokensRequired(config)) {
     throw new ConfigError(
       "MOORING_CORS_ORIGINS=* lets every website call the gateway and is accepted only with MOORING_API_TOKENS set; list the exact origins instead",
     );
@@ -263,6 +276,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     );
   }
   return config;
+}
+
+/** Whether any token is configured (MOORING_API_TOKENS or MOORING_TENANTS): then every route but health needs one. */
+export function tokensRequired(config: Pick<Config, "apiTokens" | "tenants">): boolean {
+  return config.apiTokens.length > 0 || config.tenants.length > 0;
 }
 
 /** `localhost` or a loopback IP address (127.0.0.0/8, ::1, ::ffff:127.x); never a name like 127.example.com. */

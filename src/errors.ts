@@ -22,6 +22,7 @@ export const errorCodes = {
   PAYLOAD_TOO_LARGE: { http: 413, rpc: -32600 },
   UNSUPPORTED_MEDIA_TYPE: { http: 415, rpc: -32600 },
   GATEWAY_BUSY: { http: 429, rpc: -32002 },
+  TENANT_BUSY: { http: 429, rpc: -32002 },
   NOT_READY: { http: 503, rpc: -32003 },
   INTERNAL: { http: 500, rpc: -32603 },
 } as const;

@@ -10,7 +10,8 @@ import { join } from "node:path";
 import type { Logger } from "pino";
 import { drivers } from "./agents/drivers.js";
 import { loadAgentRegistry } from "./agents/registry.js";
-import { type Config, ConfigError, isLoopback } from "./config.js";
+import { type Config, ConfigError, isLoopback, tokensRequired } from "./config.js";
+import { TenantDirectory } from "./domain/tenants.js";
 import { connect, type Database } from "./db/client.js";
 import { type EmbeddedDatabase, startEmbeddedPostgres } from "./db/embedded.js";
 import { applyMigrations } from "./db/migrate.js";
@@ -76,9 +77,9 @@ export interface Holding {
 
 /** Refuse configurations that are dangerous before anything starts. */
 export function checkStartupConfig(config: Config): void {
-  if (!isLoopback(config.host) && config.apiTokens.length === 0) {
+  if (!isLoopback(config.host) && !tokensRequired(config)) {
     throw new ConfigError(
-      `HOST=${config.host} is not a loopback address and MOORING_API_TOKENS is unset: refusing to serve the API to the network without authentication. Set MOORING_API_TOKENS or bind HOST=127.0.0.1.`,
+      `HOST=${config.host} is not a loopback address and neither MOORING_API_TOKENS nor MOORING_TENANTS is set: refusing to serve the API to the network without authentication. Set MOORING_API_TOKENS or bind HOST=127.0.0.1.`,
     );
   }
 }
@@ -88,6 +89,7 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
   const log = given.child({}, { serializers: { err: safeErrorSerializer } });
   checkStartupConfig(config);
   const registry = loadAgentRegistry(config.agents);
+  const tenants = TenantDirectory.fromConfig(config, [...registry.keys()]);
   const workspaceRoots = await normalizeRoots(config.workspaceRoots);
   const identity: Identity = {
     instanceId:
@@ -123,6 +125,7 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
       return need(parts).permissions;
     },
     identity,
+    tenants,
     readiness: () => {
       if (!state.ready || !parts) return { ready: false, reason: state.reason };
       if (!parts.worker.databaseReachable)
@@ -343,7 +346,7 @@ function assemble(
   // A running turn is cancelled by the archive; an idle warm agent is closed right away.
   // Archives here and, through their notification (channel mooring_archived), on other instances.
   bus.on("archived", (sessionId) => pool.closeArchived(sessionId));
-  const instances = new InstanceService(db, identity, config.leaseMs, config.apiTokens.length > 0);
+  const instances = new InstanceService(db, identity, config.leaseMs, tokensRequired(config));
   const upstreamOrphans = new UpstreamOrphans(rt, registry, drivers);
   return {
     db,

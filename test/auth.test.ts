@@ -210,7 +210,7 @@ describe("without MOORING_API_TOKENS", () => {
 describe("binding a non-loopback HOST", () => {
   it("is refused without tokens and allowed on loopback or with tokens", () => {
     const check = (env: Record<string, string>) => () => checkStartupConfig(loadConfig(testEnv(db.url, env)));
-    expect(check({ HOST: "0.0.0.0" })).toThrow(/HOST=0\.0\.0\.0 .*MOORING_API_TOKENS is unset/);
+    expect(check({ HOST: "0.0.0.0" })).toThrow(/HOST=0\.0\.0\.0 .*MOORING_API_TOKENS nor MOORING_TENANTS is set/);
     expect(check({ HOST: "192.168.1.10" })).toThrow(/MOORING_API_TOKENS/);
     expect(check({ HOST: "::" })).toThrow(/MOORING_API_TOKENS/);
     // Only real loopback addresses count: a name that starts like one is any other name.

@@ -266,7 +266,7 @@ it("logs every request and answer with the tool, the option and who answered", a
     expect(requested).toMatchObject({ tool: "deploy", requestId: waiting.requestId });
     const answered = lines.find((l) => l.msg === "permission answered")!;
     expect(answered).toMatchObject({ tool: "deploy", optionId: "deny", by: "client" });
-    expect(answered.answeredBy).toMatch(/^http token 1 from /);
+    expect(answered.answeredBy).toMatch(/^http token 1 of default from /);
     expect(lines.find((l) => l.msg === "permission resolved")).toMatchObject({ tool: "deploy", optionId: "deny", by: "client" });
     expect(JSON.stringify(lines)).not.toContain("s3cret-token");
   } finally {

@@ -85,12 +85,12 @@ it("sends the claim and the gate's counts with the sets as text, and their plans
     expect(statement.parameters).not.toContain("running");
   }
   const claimPlan = await planOf(claim);
-  // Both partial indexes on the active statuses qualify; which one wins is the planner's choice.
-  expect(claimPlan).toMatch(/tasks_(active|lease)_idx/);
-  expect(claimPlan).toMatch(/tasks_(session_)?queued_idx/);
+  // Every partial index on the active statuses qualifies; which one wins is the planner's choice.
+  expect(claimPlan).toMatch(/tasks_(tenant_active|active|lease)_idx/);
+  expect(claimPlan).toMatch(/tasks_(session_|tenant_)?queued_idx/);
   const gatePlan = await planOf(gate);
-  expect(gatePlan).toMatch(/tasks_(active|lease)_idx/);
-  expect(gatePlan).toMatch(/tasks_(session_)?queued_idx/);
+  expect(gatePlan).toMatch(/tasks_(tenant_active|active|lease)_idx/);
+  expect(gatePlan).toMatch(/tasks_(session_|tenant_)?queued_idx/);
   expect(`${claimPlan}\n${gatePlan}`).not.toContain("Seq Scan on tasks");
 });
 

@@ -26,6 +26,8 @@ export const sessions = pgTable(
   "sessions",
   {
     id: uuid("id").primaryKey().defaultRandom(),
+    /** The tenant of the token that created it (README, Tenants); `default` without MOORING_TENANTS. */
+    tenant: text("tenant").notNull().default("default"),
     /** Normalized absolute path (docs/api.md, Resources and states). */
     workspace: text("workspace").notNull(),
     /** Registered agent name. */
@@ -57,7 +59,9 @@ export const sessions = pgTable(
   (t) => [
     index("sessions_workspace_idx").on(t.workspace),
     index("sessions_created_idx").on(t.createdAt, t.id),
-    uniqueIndex("sessions_idempotency_idx").on(t.idempotencyKey),
+    index("sessions_tenant_created_idx").on(t.tenant, t.createdAt, t.id),
+    // Idempotency keys are per tenant: two tenants using one key get two sessions.
+    uniqueIndex("sessions_tenant_idempotency_idx").on(t.tenant, t.idempotencyKey),
   ],
 );
 
@@ -68,6 +72,8 @@ export const tasks = pgTable(
     sessionId: uuid("session_id")
       .notNull()
       .references(() => sessions.id),
+    /** Its session's tenant, copied at insert so quotas and fair claiming need no join. */
+    tenant: text("tenant").notNull().default("default"),
     turnIndex: integer("turn_index").notNull(),
     /** queued | running | cancelling | completed | failed | cancelled | expired | interrupted */
     status: text("status").notNull(),
@@ -119,6 +125,14 @@ export const tasks = pgTable(
       .where(sql`status in ${sql.raw(ACTIVE.text)}`),
     index("tasks_session_idx").on(t.sessionId, t.turnIndex),
     index("tasks_created_idx").on(t.createdAt, t.id),
+    index("tasks_tenant_created_idx").on(t.tenant, t.createdAt, t.id),
+    // Per-tenant queue and running counts (quotas) and the fair claim's per-tenant queue heads.
+    index("tasks_tenant_queued_idx")
+      .on(t.tenant, t.queueOrder)
+      .where(sql`status = 'queued'`),
+    index("tasks_tenant_active_idx")
+      .on(t.tenant)
+      .where(sql`status in ${sql.raw(ACTIVE.text)}`),
     // Ended chained turns whose upstream task was not let go of yet (domain/upstream-orphans.ts).
     index("tasks_upstream_orphans_idx")
       .on(t.finishedAt)

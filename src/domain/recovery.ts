@@ -40,7 +40,7 @@ export class Recovery {
           ])),
         );
         this.rt.log.info(
-          { sessionId: row.sessionId, taskId: row.id },
+          { sessionId: row.sessionId, taskId: row.id, tenant: row.tenant },
           "recovery: conversation was not saved; reset",
         );
         continue;
@@ -78,14 +78,22 @@ export class Recovery {
         const inserted = await admission.inserted;
         if (!inserted) return [];
         this.rt.log.info(
-          { sessionId: interrupted.sessionId, taskId: inserted.row.id, continues: interrupted.id },
+          {
+            sessionId: interrupted.sessionId,
+            taskId: inserted.row.id,
+            continues: interrupted.id,
+            tenant: interrupted.tenant,
+          },
           "recovery: continuation queued",
         );
         return [inserted.queued];
       });
     } catch (err) {
       if (!isQueueFull(err)) throw err;
-      this.rt.log.warn({ sessionId: interrupted.sessionId }, "recovery: queue full, continuation not queued");
+      this.rt.log.warn(
+        { sessionId: interrupted.sessionId, tenant: interrupted.tenant },
+        "recovery: queue full, continuation not queued",
+      );
       return appendEvents(tx, interrupted.sessionId, [
         {
           taskId: interrupted.id,

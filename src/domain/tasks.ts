@@ -14,6 +14,7 @@ import type { Runtime } from "./runtime.js";
 import { isUuid } from "./ids.js";
 import type { SessionService } from "./sessions.js";
 import { TaskWatch } from "./task-watch.js";
+import { listedTenant, type Tenant, visibleTenant } from "./tenants.js";
 import { type TaskView, taskView } from "./views.js";
 
 export type LoadClass = "short" | "long" | "complex";
@@ -53,9 +54,10 @@ export class TaskService {
     });
   }
 
-  async submit(sessionId: string, input: SubmitInput): Promise<{ task: TaskView; created: boolean }> {
+  /** Submit a turn for `tenant` (README, Tenants) to one of its sessions. */
+  async submit(sessionId: string, input: SubmitInput, tenant: Tenant): Promise<{ task: TaskView; created: boolean }> {
     try {
-      return await this.submitChecked(sessionId, input);
+      return await this.submitChecked(sessionId, input, tenant);
     } catch (err) {
       // Refusals by code for mooring_submit_refused_total (GATEWAY_BUSY is the one to alert on).
       if (err instanceof MooringError) this.rt.metrics.submitRefused(err.code);
@@ -66,6 +68,7 @@ export class TaskService {
   private async submitChecked(
     sessionId: string,
     input: SubmitInput,
+    tenant: Tenant,
   ): Promise<{ task: TaskView; created: boolean }> {
     if (!this.accepting) throw new MooringError("NOT_READY", "The gateway is not accepting turns right now.");
     const prompt = input.prompt;
@@ -83,7 +86,8 @@ export class TaskService {
     const ifBusy = input.ifBusy ?? "enqueue";
     if (!isUuid(sessionId))
       throw new MooringError("SESSION_NOT_FOUND", `session ${sessionId} does not exist`);
-    // Admission reads no session first: its insert does nothing unless the session is open.
+    // Admission reads no session first: its insert does nothing unless the session is open and
+    // the tenant's (every statement of it carries that condition; domain/admission.ts).
     const id = sessionId.toLowerCase();
     const admitted = await this.admissions.admit({
       sessionId: id,
@@ -92,17 +96,20 @@ export class TaskService {
       loadClass: input.loadClass ?? null,
       timeoutMs,
       ifBusy,
+      tenant,
     });
     if (admitted.created) return { task: await this.view(admitted.created), created: true };
     if (admitted.existing) return { task: await this.view(admitted.existing), created: false };
-    // Nothing inserted and no earlier task with the key: the session is missing or archived.
-    const session = await this.sessions.row(id);
+    // Nothing inserted and no earlier task with the key: the session is missing, another tenant's
+    // (answered as missing) or archived.
+    const session = await this.sessions.row(id, tenant);
     throw new MooringError("SESSION_ARCHIVED", `session ${session.id} is archived`);
   }
 
-  async row(taskId: string): Promise<TaskRow> {
+  /** The task, or TASK_NOT_FOUND, also when it is not `tenant`'s to see (README, Tenants). */
+  async row(taskId: string, tenant: Tenant): Promise<TaskRow> {
     if (!isUuid(taskId)) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
-    const row = await readTask(this.rt.db.sql, taskId);
+    const row = await readTask(this.rt.db.sql, taskId, visibleTenant(tenant));
     if (!row) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
     return row;
   }
@@ -113,22 +120,30 @@ export class TaskService {
   }
 
   /** The task; with `waitMs`, answers as soon as its state changes or when the wait ends. */
-  async get(taskId: string, waitMs = 0): Promise<TaskView> {
+  async get(taskId: string, waitMs: number, tenant: Tenant): Promise<TaskView> {
     if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > MAX_WAIT_MS) {
       throw invalid(`waitMs must be an integer from 0 to ${MAX_WAIT_MS}`, "waitMs");
     }
-    const first = await this.row(taskId);
+    // Checked once: a task's tenant never changes, so what the wait then answers is the tenant's too.
+    const first = await this.row(taskId, tenant);
     if (waitMs === 0 || isTerminal(first.status)) return this.view(first);
     // Past MOORING_MAX_LONG_POLLS the wait is declined: the current state, at once.
     const waiting = this.watch.wait(first, waitMs);
     return this.view(waiting ? await waiting : first);
   }
 
-  async list(filter: { sessionId?: string; status?: TaskStatus; limit?: number; cursor?: string }) {
+  /** A page of the tasks `tenant` may list (an admin: all, or those of `filter.tenant`). */
+  async list(
+    filter: { sessionId?: string; status?: TaskStatus; tenant?: string; limit?: number; cursor?: string },
+    tenant: Tenant,
+  ) {
+    const listed = listedTenant(tenant, filter.tenant);
+    if (listed === false) return { items: [], nextCursor: null };
     const limit = filter.limit ?? 50;
     const after = filter.cursor ? decodeCursor(filter.cursor) : null;
     if (filter.sessionId && !isUuid(filter.sessionId)) return { items: [], nextCursor: null };
     const rows = await listTasks(this.rt.db.sql, {
+      tenant: listed,
       sessionId: filter.sessionId ?? null,
       status: filter.status ?? null,
       after,
@@ -149,14 +164,14 @@ export class TaskService {
    * Idempotent: a queued task is cancelled at once, a running one goes `cancelling` and its owner
    * stops it, anything else comes back unchanged.
    */
-  async cancel(taskId: string): Promise<TaskView> {
-    const current = await this.row(taskId);
+  async cancel(taskId: string, tenant: Tenant): Promise<TaskView> {
+    const current = await this.row(taskId, tenant);
     if (isTerminal(current.status) || current.status === "cancelling") return this.view(current);
     const row = await this.rt.committer.transaction(async (tx) => {
       const { row, effects } = await cancelTaskIn(tx, current);
       return { value: row, effects };
     });
-    return this.view(row ?? (await this.row(taskId)));
+    return this.view(row ?? (await this.row(taskId, tenant)));
   }
 
   async gate() {

@@ -24,6 +24,7 @@ export interface SessionView
   extends Pick<
     SessionRow,
     | "id"
+    | "tenant"
     | "workspace"
     | "agent"
     | "agentConfig"
@@ -43,6 +44,7 @@ export interface SessionView
 export function sessionView(row: SessionRow): SessionView {
   return {
     id: row.id,
+    tenant: row.tenant,
     workspace: row.workspace,
     agent: row.agent,
     agentConfig: row.agentConfig,
@@ -62,6 +64,8 @@ export function sessionView(row: SessionRow): SessionView {
 export interface TaskView {
   id: string;
   sessionId: string;
+  /** Its session's tenant (README, Tenants). */
+  tenant: string;
   turnIndex: number;
   status: TaskRow["status"];
   position: number | null;
@@ -115,6 +119,7 @@ export function taskView(
   return {
     id: row.id,
     sessionId: row.sessionId,
+    tenant: row.tenant,
     turnIndex: row.turnIndex,
     status: row.status,
     position: pos,

@@ -1,6 +1,7 @@
 import type { Queryable } from "../db/client.js";
 
 export interface SessionToInsert {
+  tenant: string;
   workspace: string;
   agent: string;
   agentConfig: Record<string, unknown>;
@@ -11,18 +12,18 @@ export interface SessionToInsert {
 
 /**
  * Inserts a session, or finds the one an earlier create with the same idempotency key made. The
- * unique index on `idempotency_key` decides (NULL keys never collide), so two racing creates with
+ * unique index on `(tenant, idempotency_key)` decides (keys are per tenant) (NULL keys never collide), so two racing creates with
  * one key make one session: the loser's `on conflict do nothing` inserts nothing and the second
  * statement reads the winner's row (it runs after the conflict was decided, so it sees the commit).
  */
 export async function insertSession(q: Queryable, s: SessionToInsert): Promise<{ id: string; created: boolean }> {
   const [inserted] = await q<{ id: string }[]>`
-    insert into sessions (workspace, agent, agent_config, title, metadata, idempotency_key)
-    values (${s.workspace}, ${s.agent}, ${JSON.stringify(s.agentConfig)}::text::jsonb, ${s.title}, ${JSON.stringify(s.metadata)}::text::jsonb,
+    insert into sessions (tenant, workspace, agent, agent_config, title, metadata, idempotency_key)
+    values (${s.tenant}, ${s.workspace}, ${s.agent}, ${JSON.stringify(s.agentConfig)}::text::jsonb, ${s.title}, ${JSON.stringify(s.metadata)}::text::jsonb,
             ${s.idempotencyKey})
-    on conflict (idempotency_key) do nothing
+    on conflict (tenant, idempotency_key) do nothing
     returning id`;
   if (inserted) return { id: inserted.id, created: true };
-  const [existing] = await q<{ id: string }[]>`select id from sessions where idempotency_key = ${s.idempotencyKey}`;
+  const [existing] = await q<{ id: string }[]>`select id from sessions where tenant = ${s.tenant} and idempotency_key = ${s.idempotencyKey}`;
   return { id: existing.id, created: false };
 }

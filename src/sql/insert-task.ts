@@ -13,6 +13,11 @@ export interface TaskToInsert {
   continuesTaskId: string | null;
   /** The task's id, chosen by the caller so later statements can name it before this one answers. */
   id?: string;
+  /**
+   * The submitting tenant: nothing is inserted unless the session is its own (README, Tenants).
+   * Null: any session (the gateway's own continuations, an admin).
+   */
+  tenant: string | null;
 }
 
 /**
@@ -23,8 +28,9 @@ export interface TaskToInsert {
  * turnIndex, continuesTaskId}`: `position` counts the queued tasks admitted before this one
  * (visible: earlier statements of this transaction included) plus this one, which the statement's
  * own snapshot cannot see. Returns null when the session does not exist or is archived (the caller
- * then says which), or when the session already has a task with this idempotency key (nothing is
- * taken from the session then, so no turn index is skipped).
+ * then says which) or is another tenant's (then it says SESSION_NOT_FOUND), or when the session
+ * already has a task with this idempotency key (nothing is taken from the session then, so no turn
+ * index is skipped).
  */
 export async function insertQueuedTask(
   tx: Tx,
@@ -35,13 +41,14 @@ export async function insertQueuedTask(
       update sessions set next_turn_index = next_turn_index + 1, last_seq = last_seq + 1,
         updated_at = now(), last_activity_at = now()
       where id = ${task.sessionId} and archived_at is null
+        and (${task.tenant}::text is null or tenant = ${task.tenant})
         and (${task.idempotencyKey}::text is null or not exists (
           select 1 from tasks where session_id = ${task.sessionId} and idempotency_key = ${task.idempotencyKey}))
-      returning next_turn_index - 1 as turn_index, last_seq as seq
+      returning next_turn_index - 1 as turn_index, last_seq as seq, tenant
     ), inserted as (
-      insert into tasks (id, session_id, turn_index, status, prompt, idempotency_key, jumps_queue, load_class,
+      insert into tasks (id, session_id, tenant, turn_index, status, prompt, idempotency_key, jumps_queue, load_class,
                          timeout_ms, queue_deadline_at, continues_task_id, first_seq, last_seq)
-      select coalesce(${task.id ?? null}::uuid, gen_random_uuid()), ${task.sessionId}, turn.turn_index, 'queued',
+      select coalesce(${task.id ?? null}::uuid, gen_random_uuid()), ${task.sessionId}, turn.tenant, turn.turn_index, 'queued',
              ${task.prompt}, ${task.idempotencyKey}, ${task.jumpsQueue}, ${task.loadClass}, ${task.timeoutMs},
              now() + make_interval(secs => ${task.queueTimeoutMs} / 1000.0), ${task.continuesTaskId},
              turn.seq, turn.seq
@@ -71,12 +78,18 @@ export async function insertQueuedTask(
   };
 }
 
+/**
+ * The task of a session that holds an idempotency key, if the session is `tenant`'s (null: any):
+ * a task's tenant is its session's, so a key used in another tenant's session finds nothing here.
+ */
 export async function findTaskByIdempotencyKey(
   tx: Tx,
   sessionId: string,
   key: string,
+  tenant: string | null,
 ): Promise<TaskRow | null> {
   const [row] = await tx<TaskRow[]>`
-    select * from tasks where session_id = ${sessionId} and idempotency_key = ${key}`;
+    select * from tasks where session_id = ${sessionId} and idempotency_key = ${key}
+      and (${tenant}::text is null or tenant = ${tenant})`;
   return row ?? null;
 }

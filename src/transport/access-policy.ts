@@ -7,8 +7,7 @@
  *   operator's MOORING_CORS_ORIGINS may.
  * Requests without an `Origin` (curl, the SDK in Node, other servers) are not a browser's and pass.
  */
-import type { Config } from "../config.js";
-import { isLoopback } from "../config.js";
+import { type Config, isLoopback, tokensRequired } from "../config.js";
 
 export interface AccessPolicy {
   /** Whether `Host` is checked: always without tokens, with tokens only when hosts are listed. */
@@ -19,9 +18,11 @@ export interface AccessPolicy {
   corsOrigins: readonly string[];
 }
 
-export function accessPolicy(config: Pick<Config, "apiTokens" | "allowedHosts" | "corsOrigins">): AccessPolicy {
+export function accessPolicy(
+  config: Pick<Config, "apiTokens" | "tenants" | "allowedHosts" | "corsOrigins">,
+): AccessPolicy {
   return {
-    checkHost: config.apiTokens.length === 0 || config.allowedHosts.length > 0,
+    checkHost: !tokensRequired(config) || config.allowedHosts.length > 0,
     allowedHosts: config.allowedHosts,
     corsOrigins: config.corsOrigins,
   };

@@ -5,6 +5,7 @@ import type { Permissions } from "../domain/permissions.js";
 import type { Identity } from "../domain/runtime.js";
 import type { SessionService } from "../domain/sessions.js";
 import type { TaskService } from "../domain/tasks.js";
+import type { TenantDirectory } from "../domain/tenants.js";
 import type { SessionFeeds } from "../stream/session-feeds.js";
 
 export interface Services {
@@ -16,6 +17,8 @@ export interface Services {
   /** Interactive approvals: clients answer agents' permission requests. */
   permissions: Permissions;
   identity: Identity;
+  /** Tokens → tenants: who a request acts for. */
+  tenants: TenantDirectory;
   /** Startup done and the database reachable. */
   readiness(): { ready: boolean; reason?: string };
 }

@@ -1,10 +1,11 @@
 /**
- * Bearer tokens (MOORING_API_TOKENS): from `Authorization: Bearer <token>` (scheme in any case) or
+ * Bearer tokens (MOORING_API_TOKENS, MOORING_TENANTS): from `Authorization: Bearer <token>` (scheme in any case) or
  * from `?access_token=`, which browsers need for WebSocket and EventSource. The query parameter is
  * taken out of the parsed query on every route, so no route's schema sees (or refuses) it.
  */
-import { timingSafeEqual } from "node:crypto";
+import type { IncomingMessage } from "node:http";
 import type { FastifyRequest } from "fastify";
+import type { Caller, Tenant, TenantDirectory } from "../../domain/tenants.js";
 
 export const ACCESS_TOKEN_PARAM = "access_token";
 
@@ -25,45 +26,65 @@ export function bearerToken(header: string | undefined): string | null {
 }
 
 /**
- * The place of `given` among the configured tokens, or -1. Constant time: every token is compared,
- * whichever matches, so the timing tells neither a token nor its place.
+ * The token of a raw request, read the way the parsed request gives it (the header first, else the
+ * last `access_token`): the caller is resolved before fastify parses anything, when it makes the
+ * request's logger, so every line of the request (`incoming request` included) names the tenant.
  */
-function matchToken(given: string, tokens: readonly string[]): number {
-  const candidate = Buffer.from(given);
-  let found = -1;
-  tokens.forEach((token, index) => {
-    const expected = Buffer.from(token);
-    // Compare equal lengths only; a length mismatch still walks a comparison to keep timing flat.
-    const same = candidate.length === expected.length && timingSafeEqual(candidate, expected);
-    if (candidate.length !== expected.length) timingSafeEqual(expected, expected);
-    if (same && found < 0) found = index;
-  });
-  return found;
+export function rawToken(raw: IncomingMessage): string | null {
+  const header = bearerToken(raw.headers.authorization);
+  if (header) return header;
+  const url = raw.url ?? "";
+  const mark = url.indexOf("?");
+  if (mark === -1) return null;
+  const values = new URLSearchParams(url.slice(mark + 1)).getAll(ACCESS_TOKEN_PARAM);
+  return values.length > 0 ? values[values.length - 1] : null;
+}
+
+/** What a request's log lines say of its caller: the tenant, and `admin` for an admin's (never a token). */
+export function callerForLog(caller: Caller | null): Record<string, unknown> {
+  if (!caller) return {};
+  return caller.tenant.admin ? { tenant: caller.tenant.name, admin: true } : { tenant: caller.tenant.name };
+}
+
+const callers = new WeakMap<object, Caller>();
+const rawCallers = new WeakMap<IncomingMessage, Caller | null>();
+
+/** Resolve a raw request's caller once (when its logger is made), for the auth hook to take up. */
+export function resolveRawCaller(raw: IncomingMessage, tenants: TenantDirectory): Caller | null {
+  const caller = tenants.resolve(rawToken(raw));
+  rawCallers.set(raw, caller);
+  return caller;
+}
+
+/** The caller resolved for this raw request when its logger was made (undefined: not resolved). */
+export function rawCallerOf(raw: IncomingMessage): Caller | null | undefined {
+  return rawCallers.get(raw);
 }
 
 /**
- * Which configured token a request presented (null: none, or not a valid one), for logs that say
- * who did something (a permission answer): `token <n>`, its 1-based place in MOORING_API_TOKENS,
- * never the token itself.
+ * The caller the auth hook found for this request (its tenant), or null when it presented no
+ * valid token. On an open gateway (no token configured) every request is the open caller.
  */
-export function tokenLabel(given: string | null, tokens: readonly string[]): string | null {
-  if (!given) return null;
-  const index = matchToken(given, tokens);
-  return index < 0 ? null : `token ${index + 1}`;
+export function callerOf(req: FastifyRequest): Caller | null {
+  return callers.get(req) ?? null;
 }
 
-const callers = new WeakMap<object, string>();
-
-/** Who sent this request, as the auth hook saw it: `token <n>` or `anonymous`, and the peer address. */
-export function callerOf(req: FastifyRequest): string {
-  return `${callers.get(req) ?? "anonymous"} from ${req.ip}`;
+/**
+ * The tenant a request acts for: its caller's. Every data route is behind the auth hook, so a
+ * caller is there; the open caller stands in only where the hook let a request through without one.
+ */
+export function tenantOf(req: FastifyRequest, tenants: TenantDirectory): Tenant {
+  return (callers.get(req) ?? tenants.openCaller).tenant;
 }
 
-export function rememberCaller(req: FastifyRequest, label: string | null): void {
-  if (label) callers.set(req, label);
+/** Who sent this request, for logs: `token <n> of <tenant>` or `anonymous`, and the peer address. */
+export function describeCaller(req: FastifyRequest): string {
+  const caller = callers.get(req);
+  const who =
+    !caller || caller.label === "anonymous" ? "anonymous" : `${caller.label} of ${caller.tenant.name}`;
+  return `${who} from ${req.ip}`;
 }
 
-/** Whether this request presented a valid token (the auth hook remembered it as a caller). */
-export function verifiedCaller(req: FastifyRequest): boolean {
-  return callers.has(req);
+export function rememberCaller(req: FastifyRequest, caller: Caller | null): void {
+  if (caller) callers.set(req, caller);
 }

@@ -13,7 +13,8 @@
  *   its subscriptions then go on from their cursors (the events wait in the log, not in memory).
  * Counting the second like the first closed readers that kept up perfectly well.
  */
-import { callerOf } from "../http/auth.js";
+import type { Caller } from "../../domain/tenants.js";
+import { callerForLog, callerOf, describeCaller } from "../http/auth.js";
 import type { Socket } from "node:net";
 import { deflateRawSync, constants as zlibConstants } from "node:zlib";
 import type { FastifyInstance } from "fastify";
@@ -47,7 +48,18 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
     });
     scope.get("/v1/ws", { websocket: true, schema: { hide: true } }, (socket, req) => {
       sockets.add(socket);
-      const connection = new SocketConnection(socket, req.socket, s, config, log, calls, `ws ${callerOf(req)}`);
+      const caller = callerOf(req) ?? s.tenants.openCaller;
+      const connection = new SocketConnection(
+        socket,
+        req.socket,
+        s,
+        config,
+        // What the socket logs names its tenant (README, Tenants).
+        log.child(callerForLog(caller)),
+        calls,
+        `ws ${describeCaller(req)}`,
+        caller,
+      );
       socket.on("close", () => {
         sockets.delete(socket);
         connection.dispose();
@@ -187,7 +199,9 @@ class SocketConnection {
     /** The hub's count of calls in flight on all sockets. */
     private readonly calls: { inFlight: number },
     /** Who connected (token label and peer, never the token), for logs of what it does. */
-    private readonly who = "ws",
+    private readonly who: string,
+    /** The tenant the connecting token stands for; every call on the socket acts for it. */
+    private readonly caller: Caller,
   ) {
     // Only what the contract names: host and pid tell a page nothing it needs (and an attacker much).
     const { instanceId, bootId, version } = s.identity;
@@ -263,6 +277,7 @@ class SocketConnection {
           return { sessionId, unsubscribed: existed };
         },
         who: this.who,
+        caller: this.caller,
       },
       this.log,
       { maxBatch: this.config.rpcMaxBatch },
@@ -272,7 +287,7 @@ class SocketConnection {
   }
 
   private async subscribe(sessionId: string, afterSeq: number) {
-    const opened = await this.s.events.openSubscription(sessionId, afterSeq);
+    const opened = await this.s.events.openSubscription(sessionId, afterSeq, this.caller.tenant);
     // The socket closed while the subscription was being opened: nobody would ever end it.
     if (this.closed) return { sessionId, headSeq: opened.headSeq, session: opened.session };
     this.subscriptions.get(sessionId)?.unsubscribe();

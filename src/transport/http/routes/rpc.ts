@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import { routeResponses } from "../../responses.js";
 import { handleJsonRpc, parseError, type RpcLimits } from "../../rpc/jsonrpc.js";
 import type { Services } from "../../services.js";
-import { callerOf } from "../auth.js";
+import { callerOf, describeCaller } from "../auth.js";
 
 /**
  * `POST /v1/rpc`: the body is read as text so malformed JSON gets a JSON-RPC parse error (-32700)
@@ -19,7 +19,8 @@ export function registerRpcRoute(app: FastifyInstance, s: Services, log: Logger,
       } catch {
         return reply.status(200).send(parseError());
       }
-      const answer = await handleJsonRpc(message, s, { who: `rpc ${callerOf(req)}` }, log, limits);
+      const caller = callerOf(req) ?? s.tenants.openCaller;
+      const answer = await handleJsonRpc(message, s, { who: `rpc ${describeCaller(req)}`, caller }, log, limits);
       if (answer === null) return reply.status(204).send();
       return reply.status(200).send(answer);
     });
