@@ -4,8 +4,6 @@
  */
 import { AsyncResource } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
-import swagger from "@fastify/swagger";
-import swaggerUi from "@fastify/swagger-ui";
 import websocket from "@fastify/websocket";
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
 import type { Logger } from "pino";
@@ -18,6 +16,7 @@ import { refuse, registerAccessChecks } from "./access.js";
 import { bearerToken, rememberCaller, takeQueryToken, tokenLabel, verifiedCaller } from "./auth.js";
 import { registerCompression } from "./compression.js";
 import { isConsolePath, registerConsoleRoutes } from "./routes/console.js";
+import { registerDocsRoutes } from "./routes/docs.js";
 import { registerEventRoutes, SseStreams } from "./routes/events.js";
 import { type ReadyzView, registerHealthRoutes } from "./routes/health.js";
 import { type MetricsSource, registerMetricsRoute } from "./routes/metrics.js";
@@ -135,19 +134,17 @@ export async function buildHttpApp(
     reply.status(404).send({ error: { code: "NOT_FOUND", message: `no route ${req.method} ${req.url.split("?")[0]}` } });
   });
 
-  await app.register(swagger, {
-    openapi: {
-      info: { title: "mooring", version: services.identity.version, description: "Durable gateway for AI coding-agent sessions" },
-      components: {
-        securitySchemes: {
-          bearer: { type: "http", scheme: "bearer" },
-          accessToken: { type: "apiKey", in: "query", name: "access_token" },
-        },
+  // Before any route: the docs record every route's schema as it is added (routes/docs.ts).
+  registerDocsRoutes(app, {
+    info: { title: "mooring", version: services.identity.version, description: "Durable gateway for AI coding-agent sessions" },
+    components: {
+      securitySchemes: {
+        bearer: { type: "http", scheme: "bearer" },
+        accessToken: { type: "apiKey", in: "query", name: "access_token" },
       },
-      security: config.apiTokens.length > 0 ? [{ bearer: [] }, { accessToken: [] }] : [],
     },
+    security: config.apiTokens.length > 0 ? [{ bearer: [] }, { accessToken: [] }] : [],
   });
-  await app.register(swaggerUi, { routePrefix: "/docs" });
   const socketErrors = new SocketErrorLog();
   await app.register(websocket, {
     // As the plugin's default (log, terminate), with client-caused errors at warn level, throttled.
