@@ -20,7 +20,7 @@
  * another tree with the same layout; `--build-only` builds (if needed) without starting.
  */
 import { createHash } from "node:crypto";
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import vm from "node:vm";
 import { mkdir, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
@@ -90,7 +90,7 @@ function bundle(esbuild, root, srcDir, outDir) {
  * (bench/README.md). Node 22's module.enableCompileCache does this for modules; Node 20 has only
  * vm.Script's cachedData. Without a cache, or with one V8 rejects (another Node or V8 version, or
  * flags), the bundle is compiled as usual and a cache is written CODE_CACHE_DELAY_MS later, once
- * the start's functions are compiled; a build deletes the old one. The cache is derived from the
+ * the start's functions are compiled (or at exit, if sooner); a build deletes the old one. The cache is derived from the
  * bundle only, like the bundle from the sources: no state of a run is in it.
  */
 async function run(file) {
@@ -106,9 +106,18 @@ async function run(file) {
     importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
   });
   if (cachedData === undefined || script.cachedDataRejected) {
-    setTimeout(() => {
-      writeFile(cacheFile, script.createCachedData()).catch(() => {});
-    }, CODE_CACHE_DELAY_MS).unref();
+    // Once: after the delay, or on the way out if the process ends sooner (a start stopped once
+    // ready, as the bench does, would otherwise never leave a cache). Sync: `exit` runs no more I/O.
+    let written = false;
+    const write = () => {
+      if (written) return;
+      written = true;
+      try {
+        writeFileSync(cacheFile, script.createCachedData());
+      } catch {}
+    };
+    setTimeout(write, CODE_CACHE_DELAY_MS).unref();
+    process.once("exit", write);
   }
   const module = { exports: {} };
   const require = createRequire(file);
