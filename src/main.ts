@@ -30,6 +30,9 @@ async function main(): Promise<void> {
   const log = createLogger(config.logLevel, config.logFormat);
   const launch = config.databaseUrl ? undefined : launchEmbeddedPostgres(config.dataDir, log);
   launch?.ready.catch(() => {}); // awaited (and reported) by the gateway's startup
+  // Until initdb or postgres runs (milliseconds of file checks): loading the gateway below is one
+  // synchronous stretch that would otherwise hold the launch's next steps back until it is done.
+  await launch?.launched.catch(() => {});
   const [
     { RegistryError },
     { isClosedSocketWrite, isDroppedTypeFetch, recyclePools },

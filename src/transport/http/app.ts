@@ -172,7 +172,9 @@ export async function buildHttpApp(
     config.apiTokens.length === 0 ? "instance" : verifiedCaller(req) ? "operator" : "status",
   );
   registerMetricsRoute(app, metrics);
+  await yieldToIo();
   await registerConsoleRoutes(app, log);
+  await yieldToIo();
   const sse = new SseStreams();
   await app.register(async (v1) => {
     // API routes answer NOT_READY until startup is done or while the database is away.
@@ -194,13 +196,25 @@ export async function buildHttpApp(
       throw error;
     });
     registerSessionRoutes(v1, services);
+    await yieldToIo();
     registerTaskRoutes(v1, services);
+    await yieldToIo();
     registerEventRoutes(v1, services, config, sse);
     registerInstanceRoutes(v1, services);
+    await yieldToIo();
     registerRpcRoute(v1, services, log, { maxBatch: config.rpcMaxBatch });
   }, { prefix: "/v1" });
   const sockets = registerSocketRoute(app, services, config, log);
   return { app, sockets, sse };
+}
+
+/**
+ * Let pending I/O run between the parts of the app: building it is CPU work of a few hundred ms at
+ * start, during which the database steps (connect, migrate: gateway.ts) wait on Postgres's answers;
+ * each turn here lets them take their next step instead of all of them waiting for the end.
+ */
+function yieldToIo(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 /** A client's own `x-request-id`, kept as a log field when it is short printable ASCII. */
