@@ -65,7 +65,9 @@ export async function applyMigrations(db: Database, folder = migrationsFolder): 
     const applied: string[] = [];
     for (const migration of migrations) {
       if (last && Number(last.createdAt) >= migration.when) continue;
-      for (const statement of migration.statements) await tx.unsafe(statement);
+      // One file, one round trip: the simple protocol takes several statements in one message
+      // (a fresh database's migrations took ~250 ms statement by statement).
+      await tx.unsafe(migration.statements.join("\n")).simple();
       await tx`insert into drizzle.__drizzle_migrations (hash, created_at) values (${migration.hash}, ${migration.when})`;
       applied.push(migration.tag);
     }
