@@ -210,7 +210,7 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
         await registerInstance(db.sql, identity);
       },
     );
-    parts = assemble(config, log, db, bus, identity, registry, workspaceRoots, metrics);
+    parts = assemble(config, log, db, bus, identity, registry, workspaceRoots, metrics, tenants);
     await parts.listener.start();
     parts.feeds.start();
     // Reconcile is the first real work on the pool; the database may drop a connection here as
@@ -311,6 +311,7 @@ function assemble(
   registry: ReturnType<typeof loadAgentRegistry>,
   workspaceRoots: string[],
   metrics: MetricsReporter,
+  tenants: TenantDirectory,
 ): Parts {
   const feeds = new SessionFeeds(db, bus, log, config.pollMs);
   // What happens after any state change commits: one applier (domain/committer.ts).
@@ -326,7 +327,7 @@ function assemble(
     log,
     (effects) => committer.apply(effects),
   );
-  const rt: Runtime = { config, db, log, bus, eventLog, identity, metrics, committer };
+  const rt: Runtime = { config, db, log, bus, eventLog, identity, metrics, committer, tenants };
   const listener = new PgListener(db.url, `mooring-listen:${identity.instanceId}`, bus, log);
   const sessions = new SessionService(rt, registry, drivers, workspaceRoots);
   const events = new EventService(db, sessions);

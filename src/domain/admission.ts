@@ -32,7 +32,7 @@ import type { Tx } from "../db/client.js";
 import { isDatabaseUnavailable, MooringError } from "../errors.js";
 import type { StoredEvent } from "../sql/append-events.js";
 import { interruptRunningTaskOfSession } from "../sql/cancel-task.js";
-import { isQueueFull, refuseIfQueueOverflows } from "../sql/gate-check.js";
+import { isQueueFull, isTenantQueueFull, refuseIfQueueOverflows } from "../sql/gate-check.js";
 import { lockGate } from "../sql/gate-lock.js";
 import { findTaskByIdempotencyKey, insertQueuedTask } from "../sql/insert-task.js";
 import { lockSessionRows } from "../sql/lock-session.js";
@@ -82,6 +82,17 @@ const RETRY_AFTER_SECONDS = 5;
 export function gatewayBusy(): MooringError {
   return new MooringError("GATEWAY_BUSY", "The gateway is busy and its queue is full; retry later.", {
     reason: "queue_full",
+    retryAfterSeconds: RETRY_AFTER_SECONDS,
+  });
+}
+
+/**
+ * The refusal of an admission that would overfill its tenant's queue (the one place TENANT_BUSY is
+ * made): the tenant's own backlog, which other tenants' turns finishing would not shorten.
+ */
+export function tenantBusy(maxQueued: number): MooringError {
+  return new MooringError("TENANT_BUSY", `Your tenant already has ${maxQueued} turns queued; retry later.`, {
+    reason: "tenant_queue_full",
     retryAfterSeconds: RETRY_AFTER_SECONDS,
   });
 }
@@ -179,7 +190,7 @@ export class AdmissionQueue {
         for (const waiting of batch) waiting.reject(err);
         return;
       }
-      if (!isQueueFull(err) && !isSessionBusy(err)) {
+      if (!isQueueFull(err) && !isTenantQueueFull(err) && !isSessionBusy(err)) {
         this.rt.log.debug(
           { err: String(err), submits: batch.length },
           "batched admission failed; admitting one by one",
@@ -200,6 +211,10 @@ export class AdmissionQueue {
       if (isQueueFull(err)) {
         this.rt.log.info({ sessionId, maxQueued: this.rt.config.maxQueued }, "gate refusal: queue full");
         waiting.reject(gatewayBusy());
+      } else if (isTenantQueueFull(err)) {
+        const tenant = this.tenantOf(waiting.request);
+        this.rt.log.info({ sessionId, tenant: tenant.name, maxQueued: tenant.maxQueued }, "gate refusal: tenant queue full");
+        waiting.reject(tenantBusy(tenant.maxQueued));
       } else if (isSessionBusy(err)) {
         waiting.reject(new MooringError("SESSION_BUSY", `session ${sessionId} is running a turn (ifBusy=reject)`));
       } else {
@@ -208,6 +223,11 @@ export class AdmissionQueue {
       return;
     }
     waiting.resolve(results[0]);
+  }
+
+  /** The limits a refusal names: the submitting tenant's (a continuation's never reaches here). */
+  private tenantOf(request: AdmissionRequest): { name: string; maxQueued: number } {
+    return request.tenant ?? { name: "unknown", maxQueued: this.rt.config.maxQueued };
   }
 
   /**
@@ -238,6 +258,7 @@ export class AdmissionQueue {
           q,
           batch.map((w) => w.id),
           config.maxQueued,
+          this.rt.tenants.limitsJson,
         ),
       }),
       outcome: (answers: Record<string, unknown>) => this.outcome(batch, answers),

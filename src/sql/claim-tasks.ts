@@ -16,11 +16,29 @@ export interface ClaimedTask {
 
 /**
  * Moves up to `limit` queued tasks to running for this instance. Called with the gate lock held,
- * so `maxActive - running` is exact. A task is runnable when its session has nothing running and
- * it is the head of its session's waiting turns (interrupting turns first, then admission order);
- * among runnable tasks the oldest admission wins (global FIFO), so a busy session's backlog never
- * holds up other sessions. `FOR UPDATE SKIP LOCKED` passes over rows another transaction is
- * cancelling right now instead of waiting on them.
+ * so `maxActive - running` is exact, globally and per tenant. A task is runnable when its session
+ * has nothing running and it is the head of its session's waiting turns (interrupting turns
+ * first, then admission order), so a busy session's backlog never holds up other sessions.
+ *
+ * Among runnable tasks the claim is fair between tenants (README, Tenants: Quotas and fairness):
+ * each free slot goes to the tenant with the fewest running turns, ties to the oldest queued turn,
+ * never to a tenant at its own limit (`tenantLimits`, the directory's `limitsJson`: a tenant not
+ * in it, e.g. rows left from an earlier configuration, has the global limit). Taking slots one by
+ * one like that is the same as sorting the runnable tasks by (level, queue_order), where a
+ * tenant's k-th runnable task (in admission order) has level `running + k - 1`: the running count
+ * its tenant would have when that task is picked. Each tenant's next pick is its lowest level, so
+ * the smallest (level, queue_order) over all tenants is always the next greedy pick. The tenant
+ * cap is `level < maxActive`, the global cap the LIMIT. With one tenant the order is queue_order,
+ * as before tenants existed.
+ *
+ * Why the query is shaped so: it never ranks the whole queue. `waiting` lists the tenants with
+ * queued work by a loose index scan of tasks_tenant_queued_idx (one probe per tenant, not a read
+ * of every queued row); for each tenant, `ranked` walks that tenant's queue in admission order
+ * (the same index) and stops after the few runnable tasks it may still start (`room`), so the
+ * rows sorted are at most tenants x min(limit, free room). The window runs before the lock: a
+ * window function cannot share a query level with FOR UPDATE. `FOR UPDATE SKIP LOCKED` passes
+ * over rows another transaction is cancelling right now instead of waiting on them; a skipped row
+ * still used its level, so such a claim may start one task fewer for its tenant (never one more).
  *
  * The `task.started` event of every claimed task goes in with the claim, in the same statement:
  * one round trip however many tasks are claimed, while the gate lock is held (appending them one
@@ -30,21 +48,48 @@ export interface ClaimedTask {
  * set by the claim's own update. The event's data is `startedEvent` (domain/task-events.ts)
  * built in SQL: `{attempt, deadlineAt}` with deadlineAt as JavaScript's toISOString writes it.
  */
-export async function claimTasks(tx: Tx, claimant: Claimant, maxActive: number, limit: number): Promise<ClaimedTask[]> {
+export async function claimTasks(
+  tx: Tx,
+  claimant: Claimant,
+  maxActive: number,
+  tenantLimits: string,
+  limit: number,
+): Promise<ClaimedTask[]> {
   if (limit <= 0) return [];
   const rows = await tx<(TaskRow & { eventSeq: number; eventAt: Date; eventData: unknown })[]>`
-    with free as (
-      select greatest(${maxActive} - count(*), 0) as n from tasks where status in ('running', 'cancelling')
+    with recursive active as (
+      select tenant, count(*)::int as n from tasks where status in ('running', 'cancelling') group by tenant
+    ), free as (
+      select greatest(${maxActive} - coalesce(sum(n), 0), 0) as n from active
+    ), waiting as (
+      (select tenant from tasks where status = 'queued' order by tenant limit 1)
+      union all
+      select (select t.tenant from tasks t where t.status = 'queued' and t.tenant > w.tenant order by t.tenant limit 1)
+      from waiting w where w.tenant is not null
+    ), room as (
+      select w.tenant, coalesce(a.n, 0) as running,
+             least(${limit}, coalesce((${tenantLimits}::text::jsonb -> w.tenant ->> 'active')::int, ${maxActive}) - coalesce(a.n, 0)) as n
+      from waiting w left join active a on a.tenant = w.tenant
+      where w.tenant is not null
+    ), ranked as (
+      select h.id, r.running + h.rank - 1 as level, h.queue_order
+      from room r cross join lateral (
+        select t.id, t.queue_order, row_number() over (order by t.queue_order) as rank
+        from tasks t
+        where t.tenant = r.tenant and t.status = 'queued'
+          and not exists (select 1 from tasks x where x.session_id = t.session_id and x.status in ('running', 'cancelling'))
+          and not exists (
+            select 1 from tasks h where h.session_id = t.session_id and h.status = 'queued' and h.id <> t.id
+              and (h.jumps_queue, -h.queue_order) > (t.jumps_queue, -t.queue_order))
+        order by t.queue_order
+        limit greatest(r.n, 0)
+      ) h
     ), candidates as (
-      select t.id, t.session_id from tasks t
+      select t.id, t.session_id from tasks t join ranked k on k.id = t.id
       where t.status = 'queued'
-        and not exists (select 1 from tasks r where r.session_id = t.session_id and r.status in ('running', 'cancelling'))
-        and not exists (
-          select 1 from tasks h where h.session_id = t.session_id and h.status = 'queued' and h.id <> t.id
-            and (h.jumps_queue, -h.queue_order) > (t.jumps_queue, -t.queue_order))
-      order by t.queue_order
+      order by k.level, k.queue_order
       limit least(${limit}, (select n from free))
-      for update skip locked
+      for update of t skip locked
     ), clock as (
       -- The moment of the claim, not now() (the start of a transaction that may have waited on the
       -- gate lock): startedAt then follows claim order, and the run deadline counts from the start.
