@@ -20,9 +20,13 @@ export interface TaskToInsert {
  * takes the turn index and the event's seq together, so turn indexes are dense and ordered per
  * session and seqs stay gap-free (as in append-events.ts); one statement per admission instead of
  * two in the gate's transaction (bench/results/history.md). The event's data is `{position,
- * turnIndex, continuesTaskId}`: `position` counts the queued tasks admitted before this one
- * (visible: earlier statements of this transaction included) plus this one, which the statement's
- * own snapshot cannot see. Returns null when the session does not exist or is archived (the caller
+ * turnIndex, continuesTaskId}`: `position` is this task's place in the fair claim order
+ * (sql/gate-status.ts, queuePositions), counted without ranking the queue: the new task is the
+ * last of its tenant's queue, so its level is its tenant's running plus queued turns, and ahead of
+ * it are every queued task of its tenant and, of every other tenant U, the tasks of level at most
+ * its own (all were admitted before it): min(queued of U, level + 1 - running of U). Counted over
+ * the visible queue (earlier statements of this transaction included), plus this task, which the
+ * statement's own snapshot cannot see; with one tenant, the queued tasks admitted before it plus one. Returns null when the session does not exist or is archived (the caller
  * then says which), or when the session already has a task with this idempotency key (nothing is
  * taken from the session then, so no turn index is skipped).
  */
@@ -50,7 +54,17 @@ export async function insertQueuedTask(
     ), queued as (
       insert into events (session_id, seq, task_id, type, data)
       select i.session_id, i.first_seq, i.id, 'task.queued', jsonb_build_object(
-               'position', 1 + (select count(*)::int from tasks q where q.status = 'queued' and q.queue_order < i.queue_order),
+               'position', 1 + coalesce((
+                 select sum(case when w.tenant = i.tenant then w.n
+                                 else least(w.n, greatest(0, mine.level + 1 - coalesce(a.n, 0))) end)::int
+                 from (select tenant, count(*)::int as n from tasks
+                       where status = 'queued' and queue_order < i.queue_order group by tenant) w
+                 left join (select tenant, count(*)::int as n from tasks
+                            where status in ('running', 'cancelling') group by tenant) a on a.tenant = w.tenant
+                 cross join (select
+                   (select count(*)::int from tasks where tenant = i.tenant and status in ('running', 'cancelling'))
+                   + (select count(*)::int from tasks where tenant = i.tenant and status = 'queued' and queue_order < i.queue_order)
+                   as level) mine), 0),
                'turnIndex', i.turn_index, 'continuesTaskId', i.continues_task_id)
       from inserted i
       returning at, data
