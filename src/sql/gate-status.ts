@@ -58,3 +58,22 @@ function fairQueue(
     order by o.position
     limit ${limit}`;
 }
+
+/**
+ * Running (with cancelling) and queued turns per tenant, of the given tenants or of every tenant
+ * with any (null). One pass over the active and queued rows, which the gate keeps few.
+ */
+export async function countByTenant(
+  q: Queryable,
+  tenants: string[] | null,
+): Promise<Map<string, { active: number; queued: number }>> {
+  const rows = await q<{ tenant: string; active: number; queued: number }[]>`
+    select tenant,
+           count(*) filter (where status in ('running', 'cancelling'))::int as active,
+           count(*) filter (where status = 'queued')::int as queued
+    from tasks
+    where status in ('queued', 'running', 'cancelling')
+      and (${tenants}::text[] is null or tenant = any(${tenants}::text[]))
+    group by tenant`;
+  return new Map(rows.map((r) => [r.tenant, { active: r.active, queued: r.queued }]));
+}

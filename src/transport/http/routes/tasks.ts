@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import { routeResponses } from "../../responses.js";
-import { describeCaller } from "../auth.js";
+import { callerOf, describeCaller } from "../auth.js";
 import { GetTaskQuery, ListTasksQuery, PermissionParams, RespondPermissionBody, TaskIdParams } from "../../schemas.js";
 import type { Services } from "../../services.js";
 
@@ -46,5 +46,5 @@ export function registerTaskRoutes(app: FastifyInstance, s: Services): void {
     async (req) => s.permissions.respond(req.params.id, req.params.requestId, req.body, `http ${describeCaller(req)}`),
   );
 
-  app.get("/gate", { schema: { summary: "Admission gate status", tags: ["gate"], response: routeResponses["GET /v1/gate"] } }, async () => s.tasks.gate());
+  app.get("/gate", { schema: { summary: "Admission gate status", tags: ["gate"], response: routeResponses["GET /v1/gate"] } }, async (req) => s.tasks.gate(callerOf(req) ?? s.tenants.openCaller));
 }
