@@ -26,6 +26,16 @@
  * would one at a time. If the batch would overflow the queue, a reject finds its session busy, or
  * it fails for any other reason, it rolls back and its submits are admitted one at a time, each
  * deciding for itself, exactly as without batching.
+ *
+ * Tenants' limits (README, Tenants: Quotas and fairness) are decided by the same statements, so
+ * they are exact the same way: the claim caps each tenant at its maxActive as it picks, and the
+ * check refuses (TENANT_BUSY) when a tenant the batch inserted for has more queued turns than its
+ * maxQueued, after the global check (GATEWAY_BUSY first). A turn counts against the tenant of its
+ * session (the stored `tasks.tenant`), so continuations, which carry no `request.tenant`, count
+ * against theirs too, and the limits come from the directory (`rt.tenants.limitsJson`), not from
+ * the request. No committed state is ever over a tenant's limits: what a batch commits is checked
+ * as a whole. A batch's one fair claim may pick other tenants' turns than claims after each submit
+ * would; that changes who starts first, never whether a limit holds.
  */
 import { randomUUID } from "node:crypto";
 import type { Tx } from "../db/client.js";

@@ -41,8 +41,8 @@ export interface ClaimedTask {
  * evenly through the queue; for a tenant whose turns all came after another's backlog (the case
  * fairness is for) that read the whole backlog (EXPLAIN: 2709 rows removed per tenant on 4000
  * queued). As a range, only tasks_tenant_queued_idx yields the (tenant, queue_order) order, and
- * the walk reads the few rows it returns. The window runs before the lock: a
- * window function cannot share a query level with FOR UPDATE. `FOR UPDATE SKIP LOCKED` passes
+ * the walk reads the few rows it returns. The window runs before the lock: a window function
+ * cannot share a query level with FOR UPDATE. `FOR UPDATE SKIP LOCKED` passes
  * over rows another transaction is cancelling right now instead of waiting on them; a skipped row
  * still used its level, so such a claim may start one task fewer for its tenant (never one more).
  * The rows to lock are found by primary key (`id = any(array(...))`) rather than by joining the
