@@ -7,13 +7,17 @@ import { safeErrorSerializer } from "./log-errors.js";
  * The request a piece of work belongs to. The HTTP edge enters it for each request, so lines the
  * domain logs while serving it (through the root logger) carry the request's `reqId` too.
  */
-export const requestContext = new AsyncLocalStorage<{ reqId: string }>();
+export const requestContext = new AsyncLocalStorage<{ reqId: string; tenant?: string }>();
 
-/** pino mixin adding `reqId` from the request context, unless the logger already binds one. */
+/**
+ * pino mixin adding `reqId` (and the caller's `tenant`) from the request context, unless the
+ * logger already binds them. A line that names a tenant itself (a lifecycle line names its
+ * resource's) keeps its own: the logged object wins over the mixin.
+ */
 export function requestIdMixin(_merge: object, _level: number, logger: Logger): object {
   const store = requestContext.getStore();
   if (!store || "reqId" in logger.bindings()) return {};
-  return { reqId: store.reqId };
+  return store.tenant === undefined ? { reqId: store.reqId } : { reqId: store.reqId, tenant: store.tenant };
 }
 
 export function createLogger(level: string, format: "auto" | "json" | "pretty" = "auto"): Logger {

@@ -55,6 +55,7 @@ function row(cursor: Partial<SessionRow> = {}): SessionRow {
   const now = new Date();
   return {
     id: "00000000-0000-4000-8000-000000000001",
+    tenant: "default",
     workspace: "/srv/ws",
     agent: "scripted",
     agentConfig: {},

@@ -36,6 +36,14 @@ async function forgeNewerOwner(taskId: string) {
   return row;
 }
 
+/** The turn's opening write, the agent's conversation id on the session, has landed. */
+async function conversationIdSaved(sessionId: string) {
+  await eventually(async () => {
+    const [s] = await db.sql`select agent_session_id from sessions where id = ${sessionId}`;
+    return s.agentSessionId !== null;
+  });
+}
+
 async function snapshot(taskId: string, sessionId: string) {
   const [task] = await db.sql`select * from tasks where id = ${taskId}`;
   const [session] = await db.sql`
@@ -61,10 +69,7 @@ it("a stale owner's events, cursor, context usage and settlement change nothing,
   const task = await submit(gw.url, session, "[sleep 1500] [deltas 3] [tool 100] [tokens 5000]");
   expect(task.status).toBe("running");
   // The agent saved its conversation id at the start of the turn; then the row is forged.
-  await eventually(async () => {
-    const [s] = await db.sql`select agent_session_id from sessions where id = ${session}`;
-    return s.agentSessionId !== null;
-  });
+  await conversationIdSaved(session);
   await forgeNewerOwner(task.id);
   const forged = await snapshot(task.id, session);
 
@@ -100,6 +105,10 @@ it("the owner's heartbeat notices the takeover, stops the turn and writes nothin
   const [session] = await createSessions(gw.url, workspace, 1);
   const task = await submit(gw.url, session, "[sleep 20000] [deltas 3]");
   expect(task.status).toBe("running");
+  // Forge only once the turn's opening write (the agent's conversation id) has landed: a write
+  // whose statement began before the forge commits after it (its snapshot predates the forge), which
+  // is a write of the old lease, not a stale one, and would make the snapshots differ.
+  await conversationIdSaved(session);
   await forgeNewerOwner(task.id);
   const forged = await snapshot(task.id, session);
 

@@ -51,7 +51,7 @@ import type { TaskRow } from "../sql/task-row.js";
 import { type ClaimLimit, claimAndStart } from "./claim.js";
 import type { Effects } from "./committer.js";
 import type { Runtime } from "./runtime.js";
-import type { Tenant } from "./tenants.js";
+import { type Tenant, visibleTenant } from "./tenants.js";
 
 /** What a submit asks for when its session is busy (docs/api.md, ifBusy). */
 export type IfBusy = "enqueue" | "reject" | "interrupt";
@@ -126,11 +126,13 @@ export interface AdmissionStatements {
  */
 export function admissionStatements(q: Tx, id: string, request: AdmissionRequest, queueTimeoutMs: number): AdmissionStatements {
   const { sessionId, idempotencyKey, ifBusy } = request;
+  // Isolation (README, Tenants): every statement acts only on a session of the submitting tenant.
+  const owner = ownerOf(request);
   // The lookup goes first, so it also sees a same-key admission earlier in the transaction.
-  const existing = idempotencyKey ? findTaskByIdempotencyKey(q, sessionId, idempotencyKey) : Promise.resolve(null);
-  const busy = ifBusy === "reject" ? refuseIfSessionBusy(q, sessionId, idempotencyKey) : Promise.resolve(null);
+  const existing = idempotencyKey ? findTaskByIdempotencyKey(q, sessionId, idempotencyKey, owner) : Promise.resolve(null);
+  const busy = ifBusy === "reject" ? refuseIfSessionBusy(q, sessionId, idempotencyKey, owner) : Promise.resolve(null);
   const interrupted =
-    ifBusy === "interrupt" ? interruptRunningTaskOfSession(q, sessionId, idempotencyKey) : Promise.resolve(null);
+    ifBusy === "interrupt" ? interruptRunningTaskOfSession(q, sessionId, idempotencyKey, owner) : Promise.resolve(null);
   const continuesTaskId = request.continuesTaskId ?? null;
   const inserted = insertQueuedTask(q, {
     id,
@@ -142,8 +144,19 @@ export function admissionStatements(q: Tx, id: string, request: AdmissionRequest
     timeoutMs: request.timeoutMs,
     queueTimeoutMs,
     continuesTaskId,
+    tenant: owner,
   });
   return { named: { existing, busy, interrupted, inserted }, existing, interrupted, inserted };
+}
+
+/**
+ * Whose session an admission may act on: the submitting tenant's name, or null (any) for an admin
+ * and for the gateway's own continuations. No statement reads the session first: each carries the
+ * condition itself, so a foreign session is left untouched at no extra round trip, and the submit
+ * then answers SESSION_NOT_FOUND (domain/tasks.ts).
+ */
+function ownerOf(request: AdmissionRequest): string | null {
+  return request.tenant ? visibleTenant(request.tenant) : null;
 }
 
 /** Upper bound on submits per transaction, so one batch never holds the gate lock for long. */

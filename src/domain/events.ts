@@ -4,6 +4,7 @@ import { MooringError } from "../errors.js";
 import { readEventPayload, readEventsAfter } from "../sql/read-events.js";
 import { toClientEvent } from "../stream/session-feeds.js";
 import type { SessionService } from "./sessions.js";
+import type { Tenant } from "./tenants.js";
 
 export class EventService {
   constructor(
@@ -15,8 +16,9 @@ export class EventService {
    * Where a subscription starts: the session's head and snapshot. A cursor older than what the log
    * still holds cannot be served gap-free: RESYNC_REQUIRED tells the client to reload the snapshot.
    */
-  async openSubscription(sessionId: string, afterSeq: number) {
-    const row = await this.sessions.row(sessionId);
+  async openSubscription(sessionId: string, afterSeq: number, tenant: Tenant) {
+    // The one check a stream needs: the feed it then joins carries this session's events only.
+    const row = await this.sessions.row(sessionId, tenant);
     if (afterSeq < row.prunedSeq) {
       throw new MooringError(
         "RESYNC_REQUIRED",
@@ -24,7 +26,7 @@ export class EventService {
         { details: { oldestSeq: row.prunedSeq + 1 } },
       );
     }
-    const session = await this.sessions.get(sessionId);
+    const session = await this.sessions.get(sessionId, tenant);
     return { headSeq: row.lastSeq, session };
   }
 
@@ -33,8 +35,8 @@ export class EventService {
    * contiguous with the cursor is returned, so a client that moves its cursor to the last item
    * never skips a seq. `nextAfterSeq` is set when more events lie beyond this page.
    */
-  async page(sessionId: string, afterSeq: number, limit: number) {
-    const row = await this.sessions.row(sessionId);
+  async page(sessionId: string, afterSeq: number, limit: number, tenant: Tenant) {
+    const row = await this.sessions.row(sessionId, tenant);
     if (afterSeq < row.prunedSeq) {
       throw new MooringError(
         "RESYNC_REQUIRED",
@@ -53,8 +55,8 @@ export class EventService {
   }
 
   /** The whole payload behind an event's preview (e.g. a full tool result). */
-  async payload(sessionId: string, seq: number) {
-    await this.sessions.row(sessionId);
+  async payload(sessionId: string, seq: number, tenant: Tenant) {
+    await this.sessions.row(sessionId, tenant);
     const row = await readEventPayload(this.db.sql, sessionId, seq);
     if (!row) throw new MooringError("EVENT_NOT_FOUND", `session ${sessionId} has no event ${seq}`);
     return { sessionId, seq, type: row.type, payload: row.payload ?? row.data };

@@ -26,6 +26,7 @@ import {
 import { preview } from "../stream/preview.js";
 import type { Runtime } from "./runtime.js";
 import { isUuid } from "./ids.js";
+import { type Tenant, visibleTenant } from "./tenants.js";
 
 /** What clients see of a pending request (`Task.pendingPermissions`, `permission.requested`). */
 export interface PermissionRequestView {
@@ -270,16 +271,19 @@ export class Permissions {
     requestId: string,
     response: PermissionResponse,
     answeredBy: string,
+    tenant: Tenant,
   ): Promise<PermissionResolutionView> {
     const notFound = () =>
       new MooringError("PERMISSION_NOT_FOUND", `permission request ${requestId} does not exist for task ${taskId}`);
     if (!isUuid(taskId)) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
     if (!isUuid(requestId)) throw notFound();
+    // Another tenant's task is a missing one (README, Tenants); an admin's read has no condition.
+    const owner = visibleTenant(tenant);
     const current = await readPermission(this.rt.db.sql, requestId);
-    if (!current || current.taskId !== taskId) {
-      const task = await readTask(this.rt.db.sql, taskId);
+    if (!current || current.taskId !== taskId || owner !== null) {
+      const task = await readTask(this.rt.db.sql, taskId, owner);
       if (!task) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
-      throw notFound();
+      if (!current || current.taskId !== taskId) throw notFound();
     }
     if (current.resolvedAt) throw alreadyResolved(current);
     if (!current.options.some((o) => o.optionId === response.optionId)) {
@@ -303,7 +307,15 @@ export class Permissions {
     // on another instance) goes through the one applier.
     this.rt.committer.apply({ permissionsResolved: [requestId] });
     this.rt.log.info(
-      { taskId, requestId, tool: current.toolCall.name, optionId: response.optionId, by: "client", answeredBy },
+      {
+        taskId,
+        requestId,
+        tool: current.toolCall.name,
+        optionId: response.optionId,
+        by: "client",
+        answeredBy,
+        tenant: tenant.name,
+      },
       "permission answered",
     );
     return resolutionView(won);

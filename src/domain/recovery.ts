@@ -40,7 +40,7 @@ export class Recovery {
           ])),
         );
         this.rt.log.info(
-          { sessionId: row.sessionId, taskId: row.id },
+          { sessionId: row.sessionId, taskId: row.id, tenant: row.tenant },
           "recovery: conversation was not saved; reset",
         );
         continue;
@@ -78,7 +78,12 @@ export class Recovery {
         const inserted = await admission.inserted;
         if (!inserted) return [];
         this.rt.log.info(
-          { sessionId: interrupted.sessionId, taskId: inserted.row.id, continues: interrupted.id },
+          {
+            sessionId: interrupted.sessionId,
+            taskId: inserted.row.id,
+            continues: interrupted.id,
+            tenant: interrupted.tenant,
+          },
           "recovery: continuation queued",
         );
         return [inserted.queued];
@@ -86,7 +91,7 @@ export class Recovery {
     } catch (err) {
       if (!isQueueFull(err) && !isTenantQueueFull(err)) throw err;
       this.rt.log.warn(
-        { sessionId: interrupted.sessionId, limit: isQueueFull(err) ? "gateway" : "tenant" },
+        { sessionId: interrupted.sessionId, tenant: interrupted.tenant, limit: isQueueFull(err) ? "gateway" : "tenant" },
         "recovery: queue full, continuation not queued",
       );
       return appendEvents(tx, interrupted.sessionId, [

@@ -16,11 +16,17 @@ import { cancelTaskIn, mergeEffects } from "./cancel.js";
 import { fittingCount } from "./page-budget.js";
 import { isUuid } from "./ids.js";
 import type { Runtime } from "./runtime.js";
-import type { Tenant } from "./tenants.js";
+import { listedTenant, type Tenant, visibleTenant } from "./tenants.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
 import { taskExtras } from "./task-extras.js";
 import { compactTurn, type SessionRow, type SessionStatus, sessionView } from "./views.js";
-import { acceptWorkspace, normalizeWorkspace } from "./workspace.js";
+import {
+  acceptWorkspace,
+  isInsideRoots,
+  normalizeRoots,
+  normalizeWorkspace,
+  workspaceNotAllowed,
+} from "./workspace.js";
 
 export interface CreateSessionInput {
   workspace: string;
@@ -40,6 +46,8 @@ export class SessionService {
   private readonly log: Logger;
   /** Bytes of items a list page may carry (MOORING_LIST_PAGE_BYTES). */
   private readonly listPageBytes: number;
+  /** Each tenant's own workspace roots, normalized once (as the global ones are at start). */
+  private readonly tenantRoots = new Map<string, Promise<string[]>>();
 
   constructor(
     private readonly rt: Runtime,
@@ -54,16 +62,21 @@ export class SessionService {
 
   /** Create a session owned by `tenant`, inside its workspace roots, with one of its agents. */
   async create(input: CreateSessionInput, tenant: Tenant) {
-    const entry = this.registry.get(input.agent);
+    // A tenant's agents narrow the registry; one outside its list is refused in the words used for
+    // an unregistered one, listing only its own, so the tenant learns nothing of the others.
+    const usable = tenant.agents ?? [...this.registry.keys()];
+    const entry = usable.includes(input.agent) ? this.registry.get(input.agent) : undefined;
     if (!entry) {
       throw invalid(
-        `agent ${JSON.stringify(input.agent)} is not registered (registered: ${[...this.registry.keys()].join(", ")})`,
+        `agent ${JSON.stringify(input.agent)} is not registered (registered: ${usable.join(", ")})`,
         "agent",
       );
     }
     const checked = this.drivers[entry.driver].validateConfig(entry, input.agentConfig ?? {});
     if (!checked.ok) throw invalid(checked.problem, "agentConfig");
     const workspace = await acceptWorkspace(input.workspace, this.workspaceRoots, this.log);
+    // Then the tenant's own roots (inside the global ones, checked at start), with the same refusal.
+    if (!isInsideRoots(workspace, await this.rootsOf(tenant))) throw workspaceNotAllowed(input.workspace);
     const { id, created } = await insertSession(this.db.sql, {
       tenant: tenant.name,
       workspace,
@@ -74,13 +87,26 @@ export class SessionService {
       idempotencyKey: input.idempotencyKey ?? null,
     });
     if (created) this.log.info({ sessionId: id, workspace, agent: input.agent, tenant: tenant.name }, "session created");
-    return { session: await this.get(id, { withTurns: false }), created };
+    return { session: await this.get(id, tenant, { withTurns: false }), created };
   }
 
-  /** The session row with its derived status, or SESSION_NOT_FOUND. */
-  async row(id: string, q: Queryable = this.db.sql): Promise<SessionRow> {
+  /** A tenant's own roots, normalized on first use (empty: the global roots alone apply). */
+  private rootsOf(tenant: Tenant): Promise<string[]> {
+    let roots = this.tenantRoots.get(tenant.name);
+    if (!roots) {
+      roots = normalizeRoots(tenant.workspaceRoots);
+      this.tenantRoots.set(tenant.name, roots);
+    }
+    return roots;
+  }
+
+  /**
+   * The session row with its derived status, or SESSION_NOT_FOUND, also when it is not `tenant`'s
+   * to see (null: the gateway's own reads, no tenant condition).
+   */
+  async row(id: string, tenant: Tenant | null, q: Queryable = this.db.sql): Promise<SessionRow> {
     if (!isUuid(id)) throw new MooringError("SESSION_NOT_FOUND", `session ${id} does not exist`);
-    const row = await readSession<SessionRow>(q, id);
+    const row = await readSession<SessionRow>(q, id, tenant ? visibleTenant(tenant) : null);
     if (!row) throw new MooringError("SESSION_NOT_FOUND", `session ${id} does not exist`);
     return row;
   }
@@ -91,8 +117,9 @@ export class SessionService {
     return new Map(rows.map((r) => [r.id, r]));
   }
 
-  async get(id: string, options: { withTurns: boolean } = { withTurns: true }) {
-    const row = await this.row(id);
+  /** A session `tenant` may see, with its recent turns unless `withTurns` is false. */
+  async get(id: string, tenant: Tenant | null, options: { withTurns: boolean } = { withTurns: true }) {
+    const row = await this.row(id, tenant);
     const view = sessionView(row);
     if (!options.withTurns) return view;
     const recent = await readRecentTurns(this.db.sql, id, SNAPSHOT_TURNS);
@@ -102,11 +129,18 @@ export class SessionService {
     return { ...view, turns };
   }
 
-  async list(filter: { status?: SessionStatus; workspace?: string; limit?: number; cursor?: string }) {
+  /** A page of the sessions `tenant` may list (an admin: all, or those of `filter.tenant`). */
+  async list(
+    filter: { status?: SessionStatus; workspace?: string; tenant?: string; limit?: number; cursor?: string },
+    tenant: Tenant,
+  ) {
+    const listed = listedTenant(tenant, filter.tenant);
+    if (listed === false) return { items: [], nextCursor: null };
     const limit = filter.limit ?? 50;
     const after = filter.cursor ? decodeCursor(filter.cursor) : null;
     const workspace = filter.workspace ? await normalizeWorkspace(filter.workspace) : null;
     const rows = await listSessions<SessionRow>(this.db.sql, {
+      tenant: listed,
       workspace,
       status: filter.status ?? null,
       after,
@@ -126,8 +160,8 @@ export class SessionService {
    * one transaction; its warm agent goes at once here, and on other instances through the
    * notification (channel mooring_archived).
    */
-  async archive(sessionId: string) {
-    await this.row(sessionId);
+  async archive(sessionId: string, tenant: Tenant) {
+    const session = await this.row(sessionId, tenant);
     const cancelled = await this.rt.committer.transaction(async (tx) => {
       await markSessionArchived(tx, sessionId);
       const open = await lockOpenTasksOfSession(tx, sessionId);
@@ -140,7 +174,7 @@ export class SessionService {
         effects: mergeEffects([...changes.map((c) => c.effects), { archived: [sessionId] }]),
       };
     });
-    this.log.info({ sessionId, cancelled }, "session archived");
-    return this.get(sessionId, { withTurns: false });
+    this.log.info({ sessionId, cancelled, tenant: session.tenant }, "session archived");
+    return this.get(sessionId, tenant, { withTurns: false });
   }
 }

@@ -14,7 +14,7 @@ import type { Runtime } from "./runtime.js";
 import { isUuid } from "./ids.js";
 import type { SessionService } from "./sessions.js";
 import { TaskWatch } from "./task-watch.js";
-import type { Caller, Tenant } from "./tenants.js";
+import { listedTenant, type Tenant, visibleTenant } from "./tenants.js";
 import { type TaskView, taskView } from "./views.js";
 
 export type LoadClass = "short" | "long" | "complex";
@@ -86,7 +86,8 @@ export class TaskService {
     const ifBusy = input.ifBusy ?? "enqueue";
     if (!isUuid(sessionId))
       throw new MooringError("SESSION_NOT_FOUND", `session ${sessionId} does not exist`);
-    // Admission reads no session first: its insert does nothing unless the session is open.
+    // Admission reads no session first: its insert does nothing unless the session is open and
+    // the tenant's (every statement of it carries that condition; domain/admission.ts).
     const id = sessionId.toLowerCase();
     const admitted = await this.admissions.admit({
       sessionId: id,
@@ -99,14 +100,16 @@ export class TaskService {
     });
     if (admitted.created) return { task: await this.view(admitted.created), created: true };
     if (admitted.existing) return { task: await this.view(admitted.existing), created: false };
-    // Nothing inserted and no earlier task with the key: the session is missing or archived.
-    const session = await this.sessions.row(id);
+    // Nothing inserted and no earlier task with the key: the session is missing, another tenant's
+    // (answered as missing) or archived.
+    const session = await this.sessions.row(id, tenant);
     throw new MooringError("SESSION_ARCHIVED", `session ${session.id} is archived`);
   }
 
-  async row(taskId: string): Promise<TaskRow> {
+  /** The task, or TASK_NOT_FOUND, also when it is not `tenant`'s to see (README, Tenants). */
+  async row(taskId: string, tenant: Tenant): Promise<TaskRow> {
     if (!isUuid(taskId)) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
-    const row = await readTask(this.rt.db.sql, taskId);
+    const row = await readTask(this.rt.db.sql, taskId, visibleTenant(tenant));
     if (!row) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
     return row;
   }
@@ -117,22 +120,30 @@ export class TaskService {
   }
 
   /** The task; with `waitMs`, answers as soon as its state changes or when the wait ends. */
-  async get(taskId: string, waitMs = 0): Promise<TaskView> {
+  async get(taskId: string, waitMs: number, tenant: Tenant): Promise<TaskView> {
     if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > MAX_WAIT_MS) {
       throw invalid(`waitMs must be an integer from 0 to ${MAX_WAIT_MS}`, "waitMs");
     }
-    const first = await this.row(taskId);
+    // Checked once: a task's tenant never changes, so what the wait then answers is the tenant's too.
+    const first = await this.row(taskId, tenant);
     if (waitMs === 0 || isTerminal(first.status)) return this.view(first);
     // Past MOORING_MAX_LONG_POLLS the wait is declined: the current state, at once.
     const waiting = this.watch.wait(first, waitMs);
     return this.view(waiting ? await waiting : first);
   }
 
-  async list(filter: { sessionId?: string; status?: TaskStatus; limit?: number; cursor?: string }) {
+  /** A page of the tasks `tenant` may list (an admin: all, or those of `filter.tenant`). */
+  async list(
+    filter: { sessionId?: string; status?: TaskStatus; tenant?: string; limit?: number; cursor?: string },
+    tenant: Tenant,
+  ) {
+    const listed = listedTenant(tenant, filter.tenant);
+    if (listed === false) return { items: [], nextCursor: null };
     const limit = filter.limit ?? 50;
     const after = filter.cursor ? decodeCursor(filter.cursor) : null;
     if (filter.sessionId && !isUuid(filter.sessionId)) return { items: [], nextCursor: null };
     const rows = await listTasks(this.rt.db.sql, {
+      tenant: listed,
       sessionId: filter.sessionId ?? null,
       status: filter.status ?? null,
       after,
@@ -153,22 +164,23 @@ export class TaskService {
    * Idempotent: a queued task is cancelled at once, a running one goes `cancelling` and its owner
    * stops it, anything else comes back unchanged.
    */
-  async cancel(taskId: string): Promise<TaskView> {
-    const current = await this.row(taskId);
+  async cancel(taskId: string, tenant: Tenant): Promise<TaskView> {
+    const current = await this.row(taskId, tenant);
     if (isTerminal(current.status) || current.status === "cancelling") return this.view(current);
     const row = await this.rt.committer.transaction(async (tx) => {
       const { row, effects } = await cancelTaskIn(tx, current);
       return { value: row, effects };
     });
-    return this.view(row ?? (await this.row(taskId)));
+    return this.view(row ?? (await this.row(taskId, tenant)));
   }
 
   /**
    * The gate's figures: global, and the caller's tenant beside them (its usage and limits); an
    * admin also gets every tenant (configured, or holding turns from an earlier configuration).
    */
-  async gate(caller: Caller) {
-    const names = caller.tenant.admin ? null : [caller.tenant.name];
+  async gate(tenant: Tenant) {
+    const scope = visibleTenant(tenant);
+    const names = scope === null ? null : [scope];
     const [{ active, queued }, waitingForInput, byTenant] = await Promise.all([
       countActiveAndQueued(this.rt.db.sql),
       countWaitingForInput(this.rt.db.sql),
@@ -180,7 +192,7 @@ export class TaskService {
       const counts = byTenant.get(name) ?? { active: 0, queued: 0 };
       return { name, ...counts, maxActive: limits.maxActive, maxQueued: limits.maxQueued };
     };
-    const all = caller.tenant.admin
+    const all = tenant.admin
       ? [...new Set([...this.rt.tenants.list().map((t) => t.name), ...byTenant.keys()])].sort()
       : null;
     return {
@@ -191,7 +203,7 @@ export class TaskService {
       /** Active turns waiting on a permission request: they keep their slots (issue 13). */
       waitingForInput,
       queueTimeoutMs: this.rt.config.queueTimeoutMs,
-      tenant: usage(caller.tenant.name),
+      tenant: usage(tenant.name),
       ...(all ? { tenants: all.map(usage) } : {}),
     };
   }

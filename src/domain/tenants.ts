@@ -31,6 +31,24 @@ export interface Caller {
   label: string;
 }
 
+/**
+ * The tenant whose resources a caller may read or act on, as the SQL read functions take it: its
+ * own name, or null (no condition) for an admin. Another tenant's id then finds no row, so it
+ * answers exactly like a missing one (404, never 403: existence does not leak).
+ */
+export function visibleTenant(tenant: Tenant): string | null {
+  return tenant.admin ? null : tenant.name;
+}
+
+/**
+ * The tenant a list shows: an admin's `tenant` filter (none: all tenants), else the caller's own.
+ * A non-admin naming another tenant gets `false`: an empty list, as for a tenant with nothing.
+ */
+export function listedTenant(tenant: Tenant, filter: string | undefined): string | null | false {
+  if (tenant.admin) return filter ?? null;
+  return filter === undefined || filter === tenant.name ? tenant.name : false;
+}
+
 interface TokenEntry {
   digest: Buffer;
   tenant: Tenant;

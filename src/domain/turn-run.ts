@@ -69,7 +69,12 @@ export class TurnExecution {
   async execute(turn: RunningTurn, sessions: Promise<Map<string, SessionRow>>): Promise<void> {
     const { row } = turn;
     const fence: OwnerFence = { taskId: row.id, bootId: this.rt.identity.bootId, attempt: row.attempt };
-    const log = this.rt.log.child({ taskId: row.id, sessionId: row.sessionId, attempt: row.attempt });
+    const log = this.rt.log.child({
+      taskId: row.id,
+      sessionId: row.sessionId,
+      tenant: row.tenant,
+      attempt: row.attempt,
+    });
     let session: SessionRow | null = null;
     let healthy = false;
     let tokens: number | null = null;

@@ -11,6 +11,8 @@ export type SessionStatus = "idle" | "busy" | "archived";
 
 export interface SessionRow {
   id: string;
+  /** The tenant that owns it (README, Tenants). */
+  tenant: string;
   workspace: string;
   agent: string;
   agentConfig: Record<string, unknown>;
@@ -37,6 +39,7 @@ export interface SessionView
   extends Pick<
     SessionRow,
     | "id"
+    | "tenant"
     | "workspace"
     | "agent"
     | "agentConfig"
@@ -56,6 +59,7 @@ export interface SessionView
 export function sessionView(row: SessionRow): SessionView {
   return {
     id: row.id,
+    tenant: row.tenant,
     workspace: row.workspace,
     agent: row.agent,
     agentConfig: row.agentConfig,
@@ -75,6 +79,8 @@ export function sessionView(row: SessionRow): SessionView {
 export interface TaskView {
   id: string;
   sessionId: string;
+  /** Its session's tenant (README, Tenants). */
+  tenant: string;
   turnIndex: number;
   status: TaskRow["status"];
   position: number | null;
@@ -128,6 +134,7 @@ export function taskView(
   return {
     id: row.id,
     sessionId: row.sessionId,
+    tenant: row.tenant,
     turnIndex: row.turnIndex,
     status: row.status,
     position: pos,

@@ -82,12 +82,15 @@ export function isInsideRoots(workspace: string, roots: readonly string[]): bool
 export async function acceptWorkspace(input: string, roots: string[], log: Logger): Promise<string> {
   const workspace = await normalizeWorkspace(input);
   if (workspace !== input) log.debug({ original: input, normalized: workspace }, "workspace path normalized");
-  if (!isInsideRoots(workspace, roots)) {
-    throw new MooringError("WORKSPACE_NOT_ALLOWED", `workspace ${JSON.stringify(input)} is outside the allowed roots`, {
-      details: { field: "workspace" },
-    });
-  }
+  if (!isInsideRoots(workspace, roots)) throw workspaceNotAllowed(input);
   return workspace;
+}
+
+/** The refusal of a workspace outside the roots (the global ones or a tenant's: one wording). */
+export function workspaceNotAllowed(input: string): MooringError {
+  return new MooringError("WORKSPACE_NOT_ALLOWED", `workspace ${JSON.stringify(input)} is outside the allowed roots`, {
+    details: { field: "workspace" },
+  });
 }
 
 /**

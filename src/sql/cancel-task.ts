@@ -45,11 +45,14 @@ export async function interruptRunningTaskOfSession(
   q: Queryable,
   sessionId: string,
   idempotencyKey: string | null,
+  /** The submitting tenant: another tenant's turn is never touched (null: any, an admin). */
+  tenant: string | null,
 ): Promise<TaskRow | null> {
   const [row] = await q<(TaskRow & { notified: unknown })[]>`
     with cancelling as (
       update tasks set status = 'cancelling', cancel_requested_at = now(), version = version + 1
       where session_id = ${sessionId} and status = 'running'
+        and (${tenant}::text is null or tenant = ${tenant})
         and (${idempotencyKey}::text is null or not exists (
           select 1 from tasks where session_id = ${sessionId} and idempotency_key = ${idempotencyKey}))
       returning *

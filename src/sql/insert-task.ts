@@ -13,6 +13,11 @@ export interface TaskToInsert {
   continuesTaskId: string | null;
   /** The task's id, chosen by the caller so later statements can name it before this one answers. */
   id?: string;
+  /**
+   * The submitting tenant: nothing is inserted unless the session is its own (README, Tenants).
+   * Null: any session (the gateway's own continuations, an admin).
+   */
+  tenant: string | null;
 }
 
 /**
@@ -26,9 +31,10 @@ export interface TaskToInsert {
  * it are every queued task of its tenant and, of every other tenant U, the tasks of level at most
  * its own (all were admitted before it): min(queued of U, level + 1 - running of U). Counted over
  * the visible queue (earlier statements of this transaction included), plus this task, which the
- * statement's own snapshot cannot see; with one tenant, the queued tasks admitted before it plus one. Returns null when the session does not exist or is archived (the caller
- * then says which), or when the session already has a task with this idempotency key (nothing is
- * taken from the session then, so no turn index is skipped).
+ * statement's own snapshot cannot see; with one tenant, the queued tasks admitted before it plus
+ * one. Returns null when the session does not exist or is archived (the caller then says which)
+ * or is another tenant's (then it says SESSION_NOT_FOUND), or when the session already has a task
+ * with this idempotency key (nothing is taken from the session then, so no turn index is skipped).
  */
 export async function insertQueuedTask(
   tx: Tx,
@@ -39,6 +45,7 @@ export async function insertQueuedTask(
       update sessions set next_turn_index = next_turn_index + 1, last_seq = last_seq + 1,
         updated_at = now(), last_activity_at = now()
       where id = ${task.sessionId} and archived_at is null
+        and (${task.tenant}::text is null or tenant = ${task.tenant})
         and (${task.idempotencyKey}::text is null or not exists (
           select 1 from tasks where session_id = ${task.sessionId} and idempotency_key = ${task.idempotencyKey}))
       returning next_turn_index - 1 as turn_index, last_seq as seq, tenant
@@ -85,12 +92,18 @@ export async function insertQueuedTask(
   };
 }
 
+/**
+ * The task of a session that holds an idempotency key, if the session is `tenant`'s (null: any):
+ * a task's tenant is its session's, so a key used in another tenant's session finds nothing here.
+ */
 export async function findTaskByIdempotencyKey(
   tx: Tx,
   sessionId: string,
   key: string,
+  tenant: string | null,
 ): Promise<TaskRow | null> {
   const [row] = await tx<TaskRow[]>`
-    select * from tasks where session_id = ${sessionId} and idempotency_key = ${key}`;
+    select * from tasks where session_id = ${sessionId} and idempotency_key = ${key}
+      and (${tenant}::text is null or tenant = ${tenant})`;
   return row ?? null;
 }

@@ -11,9 +11,14 @@ function statusColumn(q: Queryable) {
     then 'busy' else 'idle' end as status`;
 }
 
-/** One session with its status. */
-export async function readSession<T>(q: Queryable, id: string): Promise<T | null> {
-  const [row] = await q`select ${statusColumn(q)}, s.* from sessions s where s.id = ${id}`;
+/**
+ * One session with its status, if `tenant` may see it (null: any tenant, an admin or the gateway
+ * itself). The tenant condition rides on the primary-key read, so a foreign id costs nothing more
+ * than a missing one and answers the same (README, Tenants).
+ */
+export async function readSession<T>(q: Queryable, id: string, tenant: string | null): Promise<T | null> {
+  const [row] = await q`select ${statusColumn(q)}, s.* from sessions s
+    where s.id = ${id} and (${tenant}::text is null or s.tenant = ${tenant})`;
   return (row as T) ?? null;
 }
 
@@ -29,6 +34,8 @@ export async function readRecentTurns(q: Queryable, sessionId: string, limit: nu
 }
 
 export interface SessionListFilter {
+  /** Only this tenant's sessions; null: every tenant's (an admin without a filter). */
+  tenant: string | null;
   workspace: string | null;
   status: string | null;
   after: { createdAt: string; id: string } | null;
@@ -37,13 +44,14 @@ export interface SessionListFilter {
 
 /**
  * A page of sessions, newest first, keyset-paginated like tasks; the status filter applies to the
- * derived status, hence the subquery.
+ * derived status, hence the subquery. A tenant's page walks sessions_tenant_created_idx.
  */
 export async function listSessions<T>(q: Queryable, f: SessionListFilter): Promise<T[]> {
   const rows = await q`
     select * from (
       select ${statusColumn(q)}, s.* from sessions s
-      where (${f.workspace}::text is null or s.workspace = ${f.workspace})
+      where (${f.tenant}::text is null or s.tenant = ${f.tenant})
+        and (${f.workspace}::text is null or s.workspace = ${f.workspace})
         and (${f.after ? f.after.createdAt : null}::timestamptz is null
              or (date_trunc('milliseconds', s.created_at), s.id) < (${f.after ? f.after.createdAt : null}::timestamptz, ${f.after ? f.after.id : null}::uuid))
     ) x

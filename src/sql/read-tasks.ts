@@ -1,9 +1,17 @@
 import type { Queryable } from "../db/client.js";
 import type { TaskRow, TaskStatus } from "./task-row.js";
 
-/** One task by id (primary key). */
-export async function readTask(q: Queryable, taskId: string): Promise<TaskRow | null> {
-  const [row] = await q<TaskRow[]>`select * from tasks where id = ${taskId}`;
+/**
+ * One task by id (primary key), if `tenant` may see it (null, the default: any tenant, for the
+ * gateway's own reads and an admin). A foreign id finds no row, like a missing one (README, Tenants).
+ */
+export async function readTask(
+  q: Queryable,
+  taskId: string,
+  tenant: string | null = null,
+): Promise<TaskRow | null> {
+  const [row] = await q<TaskRow[]>`
+    select * from tasks where id = ${taskId} and (${tenant}::text is null or tenant = ${tenant})`;
   return row ?? null;
 }
 
@@ -38,6 +46,8 @@ export async function readOwnedActiveTasks(q: Queryable, ids: string[], bootId: 
 }
 
 export interface TaskListFilter {
+  /** Only this tenant's tasks; null: every tenant's (an admin without a filter). */
+  tenant: string | null;
   sessionId: string | null;
   status: TaskStatus | null;
   after: { createdAt: string; id: string } | null;
@@ -47,12 +57,14 @@ export interface TaskListFilter {
 
 /**
  * A page of tasks, newest first, keyset-paginated on (created_at to the millisecond, id): the
- * cursor carries a millisecond timestamp (tasks_created_idx serves the order).
+ * cursor carries a millisecond timestamp (tasks_created_idx serves the order; a tenant's page,
+ * tasks_tenant_created_idx).
  */
 export async function listTasks(q: Queryable, f: TaskListFilter): Promise<TaskRow[]> {
   return q<TaskRow[]>`
     select * from tasks
-    where (${f.sessionId}::uuid is null or session_id = ${f.sessionId}::uuid)
+    where (${f.tenant}::text is null or tenant = ${f.tenant})
+      and (${f.sessionId}::uuid is null or session_id = ${f.sessionId}::uuid)
       and (${f.status}::text is null or status = ${f.status})
       and (${f.after ? f.after.createdAt : null}::timestamptz is null
            or (date_trunc('milliseconds', created_at), id) < (${f.after ? f.after.createdAt : null}::timestamptz, ${f.after ? f.after.id : null}::uuid))

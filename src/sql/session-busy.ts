@@ -10,9 +10,18 @@ export const SESSION_BUSY_SQLSTATE = "MG409";
  * idempotency key is already taken (the repeat then answers with its task, as an enqueue would).
  * Sent after the session row lock, so what it sees cannot change before the commit. A function
  * (migrations/0006) so that it is one prepared statement, like the queue check (gate-check.ts).
+ * It is called only when the session is the submitting `tenant`'s (null: any): another tenant's
+ * busy session must not answer SESSION_BUSY (existence does not leak; README, Tenants), and the
+ * condition rides on this same statement, a primary-key read, instead of a read of its own.
  */
-export function refuseIfSessionBusy(q: Tx, sessionId: string, idempotencyKey: string | null): Promise<unknown> {
-  return q`select mooring_refuse_if_session_busy(${sessionId}::uuid, ${idempotencyKey}::text)`;
+export function refuseIfSessionBusy(
+  q: Tx,
+  sessionId: string,
+  idempotencyKey: string | null,
+  tenant: string | null,
+): Promise<unknown> {
+  return q`select mooring_refuse_if_session_busy(s.id, ${idempotencyKey}::text) from sessions s
+    where s.id = ${sessionId}::uuid and (${tenant}::text is null or s.tenant = ${tenant})`;
 }
 
 export function isSessionBusy(err: unknown): boolean {

@@ -3,6 +3,8 @@ import type { UpstreamColumn } from "./save-upstream.js";
 export interface TaskRow {
   id: string;
   sessionId: string;
+  /** Its session's tenant, copied at insert (README, Tenants). */
+  tenant: string;
   turnIndex: number;
   status: TaskStatus;
   prompt: string;

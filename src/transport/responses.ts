@@ -37,6 +37,7 @@ export const ContextUsage = Type.Object(
 export const Session = Type.Object(
   {
     id: Type.String(),
+    tenant: Type.String({ description: "the tenant that owns it (README, Tenants)" }),
     workspace: Type.String(),
     agent: Type.String(),
     agentConfig: Open,
@@ -117,6 +118,7 @@ export const PermissionResolution = Type.Object(
 const taskFields = {
   id: Type.String(),
   sessionId: Type.String(),
+  tenant: Type.String({ description: "its session's tenant (README, Tenants)" }),
   turnIndex: Type.Integer(),
   status: TaskStatus,
   position: Nullable(Type.Integer({ minimum: 1 })),

@@ -47,10 +47,20 @@ export const CreateSessionBody = Type.Object(
   { additionalProperties: false },
 );
 
+/** A list's `tenant` filter (README, Tenants): an admin's choice; any other caller sees its own tenant only. */
+const TenantFilter = Type.Optional(
+  Type.String({
+    minLength: 1,
+    maxLength: 64,
+    description: "only this tenant's (an admin tenant's filter; other callers always see their own tenant only)",
+  }),
+);
+
 export const ListSessionsQuery = Type.Object(
   {
     status: Type.Optional(SessionStatus),
     workspace: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+    tenant: TenantFilter,
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
     cursor: Type.Optional(Type.String({ maxLength: 512 })),
   },
@@ -80,6 +90,7 @@ export const ListTasksQuery = Type.Object(
   {
     sessionId: Type.Optional(Uuid),
     status: Type.Optional(TaskStatus),
+    tenant: TenantFilter,
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
     cursor: Type.Optional(Type.String({ maxLength: 512 })),
   },

@@ -15,7 +15,15 @@ import { requestContext, requestForLog } from "../../log.js";
 import type { Services } from "../services.js";
 import { describeError, fieldOf } from "../validate.js";
 import { refuse, registerAccessChecks } from "./access.js";
-import { bearerToken, callerOf, rememberCaller, takeQueryToken } from "./auth.js";
+import {
+  bearerToken,
+  callerForLog,
+  callerOf,
+  rawCallerOf,
+  rememberCaller,
+  resolveRawCaller,
+  takeQueryToken,
+} from "./auth.js";
 import { registerCompression } from "./compression.js";
 import { isConsolePath, registerConsoleRoutes } from "./routes/console.js";
 import { registerEventRoutes, SseStreams } from "./routes/events.js";
@@ -52,7 +60,10 @@ export async function buildHttpApp(
     genReqId: () => randomUUID(),
     childLoggerFactory: (logger, bindings, options, raw) => {
       const given = clientRequestId(raw.headers["x-request-id"]);
-      return logger.child(given ? { ...bindings, clientRequestId: given } : bindings, options);
+      // Every line of the request names its tenant (README, Tenants); the token is resolved here,
+      // once, and the auth hook takes the caller from here.
+      const who = callerForLog(resolveRawCaller(raw, services.tenants));
+      return logger.child({ ...bindings, ...who, ...(given ? { clientRequestId: given } : {}) }, options);
     },
     ajv: undefined,
     // The router refuses a malformed or overlong path segment (bad percent-encoding, a parameter
@@ -78,7 +89,8 @@ export async function buildHttpApp(
   // socket's async context, so preValidation re-enters it (as @fastify/request-context does).
   const scope = new WeakMap<object, AsyncResource>();
   app.addHook("onRequest", (req, _reply, done) => {
-    requestContext.run({ reqId: req.id }, () => {
+    const tenant = rawCallerOf(req.raw)?.tenant.name;
+    requestContext.run(tenant === undefined ? { reqId: req.id } : { reqId: req.id, tenant }, () => {
       const resource = new AsyncResource("mooring-request");
       scope.set(req, resource);
       resource.runInAsyncScope(done, req.raw);
@@ -97,9 +109,11 @@ export async function buildHttpApp(
     // Which boot answered: a client on REST or SSE tells a restart from a network flap by it.
     reply.header("x-mooring-boot-id", services.identity.bootId);
     const queried = takeQueryToken(req);
+    // The tenant a valid token stands for (every request's on an open gateway) is the request's
+    // caller (auth.ts), resolved when the request's logger was made.
+    const resolved = rawCallerOf(req.raw);
     const token = bearerToken(req.headers.authorization) ?? queried;
-    // The tenant a valid token stands for (every request's on an open gateway) is the request's caller (auth.ts).
-    rememberCaller(req, services.tenants.resolve(token));
+    rememberCaller(req, resolved !== undefined ? resolved : services.tenants.resolve(token));
     const path = req.url.split("?")[0];
     if (openRoutes.has(path)) return;
     // The console's pages and scripts hold no data; the API calls they make carry the token.

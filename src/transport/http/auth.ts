@@ -3,8 +3,9 @@
  * from `?access_token=`, which browsers need for WebSocket and EventSource. The query parameter is
  * taken out of the parsed query on every route, so no route's schema sees (or refuses) it.
  */
+import type { IncomingMessage } from "node:http";
 import type { FastifyRequest } from "fastify";
-import type { Caller } from "../../domain/tenants.js";
+import type { Caller, Tenant, TenantDirectory } from "../../domain/tenants.js";
 
 export const ACCESS_TOKEN_PARAM = "access_token";
 
@@ -24,7 +25,41 @@ export function bearerToken(header: string | undefined): string | null {
   return match ? match[1] : null;
 }
 
+/**
+ * The token of a raw request, read the way the parsed request gives it (the header first, else the
+ * last `access_token`): the caller is resolved before fastify parses anything, when it makes the
+ * request's logger, so every line of the request (`incoming request` included) names the tenant.
+ */
+export function rawToken(raw: IncomingMessage): string | null {
+  const header = bearerToken(raw.headers.authorization);
+  if (header) return header;
+  const url = raw.url ?? "";
+  const mark = url.indexOf("?");
+  if (mark === -1) return null;
+  const values = new URLSearchParams(url.slice(mark + 1)).getAll(ACCESS_TOKEN_PARAM);
+  return values.length > 0 ? values[values.length - 1] : null;
+}
+
+/** What a request's log lines say of its caller: the tenant, and `admin` for an admin's (never a token). */
+export function callerForLog(caller: Caller | null): Record<string, unknown> {
+  if (!caller) return {};
+  return caller.tenant.admin ? { tenant: caller.tenant.name, admin: true } : { tenant: caller.tenant.name };
+}
+
 const callers = new WeakMap<object, Caller>();
+const rawCallers = new WeakMap<IncomingMessage, Caller | null>();
+
+/** Resolve a raw request's caller once (when its logger is made), for the auth hook to take up. */
+export function resolveRawCaller(raw: IncomingMessage, tenants: TenantDirectory): Caller | null {
+  const caller = tenants.resolve(rawToken(raw));
+  rawCallers.set(raw, caller);
+  return caller;
+}
+
+/** The caller resolved for this raw request when its logger was made (undefined: not resolved). */
+export function rawCallerOf(raw: IncomingMessage): Caller | null | undefined {
+  return rawCallers.get(raw);
+}
 
 /**
  * The caller the auth hook found for this request (its tenant), or null when it presented no
@@ -32,6 +67,14 @@ const callers = new WeakMap<object, Caller>();
  */
 export function callerOf(req: FastifyRequest): Caller | null {
   return callers.get(req) ?? null;
+}
+
+/**
+ * The tenant a request acts for: its caller's. Every data route is behind the auth hook, so a
+ * caller is there; the open caller stands in only where the hook let a request through without one.
+ */
+export function tenantOf(req: FastifyRequest, tenants: TenantDirectory): Tenant {
+  return (callers.get(req) ?? tenants.openCaller).tenant;
 }
 
 /** Who sent this request, for logs: `token <n> of <tenant>` or `anonymous`, and the peer address. */

@@ -24,21 +24,21 @@ type Handler<K extends keyof Params> = (s: Services, p: Params[K], ctx: CallCont
 
 const handlers: { [K in keyof Params]: Handler<K> } = {
   "sessions.create": async (s, p, ctx) => (await s.sessions.create(p, ctx.caller.tenant)).session,
-  "sessions.get": (s, p) => s.sessions.get(p.sessionId),
-  "sessions.list": (s, p) => s.sessions.list(p),
-  "sessions.archive": (s, p) => s.sessions.archive(p.sessionId),
+  "sessions.get": (s, p, ctx) => s.sessions.get(p.sessionId, ctx.caller.tenant),
+  "sessions.list": (s, p, ctx) => s.sessions.list(p, ctx.caller.tenant),
+  "sessions.archive": (s, p, ctx) => s.sessions.archive(p.sessionId, ctx.caller.tenant),
   "turns.submit": async (s, p, ctx) => {
     const { sessionId, ...input } = p;
     return (await s.tasks.submit(sessionId, input, ctx.caller.tenant)).task;
   },
-  "tasks.get": (s, p) => s.tasks.get(p.taskId, p.waitMs ?? 0),
-  "tasks.cancel": (s, p) => s.tasks.cancel(p.taskId),
-  "tasks.list": (s, p) => s.tasks.list(p),
+  "tasks.get": (s, p, ctx) => s.tasks.get(p.taskId, p.waitMs ?? 0, ctx.caller.tenant),
+  "tasks.cancel": (s, p, ctx) => s.tasks.cancel(p.taskId, ctx.caller.tenant),
+  "tasks.list": (s, p, ctx) => s.tasks.list(p, ctx.caller.tenant),
   "permissions.respond": (s, p, ctx) => {
     const { taskId, requestId, ...answer } = p;
-    return s.permissions.respond(taskId, requestId, answer, ctx.who ?? "rpc");
+    return s.permissions.respond(taskId, requestId, answer, ctx.who ?? "rpc", ctx.caller.tenant);
   },
-  "gate.status": (s, _p, ctx) => s.tasks.gate(ctx.caller),
+  "gate.status": (s, _p, ctx) => s.tasks.gate(ctx.caller.tenant),
   // A browser cannot see WebSocket pings; this lets any client prove the socket still carries answers.
   ping: async () => ({ pong: true, at: new Date().toISOString() }),
   "instances.list": (s) => s.instances.list(),

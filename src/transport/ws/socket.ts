@@ -14,7 +14,7 @@
  * Counting the second like the first closed readers that kept up perfectly well.
  */
 import type { Caller } from "../../domain/tenants.js";
-import { callerOf, describeCaller } from "../http/auth.js";
+import { callerForLog, callerOf, describeCaller } from "../http/auth.js";
 import type { Socket } from "node:net";
 import { deflateRawSync, constants as zlibConstants } from "node:zlib";
 import type { FastifyInstance } from "fastify";
@@ -48,15 +48,17 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
     });
     scope.get("/v1/ws", { websocket: true, schema: { hide: true } }, (socket, req) => {
       sockets.add(socket);
+      const caller = callerOf(req) ?? s.tenants.openCaller;
       const connection = new SocketConnection(
         socket,
         req.socket,
         s,
         config,
-        log,
+        // What the socket logs names its tenant (README, Tenants).
+        log.child(callerForLog(caller)),
         calls,
         `ws ${describeCaller(req)}`,
-        callerOf(req) ?? s.tenants.openCaller,
+        caller,
       );
       socket.on("close", () => {
         sockets.delete(socket);
@@ -285,7 +287,7 @@ class SocketConnection {
   }
 
   private async subscribe(sessionId: string, afterSeq: number) {
-    const opened = await this.s.events.openSubscription(sessionId, afterSeq);
+    const opened = await this.s.events.openSubscription(sessionId, afterSeq, this.caller.tenant);
     // The socket closed while the subscription was being opened: nobody would ever end it.
     if (this.closed) return { sessionId, headSeq: opened.headSeq, session: opened.session };
     this.subscriptions.get(sessionId)?.unsubscribe();

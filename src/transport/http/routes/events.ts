@@ -7,6 +7,7 @@ import type { ClientEvent } from "../../../stream/session-feeds.js";
 import { routeResponses } from "../../responses.js";
 import { EventPayloadParams, EventsQuery, SessionIdParams } from "../../schemas.js";
 import type { Services } from "../../services.js";
+import { tenantOf } from "../auth.js";
 
 const SSE_RETRY_MS = 2_000;
 
@@ -41,7 +42,7 @@ export function registerEventRoutes(
         response: routeResponses["GET /v1/sessions/:id/events/:seq/payload"],
       },
     },
-    async (req) => s.events.payload(req.params.id, req.params.seq),
+    async (req) => s.events.payload(req.params.id, req.params.seq, tenantOf(req, s.tenants)),
   );
 
   /**
@@ -63,7 +64,8 @@ export function registerEventRoutes(
     async (req, reply) => {
       // A polling client asks for JSON: one page of events, no stream held open.
       if (wantsJson(req.headers.accept)) {
-        return s.events.page(req.params.id, req.query.afterSeq ?? 0, req.query.limit ?? 200);
+        const { afterSeq, limit } = req.query;
+        return s.events.page(req.params.id, afterSeq ?? 0, limit ?? 200, tenantOf(req, s.tenants));
       }
       const lastEventId = req.headers["last-event-id"];
       let afterSeq = req.query.afterSeq ?? 0;
@@ -72,7 +74,7 @@ export function registerEventRoutes(
         if (!Number.isSafeInteger(n)) throw invalid("Last-Event-ID must be a seq", "Last-Event-ID");
         afterSeq = Math.max(afterSeq, n);
       }
-      const { headSeq } = await s.events.openSubscription(req.params.id, afterSeq);
+      const { headSeq } = await s.events.openSubscription(req.params.id, afterSeq, tenantOf(req, s.tenants));
       reply.hijack();
       const res = reply.raw;
       res.writeHead(200, {

@@ -3,14 +3,14 @@ import type { Static } from "typebox";
 import { routeResponses } from "../../responses.js";
 import { CreateSessionBody, ListSessionsQuery, SessionIdParams, SubmitTurnBody } from "../../schemas.js";
 import type { Services } from "../../services.js";
-import { callerOf } from "../auth.js";
+import { tenantOf } from "../auth.js";
 
 export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
   app.post<{ Body: Static<typeof CreateSessionBody> }>(
     "/sessions",
     { schema: { summary: "Create a session", tags: ["sessions"], body: CreateSessionBody, response: routeResponses["POST /v1/sessions"] } },
     async (req, reply) => {
-      const { session, created } = await s.sessions.create(req.body, (callerOf(req) ?? s.tenants.openCaller).tenant);
+      const { session, created } = await s.sessions.create(req.body, tenantOf(req, s.tenants));
       return reply.status(created ? 201 : 200).send(session);
     },
   );
@@ -18,19 +18,19 @@ export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
   app.get<{ Querystring: Static<typeof ListSessionsQuery> }>(
     "/sessions",
     { schema: { summary: "List sessions, newest first", tags: ["sessions"], querystring: ListSessionsQuery, response: routeResponses["GET /v1/sessions"] } },
-    async (req) => s.sessions.list(req.query),
+    async (req) => s.sessions.list(req.query, tenantOf(req, s.tenants)),
   );
 
   app.get<{ Params: Static<typeof SessionIdParams> }>(
     "/sessions/:id",
     { schema: { summary: "A session with its recent turns (previews only)", tags: ["sessions"], params: SessionIdParams, response: routeResponses["GET /v1/sessions/:id"] } },
-    async (req) => s.sessions.get(req.params.id),
+    async (req) => s.sessions.get(req.params.id, tenantOf(req, s.tenants)),
   );
 
   app.delete<{ Params: Static<typeof SessionIdParams> }>(
     "/sessions/:id",
     { schema: { summary: "Archive a session; its open turns are cancelled", tags: ["sessions"], params: SessionIdParams, response: routeResponses["DELETE /v1/sessions/:id"] } },
-    async (req) => s.sessions.archive(req.params.id),
+    async (req) => s.sessions.archive(req.params.id, tenantOf(req, s.tenants)),
   );
 
   app.post<{ Params: Static<typeof SessionIdParams>; Body: Static<typeof SubmitTurnBody> }>(
@@ -45,7 +45,7 @@ export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
       },
     },
     async (req, reply) => {
-      const { task, created } = await s.tasks.submit(req.params.id, req.body, (callerOf(req) ?? s.tenants.openCaller).tenant);
+      const { task, created } = await s.tasks.submit(req.params.id, req.body, tenantOf(req, s.tenants));
       reply.header("location", `/v1/tasks/${task.id}`);
       return reply.status(created ? 202 : 200).send(task);
     },

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import { routeResponses } from "../../responses.js";
-import { callerOf, describeCaller } from "../auth.js";
+import { describeCaller, tenantOf } from "../auth.js";
 import { GetTaskQuery, ListTasksQuery, PermissionParams, RespondPermissionBody, TaskIdParams } from "../../schemas.js";
 import type { Services } from "../../services.js";
 
@@ -17,19 +17,19 @@ export function registerTaskRoutes(app: FastifyInstance, s: Services): void {
         response: routeResponses["GET /v1/tasks/:id"],
       },
     },
-    async (req) => s.tasks.get(req.params.id, req.query.waitMs ?? 0),
+    async (req) => s.tasks.get(req.params.id, req.query.waitMs ?? 0, tenantOf(req, s.tenants)),
   );
 
   app.get<{ Querystring: Static<typeof ListTasksQuery> }>(
     "/tasks",
     { schema: { summary: "List tasks, newest first", tags: ["tasks"], querystring: ListTasksQuery, response: routeResponses["GET /v1/tasks"] } },
-    async (req) => s.tasks.list(req.query),
+    async (req) => s.tasks.list(req.query, tenantOf(req, s.tenants)),
   );
 
   app.post<{ Params: Static<typeof TaskIdParams> }>(
     "/tasks/:id/cancel",
     { schema: { summary: "Cancel a task (idempotent)", tags: ["tasks"], params: TaskIdParams, response: routeResponses["POST /v1/tasks/:id/cancel"] } },
-    async (req) => s.tasks.cancel(req.params.id),
+    async (req) => s.tasks.cancel(req.params.id, tenantOf(req, s.tenants)),
   );
 
   app.post<{ Params: Static<typeof PermissionParams>; Body: Static<typeof RespondPermissionBody> }>(
@@ -43,8 +43,15 @@ export function registerTaskRoutes(app: FastifyInstance, s: Services): void {
         response: routeResponses["POST /v1/tasks/:id/permissions/:requestId"],
       },
     },
-    async (req) => s.permissions.respond(req.params.id, req.params.requestId, req.body, `http ${describeCaller(req)}`),
+    async (req) =>
+      s.permissions.respond(
+        req.params.id,
+        req.params.requestId,
+        req.body,
+        `http ${describeCaller(req)}`,
+        tenantOf(req, s.tenants),
+      ),
   );
 
-  app.get("/gate", { schema: { summary: "Admission gate status", tags: ["gate"], response: routeResponses["GET /v1/gate"] } }, async (req) => s.tasks.gate(callerOf(req) ?? s.tenants.openCaller));
+  app.get("/gate", { schema: { summary: "Admission gate status", tags: ["gate"], response: routeResponses["GET /v1/gate"] } }, async (req) => s.tasks.gate(tenantOf(req, s.tenants)));
 }
