@@ -105,6 +105,18 @@ describe("quotas across two instances", () => {
       expect(r.body.error).toMatchObject({ code: "TENANT_BUSY", reason: "tenant_queue_full" });
       expect(Number(r.headers.get("retry-after"))).toBeGreaterThan(0);
     }
+    // The same refusal over JSON-RPC: -32002 with the code, the reason and when to retry.
+    const rpc = await call(
+      one.url,
+      "POST",
+      "/v1/rpc",
+      { jsonrpc: "2.0", id: 1, method: "turns.submit", params: { sessionId: aSessions[10], prompt: "x" } },
+      auth("a"),
+    );
+    expect(rpc.body.error).toMatchObject({
+      code: -32002,
+      data: { code: "TENANT_BUSY", reason: "tenant_queue_full", retryAfterSeconds: 5 },
+    });
     // b is still admitted, and runs at once in the 3 slots a cannot use.
     const bTurns = await Promise.all(
       bSessions.slice(0, 3).map((id, i) => submit(base(i), "b", id, `[hang] b ${i}`)),
