@@ -210,6 +210,10 @@ describe("fairness", () => {
     expect(b.body.status).toBe("queued");
     // Under the fair rule b's turn is first in line, and a's queue each moved back by one.
     expect(b.body.position).toBe(1);
+    // Its task.queued event said the same (counted in the insert, without ranking the queue).
+    const [queuedEvent] = await db.sql<{ position: number }[]>`
+      select (data->>'position')::int as position from events where task_id = ${b.body.id} and type = 'task.queued'`;
+    expect(queuedEvent.position).toBe(1);
     const firstOfA = await call(gw.url, "GET", `/v1/tasks/${aTurns[2]}`, undefined, auth("a"));
     expect(firstOfA.body.position).toBe(2);
 

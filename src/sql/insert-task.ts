@@ -58,20 +58,21 @@ export async function insertQueuedTask(
              turn.seq, turn.seq
       from turn
       returning *
+    ), tenants as (
+      -- Each tenant's queued turns admitted before this one and its running turns, in one read.
+      select t.tenant,
+             count(*) filter (where t.status = 'queued' and t.queue_order < i.queue_order)::int as queued,
+             count(*) filter (where t.status in ('running', 'cancelling'))::int as running
+      from tasks t, inserted i
+      where t.status in ('queued', 'running', 'cancelling')
+      group by t.tenant
     ), queued as (
       insert into events (session_id, seq, task_id, type, data)
       select i.session_id, i.first_seq, i.id, 'task.queued', jsonb_build_object(
                'position', 1 + coalesce((
-                 select sum(case when w.tenant = i.tenant then w.n
-                                 else least(w.n, greatest(0, mine.level + 1 - coalesce(a.n, 0))) end)::int
-                 from (select tenant, count(*)::int as n from tasks
-                       where status = 'queued' and queue_order < i.queue_order group by tenant) w
-                 left join (select tenant, count(*)::int as n from tasks
-                            where status in ('running', 'cancelling') group by tenant) a on a.tenant = w.tenant
-                 cross join (select
-                   (select count(*)::int from tasks where tenant = i.tenant and status in ('running', 'cancelling'))
-                   + (select count(*)::int from tasks where tenant = i.tenant and status = 'queued' and queue_order < i.queue_order)
-                   as level) mine), 0),
+                 select sum(case when q.tenant = i.tenant then q.queued
+                                 else least(q.queued, greatest(0, coalesce(m.queued + m.running, 0) + 1 - q.running)) end)::int
+                 from tenants q left join tenants m on m.tenant = i.tenant), 0),
                'turnIndex', i.turn_index, 'continuesTaskId', i.continues_task_id)
       from inserted i
       returning at, data
