@@ -20,14 +20,21 @@
  * another tree with the same layout; `--build-only` builds (if needed) without starting.
  */
 import { createHash } from "node:crypto";
-import { existsSync } from "node:fs";
-import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { existsSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import vm from "node:vm";
+import { mkdir, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { dirname, join, relative, sep } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const STAMP = ".mooring-build.json";
-/** The one-file bundle `npm start` runs, relative to dist/. */
-const BUNDLE = "main.bundle.js";
+/** The one-file bundle `npm start` runs, relative to dist/, and V8's code cache of it (see `run`). */
+const BUNDLE = "main.bundle.cjs";
+const CODE_CACHE = `${BUNDLE}.v8cache`;
+/** Arguments the bundle is called with: CommonJS's five, the bundle's `import.meta.url`, its import() (src/lib/import-module.ts). */
+const PARAMETERS = ["exports", "require", "module", "__filename", "__dirname", "__mooringImportMetaUrl", "__mooringImport"];
+/** How long after start the code cache is written: startup and the first requests compiled by then. */
+const CODE_CACHE_DELAY_MS = 5000;
 
 /**
  * Packages left out of the bundle, loaded from node_modules as usual: those that find files next
@@ -50,9 +57,11 @@ const EXTERNAL = [
 ];
 
 /**
- * src/main.ts and everything it imports, node_modules included (but EXTERNAL), as one ES module:
+ * src/main.ts and everything it imports, node_modules included (but EXTERNAL), as one file:
  * loading ~700 files (resolving, reading and compiling each) took two thirds of a warm start;
- * one file loads in a third of the time. Bundled CommonJS packages get a `require` of their own.
+ * one file loads in a third of the time. CommonJS rather than an ES module so that it can be
+ * compiled through vm.Script with V8's code cache (`run`); `import.meta.url` (package-root.ts) is
+ * passed in as an argument.
  */
 function bundle(esbuild, root, srcDir, outDir) {
   return esbuild.build({
@@ -60,20 +69,71 @@ function bundle(esbuild, root, srcDir, outDir) {
     entryPoints: [join(srcDir, "main.ts")],
     outfile: join(outDir, BUNDLE),
     bundle: true,
-    format: "esm",
+    format: "cjs",
     platform: "node",
     target: "node20",
     external: EXTERNAL,
     // Less to read and compile at every start; names are kept, so stack traces stay readable.
     minifyWhitespace: true,
     minifySyntax: true,
-    banner: {
-      js: 'import { createRequire as __mooringCreateRequire } from "node:module"; const require = __mooringCreateRequire(import.meta.url);',
-    },
+    define: { "import.meta.url": "__mooringImportMetaUrl" },
     sourcemap: true,
     tsconfig: join(root, "tsconfig.json"),
     logLevel: "error",
   });
+}
+
+/**
+ * Run the bundle in this process (no second node start, and SIGTERM reaches the gateway directly),
+ * compiled with V8's code cache when dist/ holds a valid one: compiling the 2.4 MB bundle and then
+ * the functions a start runs was about a fifth of a warm start's CPU; with the cache V8 skips both
+ * (bench/README.md). Node 22's module.enableCompileCache does this for modules; Node 20 has only
+ * vm.Script's cachedData. Without a cache, or with one V8 rejects (another Node or V8 version, or
+ * flags), the bundle is compiled as usual and a cache is written CODE_CACHE_DELAY_MS later, once
+ * the start's functions are compiled (or at exit, if sooner); a build deletes the old one. The cache is derived from the
+ * bundle only, like the bundle from the sources: no state of a run is in it.
+ */
+async function run(file) {
+  const cacheFile = join(dirname(file), CODE_CACHE);
+  const [source, cachedData] = await Promise.all([
+    readFile(file, "utf8"),
+    readFile(cacheFile).catch(() => undefined),
+  ]);
+  // One line, so the bundle's line numbers (and its source map) stay as they are.
+  const script = new vm.Script(`(function (${PARAMETERS.join(", ")}) {${source}\n})`, {
+    filename: file,
+    cachedData,
+    importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+  });
+  if (cachedData === undefined || script.cachedDataRejected) {
+    // Once: after the delay, or on the way out if the process ends sooner (a start stopped once
+    // ready, as the bench does, would otherwise never leave a cache). Sync: `exit` runs no more I/O.
+    let written = false;
+    const write = () => {
+      if (written) return;
+      written = true;
+      try {
+        writeFileSync(cacheFile, script.createCachedData());
+      } catch {}
+    };
+    setTimeout(write, CODE_CACHE_DELAY_MS).unref();
+    process.once("exit", write);
+  }
+  const module = { exports: {} };
+  const require = createRequire(file);
+  // Bare names resolved from the bundle's folder, as its own import() would (ES-only packages that
+  // require.resolve cannot see are left to this file's resolution: the same node_modules here).
+  const importModule = (specifier) => {
+    let target = specifier;
+    if (!/^(node:|file:|data:)/.test(specifier)) {
+      try {
+        target = pathToFileURL(require.resolve(specifier)).href;
+      } catch {}
+    }
+    return import(target);
+  };
+  const url = pathToFileURL(file).href;
+  script.runInThisContext()(module.exports, require, module, file, dirname(file), url, importModule);
 }
 
 /** Every .ts source to compile, relative to `srcDir`, sorted (declarations and tests left out). */
@@ -85,14 +145,39 @@ async function sources(srcDir) {
     .sort();
 }
 
+/** Every input of the build, relative to `root`: the sources, tsconfig.json and package-lock.json. */
+const inputsOf = (files) => [...files.map((f) => join("src", f)), "tsconfig.json", "package-lock.json"];
+
 async function fingerprint(root, files) {
   const hash = createHash("sha256");
-  const inputs = [...files.map((f) => join("src", f)), "tsconfig.json", "package-lock.json"];
+  const inputs = inputsOf(files);
   const contents = await Promise.all(inputs.map((f) => readFile(join(root, f)).catch(() => Buffer.alloc(0))));
   for (const [i, f] of inputs.entries()) hash.update(`${f}\0${contents[i].length}\0`).update(contents[i]);
-  hash.update(await readFile(fileURLToPath(import.meta.url)));
+  hash.update(await readFile(LAUNCHER));
   return hash.digest("hex");
 }
+
+/**
+ * What the file system says about the inputs (and this file): path, size, inode, mtime and ctime
+ * of each, hashed. Equal to the stamp's: nothing was written since the last check, and the content
+ * hash (reading ~2 MB, most of the check's time) is skipped. Different: the content decides, as
+ * before. ctime cannot be set back by a tool (a checkout, `touch -d`); an input changed within
+ * RACY_MS of the last check (a timestamp tick) is hashed all the same, as git does.
+ */
+async function statPrint(root, files, checkedAt) {
+  const paths = [...inputsOf(files).map((f) => join(root, f)), LAUNCHER];
+  const stats = await Promise.all(paths.map((p) => stat(p, { bigint: true }).catch(() => null)));
+  const hash = createHash("sha256");
+  let racy = false;
+  for (const [i, st] of stats.entries()) {
+    hash.update(`${paths[i]}\0${st ? `${st.size}:${st.ino}:${st.mtimeNs}:${st.ctimeNs}` : "-"}\0`);
+    if (st && Number(st.ctimeNs / 1_000_000n) >= checkedAt - RACY_MS) racy = true;
+  }
+  return { stats: hash.digest("hex"), racy };
+}
+
+const LAUNCHER = fileURLToPath(import.meta.url);
+const RACY_MS = 2000;
 
 async function readStamp(outDir) {
   try {
@@ -110,9 +195,16 @@ export async function ensureBuilt(root) {
   const srcDir = join(root, "src");
   const outDir = join(root, "dist");
   const files = await sources(srcDir);
-  const hash = await fingerprint(root, files);
   const stamp = await readStamp(outDir);
-  if (stamp?.hash === hash) return { built: false };
+  const checkedAt = Date.now();
+  const { stats, racy } = await statPrint(root, files, stamp?.checkedAt ?? 0);
+  if (stamp?.stats === stats && !racy) return { built: false };
+  const hash = await fingerprint(root, files);
+  if (stamp?.hash === hash) {
+    // Touched, not changed: remember the new stats so the next start skips the hash again.
+    await writeFile(join(outDir, STAMP), JSON.stringify({ ...stamp, stats, checkedAt }));
+    return { built: false };
+  }
   let esbuild;
   try {
     esbuild = await import("esbuild");
@@ -138,6 +230,8 @@ export async function ensureBuilt(root) {
     tsconfig: join(root, "tsconfig.json"),
     logLevel: "error",
   });
+  // The code cache of an older bundle would be rejected anyway; gone, it is rewritten after the next start.
+  await rm(join(outDir, CODE_CACHE), { force: true });
   await Promise.all([perFile, bundled ? bundle(esbuild, root, srcDir, outDir) : null]);
   // What an earlier build wrote for a source that is gone would still be importable: remove it.
   const kept = new Set(outputs);
@@ -146,7 +240,7 @@ export async function ensureBuilt(root) {
   );
   await mkdir(outDir, { recursive: true });
   // Written last: an interrupted build leaves no stamp and is redone on the next start.
-  await writeFile(join(outDir, STAMP), JSON.stringify({ hash, outputs }));
+  await writeFile(join(outDir, STAMP), JSON.stringify({ hash, outputs, stats, checkedAt }));
   return { built: true };
 }
 
@@ -162,10 +256,10 @@ async function main(argv) {
     await import(pathToFileURL(join(root, "src", "main.ts")).href);
     return;
   }
-  // In this process: no second node start, and SIGTERM reaches the gateway directly. The bundle
-  // when there is one (a tree built by an older launcher has only the per-file output).
-  const entry = existsSync(join(root, "dist", BUNDLE)) ? BUNDLE : "main.js";
-  await import(pathToFileURL(join(root, "dist", entry)).href);
+  // The bundle when there is one (a tree built by an older launcher has only the per-file output).
+  const bundleFile = join(root, "dist", BUNDLE);
+  if (existsSync(bundleFile)) await run(bundleFile);
+  else await import(pathToFileURL(join(root, "dist", "main.js")).href);
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) await main(process.argv.slice(2));

@@ -292,3 +292,12 @@ export function isLoopback(host: string): boolean {
   // The URL parser writes every spelling of an IPv6 address the same way.
   return isIPv6(h) && new URL(`http://[${h}]`).hostname === "[::1]";
 }
+
+/** Refuse configurations that are dangerous before anything starts. */
+export function checkStartupConfig(config: Config): void {
+  if (!isLoopback(config.host) && !tokensRequired(config)) {
+    throw new ConfigError(
+      `HOST=${config.host} is not a loopback address and neither MOORING_API_TOKENS nor MOORING_TENANTS is set: refusing to serve the API to the network without authentication. Set MOORING_API_TOKENS or bind HOST=127.0.0.1.`,
+    );
+  }
+}

@@ -10,10 +10,10 @@ import { join } from "node:path";
 import type { Logger } from "pino";
 import { drivers } from "./agents/drivers.js";
 import { loadAgentRegistry } from "./agents/registry.js";
-import { type Config, ConfigError, isLoopback, tokensRequired } from "./config.js";
+import { type Config, checkStartupConfig, tokensRequired } from "./config.js";
 import { TenantDirectory } from "./domain/tenants.js";
 import { connect, type Database } from "./db/client.js";
-import { type EmbeddedDatabase, startEmbeddedPostgres } from "./db/embedded.js";
+import { type EmbeddedDatabase, type EmbeddedLaunch, launchEmbeddedPostgres } from "./db/embedded.js";
 import { applyMigrations } from "./db/migrate.js";
 import { packageRoot } from "./package-root.js";
 import { Committer } from "./domain/committer.js";
@@ -38,7 +38,7 @@ import { PgListener } from "./stream/pg-listener.js";
 import { SessionFeeds } from "./stream/session-feeds.js";
 import { safeErrorSerializer } from "./log-errors.js";
 import { isDatabaseUnavailable } from "./errors.js";
-import { retryDelay, retryPolicies } from "./lib/retry.js";
+import { retrying, retryPolicies } from "./lib/retry.js";
 import { TimedLoop } from "./lib/timed-loop.js";
 import { buildHttpApp } from "./transport/http/app.js";
 import { GatewayMetrics } from "./metrics/gateway-metrics.js";
@@ -75,16 +75,25 @@ export interface Holding {
   watchedTasks: number;
 }
 
-/** Refuse configurations that are dangerous before anything starts. */
-export function checkStartupConfig(config: Config): void {
-  if (!isLoopback(config.host) && !tokensRequired(config)) {
-    throw new ConfigError(
-      `HOST=${config.host} is not a loopback address and neither MOORING_API_TOKENS nor MOORING_TENANTS is set: refusing to serve the API to the network without authentication. Set MOORING_API_TOKENS or bind HOST=127.0.0.1.`,
-    );
-  }
-}
+/** Kept here too: tests and callers knew it from this module. */
+export { checkStartupConfig };
 
-export async function startGateway(config: Config, given: Logger): Promise<Gateway> {
+/**
+ * `launch`: the embedded Postgres, when the caller launched it already (main.ts does, before
+ * loading this module); without it and without DATABASE_URL it is launched here.
+ */
+export async function startGateway(
+  config: Config,
+  given: Logger,
+  launched?: EmbeddedLaunch,
+): Promise<Gateway> {
+  // When each startup step was done, in ms since the process started: logged with "ready", where
+  // the startup time goes is in the log (bench/README.md, "Startup, where the time went").
+  const steps: Record<string, number> = {};
+  const mark = (step: string) => {
+    steps[step] = Math.round(performance.now());
+  };
+  mark("loaded");
   // Errors are logged without client data (log-errors.ts), whoever made the logger.
   const log = given.child({}, { serializers: { err: safeErrorSerializer } });
   checkStartupConfig(config);
@@ -172,16 +181,44 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     }),
     agentProcesses: () => parts?.pool.processesByAgent() ?? new Map(),
   });
-  // The embedded Postgres (about a second to start) starts while the HTTP side is put together.
-  const embeddedStarting = config.databaseUrl ? null : startEmbeddedPostgres(config.dataDir, log);
-  embeddedStarting?.catch(() => {}); // awaited (and reported) by the startup below
+  // The embedded Postgres starts while the HTTP side is put together: building the app is CPU
+  // work that would hold back spawning initdb/postgres, so it waits until they run (milliseconds).
+  const launch = config.databaseUrl ? null : (launched ?? launchEmbeddedPostgres(config.dataDir, log));
+  await launch?.launched.catch(() => {});
+  let embedded: EmbeddedDatabase | null = null;
+  const t0 = Date.now();
+  // Connecting and migrating need only the database: they go on while the app is built and starts
+  // listening (they wait on Postgres most of the time), instead of after (bench/README.md).
+  const migrated = (async () => {
+    if (launch) {
+      embedded = await launch.ready;
+      mark("database");
+    }
+    const db = connect(embedded?.url ?? config.databaseUrl!, {
+      applicationName: `mooring:${identity.instanceId}`,
+    });
+    await prepareDatabase(
+      db,
+      log,
+      () => state.stopping,
+      async () => {
+        await applyMigrations(db);
+        mark("migrated");
+      },
+    );
+    return db;
+  })();
+  migrated.catch(() => {}); // awaited (and reported) by the startup below
   let http: Awaited<ReturnType<typeof buildHttpApp>>;
   try {
     http = await buildHttpApp(config, services, log, health, metrics);
     await http.app.listen({ host: config.host, port: config.port });
+    mark("listening");
   } catch (err) {
-    // Not listening (a port in use): leave no database behind.
-    await embeddedStarting?.then((e) => e.stop()).catch(() => {});
+    // Not listening (a port in use): leave no pool and no database behind.
+    state.stopping = true;
+    await migrated.then((db) => db.close()).catch(() => {});
+    await launch?.ready.then((e) => e.stop()).catch(() => {});
     throw err;
   }
   const { app, sockets, sse } = http;
@@ -190,33 +227,32 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
   const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
   log.info({ url, instanceId: identity.instanceId, bootId: identity.bootId, version }, "listening");
 
-  let embedded: EmbeddedDatabase | null = null;
   const started = (async () => {
-    const t0 = Date.now();
-    let databaseUrl: string;
-    if (embeddedStarting) {
-      embedded = await embeddedStarting;
-      databaseUrl = embedded.url;
-    } else {
-      databaseUrl = config.databaseUrl!;
-    }
-    const db = connect(databaseUrl, { applicationName: `mooring:${identity.instanceId}` });
+    const db = await migrated;
+    parts = assemble(config, log, db, bus, identity, registry, workspaceRoots, metrics, tenants);
+    // The LISTEN connection opens while the instance registers and reconciles (nothing listens to
+    // the bus before the API is ready); workers start once it listens. start() retries by itself.
+    const listening = parts.listener.start();
+    // Registered only now that the HTTP server listens: one that could not leaves no row behind.
     await prepareDatabase(
       db,
       log,
       () => state.stopping,
-      async () => {
-        await applyMigrations(db);
-        await registerInstance(db.sql, identity);
-      },
+      () => registerInstance(db.sql, identity),
     );
-    parts = assemble(config, log, db, bus, identity, registry, workspaceRoots, metrics, tenants);
-    await parts.listener.start();
-    parts.feeds.start();
+    mark("registered");
     // Reconcile is the first real work on the pool; the database may drop a connection here as
     // well (seen: one cut while postgres.js fetched its types), so it retries like the steps above.
     const sweeper = parts.sweeper;
-    const reconciled = await prepareDatabase(db, log, () => state.stopping, () => sweeper.reconcile());
+    const reconciled = await prepareDatabase(
+      db,
+      log,
+      () => state.stopping,
+      () => sweeper.reconcile(),
+    );
+    mark("reconciled");
+    await listening;
+    parts.feeds.start();
     parts.worker.start();
     parts.sweeper.start();
     parts.upstreamOrphans.start();
@@ -224,7 +260,10 @@ export async function startGateway(config: Config, given: Logger): Promise<Gatew
     parts.instanceBeat.start();
     parts.tasks.accepting = true;
     state.ready = true;
-    log.info({ ms: Date.now() - t0, ...reconciled }, "ready");
+    mark("ready");
+    log.info({ ms: Date.now() - t0, ...reconciled, steps }, "ready");
+    // A cluster created just now reaches the disk from here on (db/embedded.ts).
+    void (embedded as EmbeddedDatabase | null)?.sync();
   })();
   started.catch((err) => {
     // A shutdown while still waiting for the database ends the startup on purpose.
@@ -415,17 +454,19 @@ async function prepareDatabase<T>(
   stopping: () => boolean,
   steps: () => Promise<T>,
 ): Promise<T> {
-  for (let attempt = 0; ; attempt++) {
-    let answered = false;
-    try {
+  let answered = false;
+  return await retrying(
+    retryPolicies.startup,
+    async () => {
+      answered = false;
       await db.sql`select 1`;
       answered = true;
       return await steps();
-    } catch (err) {
-      if (stopping() || (answered && !isDatabaseUnavailable(err))) throw err;
-      const delay = retryDelay(retryPolicies.startup, attempt);
-      log.warn({ err: String(err), retryInMs: delay }, "database unreachable at startup; retrying");
-      await new Promise((resolve) => setTimeout(resolve, delay));
-    }
-  }
+    },
+    {
+      retryable: (err) => !stopping() && (!answered || isDatabaseUnavailable(err)),
+      onRetry: (err, retryInMs) =>
+        log.warn({ err: String(err), retryInMs }, "database unreachable at startup; retrying"),
+    },
+  );
 }

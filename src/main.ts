@@ -1,12 +1,14 @@
 /**
  * Entry point: read the configuration, start the gateway, shut down gracefully on SIGTERM/SIGINT
  * (a second signal exits at once).
+ *
+ * Without DATABASE_URL the embedded Postgres is launched first, and the rest of the gateway
+ * (gateway.ts and all it imports: most of the code) is loaded while initdb or postgres runs on
+ * the other core: in the `npm start` bundle that import is a lazy initialisation, about a fifth
+ * of a warm start (bench/README.md).
  */
-import { RegistryError } from "./agents/registry.js";
-import { ConfigError, loadConfig } from "./config.js";
-import { isClosedSocketWrite, isDroppedTypeFetch, recyclePools } from "./db/client.js";
-import { isDatabaseUnavailable } from "./errors.js";
-import { startGateway } from "./gateway.js";
+import { ConfigError, checkStartupConfig, loadConfig } from "./config.js";
+import { launchEmbeddedPostgres } from "./db/embedded.js";
 import { createLogger } from "./log.js";
 
 /** How long a shutdown may take beyond MOORING_SHUTDOWN_GRACE_MS before the process just exits. */
@@ -16,6 +18,8 @@ async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
   try {
     config = loadConfig();
+    // Before anything starts, the embedded Postgres included (startGateway checks it too).
+    checkStartupConfig(config);
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`mooring: configuration error: ${err.message}\n`);
@@ -24,9 +28,28 @@ async function main(): Promise<void> {
     throw err;
   }
   const log = createLogger(config.logLevel, config.logFormat);
+  const launch = config.databaseUrl ? undefined : launchEmbeddedPostgres(config.dataDir, log);
+  launch?.ready.catch(() => {}); // awaited (and reported) by the gateway's startup
+  // Until initdb or postgres runs (milliseconds of file checks): loading the gateway below is one
+  // synchronous stretch that would otherwise hold the launch's next steps back until it is done.
+  await launch?.launched.catch(() => {});
+  const [
+    { RegistryError },
+    { isClosedSocketWrite, isDroppedTypeFetch, recyclePools },
+    { isDatabaseUnavailable },
+    { startGateway },
+  ] = await Promise.all([
+    import("./agents/registry.js"),
+    import("./db/client.js"),
+    import("./errors.js"),
+    import("./gateway.js"),
+  ]);
   const onUncaught = (err: unknown, origin: string) => {
     if (isClosedSocketWrite(err)) {
-      log.warn({ err: (err as Error).message }, "postgres.js wrote to a closed connection (upstream bug); replacing the pool");
+      log.warn(
+        { err: (err as Error).message },
+        "postgres.js wrote to a closed connection (upstream bug); replacing the pool",
+      );
       recyclePools();
       return;
     }
@@ -52,8 +75,10 @@ async function main(): Promise<void> {
   process.on("unhandledRejection", (reason) => onUncaught(reason, "unhandledRejection"));
   let gateway: Awaited<ReturnType<typeof startGateway>>;
   try {
-    gateway = await startGateway(config, log);
+    gateway = await startGateway(config, log, launch);
   } catch (err) {
+    // A database launched above is not left running (nor half-created) by a gateway that refused to start.
+    await launch?.ready.then((db) => db.stop()).catch(() => {});
     if (err instanceof ConfigError || err instanceof RegistryError) {
       log.fatal(err.message);
       process.stderr.write(`mooring: configuration error: ${err.message}\n`);

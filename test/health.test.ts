@@ -83,7 +83,7 @@ describe("a ready gateway", () => {
       "workspace",
     ]);
     const query = paths["/v1/sessions"].get.parameters.map((p: { name: string }) => p.name).sort();
-    expect(query).toEqual(["cursor", "limit", "status", "workspace"]);
+    expect(query).toEqual(["cursor", "limit", "status", "tenant", "workspace"]);
   });
 });
 

@@ -48,21 +48,27 @@ it("holds 5 running / 20 queued across two instances, and runs every accepted ta
     }
   })();
 
-  // Phase 1: a burst of 40 long turns, half to each instance. Nothing finishes during the burst,
-  // so exactly 25 are admitted in total, whichever instance took them.
+  // Phase 1: a burst of 40 long turns, half to each instance. When nothing finishes during the
+  // burst, exactly 25 are admitted in total, whichever instance took them; each turn that ended
+  // before the last answer (a loaded machine can take 2 s for 40 submits) freed one place more.
   const burst = await Promise.all(
     sessions
       .slice(0, 40)
       .map((id, i) => submit(i % 2 ? a.url : b.url, id, { prompt: `[sleep 2000] burst ${i}` })),
   );
+  const [{ ended }] = await db.sql<{ ended: number }[]>`
+    select count(*)::int as ended from tasks where finished_at is not null`;
   const acceptedBurst = burst.filter((r) => r.status === 202);
-  expect(acceptedBurst).toHaveLength(25);
+  expect(acceptedBurst.length).toBeGreaterThanOrEqual(25);
+  expect(acceptedBurst.length).toBeLessThanOrEqual(25 + ended);
   for (const r of burst.filter((r) => r.status !== 202)) {
     expect(r.status).toBe(429);
     expect(r.body.error).toMatchObject({ code: "GATEWAY_BUSY", reason: "queue_full" });
     expect(r.headers.get("retry-after")).toBeTruthy();
   }
-  expect(acceptedBurst.filter((r) => r.body.status === "running")).toHaveLength(5);
+  const startedAtOnce = acceptedBurst.filter((r) => r.body.status === "running").length;
+  expect(startedAtOnce).toBeGreaterThanOrEqual(5);
+  expect(startedAtOnce).toBeLessThanOrEqual(5 + ended);
 
   // Phase 2: a trickle of short turns to both instances while the burst drains, so admissions and
   // claims happen on both sides at once.

@@ -8,14 +8,14 @@ import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually, startTestGateway } from "./support/gateway.js";
 import { counts, createSession, submitOk, tempWorkspace, waitStatus, waitTask } from "./support/turns.js";
-import { WsClient } from "./support/ws-client.js";
+import { WsClients } from "./support/ws-client.js";
 
 const MAX_LONG_POLLS = 150;
 
 let db: TestDatabase;
 let gw: Gateway;
 let workspace: string;
-const clients: WsClient[] = [];
+const clients = new WsClients(() => gw.url);
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -27,16 +27,10 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await Promise.all(clients.map((c) => c.close()));
+  await clients.closeAll();
   await gw?.stop();
   await db?.drop();
 });
-
-async function connect(): Promise<WsClient> {
-  const client = await WsClient.connect(gw.url);
-  clients.push(client);
-  return client;
-}
 
 /** A running turn that lasts `ms`. */
 async function runningTask(ms: number): Promise<{ sessionId: string; taskId: string }> {
@@ -70,7 +64,7 @@ async function watchHealth(stop: Promise<unknown>, boundMs: number): Promise<num
 describe("a flood of long-poll batches", () => {
   it("8 frames of 8,000 tasks.get {waitMs: 5000}: refused at once; /healthz answers; the running turn completes", async () => {
     const { taskId } = await runningTask(3000);
-    const client = await connect();
+    const client = await clients.connect();
     const before = client.received.length;
     const frame = batchOf(8000, (i) => ({ id: i + 1, method: "tasks.get", params: { taskId, waitMs: 5000 } }));
     expect(Buffer.byteLength(frame)).toBeLessThan(1024 * 1024); // under the frame limit
@@ -96,7 +90,7 @@ describe("a flood of long-poll batches", () => {
 
   it("calls in flight per socket are capped: past 200 a frame's calls get GATEWAY_BUSY at once, unrun", async () => {
     const { taskId } = await runningTask(1500);
-    const client = await connect();
+    const client = await clients.connect();
     const before = client.received.length;
     // Three frames of 100 long-polls: two fit in the socket's 200 calls in flight, the third not.
     for (let f = 0; f < 3; f++) {
@@ -131,7 +125,7 @@ describe("a flood of long-poll batches", () => {
 describe("long-poll waits", () => {
   it("are capped per instance and share one watch per task; past the cap a read answers at once", async () => {
     const { taskId } = await runningTask(60_000);
-    const client = await connect();
+    const client = await clients.connect();
     const waits = Array.from({ length: 100 }, () => client.request("tasks.get", { taskId, waitMs: 20_000 }));
     const waits2 = Array.from({ length: 50 }, () => client.request("tasks.get", { taskId, waitMs: 20_000 }));
     await eventually(async () => gw.holding().longPolls === MAX_LONG_POLLS);

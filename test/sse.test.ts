@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
+import { waitTask } from "./support/turns.js";
 import { range } from "./support/ws-client.js";
 
 const HEARTBEAT_MS = 100;
@@ -139,12 +140,7 @@ async function submit(sessionId: string, prompt: string): Promise<string> {
   return t.body.id;
 }
 
-async function waitTerminal(taskId: string): Promise<any> {
-  for (;;) {
-    const t = await call(gw.url, "GET", `/v1/tasks/${taskId}?waitMs=5000`);
-    if (["completed", "failed", "cancelled", "expired", "interrupted"].includes(t.body.status)) return t.body;
-  }
-}
+const waitTerminal = (taskId: string): Promise<any> => waitTask(gw.url, taskId);
 
 async function logSeqs(sessionId: string): Promise<number[]> {
   const rows = await db.sql<

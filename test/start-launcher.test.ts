@@ -1,7 +1,8 @@
 /**
  * The `npm start` launcher (scripts/start.mjs, issue 16): it compiles src/ to dist/ when the
  * sources changed, and not when they did not (a touch that changes nothing included), removes the
- * output of a deleted source, and runs the compiled entry (bundled into one file). Run against a small tree of its own.
+ * output of a deleted source, and runs the compiled entry (bundled into one file, compiled with
+ * V8's code cache when a valid one is there). Run against a small tree of its own.
  */
 import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, stat, utimes, writeFile } from "node:fs/promises";
@@ -42,7 +43,7 @@ it("compiles on the first start and runs the compiled entry", async () => {
   expect(first.stdout).toBe("hello 1\n");
   expect(await readFile(join(root, "dist", "lib", "greet.js"), "utf8")).not.toContain(": number");
   // What runs is one file: the entry with its imports inlined.
-  const bundle = await readFile(join(root, "dist", "main.bundle.js"), "utf8");
+  const bundle = await readFile(join(root, "dist", "main.bundle.cjs"), "utf8");
   expect(bundle).toContain('"hello "');
   expect(bundle).not.toContain("./lib/greet.js");
 });
@@ -72,4 +73,17 @@ it("removes the output of a deleted source", async () => {
   expect((await start("--build-only")).compiled).toBe(true);
   await expect(stat(join(root, "dist", "lib", "gone.js"))).rejects.toThrow(/ENOENT/);
   await expect(stat(join(root, "dist", "lib", "greet.js"))).resolves.toBeTruthy();
+});
+
+it("runs the bundle all the same when V8 rejects its code cache, and a build deletes the cache", async () => {
+  // What a cache from another Node or V8 version amounts to: data V8 refuses (it then compiles).
+  const cache = join(root, "dist", "main.bundle.cjs.v8cache");
+  await writeFile(cache, "not a code cache");
+  const run = await start();
+  expect(run.compiled).toBe(false);
+  expect(run.stdout).toBe("hello 2\n");
+  await writeFile(join(root, "src", "lib", "greet.ts"), "export const greeting = (n: number): string => \"hi \" + n;\n");
+  expect((await start("--build-only")).compiled).toBe(true);
+  await expect(stat(cache)).rejects.toThrow(/ENOENT/);
+  expect((await start()).stdout).toBe("hi 1\n");
 });

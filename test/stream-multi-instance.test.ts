@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually, type GatewayProcess, spawnGateway, testEnv } from "./support/gateway.js";
-import { range, seqs, WsClient, type WsEvent } from "./support/ws-client.js";
+import { range, seqs, type WsClient, WsClients, type WsEvent } from "./support/ws-client.js";
 
 let db: TestDatabase;
 let a: GatewayProcess;
@@ -20,13 +20,7 @@ let b: GatewayProcess;
 let workspace: string;
 const ids = { a: `multi-a-${process.pid}`, b: `multi-b-${process.pid}` };
 const procs: GatewayProcess[] = [];
-const clients: WsClient[] = [];
-
-async function connect(base: string): Promise<WsClient> {
-  const client = await WsClient.connect(base);
-  clients.push(client);
-  return client;
-}
+const clients = new WsClients(() => a.url);
 
 async function logOf(sessionId: string): Promise<{ seq: number; type: string }[]> {
   return db.sql<{ seq: number; type: string }[]>`
@@ -63,7 +57,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await Promise.all(clients.map((c) => c.close()));
+  await clients.closeAll();
   for (const p of procs) {
     if (p.child.exitCode === null && p.child.signalCode === null) {
       p.kill("SIGKILL");
@@ -80,12 +74,12 @@ function expectWholeLog(events: WsEvent[], log: { seq: number; type: string }[],
 }
 
 it("a subscriber on A gets every event of a turn running on B, once and in order", async () => {
-  const hello = await connect(a.url);
+  const hello = await clients.connect(a.url);
   expect((await hello.hello).instanceId).toBe(ids.a);
   const s = await call(a.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
   const sessionId = s.body.id;
-  const onA = await connect(a.url);
-  const onB = await connect(b.url);
+  const onA = await clients.connect(a.url);
+  const onB = await clients.connect(b.url);
   await onA.call("events.subscribe", { sessionId });
   await onB.call("events.subscribe", { sessionId });
 
@@ -109,8 +103,8 @@ it("a subscriber on A gets every event of a turn running on B, once and in order
 it("after A's LISTEN connection is killed, A reconnects and its subscriber still gets every event", async () => {
   const s = await call(b.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
   const sessionId = s.body.id;
-  const onA = await connect(a.url);
-  const onB = await connect(b.url);
+  const onA = await clients.connect(a.url);
+  const onB = await clients.connect(b.url);
   await onA.call("events.subscribe", { sessionId });
   await onB.call("events.subscribe", { sessionId });
 

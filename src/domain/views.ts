@@ -2,6 +2,7 @@
  * The shapes clients see (docs/api.md, Resources and states), built from rows. Snapshots of sessions carry compact
  * turns with previews only (docs/api.md, Wire budget).
  */
+import type { sessions } from "../db/schema.js";
 import type { PermissionRequestView } from "./permissions.js";
 import { upstreamView } from "./upstream-state.js";
 import { preview } from "../stream/preview.js";
@@ -9,30 +10,14 @@ import { isTerminal, type TaskRow } from "../sql/task-row.js";
 
 export type SessionStatus = "idle" | "busy" | "archived";
 
-export interface SessionRow {
-  id: string;
-  /** The tenant that owns it (README, Tenants). */
-  tenant: string;
-  workspace: string;
-  agent: string;
-  agentConfig: Record<string, unknown>;
-  title: string | null;
-  metadata: Record<string, unknown>;
-  archivedAt: Date | null;
-  agentSessionId: string | null;
-  turnCount: number;
-  lastAssistantMessageId: string | null;
-  pastAgentSessionIds: string[];
-  contextUsage: { inputTokens: number; contextWindow: number; percent: number } | null;
-  lastSeq: number;
-  prunedSeq: number;
-  version: number;
-  createdAt: Date;
-  updatedAt: Date;
-  lastActivityAt: Date;
+/**
+ * A `sessions` row as read with its status (sql/read-sessions.ts: `s.*` and the derived status):
+ * drizzle's row type of the schema (db/schema.ts, the one declaration of the table).
+ */
+export type SessionRow = typeof sessions.$inferSelect & {
   /** Derived in SQL: archived, else busy while a turn is queued or running. */
   status: SessionStatus;
-}
+};
 
 /** What a client sees of a session: the row's public fields, times as ISO strings. */
 export interface SessionView

@@ -2,7 +2,8 @@
  * "One in flight, one more queued": `request()` runs `work` now, or, while a run is in flight,
  * once more after it (however many requests arrived meanwhile). A request during a run may have
  * come after what that run read, so one more run covers it; more would only repeat it. Used where
- * many hints ask for the same work (a claim, a long-poll read).
+ * many hints ask for the same work (a claim, a long-poll read, a session feed's pump, the
+ * coalesced notifications).
  */
 export class SingleFlight {
   private running = false;
@@ -16,6 +17,14 @@ export class SingleFlight {
 
   get busy(): boolean {
     return this.running;
+  }
+
+  /**
+   * For work that loops until it has nothing left: called where an iteration is about to read, it
+   * drops the requests queued so far, since that read covers them (no run after this one for them).
+   */
+  coverQueued(): void {
+    this.again = false;
   }
 
   request(): void {

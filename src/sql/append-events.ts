@@ -1,4 +1,5 @@
 import type { Queryable } from "../db/client.js";
+import { ACTIVE, withSets } from "./task-status-sets.js";
 
 export interface NewEvent {
   taskId: string | null;
@@ -44,14 +45,14 @@ export async function appendEvents(
   if (events.length === 0) return [];
   const n = events.length;
   const doc = JSON.stringify(events.map((e) => ({ t: e.taskId, y: e.type, d: e.data, p: e.payload ?? null })));
-  const rows = await q<StoredEvent[]>`
+  const rows = await withSets(q)<StoredEvent[]>`
     with head as (
       update sessions set last_seq = last_seq + ${n}, last_activity_at = now(), updated_at = now()
       where id = ${sessionId}
         and (${fence ? fence.taskId : null}::uuid is null or exists (
           select 1 from tasks
           where id = ${fence ? fence.taskId : null}::uuid and owner_boot = ${fence ? fence.bootId : null}::uuid
-            and attempt = ${fence ? fence.attempt : 0} and status in ('running', 'cancelling')))
+            and attempt = ${fence ? fence.attempt : 0} and status in ${ACTIVE}))
       returning last_seq
     ), input as (
       select e.value as ev, e.ord from jsonb_array_elements(${doc}::text::jsonb) with ordinality as e(value, ord)

@@ -1,6 +1,7 @@
 import type { Queryable } from "../db/client.js";
 import { channels } from "./notify.js";
 import type { TaskRow } from "./task-row.js";
+import { ACTIVE, CANCELLABLE, withSets } from "./task-status-sets.js";
 
 /**
  * A queued task is cancelled at once: nothing runs it yet, so no owner needs to agree. Guarded by
@@ -30,8 +31,8 @@ export async function markTaskCancelling(q: Queryable, taskId: string): Promise<
 
 /** The running (or cancelling) task of a session, if any. */
 export async function findActiveTaskOfSession(q: Queryable, sessionId: string): Promise<TaskRow | null> {
-  const [row] = await q<TaskRow[]>`
-    select * from tasks where session_id = ${sessionId} and status in ('running', 'cancelling') limit 1`;
+  const [row] = await withSets(q)<TaskRow[]>`
+    select * from tasks where session_id = ${sessionId} and status in ${ACTIVE} limit 1`;
   return row ?? null;
 }
 
@@ -68,7 +69,7 @@ export async function interruptRunningTaskOfSession(
  * transaction holds the session row first, so this takes task rows after it, as every writer does).
  */
 export async function lockOpenTasksOfSession(q: Queryable, sessionId: string): Promise<TaskRow[]> {
-  return q<TaskRow[]>`
-    select * from tasks where session_id = ${sessionId} and status in ('queued', 'running')
+  return withSets(q)<TaskRow[]>`
+    select * from tasks where session_id = ${sessionId} and status in ${CANCELLABLE}
     order by queue_order for update`;
 }

@@ -1,6 +1,7 @@
 import type { Tx } from "../db/client.js";
 import type { StoredEvent } from "./append-events.js";
 import type { TaskRow } from "./task-row.js";
+import { ACTIVE, withSets } from "./task-status-sets.js";
 
 export interface Claimant {
   instanceId: string;
@@ -69,9 +70,9 @@ export async function claimTasks(
   limit: number,
 ): Promise<ClaimedTask[]> {
   if (limit <= 0) return [];
-  const rows = await tx<(TaskRow & { eventSeq: number; eventAt: Date; eventData: unknown })[]>`
+  const rows = await withSets(tx)<(TaskRow & { eventSeq: number; eventAt: Date; eventData: unknown })[]>`
     with recursive active as (
-      select tenant, count(*)::int as n from tasks where status in ('running', 'cancelling') group by tenant
+      select tenant, count(*)::int as n from tasks where status in ${ACTIVE} group by tenant
     ), free as (
       select greatest(${maxActive} - coalesce(sum(n), 0), 0) as n from active
     ), waiting as (
@@ -90,7 +91,7 @@ export async function claimTasks(
         select t.id, t.queue_order, row_number() over (order by t.tenant, t.queue_order) as rank
         from tasks t
         where t.tenant >= r.tenant and t.tenant <= r.tenant and t.status = 'queued'
-          and not exists (select 1 from tasks x where x.session_id = t.session_id and x.status in ('running', 'cancelling'))
+          and not exists (select 1 from tasks x where x.session_id = t.session_id and x.status in ${ACTIVE})
           and not exists (
             select 1 from tasks h where h.session_id = t.session_id and h.status = 'queued' and h.id <> t.id
               and (h.jumps_queue, -h.queue_order) > (t.jumps_queue, -t.queue_order))

@@ -1,9 +1,10 @@
 import type { Queryable } from "../db/client.js";
+import { ACTIVE, UNFINISHED, withSets } from "./task-status-sets.js";
 
 /** Both counts in one statement; both use partial indexes. */
 export async function countActiveAndQueued(q: Queryable): Promise<{ active: number; queued: number }> {
-  const [row] = await q<{ active: number; queued: number }[]>`
-    select (select count(*)::int from tasks where status in ('running', 'cancelling')) as active,
+  const [row] = await withSets(q)<{ active: number; queued: number }[]>`
+    select (select count(*)::int from tasks where status in ${ACTIVE}) as active,
            (select count(*)::int from tasks where status = 'queued') as queued`;
   return row;
 }
@@ -39,9 +40,9 @@ function fairQueue(
 ): Promise<{ id: string; sessionId: string; position: number; queuedAt: number | null }[]> {
   // queuedAt: the position its `task.queued` event told (the task's first event, a primary-key
   // lookup), so a task first seen by the announcer after it already moved is still announced.
-  return q<{ id: string; sessionId: string; position: number; queuedAt: number | null }[]>`
+  return withSets(q)<{ id: string; sessionId: string; position: number; queuedAt: number | null }[]>`
     with active as (
-      select tenant, count(*)::int as n from tasks where status in ('running', 'cancelling') group by tenant
+      select tenant, count(*)::int as n from tasks where status in ${ACTIVE} group by tenant
     ), ranked as (
       select t.id, t.session_id, t.first_seq, t.queue_order,
              coalesce(a.n, 0) + row_number() over (partition by t.tenant order by t.queue_order) - 1 as level
@@ -67,12 +68,12 @@ export async function countByTenant(
   q: Queryable,
   tenants: string[] | null,
 ): Promise<Map<string, { active: number; queued: number }>> {
-  const rows = await q<{ tenant: string; active: number; queued: number }[]>`
+  const rows = await withSets(q)<{ tenant: string; active: number; queued: number }[]>`
     select tenant,
-           count(*) filter (where status in ('running', 'cancelling'))::int as active,
+           count(*) filter (where status in ${ACTIVE})::int as active,
            count(*) filter (where status = 'queued')::int as queued
     from tasks
-    where status in ('queued', 'running', 'cancelling')
+    where status in ${UNFINISHED}
       and (${tenants}::text[] is null or tenant = any(${tenants}::text[]))
     group by tenant`;
   return new Map(rows.map((r) => [r.tenant, { active: r.active, queued: r.queued }]));

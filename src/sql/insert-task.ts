@@ -1,6 +1,7 @@
 import type { Tx } from "../db/client.js";
 import type { StoredEvent } from "./append-events.js";
 import type { TaskRow } from "./task-row.js";
+import { ACTIVE, UNFINISHED, withSets } from "./task-status-sets.js";
 
 export interface TaskToInsert {
   sessionId: string;
@@ -40,7 +41,7 @@ export async function insertQueuedTask(
   tx: Tx,
   task: TaskToInsert,
 ): Promise<{ row: TaskRow; queued: StoredEvent } | null> {
-  const [found] = await tx<(TaskRow & { eventAt: Date; eventData: unknown })[]>`
+  const [found] = await withSets(tx)<(TaskRow & { eventAt: Date; eventData: unknown })[]>`
     with turn as (
       update sessions set next_turn_index = next_turn_index + 1, last_seq = last_seq + 1,
         updated_at = now(), last_activity_at = now()
@@ -62,9 +63,9 @@ export async function insertQueuedTask(
       -- Each tenant's queued turns admitted before this one and its running turns, in one read.
       select t.tenant,
              count(*) filter (where t.status = 'queued' and t.queue_order < i.queue_order)::int as queued,
-             count(*) filter (where t.status in ('running', 'cancelling'))::int as running
+             count(*) filter (where t.status in ${ACTIVE})::int as running
       from tasks t, inserted i
-      where t.status in ('queued', 'running', 'cancelling')
+      where t.status in ${UNFINISHED}
       group by t.tenant
     ), queued as (
       insert into events (session_id, seq, task_id, type, data)

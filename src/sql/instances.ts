@@ -1,4 +1,5 @@
 import type { Queryable } from "../db/client.js";
+import { ACTIVE, withSets } from "./task-status-sets.js";
 
 export interface InstanceInfo {
   bootId: string;
@@ -38,11 +39,11 @@ export interface InstanceRow extends InstanceInfo {
  * recent heartbeat first. Rows accumulate one per boot; the window keeps the list to what matters.
  */
 export async function listInstances(q: Queryable, withinMs: number, limit: number): Promise<InstanceRow[]> {
-  return q<InstanceRow[]>`
+  return withSets(q)<InstanceRow[]>`
     select i.boot_id, i.instance_id, i.host, i.pid, i.version, i.started_at, i.heartbeat_at, i.stopped_at,
            floor(extract(epoch from (now() - i.heartbeat_at)) * 1000)::int8::float8 as heartbeat_age_ms,
            (select count(*)::int from tasks t
-            where t.owner_boot = i.boot_id and t.status in ('running', 'cancelling')) as running_tasks
+            where t.owner_boot = i.boot_id and t.status in ${ACTIVE}) as running_tasks
     from instances i
     where i.heartbeat_at > now() - ${withinMs} * interval '1 millisecond'
     order by (i.stopped_at is null) desc, i.heartbeat_at desc

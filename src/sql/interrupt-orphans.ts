@@ -1,5 +1,6 @@
 import type { Queryable } from "../db/client.js";
 import type { TaskRow } from "./task-row.js";
+import { ACTIVE, withSets } from "./task-status-sets.js";
 
 const restartError = JSON.stringify({
   code: "GATEWAY_RESTART",
@@ -23,16 +24,16 @@ const restartError = JSON.stringify({
  * and a lease of its own that ran out only means its heartbeat was late, not that it stopped.
  */
 export async function interruptExpiredLeases(q: Queryable, ownBoot: string): Promise<TaskRow[]> {
-  const sessions = await q<{ id: string }[]>`
+  const sessions = await withSets(q)<{ id: string }[]>`
     select id from sessions where id in (
       select session_id from tasks
-      where status in ('running', 'cancelling') and lease_expires_at < now() and owner_boot <> ${ownBoot})
+      where status in ${ACTIVE} and lease_expires_at < now() and owner_boot <> ${ownBoot})
     order by id for update`;
   if (sessions.length === 0) return [];
-  return q<TaskRow[]>`
+  return withSets(q)<TaskRow[]>`
     with orphans as (
       select id from tasks
-      where status in ('running', 'cancelling') and lease_expires_at < now() and owner_boot <> ${ownBoot}
+      where status in ${ACTIVE} and lease_expires_at < now() and owner_boot <> ${ownBoot}
         and session_id = any(${sessions.map((s) => s.id)}::uuid[])
       for update skip locked
     )
@@ -51,17 +52,17 @@ export async function interruptPreviousBootTasks(
   instanceId: string,
   bootId: string,
 ): Promise<TaskRow[]> {
-  const sessions = await q<{ id: string }[]>`
+  const sessions = await withSets(q)<{ id: string }[]>`
     select id from sessions where id in (
       select t.session_id from tasks t join instances i on i.boot_id = t.owner_boot
-      where t.status in ('running', 'cancelling') and i.instance_id = ${instanceId} and i.boot_id <> ${bootId})
+      where t.status in ${ACTIVE} and i.instance_id = ${instanceId} and i.boot_id <> ${bootId})
     order by id for update`;
   if (sessions.length === 0) return [];
-  return q<TaskRow[]>`
+  return withSets(q)<TaskRow[]>`
     with orphans as (
       select t.id from tasks t
       join instances i on i.boot_id = t.owner_boot
-      where t.status in ('running', 'cancelling') and i.instance_id = ${instanceId} and i.boot_id <> ${bootId}
+      where t.status in ${ACTIVE} and i.instance_id = ${instanceId} and i.boot_id <> ${bootId}
         and t.session_id = any(${sessions.map((s) => s.id)}::uuid[])
       for update of t skip locked
     )
@@ -76,15 +77,15 @@ export async function interruptPreviousBootTasks(
  * start queued work immediately.
  */
 export async function interruptOwnTasks(q: Queryable, bootId: string): Promise<TaskRow[]> {
-  const sessions = await q<{ id: string }[]>`
+  const sessions = await withSets(q)<{ id: string }[]>`
     select id from sessions where id in (
-      select session_id from tasks where owner_boot = ${bootId} and status in ('running', 'cancelling'))
+      select session_id from tasks where owner_boot = ${bootId} and status in ${ACTIVE})
     order by id for update`;
   if (sessions.length === 0) return [];
-  return q<TaskRow[]>`
+  return withSets(q)<TaskRow[]>`
     update tasks set status = 'interrupted', finished_at = now(), lease_expires_at = null,
       version = version + 1, error = ${restartError}::text::jsonb
-    where owner_boot = ${bootId} and status in ('running', 'cancelling')
+    where owner_boot = ${bootId} and status in ${ACTIVE}
       and session_id = any(${sessions.map((s) => s.id)}::uuid[])
     returning *`;
 }

@@ -1,4 +1,5 @@
 import type { Queryable } from "../db/client.js";
+import { SingleFlight } from "../lib/single-flight.js";
 
 /** Channels mooring uses. Notifications are wake-up hints; polling is the guarantee. */
 export const channels = {
@@ -55,37 +56,34 @@ export async function notifyArchived(q: Queryable, sessionId: string): Promise<v
 export class Notifier {
   private heads = new Map<string, number>();
   private gate = false;
-  private sending = false;
+  /** One notification statement in flight; what piles up meanwhile goes in the next. */
+  private readonly sends: SingleFlight;
 
   constructor(
     private readonly q: () => Queryable,
-    private readonly onError: (err: unknown) => void = () => {},
-  ) {}
+    onError: (err: unknown) => void = () => {},
+  ) {
+    this.sends = new SingleFlight(() => this.send(), onError);
+  }
 
   /** Sessions whose logs grew to these heads (committed). */
   sessions(heads: Map<string, number>, gate = false): void {
     for (const [id, seq] of heads) if ((this.heads.get(id) ?? -1) < seq) this.heads.set(id, seq);
     if (gate) this.gate = true;
-    this.kick();
+    this.sends.request();
   }
 
-  private kick(): void {
-    if (this.sending || (this.heads.size === 0 && !this.gate)) return;
-    this.sending = true;
+  private async send(): Promise<void> {
+    if (this.heads.size === 0 && !this.gate) return;
     const heads = this.heads;
     const gate = this.gate;
     this.heads = new Map();
     this.gate = false;
     let payload = heads.size > 0 ? JSON.stringify([...heads]) : null;
     if (payload && payload.length > MAX_PAYLOAD) payload = "*";
-    void this.q()`
+    await this.q()`
       select case when ${payload}::text is not null then pg_notify(${channels.sessions}, ${payload}::text) end,
-             case when ${gate} then pg_notify(${channels.gate}, '') end`
-      .catch(this.onError)
-      .finally(() => {
-        this.sending = false;
-        this.kick();
-      });
+             case when ${gate} then pg_notify(${channels.gate}, '') end`;
   }
 }
 

@@ -1,5 +1,6 @@
 import type { Queryable } from "../db/client.js";
 import type { OwnerFence } from "./append-events.js";
+import { ACTIVE, withSets } from "./task-status-sets.js";
 
 export interface PermissionOption {
   optionId: string;
@@ -36,12 +37,12 @@ export async function insertPermissionRequest(
   row: Pick<PermissionRow, "id" | "taskId" | "sessionId" | "toolCall" | "options" | "expiresAt">,
   fence: OwnerFence,
 ): Promise<boolean> {
-  const inserted = await q`
+  const inserted = await withSets(q)`
     insert into permission_requests (id, task_id, session_id, tool_call, options, expires_at)
     select ${row.id}, ${row.taskId}, ${row.sessionId}, ${JSON.stringify(row.toolCall)}::text::jsonb,
            ${JSON.stringify(row.options)}::text::jsonb, ${row.expiresAt}
     where exists (select 1 from tasks where id = ${fence.taskId} and owner_boot = ${fence.bootId}
-                    and attempt = ${fence.attempt} and status in ('running', 'cancelling'))`;
+                    and attempt = ${fence.attempt} and status in ${ACTIVE})`;
   return inserted.count === 1;
 }
 
@@ -112,9 +113,9 @@ export async function resolvePendingOfTasks(
 
 /** Active turns waiting for a person (gate figures): a waiting turn keeps its active slot. */
 export async function countWaitingForInput(q: Queryable): Promise<number> {
-  const [row] = await q<{ n: number }[]>`
+  const [row] = await withSets(q)<{ n: number }[]>`
     select count(distinct p.task_id)::int as n from permission_requests p
     join tasks t on t.id = p.task_id
-    where p.resolved_at is null and t.status in ('running', 'cancelling')`;
+    where p.resolved_at is null and t.status in ${ACTIVE}`;
   return row.n;
 }

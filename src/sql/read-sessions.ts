@@ -1,13 +1,14 @@
 import type { Queryable } from "../db/client.js";
 import type { TaskRow } from "./task-row.js";
+import { UNFINISHED, withSets } from "./task-status-sets.js";
 
 /** A `sessions` row with its derived status (the domain's SessionRow has these fields). */
 export type SessionRowWithStatus = Record<string, unknown> & { id: string; status: string; createdAt: Date };
 
 /** Status is derived, never stored, so it cannot drift from the tasks. */
 function statusColumn(q: Queryable) {
-  return q`case when s.archived_at is not null then 'archived'
-    when exists (select 1 from tasks t where t.session_id = s.id and t.status in ('queued', 'running', 'cancelling'))
+  return withSets(q)`case when s.archived_at is not null then 'archived'
+    when exists (select 1 from tasks t where t.session_id = s.id and t.status in ${UNFINISHED})
     then 'busy' else 'idle' end as status`;
 }
 

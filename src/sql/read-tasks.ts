@@ -1,5 +1,6 @@
 import type { Queryable } from "../db/client.js";
 import type { TaskRow, TaskStatus } from "./task-row.js";
+import { ACTIVE, withSets } from "./task-status-sets.js";
 
 /**
  * One task by id (primary key), if `tenant` may see it (null, the default: any tenant, for the
@@ -40,9 +41,9 @@ export async function anyTaskQueued(q: Queryable): Promise<boolean> {
 
 /** Tasks among `ids` this boot still owns and runs (lease adoption, domain/worker.ts). */
 export async function readOwnedActiveTasks(q: Queryable, ids: string[], bootId: string): Promise<TaskRow[]> {
-  return q<TaskRow[]>`
+  return withSets(q)<TaskRow[]>`
     select * from tasks where id = any(${ids}::uuid[]) and owner_boot = ${bootId}
-      and status in ('running', 'cancelling')`;
+      and status in ${ACTIVE}`;
 }
 
 export interface TaskListFilter {

@@ -1,4 +1,5 @@
 import type { Queryable } from "../db/client.js";
+import { ACTIVE, withSets } from "./task-status-sets.js";
 
 export interface RenewedLease {
   id: string;
@@ -21,16 +22,16 @@ export interface RenewedLease {
  * is locked is still reported as owned.
  */
 export async function renewLeases(q: Queryable, bootId: string, leaseMs: number): Promise<RenewedLease[]> {
-  return q<RenewedLease[]>`
+  return withSets(q)<RenewedLease[]>`
     with renewed as (
       update tasks t set lease_expires_at = now() + make_interval(secs => ${leaseMs} / 1000.0)
-      from (select id from tasks where owner_boot = ${bootId} and status in ('running', 'cancelling')
+      from (select id from tasks where owner_boot = ${bootId} and status in ${ACTIVE}
             for update skip locked) free
       where t.id = free.id
       returning t.id
     )
     select t.id, t.attempt, t.status, exists (select 1 from renewed r where r.id = t.id) as renewed
-    from tasks t where t.owner_boot = ${bootId} and t.status in ('running', 'cancelling')`;
+    from tasks t where t.owner_boot = ${bootId} and t.status in ${ACTIVE}`;
 }
 
 /**
@@ -45,9 +46,9 @@ export async function renewLease(
   bootId: string,
   leaseMs: number,
 ): Promise<boolean> {
-  const rows = await q`
+  const rows = await withSets(q)`
     update tasks set lease_expires_at = now() + make_interval(secs => ${leaseMs} / 1000.0)
-    where id = ${taskId} and owner_boot = ${bootId} and status in ('running', 'cancelling')
+    where id = ${taskId} and owner_boot = ${bootId} and status in ${ACTIVE}
     returning id`;
   return rows.length > 0;
 }

@@ -1,5 +1,6 @@
 import type { Queryable } from "../db/client.js";
 import type { OwnerFence } from "./append-events.js";
+import { ACTIVE, withSets } from "./task-status-sets.js";
 
 export interface CursorFields {
   agentSessionId: string | null;
@@ -30,7 +31,7 @@ export async function saveTurnState(
   fence: OwnerFence,
 ): Promise<boolean> {
   const cursor = state.cursor ?? null;
-  const rows = await q`
+  const rows = await withSets(q)`
     update sessions set
       agent_session_id = case when ${cursor !== null} then ${cursor?.agentSessionId ?? null} else agent_session_id end,
       turn_count = case when ${cursor !== null} then ${cursor?.turnCount ?? 0}::int else turn_count end,
@@ -43,7 +44,7 @@ export async function saveTurnState(
       version = version + 1, updated_at = now()
     where id = ${sessionId} and exists (
       select 1 from tasks where id = ${fence.taskId} and owner_boot = ${fence.bootId}
-        and attempt = ${fence.attempt} and status in ('running', 'cancelling'))
+        and attempt = ${fence.attempt} and status in ${ACTIVE})
     returning id`;
   return rows.length > 0;
 }

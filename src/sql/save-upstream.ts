@@ -1,5 +1,6 @@
 import type { Queryable } from "../db/client.js";
 import type { OwnerFence } from "./append-events.js";
+import { ACTIVE, withSets } from "./task-status-sets.js";
 
 /** What `tasks.upstream` holds for a chained turn (driver `mooring`). */
 export interface UpstreamColumn {
@@ -24,10 +25,10 @@ export async function saveUpstream(
   fence: OwnerFence,
   upstream: UpstreamColumn,
 ): Promise<boolean> {
-  const rows = await q`
+  const rows = await withSets(q)`
     update tasks set upstream = ${JSON.stringify(upstream)}::text::jsonb
     where id = ${fence.taskId} and owner_boot = ${fence.bootId} and attempt = ${fence.attempt}
-      and (status in ('running', 'cancelling') or ${upstream.released !== undefined})
+      and (status in ${ACTIVE} or ${upstream.released !== undefined})
     returning id`;
   return rows.length > 0;
 }

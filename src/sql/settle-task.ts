@@ -1,6 +1,7 @@
 import type { Queryable } from "../db/client.js";
 import type { StoredEvent } from "./append-events.js";
 import type { TaskError, TaskResult, TaskRow, TaskStatus } from "./task-row.js";
+import { ACTIVE, withSets } from "./task-status-sets.js";
 
 export interface Settlement {
   status: Extract<TaskStatus, "completed" | "failed" | "cancelled" | "interrupted">;
@@ -19,14 +20,14 @@ export async function settleOwnedTask(
   owner: { bootId: string; attempt: number },
   settlement: Settlement,
 ): Promise<TaskRow | null> {
-  const [row] = await q<TaskRow[]>`
+  const [row] = await withSets(q)<TaskRow[]>`
     update tasks set
       status = ${settlement.status},
       result = ${settlement.result ? JSON.stringify(settlement.result) : null}::text::jsonb,
       error = ${settlement.error ? JSON.stringify(settlement.error) : null}::text::jsonb,
       finished_at = now(), lease_expires_at = null, version = version + 1
     where id = ${taskId} and owner_boot = ${owner.bootId} and attempt = ${owner.attempt}
-      and status in ('running', 'cancelling')
+      and status in ${ACTIVE}
     returning *`;
   return row ?? null;
 }
@@ -47,7 +48,7 @@ export async function settleOwnedTaskWithEvent(
   owner: { bootId: string; attempt: number },
   settlement: Settlement,
 ): Promise<{ row: TaskRow; event: StoredEvent } | null> {
-  const [row] = await q<(TaskRow & { eventAt: Date; eventData: unknown })[]>`
+  const [row] = await withSets(q)<(TaskRow & { eventAt: Date; eventData: unknown })[]>`
     with settled as (
       update tasks t set
         status = ${settlement.status},
@@ -57,7 +58,7 @@ export async function settleOwnedTaskWithEvent(
         first_seq = coalesce(t.first_seq, s.last_seq + 1), last_seq = s.last_seq + 1
       from sessions s
       where t.id = ${taskId} and s.id = t.session_id and t.owner_boot = ${owner.bootId}
-        and t.attempt = ${owner.attempt} and t.status in ('running', 'cancelling')
+        and t.attempt = ${owner.attempt} and t.status in ${ACTIVE}
       returning t.*
     ), head as (
       update sessions s set last_seq = settled.last_seq, last_activity_at = now(), updated_at = now()

@@ -1,4 +1,5 @@
 import type { Queryable } from "../db/client.js";
+import { TERMINAL, withSets } from "./task-status-sets.js";
 
 export interface UpstreamOrphan {
   id: string;
@@ -14,10 +15,10 @@ export interface UpstreamOrphan {
  * many tasks there are.
  */
 export async function listUpstreamOrphans(q: Queryable, limit: number): Promise<UpstreamOrphan[]> {
-  return q<UpstreamOrphan[]>`
+  return withSets(q)<UpstreamOrphan[]>`
     select t.id, s.agent, t.upstream->>'taskId' as upstream_task_id
     from tasks t join sessions s on s.id = t.session_id
-    where t.status in ('completed', 'failed', 'cancelled', 'expired', 'interrupted')
+    where t.status in ${TERMINAL}
       and t.upstream->>'taskId' is not null and t.upstream->>'released' is null
     order by t.finished_at limit ${limit}`;
 }

@@ -9,7 +9,7 @@
  * Statements go out in session id order (every writer of session rows locks them in that order,
  * so concurrent transactions never deadlock), and per session: events, writes, settlements.
  */
-import { retryDelay, retryPolicies } from "../lib/retry.js";
+import { retrying, retryPolicies } from "../lib/retry.js";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { Database, Tx } from "../db/client.js";
@@ -301,43 +301,38 @@ export class EventLane {
     // answer was lost committed after all (sql/event-writes.ts), so nothing is written twice.
     const writeId = randomUUID();
     let uncertain = false;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        if (uncertain && (await eventWriteCommitted(this.db.sql, writeId))) {
-          this.log.warn(
-            { writeId, events: batch.length },
-            "event log flush had committed; its answer was lost",
-          );
-          // Subscribers still get these events: the commit carried its notification, and the
-          // polling backstop reads them from the log.
-          return items.map((item) => (item.kind === "write" ? true : { kind: "unconfirmed" }));
-        }
-        uncertain = true;
-        const answers = await pipelined<unknown[]>(this.db.sql, (q) => [
-          ...plan.statements.map((statement) => statement(q)),
-          notifySessionHeads(q, plan.notifySessions),
-          // A settlement frees a slot: instances waiting for one claim (delivered at commit).
-          plan.steps.some((step) => step.kind === "settle") ? notifyGate(q) : Promise.resolve(),
-          recordEventWrite(q, writeId),
-        ]);
-        return this.committed(plan, answers, items);
-      } catch (err) {
-        // Refused for its content: nothing was committed (the answer came back), so no doubt is left.
-        if (isPoisonedFlush(err)) throw new Poisoned(err);
-        if (this.closed() && attempt >= 3) {
-          this.log.error(
-            { err: String(err), lost: batch.length, sessionWork: items.length },
-            "event log could not be flushed at shutdown",
-          );
-          return null;
-        }
-        const delay = retryDelay(retryPolicies.flush, attempt);
-        this.log.warn(
-          { err: String(err), retryInMs: delay, events: batch.length },
-          "event log flush failed; retrying",
-        );
-        await new Promise((resolve) => setTimeout(resolve, delay));
+    const once = async (): Promise<WorkResult[]> => {
+      if (uncertain && (await eventWriteCommitted(this.db.sql, writeId))) {
+        this.log.warn({ writeId, events: batch.length }, "event log flush had committed; its answer was lost");
+        // Subscribers still get these events: the commit carried its notification, and the
+        // polling backstop reads them from the log.
+        return items.map((item) => (item.kind === "write" ? true : { kind: "unconfirmed" }));
       }
+      uncertain = true;
+      const answers = await pipelined<unknown[]>(this.db.sql, (q) => [
+        ...plan.statements.map((statement) => statement(q)),
+        notifySessionHeads(q, plan.notifySessions),
+        // A settlement frees a slot: instances waiting for one claim (delivered at commit).
+        plan.steps.some((step) => step.kind === "settle") ? notifyGate(q) : Promise.resolve(),
+        recordEventWrite(q, writeId),
+      ]);
+      return this.committed(plan, answers, items);
+    };
+    try {
+      return await retrying(retryPolicies.flush, once, {
+        // Refused for its content: nothing was committed (the answer came back), so no doubt is
+        // left and retrying cannot help. At shutdown, a few attempts and then give up.
+        retryable: (err, attempt) => !isPoisonedFlush(err) && !(this.closed() && attempt >= 3),
+        onRetry: (err, retryInMs) =>
+          this.log.warn({ err: String(err), retryInMs, events: batch.length }, "event log flush failed; retrying"),
+      });
+    } catch (err) {
+      if (isPoisonedFlush(err)) throw new Poisoned(err);
+      this.log.error(
+        { err: String(err), lost: batch.length, sessionWork: items.length },
+        "event log could not be flushed at shutdown",
+      );
+      return null;
     }
   }
 

@@ -6,6 +6,7 @@
  * session's head", and a subscriber's cursor only moves by one contiguous run at a time.
  */
 import { readSessionHeads } from "../sql/read-sessions.js";
+import { SingleFlight } from "../lib/single-flight.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
@@ -54,8 +55,12 @@ class Feed {
   head = 0;
   /** Recent committed events, contiguous and ascending. */
   cache: ClientEvent[] = [];
-  private pumping = false;
-  private again = false;
+  /** One read-and-deliver pass at a time; hints during one ask for one more. */
+  private readonly pumps = new SingleFlight(
+    () => this.run(),
+    (err) =>
+      this.log.warn({ err: String(err), sessionId: this.sessionId }, "event feed read failed; the poll will retry"),
+  );
 
   constructor(
     readonly sessionId: string,
@@ -77,36 +82,16 @@ class Feed {
   }
 
   pump(): void {
-    if (this.pumping) {
-      this.again = true;
-      return;
-    }
-    this.pumping = true;
-    void this.run()
-      .catch((err) => {
-        this.log.warn(
-          { err: String(err), sessionId: this.sessionId },
-          "event feed read failed; the poll will retry",
-        );
-      })
-      .finally(() => {
-        this.pumping = false;
-        if (this.again) {
-          this.again = false;
-          this.pump();
-        }
-      });
+    this.pumps.request();
   }
 
   private async run(): Promise<void> {
     for (;;) {
-      this.again = false;
+      // This pass reads everything up to the head: hints so far need no pass after it.
+      this.pumps.coverQueued();
       let behind = Number.POSITIVE_INFINITY;
       for (const sub of this.subscribers) if (!sub.paused) behind = Math.min(behind, sub.cursor);
-      if (behind === Number.POSITIVE_INFINITY || behind >= this.head) {
-        if (!this.again) return;
-        continue;
-      }
+      if (behind === Number.POSITIVE_INFINITY || behind >= this.head) return;
       const events = await this.read(behind);
       if (events.length === 0) return;
       let progressed = false;

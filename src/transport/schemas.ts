@@ -3,7 +3,8 @@
  * generated from them); JSON-RPC methods, over HTTP or the socket, validate their params with the
  * same ones.
  */
-import { Type } from "typebox";
+import { type TLiteral, type TLiteralValue, type TUnion, Type } from "typebox";
+import { taskStatuses } from "../sql/task-status-sets.js";
 import { jsonBoundsProblem } from "./client-input.js";
 
 const Uuid = Type.String({ minLength: 1, maxLength: 64, description: "resource id (uuid)" });
@@ -27,11 +28,14 @@ const Json = Type.Refine(
 const Seq = (minimum: number) => Type.Integer({ minimum, maximum: Number.MAX_SAFE_INTEGER });
 
 export const SessionStatus = Type.Union([Type.Literal("idle"), Type.Literal("busy"), Type.Literal("archived")]);
-export const TaskStatus = Type.Union(
-  ["queued", "running", "cancelling", "completed", "failed", "cancelled", "expired", "interrupted"].map((s) =>
-    Type.Literal(s),
-  ),
-);
+/** A union of literals, typed as the tuple of them (which `map` cannot say): `Static<>` is the literal union. */
+type Literals<T extends readonly TLiteralValue[]> = { -readonly [K in keyof T]: TLiteral<T[K]> };
+function literalUnion<const T extends readonly TLiteralValue[]>(values: T): TUnion<Literals<T>> {
+  return Type.Union(values.map((v) => Type.Literal(v))) as unknown as TUnion<Literals<T>>;
+}
+
+/** The statuses of sql/task-status-sets.ts (`Static<>` of it is the SDK's TaskStatus). */
+export const TaskStatus = literalUnion(taskStatuses);
 
 export const CreateSessionBody = Type.Object(
   {

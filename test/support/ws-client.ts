@@ -228,6 +228,26 @@ export class WsClient {
 }
 
 /** Seqs of `events`, for comparisons. */
+/**
+ * A test file's sockets: `connect` opens one (to the file's gateway unless told another) and keeps
+ * it, so the file's `afterAll` closes them all with `closeAll`.
+ */
+export class WsClients {
+  private readonly open: WsClient[] = [];
+
+  constructor(private readonly defaultBase: () => string) {}
+
+  async connect(base = this.defaultBase(), options: ClientOptions = {}): Promise<WsClient> {
+    const client = await WsClient.connect(base, options);
+    this.open.push(client);
+    return client;
+  }
+
+  async closeAll(): Promise<void> {
+    await Promise.all(this.open.splice(0).map((c) => c.close()));
+  }
+}
+
 export const seqs = (events: { seq: number }[]) => events.map((e) => e.seq);
 
 /** 1..n */

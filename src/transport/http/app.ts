@@ -4,8 +4,6 @@
  */
 import { AsyncResource } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
-import swagger from "@fastify/swagger";
-import swaggerUi from "@fastify/swagger-ui";
 import websocket from "@fastify/websocket";
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
 import type { Logger } from "pino";
@@ -26,6 +24,7 @@ import {
 } from "./auth.js";
 import { registerCompression } from "./compression.js";
 import { isConsolePath, registerConsoleRoutes } from "./routes/console.js";
+import { registerDocsRoutes } from "./routes/docs.js";
 import { registerEventRoutes, SseStreams } from "./routes/events.js";
 import { type ReadyzView, registerHealthRoutes } from "./routes/health.js";
 import { type MetricsSource, registerMetricsRoute } from "./routes/metrics.js";
@@ -149,19 +148,17 @@ export async function buildHttpApp(
     reply.status(404).send({ error: { code: "NOT_FOUND", message: `no route ${req.method} ${req.url.split("?")[0]}` } });
   });
 
-  await app.register(swagger, {
-    openapi: {
-      info: { title: "mooring", version: services.identity.version, description: "Durable gateway for AI coding-agent sessions" },
-      components: {
-        securitySchemes: {
-          bearer: { type: "http", scheme: "bearer" },
-          accessToken: { type: "apiKey", in: "query", name: "access_token" },
-        },
+  // Before any route: the docs record every route's schema as it is added (routes/docs.ts).
+  registerDocsRoutes(app, {
+    info: { title: "mooring", version: services.identity.version, description: "Durable gateway for AI coding-agent sessions" },
+    components: {
+      securitySchemes: {
+        bearer: { type: "http", scheme: "bearer" },
+        accessToken: { type: "apiKey", in: "query", name: "access_token" },
       },
-      security: services.tenants.tokensRequired ? [{ bearer: [] }, { accessToken: [] }] : [],
     },
+    security: services.tenants.tokensRequired ? [{ bearer: [] }, { accessToken: [] }] : [],
   });
-  await app.register(swaggerUi, { routePrefix: "/docs" });
   const socketErrors = new SocketErrorLog();
   await app.register(websocket, {
     // As the plugin's default (log, terminate), with client-caused errors at warn level, throttled.
@@ -189,7 +186,9 @@ export async function buildHttpApp(
     !services.tenants.tokensRequired ? "instance" : callerOf(req) ? "operator" : "status",
   );
   registerMetricsRoute(app, metrics);
+  await yieldToIo();
   await registerConsoleRoutes(app, log);
+  await yieldToIo();
   const sse = new SseStreams();
   await app.register(async (v1) => {
     // API routes answer NOT_READY until startup is done or while the database is away.
@@ -211,13 +210,25 @@ export async function buildHttpApp(
       throw error;
     });
     registerSessionRoutes(v1, services);
+    await yieldToIo();
     registerTaskRoutes(v1, services);
+    await yieldToIo();
     registerEventRoutes(v1, services, config, sse);
     registerInstanceRoutes(v1, services);
+    await yieldToIo();
     registerRpcRoute(v1, services, log, { maxBatch: config.rpcMaxBatch });
   }, { prefix: "/v1" });
   const sockets = registerSocketRoute(app, services, config, log);
   return { app, sockets, sse };
+}
+
+/**
+ * Let pending I/O run between the parts of the app: building it is CPU work of a few hundred ms at
+ * start, during which the database steps (connect, migrate: gateway.ts) wait on Postgres's answers;
+ * each turn here lets them take their next step instead of all of them waiting for the end.
+ */
+function yieldToIo(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 /** A client's own `x-request-id`, kept as a log field when it is short printable ASCII. */

@@ -15,6 +15,7 @@ import { pathToFileURL } from "node:url";
 import fastifyStatic from "@fastify/static";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
+import { importModule } from "../../../lib/import-module.js";
 import { packageRoot } from "../../../package-root.js";
 
 /** What the page needs and nothing more: its own scripts, styles and API (fetch, WebSocket, SSE). */
@@ -41,7 +42,9 @@ async function checkConsoleBuild(log: Logger): Promise<boolean> {
   try {
     // A computed URL: the script is plain JavaScript next to the sources, absent from the Docker image.
     const script = pathToFileURL(join(packageRoot, "scripts", "build-console.mjs")).href;
-    const { ensureConsoleBuilt } = await import(script);
+    const { ensureConsoleBuilt } = await importModule<{
+      ensureConsoleBuilt(root: string): Promise<{ built: boolean }>;
+    }>(script);
     const t0 = Date.now();
     const { built } = await ensureConsoleBuilt(packageRoot);
     if (built) log.info({ ms: Date.now() - t0 }, "console: sources changed; rebuilt the bundle");
