@@ -229,7 +229,7 @@ export async function startGateway(
 
   const started = (async () => {
     const db = await migrated;
-    parts = assemble(config, log, db, bus, identity, registry, workspaceRoots, metrics);
+    parts = assemble(config, log, db, bus, identity, registry, workspaceRoots, metrics, tenants);
     // The LISTEN connection opens while the instance registers and reconciles (nothing listens to
     // the bus before the API is ready); workers start once it listens. start() retries by itself.
     const listening = parts.listener.start();
@@ -350,6 +350,7 @@ function assemble(
   registry: ReturnType<typeof loadAgentRegistry>,
   workspaceRoots: string[],
   metrics: MetricsReporter,
+  tenants: TenantDirectory,
 ): Parts {
   const feeds = new SessionFeeds(db, bus, log, config.pollMs);
   // What happens after any state change commits: one applier (domain/committer.ts).
@@ -365,7 +366,7 @@ function assemble(
     log,
     (effects) => committer.apply(effects),
   );
-  const rt: Runtime = { config, db, log, bus, eventLog, identity, metrics, committer };
+  const rt: Runtime = { config, db, log, bus, eventLog, identity, metrics, committer, tenants };
   const listener = new PgListener(db.url, `mooring-listen:${identity.instanceId}`, bus, log);
   const sessions = new SessionService(rt, registry, drivers, workspaceRoots);
   const events = new EventService(db, sessions);

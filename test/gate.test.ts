@@ -58,7 +58,9 @@ it("admits 5 running and 20 queued, refuses 5 with 429 queue_full writing nothin
   expect(Object.fromEntries(byStatus.map((r) => [r.status, r.n]))).toEqual({ queued: 20, running: 5 });
   const gate = await call(gw.url, "GET", "/v1/gate");
   expect(gate.status).toBe(200);
-  expect(gate.body).toEqual({ maxActive: 5, maxQueued: 20, active: 5, queued: 20, waitingForInput: 0, queueTimeoutMs: 600000 });
+  expect(gate.body).toMatchObject({ maxActive: 5, maxQueued: 20, active: 5, queued: 20, waitingForInput: 0, queueTimeoutMs: 600000 });
+  // One tenant (`default`, the open gateway's caller): its figures are the global ones.
+  expect(gate.body.tenant).toEqual({ name: "default", active: 5, queued: 20, maxActive: 5, maxQueued: 20 });
 
   // Nothing was written for the refused submits: no task, no event, no turn index used.
   const acceptedSessions = new Set(accepted.map((a) => a.body.sessionId));

@@ -85,6 +85,9 @@ describe("methods", () => {
       queued: 0,
       waitingForInput: 0,
       queueTimeoutMs: 600000,
+      // An open gateway's caller is the tenant `default`, with an admin's view.
+      tenant: { name: "default", active: 0, queued: 0, maxActive: 1, maxQueued: 1 },
+      tenants: [{ name: "default", active: 0, queued: 0, maxActive: 1, maxQueued: 1 }],
     });
     expect(await ok("gate.status", {})).toMatchObject({ active: 0 });
 

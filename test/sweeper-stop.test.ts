@@ -13,6 +13,7 @@ import { Committer } from "../src/domain/committer.js";
 import { Recovery } from "../src/domain/recovery.js";
 import type { Runtime } from "../src/domain/runtime.js";
 import { Sweeper } from "../src/domain/sweeper.js";
+import { TenantDirectory } from "../src/domain/tenants.js";
 import { noMetrics } from "../src/metrics/reporter.js";
 import { ChangeBus } from "../src/stream/change-bus.js";
 import { EventLog } from "../src/stream/event-log.js";
@@ -48,6 +49,7 @@ it("runs none of its loops after stop(), however their paces differ", async () =
     committer,
     identity: { instanceId: "sweeper-test", bootId: crypto.randomUUID(), host: "h", pid: 1, version: "0" },
     metrics: noMetrics,
+    tenants: TenantDirectory.fromConfig(config),
   };
   // Every queue poll ends with a claim attempt (a local "gate" hint).
   let polls = 0;

@@ -75,10 +75,10 @@ it("sends the claim and the gate's counts with the sets as text, and their plans
   sent.length = 0;
   await pipelined(traced, (q) => [
     lockGate(q),
-    claimTasks(q, { instanceId: "i", bootId: "00000000-0000-0000-0000-000000000001", leaseMs: 1000 }, 4, 4),
+    claimTasks(q, { instanceId: "i", bootId: "00000000-0000-0000-0000-000000000001", leaseMs: 1000 }, 4, "{}", 4),
   ]);
   await countActiveAndQueued(traced);
-  const claim = sentWith("with free as");
+  const claim = sentWith("with recursive active as");
   const gate = sentWith("as active");
   for (const statement of [claim, gate]) {
     expect(statement.text).toContain("status in ('running', 'cancelling')");

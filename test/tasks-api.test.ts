@@ -278,7 +278,8 @@ describe("listing and the gate", () => {
     const hang = await submitOk(gw.url, s, { prompt: "[hang]" });
     const gate = await call(gw.url, "GET", "/v1/gate");
     expect(gate.status).toBe(200);
-    expect(gate.body).toEqual({ maxActive: 5, maxQueued: 20, active: 1, queued: 0, waitingForInput: 0, queueTimeoutMs: 600000 });
+    expect(gate.body).toMatchObject({ maxActive: 5, maxQueued: 20, active: 1, queued: 0, waitingForInput: 0, queueTimeoutMs: 600000 });
+    expect(gate.body.tenant).toEqual({ name: "default", active: 1, queued: 0, maxActive: 5, maxQueued: 20 });
     await call(gw.url, "POST", `/v1/tasks/${hang.id}/cancel`);
     await waitTask(gw.url, hang.id);
     expect((await call(gw.url, "GET", "/v1/gate")).body.active).toBe(0);

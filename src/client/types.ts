@@ -13,6 +13,7 @@ export type TaskStatus = Task["status"];
 export type MooringEvent = Static<typeof R.Event>;
 export type EventPage = Static<typeof R.EventPage>;
 export type GateStatus = Static<typeof R.GateStatus>;
+export type TenantUsage = Static<typeof R.TenantUsage>;
 export type Instance = Static<typeof R.Instance>;
 export type Hello = Static<typeof R.Hello>;
 export type CreateSessionInput = Static<typeof Q.CreateSessionBody>;

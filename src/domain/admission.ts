@@ -26,13 +26,23 @@
  * would one at a time. If the batch would overflow the queue, a reject finds its session busy, or
  * it fails for any other reason, it rolls back and its submits are admitted one at a time, each
  * deciding for itself, exactly as without batching.
+ *
+ * Tenants' limits (README, Tenants: Quotas and fairness) are decided by the same statements, so
+ * they are exact the same way: the claim caps each tenant at its maxActive as it picks, and the
+ * check refuses (TENANT_BUSY) when a tenant the batch inserted for has more queued turns than its
+ * maxQueued, after the global check (GATEWAY_BUSY first). A turn counts against the tenant of its
+ * session (the stored `tasks.tenant`), so continuations, which carry no `request.tenant`, count
+ * against theirs too, and the limits come from the directory (`rt.tenants.limitsJson`), not from
+ * the request. No committed state is ever over a tenant's limits: what a batch commits is checked
+ * as a whole. A batch's one fair claim may pick other tenants' turns than claims after each submit
+ * would; that changes who starts first, never whether a limit holds.
  */
 import { randomUUID } from "node:crypto";
 import type { Tx } from "../db/client.js";
 import { isDatabaseUnavailable, MooringError } from "../errors.js";
 import type { StoredEvent } from "../sql/append-events.js";
 import { interruptRunningTaskOfSession } from "../sql/cancel-task.js";
-import { isQueueFull, refuseIfQueueOverflows } from "../sql/gate-check.js";
+import { isQueueFull, isTenantQueueFull, refuseIfQueueOverflows } from "../sql/gate-check.js";
 import { lockGate } from "../sql/gate-lock.js";
 import { findTaskByIdempotencyKey, insertQueuedTask } from "../sql/insert-task.js";
 import { lockSessionRows } from "../sql/lock-session.js";
@@ -82,6 +92,17 @@ const RETRY_AFTER_SECONDS = 5;
 export function gatewayBusy(): MooringError {
   return new MooringError("GATEWAY_BUSY", "The gateway is busy and its queue is full; retry later.", {
     reason: "queue_full",
+    retryAfterSeconds: RETRY_AFTER_SECONDS,
+  });
+}
+
+/**
+ * The refusal of an admission that would overfill its tenant's queue (the one place TENANT_BUSY is
+ * made): the tenant's own backlog, which other tenants' turns finishing would not shorten.
+ */
+export function tenantBusy(maxQueued: number): MooringError {
+  return new MooringError("TENANT_BUSY", `Your tenant already has ${maxQueued} turns queued; retry later.`, {
+    reason: "tenant_queue_full",
     retryAfterSeconds: RETRY_AFTER_SECONDS,
   });
 }
@@ -192,7 +213,7 @@ export class AdmissionQueue {
         for (const waiting of batch) waiting.reject(err);
         return;
       }
-      if (!isQueueFull(err) && !isSessionBusy(err)) {
+      if (!isQueueFull(err) && !isTenantQueueFull(err) && !isSessionBusy(err)) {
         this.rt.log.debug(
           { err: String(err), submits: batch.length },
           "batched admission failed; admitting one by one",
@@ -213,6 +234,10 @@ export class AdmissionQueue {
       if (isQueueFull(err)) {
         this.rt.log.info({ sessionId, maxQueued: this.rt.config.maxQueued }, "gate refusal: queue full");
         waiting.reject(gatewayBusy());
+      } else if (isTenantQueueFull(err)) {
+        const tenant = this.tenantOf(waiting.request);
+        this.rt.log.info({ sessionId, tenant: tenant.name, maxQueued: tenant.maxQueued }, "gate refusal: tenant queue full");
+        waiting.reject(tenantBusy(tenant.maxQueued));
       } else if (isSessionBusy(err)) {
         waiting.reject(new MooringError("SESSION_BUSY", `session ${sessionId} is running a turn (ifBusy=reject)`));
       } else {
@@ -221,6 +246,11 @@ export class AdmissionQueue {
       return;
     }
     waiting.resolve(results[0]);
+  }
+
+  /** The limits a refusal names: the submitting tenant's (a continuation's never reaches here). */
+  private tenantOf(request: AdmissionRequest): { name: string; maxQueued: number } {
+    return request.tenant ?? { name: "unknown", maxQueued: this.rt.config.maxQueued };
   }
 
   /**
@@ -251,6 +281,7 @@ export class AdmissionQueue {
           q,
           batch.map((w) => w.id),
           config.maxQueued,
+          this.rt.tenants.limitsJson,
         ),
       }),
       outcome: (answers: Record<string, unknown>) => this.outcome(batch, answers),

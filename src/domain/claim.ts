@@ -20,6 +20,7 @@ export async function claimAndStart(
     tx,
     { instanceId: rt.identity.instanceId, bootId: rt.identity.bootId, leaseMs: rt.config.leaseMs },
     rt.config.maxActive,
+    rt.tenants.limitsJson,
     limit,
   );
   const heads = new Map<string, number>();

@@ -8,7 +8,7 @@ import { readSavedConversation } from "../sql/read-sessions.js";
 import { randomUUID } from "node:crypto";
 import type { Tx } from "../db/client.js";
 import { appendEvents, type StoredEvent } from "../sql/append-events.js";
-import { isQueueFull, refuseIfQueueOverflows } from "../sql/gate-check.js";
+import { isQueueFull, isTenantQueueFull, refuseIfQueueOverflows } from "../sql/gate-check.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { admissionStatements } from "./admission.js";
 import type { Runtime } from "./runtime.js";
@@ -74,7 +74,7 @@ export class Recovery {
           },
           this.rt.config.queueTimeoutMs,
         );
-        await Promise.all([...Object.values(admission.named), refuseIfQueueOverflows(q, [id], this.rt.config.maxQueued)]);
+        await Promise.all([...Object.values(admission.named), refuseIfQueueOverflows(q, [id], this.rt.config.maxQueued, this.rt.tenants.limitsJson)]);
         const inserted = await admission.inserted;
         if (!inserted) return [];
         this.rt.log.info(
@@ -89,9 +89,9 @@ export class Recovery {
         return [inserted.queued];
       });
     } catch (err) {
-      if (!isQueueFull(err)) throw err;
+      if (!isQueueFull(err) && !isTenantQueueFull(err)) throw err;
       this.rt.log.warn(
-        { sessionId: interrupted.sessionId, tenant: interrupted.tenant },
+        { sessionId: interrupted.sessionId, tenant: interrupted.tenant, limit: isQueueFull(err) ? "gateway" : "tenant" },
         "recovery: queue full, continuation not queued",
       );
       return appendEvents(tx, interrupted.sessionId, [

@@ -9,6 +9,7 @@ import type { ChangeBus } from "../stream/change-bus.js";
 import type { EventLog } from "../stream/event-log.js";
 import type { MetricsReporter } from "../metrics/reporter.js";
 import type { Committer } from "./committer.js";
+import type { TenantDirectory } from "./tenants.js";
 
 export interface Identity {
   instanceId: string;
@@ -28,4 +29,6 @@ export interface Runtime {
   metrics: MetricsReporter;
   /** Sends state changes and applies what they set off (domain/committer.ts). */
   committer: Committer;
+  /** The tenants and their limits, which the gate's SQL applies (README, Tenants). */
+  tenants: TenantDirectory;
 }

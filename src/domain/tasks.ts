@@ -1,7 +1,7 @@
 
 import { listTasks, readTask } from "../sql/read-tasks.js";
 import { invalid, MooringError } from "../errors.js";
-import { countActiveAndQueued } from "../sql/gate-status.js";
+import { countActiveAndQueued, countByTenant } from "../sql/gate-status.js";
 import { countWaitingForInput } from "../sql/permissions.js";
 import { isTerminal, type TaskRow, type TaskStatus } from "../sql/task-row.js";
 import { AdmissionQueue, type IfBusy } from "./admission.js";
@@ -174,11 +174,27 @@ export class TaskService {
     return this.view(row ?? (await this.row(taskId, tenant)));
   }
 
-  async gate() {
-    const [{ active, queued }, waitingForInput] = await Promise.all([
+  /**
+   * The gate's figures: global, and the caller's tenant beside them (its usage and limits); an
+   * admin also gets every tenant (configured, or holding turns from an earlier configuration).
+   */
+  async gate(tenant: Tenant) {
+    const scope = visibleTenant(tenant);
+    const names = scope === null ? null : [scope];
+    const [{ active, queued }, waitingForInput, byTenant] = await Promise.all([
       countActiveAndQueued(this.rt.db.sql),
       countWaitingForInput(this.rt.db.sql),
+      countByTenant(this.rt.db.sql, names),
     ]);
+    const usage = (name: string) => {
+      // A tenant no longer configured has the global limits (as the gate's SQL applies them).
+      const limits = this.rt.tenants.tenant(name) ?? this.rt.config;
+      const counts = byTenant.get(name) ?? { active: 0, queued: 0 };
+      return { name, ...counts, maxActive: limits.maxActive, maxQueued: limits.maxQueued };
+    };
+    const all = tenant.admin
+      ? [...new Set([...this.rt.tenants.list().map((t) => t.name), ...byTenant.keys()])].sort()
+      : null;
     return {
       maxActive: this.rt.config.maxActive,
       maxQueued: this.rt.config.maxQueued,
@@ -187,6 +203,8 @@ export class TaskService {
       /** Active turns waiting on a permission request: they keep their slots (issue 13). */
       waitingForInput,
       queueTimeoutMs: this.rt.config.queueTimeoutMs,
+      tenant: usage(tenant.name),
+      ...(all ? { tenants: all.map(usage) } : {}),
     };
   }
 }

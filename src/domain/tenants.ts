@@ -64,9 +64,17 @@ export class TenantDirectory {
   readonly openCaller: Caller;
   private readonly entries: TokenEntry[];
   private readonly byName: Map<string, Tenant>;
+  /**
+   * Every tenant's limits as the gate's SQL takes them (`{"<tenant>": {"active": n, "queued": n}}`,
+   * sql/claim-tasks.ts, sql/gate-check.ts): made once, the directory never changes.
+   */
+  readonly limitsJson: string;
 
   private constructor(tenants: Tenant[], entries: TokenEntry[], tokensRequired: boolean) {
     this.byName = new Map(tenants.map((t) => [t.name, t]));
+    this.limitsJson = JSON.stringify(
+      Object.fromEntries(tenants.map((t) => [t.name, { active: t.maxActive, queued: t.maxQueued }])),
+    );
     this.entries = entries;
     this.tokensRequired = tokensRequired;
     this.openCaller = {

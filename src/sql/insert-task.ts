@@ -1,6 +1,7 @@
 import type { Tx } from "../db/client.js";
 import type { StoredEvent } from "./append-events.js";
 import type { TaskRow } from "./task-row.js";
+import { ACTIVE, UNFINISHED, withSets } from "./task-status-sets.js";
 
 export interface TaskToInsert {
   sessionId: string;
@@ -25,18 +26,22 @@ export interface TaskToInsert {
  * takes the turn index and the event's seq together, so turn indexes are dense and ordered per
  * session and seqs stay gap-free (as in append-events.ts); one statement per admission instead of
  * two in the gate's transaction (bench/results/history.md). The event's data is `{position,
- * turnIndex, continuesTaskId}`: `position` counts the queued tasks admitted before this one
- * (visible: earlier statements of this transaction included) plus this one, which the statement's
- * own snapshot cannot see. Returns null when the session does not exist or is archived (the caller
- * then says which) or is another tenant's (then it says SESSION_NOT_FOUND), or when the session
- * already has a task with this idempotency key (nothing is taken from the session then, so no turn
- * index is skipped).
+ * turnIndex, continuesTaskId}`: `position` is this task's place in the fair claim order
+ * (sql/gate-status.ts, queuePositions), counted without ranking the queue: the new task is the
+ * last of its tenant's queue, so its level is its tenant's running plus queued turns, and ahead of
+ * it are every queued task of its tenant and, of every other tenant U, the tasks of level at most
+ * its own (all were admitted before it): min(queued of U, level + 1 - running of U). Counted over
+ * the visible queue (earlier statements of this transaction included), plus this task, which the
+ * statement's own snapshot cannot see; with one tenant, the queued tasks admitted before it plus
+ * one. Returns null when the session does not exist or is archived (the caller then says which)
+ * or is another tenant's (then it says SESSION_NOT_FOUND), or when the session already has a task
+ * with this idempotency key (nothing is taken from the session then, so no turn index is skipped).
  */
 export async function insertQueuedTask(
   tx: Tx,
   task: TaskToInsert,
 ): Promise<{ row: TaskRow; queued: StoredEvent } | null> {
-  const [found] = await tx<(TaskRow & { eventAt: Date; eventData: unknown })[]>`
+  const [found] = await withSets(tx)<(TaskRow & { eventAt: Date; eventData: unknown })[]>`
     with turn as (
       update sessions set next_turn_index = next_turn_index + 1, last_seq = last_seq + 1,
         updated_at = now(), last_activity_at = now()
@@ -54,10 +59,21 @@ export async function insertQueuedTask(
              turn.seq, turn.seq
       from turn
       returning *
+    ), tenants as (
+      -- Each tenant's queued turns admitted before this one and its running turns, in one read.
+      select t.tenant,
+             count(*) filter (where t.status = 'queued' and t.queue_order < i.queue_order)::int as queued,
+             count(*) filter (where t.status in ${ACTIVE})::int as running
+      from tasks t, inserted i
+      where t.status in ${UNFINISHED}
+      group by t.tenant
     ), queued as (
       insert into events (session_id, seq, task_id, type, data)
       select i.session_id, i.first_seq, i.id, 'task.queued', jsonb_build_object(
-               'position', 1 + (select count(*)::int from tasks q where q.status = 'queued' and q.queue_order < i.queue_order),
+               'position', 1 + coalesce((
+                 select sum(case when q.tenant = i.tenant then q.queued
+                                 else least(q.queued, greatest(0, coalesce(m.queued + m.running, 0) + 1 - q.running)) end)::int
+                 from tenants q left join tenants m on m.tenant = i.tenant), 0),
                'turnIndex', i.turn_index, 'continuesTaskId', i.continues_task_id)
       from inserted i
       returning at, data

@@ -185,6 +185,12 @@ export const EventPayload = Type.Object(
   { additionalProperties: false },
 );
 
+/** One tenant's share of the gate (README, Tenants): its running and queued turns and its limits. */
+export const TenantUsage = Type.Object(
+  { name: Type.String(), active: Type.Integer(), queued: Type.Integer(), maxActive: Type.Integer(), maxQueued: Type.Integer() },
+  { additionalProperties: false },
+);
+
 export const GateStatus = Type.Object(
   {
     maxActive: Type.Integer(),
@@ -193,6 +199,8 @@ export const GateStatus = Type.Object(
     queued: Type.Integer(),
     waitingForInput: Type.Integer({ description: "active turns waiting on a permission request (they keep their slots)" }),
     queueTimeoutMs: Type.Integer(),
+    tenant: TenantUsage,
+    tenants: Type.Optional(Type.Array(TenantUsage, { description: "every tenant (admin callers only): configured, or holding turns" })),
   },
   { additionalProperties: false },
 );

@@ -38,7 +38,7 @@ const handlers: { [K in keyof Params]: Handler<K> } = {
     const { taskId, requestId, ...answer } = p;
     return s.permissions.respond(taskId, requestId, answer, ctx.who ?? "rpc", ctx.caller.tenant);
   },
-  "gate.status": (s) => s.tasks.gate(),
+  "gate.status": (s, _p, ctx) => s.tasks.gate(ctx.caller.tenant),
   // A browser cannot see WebSocket pings; this lets any client prove the socket still carries answers.
   ping: async () => ({ pong: true, at: new Date().toISOString() }),
   "instances.list": (s) => s.instances.list(),

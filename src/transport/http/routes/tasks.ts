@@ -53,5 +53,5 @@ export function registerTaskRoutes(app: FastifyInstance, s: Services): void {
       ),
   );
 
-  app.get("/gate", { schema: { summary: "Admission gate status", tags: ["gate"], response: routeResponses["GET /v1/gate"] } }, async () => s.tasks.gate());
+  app.get("/gate", { schema: { summary: "Admission gate status", tags: ["gate"], response: routeResponses["GET /v1/gate"] } }, async (req) => s.tasks.gate(tenantOf(req, s.tenants)));
 }
