@@ -20,6 +20,7 @@ import {
 import { agentEnvironment } from "../../src/agents/agent-env.js";
 import type { AgentEntry } from "../../src/agents/registry.js";
 import { resolveWorkspaceForSpawn } from "../../src/domain/workspace.js";
+import { Recorded } from "./recorded.js";
 
 const agentScript = fileURLToPath(new URL("./acp-agent.ts", import.meta.url));
 // An absolute loader URL: the agent runs in a temp workspace where `tsx` would not resolve.
@@ -35,27 +36,6 @@ export function testAgentEntry(overrides: Partial<AgentEntry> = {}): AgentEntry 
     permissions: "deny",
     ...overrides,
   };
-}
-
-/** Items in arrival order, with a way to wait for one that has not arrived yet. */
-export class Recorded<T> {
-  readonly items: T[] = [];
-  private waiters: { match: (item: T) => boolean; resolve: (item: T) => void }[] = [];
-
-  push(item: T): void {
-    this.items.push(item);
-    for (const waiter of [...this.waiters]) {
-      if (!waiter.match(item)) continue;
-      this.waiters.splice(this.waiters.indexOf(waiter), 1);
-      waiter.resolve(item);
-    }
-  }
-
-  waitFor(match: (item: T) => boolean): Promise<T> {
-    const seen = this.items.find(match);
-    if (seen !== undefined) return Promise.resolve(seen);
-    return new Promise((resolve) => this.waiters.push({ match, resolve }));
-  }
 }
 
 export class RecordingSink implements TurnSink {

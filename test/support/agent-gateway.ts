@@ -5,40 +5,12 @@
 import { type ClientRequest, get as httpGet } from "node:http";
 import type postgres from "postgres";
 import { call } from "./gateway.js";
+import { Recorded } from "./recorded.js";
+import { createSessionWith, submitOk, waitTask } from "./turns.js";
+
+export { Recorded };
 
 export type LogRecord = { level: number; msg: string } & Record<string, any>;
-
-/** Items in arrival order, with a way to await one that has not arrived yet. */
-export class Recorded<T> {
-  readonly items: T[] = [];
-  private waiters: { match: (item: T) => boolean; resolve: (item: T) => void }[] = [];
-
-  push = (item: T): void => {
-    this.items.push(item);
-    for (const waiter of [...this.waiters]) {
-      if (!waiter.match(item)) continue;
-      this.waiters.splice(this.waiters.indexOf(waiter), 1);
-      waiter.resolve(item);
-    }
-  };
-
-  /** The first item (already seen or still to come) that matches, failing after `timeoutMs`. */
-  waitFor(match: (item: T) => boolean, timeoutMs = 20_000, what = "item"): Promise<T> {
-    const seen = this.items.find(match);
-    if (seen !== undefined) return Promise.resolve(seen);
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.waiters = this.waiters.filter((w) => w.resolve !== done);
-        reject(new Error(`no ${what} within ${timeoutMs} ms`));
-      }, timeoutMs);
-      const done = (item: T) => {
-        clearTimeout(timer);
-        resolve(item);
-      };
-      this.waiters.push({ match, resolve: done });
-    });
-  }
-}
 
 export class LogRecorder extends Recorded<LogRecord> {
   /** Every record with this message. */
@@ -134,31 +106,14 @@ export class SseReader extends Recorded<ClientEvent> {
   }
 }
 
-const terminal = new Set(["completed", "failed", "cancelled", "interrupted", "expired"]);
+export const createSession = createSessionWith;
 
-export async function createSession(base: string, body: Record<string, unknown>): Promise<any> {
-  const res = await call(base, "POST", "/v1/sessions", body);
-  if (res.status !== 201) throw new Error(`session not created: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
-
-export async function submitTurn(base: string, sessionId: string, prompt: string): Promise<any> {
-  const res = await call(base, "POST", `/v1/sessions/${sessionId}/turns`, { prompt });
-  if (res.status !== 202) throw new Error(`turn not accepted: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
+export const submitTurn = (base: string, sessionId: string, prompt: string): Promise<any> =>
+  submitOk(base, sessionId, { prompt });
 
 /** Long-polls the task until it is terminal. */
-export async function waitForTask(base: string, taskId: string, timeoutMs = 30_000): Promise<any> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const res = await call(base, "GET", `/v1/tasks/${taskId}?waitMs=5000`);
-    if (res.status !== 200) throw new Error(`task ${taskId}: ${res.status} ${JSON.stringify(res.body)}`);
-    if (terminal.has(res.body.status)) return res.body;
-    if (Date.now() > deadline)
-      throw new Error(`task ${taskId} still ${res.body.status} after ${timeoutMs} ms`);
-  }
-}
+export const waitForTask = (base: string, taskId: string, timeoutMs = 30_000): Promise<any> =>
+  waitTask(base, taskId, undefined, timeoutMs);
 
 /** Submit a turn and wait for its end. */
 export async function runTurn(base: string, sessionId: string, prompt: string): Promise<any> {

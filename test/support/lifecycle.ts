@@ -6,9 +6,10 @@ import { once } from "node:events";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, expect } from "vitest";
+import { afterAll, afterEach, beforeAll } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./db.js";
-import { call, type GatewayProcess, spawnGateway, testEnv } from "./gateway.js";
+import { type GatewayProcess, spawnGateway, testEnv } from "./gateway.js";
+import { createSession, submitOk, terminal as terminalStatuses, waitTask } from "./turns.js";
 
 /**
  * The hooks every process test file needs: a fresh database and workspace before the tests, every
@@ -128,30 +129,15 @@ export async function tempDir(prefix: string): Promise<string> {
 
 export async function createSessions(url: string, workspace: string, n: number): Promise<string[]> {
   const ids: string[] = [];
-  for (let i = 0; i < n; i++) {
-    const res = await call(url, "POST", "/v1/sessions", { workspace, agent: "simulated", title: `s${i}` });
-    expect(res.status).toBe(201);
-    ids.push(res.body.id);
-  }
+  for (let i = 0; i < n; i++) ids.push(await createSession(url, workspace, { title: `s${i}` }));
   return ids;
 }
 
-export async function submit(url: string, sessionId: string, prompt: string): Promise<any> {
-  const res = await call(url, "POST", `/v1/sessions/${sessionId}/turns`, { prompt });
-  expect(res.status, JSON.stringify(res.body)).toBe(202);
-  return res.body;
-}
+/** Submit a prompt and insist it was accepted (202); returns the task snapshot. */
+export const submit = (url: string, sessionId: string, prompt: string): Promise<any> => submitOk(url, sessionId, { prompt });
 
-export const terminal = new Set(["completed", "failed", "cancelled", "expired", "interrupted"]);
+export const terminal = new Set(terminalStatuses);
 
-/** Long-polls a task until it is terminal. */
-export async function waitTerminal(url: string, taskId: string, timeoutMs = 60_000): Promise<any> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const res = await call(url, "GET", `/v1/tasks/${taskId}?waitMs=5000`);
-    if (res.status === 200 && terminal.has(res.body.status)) return res.body;
-    if (Date.now() > deadline) throw new Error(`task ${taskId} not terminal after ${timeoutMs} ms: ${JSON.stringify(res.body)}`);
-    // Not ready (503) answers at once: back off a little before asking again.
-    if (res.status !== 200) await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+/** Long-polls a task until it is terminal (through a restart: 503s are asked again). */
+export const waitTerminal = (url: string, taskId: string, timeoutMs = 60_000): Promise<any> =>
+  waitTask(url, taskId, undefined, timeoutMs);

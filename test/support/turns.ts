@@ -11,10 +11,16 @@ export async function tempWorkspace(): Promise<string> {
   return mkdtemp(join(tmpdir(), "mooring-ws-"));
 }
 
-export async function createSession(base: string, workspace: string): Promise<string> {
-  const s = await call(base, "POST", "/v1/sessions", { workspace, agent: "simulated" });
+/** Create a session from a whole body and insist it was created (201); returns the session. */
+export async function createSessionWith(base: string, body: Record<string, unknown>): Promise<any> {
+  const s = await call(base, "POST", "/v1/sessions", body);
   if (s.status !== 201) throw new Error(`session not created: ${s.status} ${JSON.stringify(s.body)}`);
-  return s.body.id;
+  return s.body;
+}
+
+/** A session of the simulated agent in `workspace`; returns its id. */
+export async function createSession(base: string, workspace: string, extra: Record<string, unknown> = {}): Promise<string> {
+  return (await createSessionWith(base, { workspace, agent: "simulated", ...extra })).id;
 }
 
 export function submit(base: string, sessionId: string, body: Record<string, unknown>): Promise<Answer> {
@@ -28,7 +34,10 @@ export async function submitOk(base: string, sessionId: string, body: Record<str
   return t.body;
 }
 
-/** Long-poll a task until `done(task)` holds (default: terminal). */
+/**
+ * Long-poll a task until `done(task)` holds (default: terminal). A 503 (a gateway starting or
+ * restarting) is asked again after a moment; any other error status fails.
+ */
 export async function waitTask(
   base: string,
   taskId: string,
@@ -39,6 +48,10 @@ export async function waitTask(
   // The first look does not wait (a long-poll waits for a change, and the task may be there already).
   for (let wait = 0; ; wait = 5000) {
     const r = await call(base, "GET", `/v1/tasks/${taskId}?waitMs=${wait}`);
+    if (r.status === 503 && Date.now() <= deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      continue;
+    }
     if (r.status !== 200) throw new Error(`GET task ${taskId}: ${r.status} ${JSON.stringify(r.body)}`);
     if (done(r.body)) return r.body;
     if (Date.now() > deadline) throw new Error(`task ${taskId} still ${r.body.status} after ${timeoutMs} ms`);
