@@ -24,6 +24,9 @@ export interface Tenant {
   admin: boolean;
 }
 
+/** The tenant of no one: owns nothing, sees nothing, may use nothing. */
+const NOBODY: Tenant = { name: "", maxActive: 0, maxQueued: 0, workspaceRoots: [], agents: [], admin: false };
+
 /** Who a request or socket acts for: the tenant, and a label for logs (never a token or its hash). */
 export interface Caller {
   tenant: Tenant;
@@ -60,7 +63,7 @@ const sha256 = (text: string) => createHash("sha256").update(text).digest();
 export class TenantDirectory {
   /** Whether requests need a token (any token configured). */
   readonly tokensRequired: boolean;
-  /** The caller of every request on an open gateway. */
+  /** The caller of every request on an open gateway (with tokens: one that sees nothing). */
   readonly openCaller: Caller;
   private readonly entries: TokenEntry[];
   private readonly byName: Map<string, Tenant>;
@@ -77,14 +80,9 @@ export class TenantDirectory {
     );
     this.entries = entries;
     this.tokensRequired = tokensRequired;
-    this.openCaller = {
-      label: "anonymous",
-      tenant: this.byName.get(DEFAULT_TENANT) ?? {
-        ...(tenants[0] as Tenant),
-        name: DEFAULT_TENANT,
-        admin: true,
-      },
-    };
+    // Open: the one tenant fromConfig made (`default`, admin). With tokens a request without a
+    // caller never reaches a data route (the auth hook refuses it); should one, it sees nothing.
+    this.openCaller = { label: "anonymous", tenant: tokensRequired ? NOBODY : tenants[0] };
   }
 
   /**

@@ -13,15 +13,7 @@ import { requestContext, requestForLog } from "../../log.js";
 import type { Services } from "../services.js";
 import { describeError, fieldOf } from "../validate.js";
 import { refuse, registerAccessChecks } from "./access.js";
-import {
-  bearerToken,
-  callerForLog,
-  callerOf,
-  rawCallerOf,
-  rememberCaller,
-  resolveRawCaller,
-  takeQueryToken,
-} from "./auth.js";
+import { callerForLog, callerOf, rawCallerOf, resolveRawCaller, takeQueryToken } from "./auth.js";
 import { registerCompression } from "./compression.js";
 import { isConsolePath, registerConsoleRoutes } from "./routes/console.js";
 import { registerDocsRoutes } from "./routes/docs.js";
@@ -107,12 +99,10 @@ export async function buildHttpApp(
     reply.header("x-request-id", req.id);
     // Which boot answered: a client on REST or SSE tells a restart from a network flap by it.
     reply.header("x-mooring-boot-id", services.identity.bootId);
-    const queried = takeQueryToken(req);
-    // The tenant a valid token stands for (every request's on an open gateway) is the request's
-    // caller (auth.ts), resolved when the request's logger was made.
-    const resolved = rawCallerOf(req.raw);
-    const token = bearerToken(req.headers.authorization) ?? queried;
-    rememberCaller(req, resolved !== undefined ? resolved : services.tenants.resolve(token));
+    // The token left the parsed query; the caller it stands for (every request's on an open
+    // gateway) was resolved when the request's logger was made (auth.ts).
+    takeQueryToken(req);
+    if (rawCallerOf(req.raw) === undefined) resolveRawCaller(req.raw, services.tenants);
     const path = req.url.split("?")[0];
     if (openRoutes.has(path)) return;
     // The console's pages and scripts hold no data; the API calls they make carry the token.

@@ -46,10 +46,10 @@ export function callerForLog(caller: Caller | null): Record<string, unknown> {
   return caller.tenant.admin ? { tenant: caller.tenant.name, admin: true } : { tenant: caller.tenant.name };
 }
 
-const callers = new WeakMap<object, Caller>();
+/** Each request's caller, resolved once per raw request (when its logger is made). */
 const rawCallers = new WeakMap<IncomingMessage, Caller | null>();
 
-/** Resolve a raw request's caller once (when its logger is made), for the auth hook to take up. */
+/** Resolve a raw request's caller once (when its logger is made); callerOf reads it from then on. */
 export function resolveRawCaller(raw: IncomingMessage, tenants: TenantDirectory): Caller | null {
   const caller = tenants.resolve(rawToken(raw));
   rawCallers.set(raw, caller);
@@ -66,7 +66,7 @@ export function rawCallerOf(raw: IncomingMessage): Caller | null | undefined {
  * valid token. On an open gateway (no token configured) every request is the open caller.
  */
 export function callerOf(req: FastifyRequest): Caller | null {
-  return callers.get(req) ?? null;
+  return rawCallers.get(req.raw) ?? null;
 }
 
 /**
@@ -74,17 +74,13 @@ export function callerOf(req: FastifyRequest): Caller | null {
  * caller is there; the open caller stands in only where the hook let a request through without one.
  */
 export function tenantOf(req: FastifyRequest, tenants: TenantDirectory): Tenant {
-  return (callers.get(req) ?? tenants.openCaller).tenant;
+  return (callerOf(req) ?? tenants.openCaller).tenant;
 }
 
 /** Who sent this request, for logs: `token <n> of <tenant>` or `anonymous`, and the peer address. */
 export function describeCaller(req: FastifyRequest): string {
-  const caller = callers.get(req);
+  const caller = callerOf(req);
   const who =
     !caller || caller.label === "anonymous" ? "anonymous" : `${caller.label} of ${caller.tenant.name}`;
   return `${who} from ${req.ip}`;
-}
-
-export function rememberCaller(req: FastifyRequest, caller: Caller | null): void {
-  if (caller) callers.set(req, caller);
 }
