@@ -24,6 +24,7 @@ import { registerInstanceRoutes } from "./routes/instances.js";
 import { registerRpcRoute } from "./routes/rpc.js";
 import { registerSessionRoutes } from "./routes/sessions.js";
 import { registerTaskRoutes } from "./routes/tasks.js";
+import { quietPolledRoutes } from "./poll-log-level.js";
 import { validatorCompiler } from "./validator.js";
 import { SocketErrorLog } from "../ws/protocol-errors.js";
 import { registerSocketRoute, type SocketHub } from "../ws/socket.js";
@@ -145,6 +146,8 @@ export async function buildHttpApp(
     reply.status(404).send({ error: { code: "NOT_FOUND", message: `no route ${req.method} ${req.url.split("?")[0]}` } });
   });
 
+  // Before any route, like the docs below: probes, scrapes and the console's heartbeat log quietly.
+  quietPolledRoutes(app, config.logLevel);
   // Before any route: the docs record every route's schema as it is added (routes/docs.ts).
   registerDocsRoutes(app, {
     info: { title: "mooring", version: services.identity.version, description: "Durable gateway for AI coding-agent sessions" },
