@@ -47,17 +47,19 @@ describe("appendPositionEvents", () => {
     const running = await addTask(t.sql, id, { status: "running" });
     const b = await addTask(t.sql, id, { status: "queued" });
     const foreign = await addTask(t.sql, await addSession(t.sql), { status: "queued" });
+    // Input order against id order, so the events' order can only come from the input.
+    const [low, high] = [a.id, b.id].sort();
     const stored = await t.sql.begin((tx) =>
       appendPositionEvents(tx, id, [
-        { taskId: b.id, position: 1 },
+        { taskId: high, position: 1 },
         { taskId: running.id, position: 2 },
         { taskId: foreign.id, position: 3 },
-        { taskId: a.id, position: 4 },
+        { taskId: low, position: 4 },
       ]),
     );
     expect(stored.map((e) => [e.seq, e.taskId, e.type, e.data])).toEqual([
-      [4, b.id, "task.position", { position: 1 }],
-      [5, a.id, "task.position", { position: 4 }],
+      [4, high, "task.position", { position: 1 }],
+      [5, low, "task.position", { position: 4 }],
     ]);
     expect(stored.every((e) => e.sessionId === id && e.at instanceof Date)).toBe(true);
     const [session] = await t.sql`select last_seq from sessions where id = ${id}`;
@@ -103,6 +105,7 @@ describe("event-writes", () => {
     await recordEventWrite(t.sql, old);
     await recordEventWrite(t.sql, recent);
     await t.sql`update event_writes set at = now() - interval '61 minutes' where write_id = ${old}`;
+    await t.sql`update event_writes set at = now() - interval '59 minutes' where write_id = ${recent}`;
     await pruneEventWrites(t.sql);
     expect(await eventWriteCommitted(t.sql, old)).toBe(false);
     expect(await eventWriteCommitted(t.sql, recent)).toBe(true);

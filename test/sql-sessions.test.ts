@@ -18,7 +18,14 @@ import {
   type SessionListFilter,
 } from "../src/sql/read-sessions.js";
 import { isSessionBusy, refuseIfSessionBusy, SESSION_BUSY_SQLSTATE } from "../src/sql/session-busy.js";
-import { addSession, addTask, rowIsFree, sqlStateOf, useSqlTestDatabase } from "./support/sql-fixtures.js";
+import {
+  addSession,
+  addTask,
+  rowIsFree,
+  sqlStateOf,
+  tieWithinMillisecond,
+  useSqlTestDatabase,
+} from "./support/sql-fixtures.js";
 
 const t = useSqlTestDatabase();
 
@@ -44,12 +51,12 @@ describe("insertSession", () => {
   });
 
   it("answers the earlier session for a repeated key of the same tenant, a new one for another tenant", async () => {
+    const foreign = await insertSession(t.sql, newSession({ idempotencyKey: "k", tenant: "b" }));
     const first = await insertSession(t.sql, newSession({ idempotencyKey: "k" }));
+    expect(first.created).toBe(true);
+    expect(first.id).not.toBe(foreign.id);
     const again = await insertSession(t.sql, newSession({ idempotencyKey: "k", title: "other" }));
     expect(again).toEqual({ id: first.id, created: false });
-    const foreign = await insertSession(t.sql, newSession({ idempotencyKey: "k", tenant: "b" }));
-    expect(foreign.created).toBe(true);
-    expect(foreign.id).not.toBe(first.id);
     const [{ n }] = await t.sql`select count(*)::int as n from sessions`;
     expect(n).toBe(2);
   });
@@ -173,15 +180,15 @@ describe("listSessions", () => {
     ...f,
   });
 
-  /** Five sessions a minute apart (s[0] oldest), the last two within one millisecond. */
+  const at = (m: number) => `2026-01-01T00:0${m}:00Z`;
+  /** Five sessions a minute apart (s[0] oldest), the last two created together. */
   async function fiveSessions() {
-    const at = (m: number, micro = 0) => `2026-01-01T00:0${m}:00.000${micro}Z`;
     const ids = [
       await addSession(t.sql, { tenant: "a", workspace: "/w1", createdAt: at(0) }),
       await addSession(t.sql, { tenant: "b", workspace: "/w1", createdAt: at(1) }),
       await addSession(t.sql, { tenant: "a", workspace: "/w2", createdAt: at(2) }),
-      await addSession(t.sql, { tenant: "a", workspace: "/w1", createdAt: at(3, 100) }),
-      await addSession(t.sql, { tenant: "a", workspace: "/w1", createdAt: at(3, 200) }),
+      await addSession(t.sql, { tenant: "a", workspace: "/w1", createdAt: at(3) }),
+      await addSession(t.sql, { tenant: "a", workspace: "/w1", createdAt: at(3) }),
     ];
     return ids;
   }
@@ -189,7 +196,7 @@ describe("listSessions", () => {
 
   it("pages newest first, ties within a millisecond by id, through the cursor", async () => {
     const s = await fiveSessions();
-    const [tieHigh, tieLow] = [s[3], s[4]].sort().reverse();
+    const [tieHigh, tieLow] = await tieWithinMillisecond(t.sql, "sessions", [s[3], s[4]], at(3));
     const all = ids(await listSessions<Status>(t.sql, filter({})));
     expect(all).toEqual([tieHigh, tieLow, s[2], s[1], s[0]]);
 

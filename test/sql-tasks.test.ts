@@ -44,6 +44,7 @@ import {
   rowIsFree,
   sqlStateOf,
   taskById,
+  tieWithinMillisecond,
   useSqlTestDatabase,
   whileTaskHeld,
 } from "./support/sql-fixtures.js";
@@ -390,9 +391,14 @@ describe("read-tasks", () => {
       const b = await addSession(t.sql, { tenant: "b" });
       const t0 = await addTask(t.sql, a, { status: "completed", createdAt: "2026-01-01T00:00:00Z" });
       const t1 = await addTask(t.sql, b, { status: "queued", createdAt: "2026-01-01T00:01:00Z" });
-      const t2 = await addTask(t.sql, a, { status: "queued", createdAt: "2026-01-01T00:02:00.000100Z" });
-      const t3 = await addTask(t.sql, a, { status: "queued", createdAt: "2026-01-01T00:02:00.000200Z" });
-      const [tieHigh, tieLow] = [t2.id, t3.id].sort().reverse();
+      const t2 = await addTask(t.sql, a, { status: "queued", createdAt: "2026-01-01T00:02:00Z" });
+      const t3 = await addTask(t.sql, a, { status: "queued", createdAt: "2026-01-01T00:02:00Z" });
+      const [tieHigh, tieLow] = await tieWithinMillisecond(
+        t.sql,
+        "tasks",
+        [t2.id, t3.id],
+        "2026-01-01T00:02:00Z",
+      );
       expect(ids(await listTasks(t.sql, filter({})))).toEqual([tieHigh, tieLow, t1.id, t0.id]);
 
       const page1 = await listTasks(t.sql, filter({ limit: 2 }));

@@ -125,6 +125,23 @@ export async function whileTaskHeld<T>(sql: Sql, taskId: string, fn: () => Promi
   })) as T;
 }
 
+/**
+ * Makes two rows created within one millisecond (at `at` plus some microseconds), the lower id the
+ * later one: a page ordered by the raw time would put it first, one ordered by (millisecond, id)
+ * second. Answers the ids in the (millisecond, id) descending order.
+ */
+export async function tieWithinMillisecond(
+  sql: Sql,
+  table: "sessions" | "tasks",
+  ids: [string, string],
+  at: string,
+): Promise<[string, string]> {
+  const [low, high] = [...ids].sort();
+  await sql`update ${sql(table)} set created_at = ${at}::timestamptz + interval '100 microseconds' where id = ${high}`;
+  await sql`update ${sql(table)} set created_at = ${at}::timestamptz + interval '200 microseconds' where id = ${low}`;
+  return [high, low];
+}
+
 /** Postgres's answer when a row is locked by another transaction and the reader said NOWAIT. */
 export const LOCK_NOT_AVAILABLE = "55P03";
 
