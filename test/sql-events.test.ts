@@ -232,6 +232,23 @@ describe("notify", () => {
     }
   });
 
+  it("sends `*` for the heads of too many sessions to list", async () => {
+    const many = await t.sql<{ id: string }[]>`
+      insert into sessions (workspace, agent) select '/ws', 'simulated' from generate_series(1, 200) returning id`;
+    const l = await listen(channels.sessions);
+    try {
+      await t.sql.begin((tx) =>
+        notifySessionHeads(
+          tx,
+          many.map((s) => s.id),
+        ),
+      );
+      expect(await heardUpTo(channels.sessions, l)).toEqual(["*"]);
+    } finally {
+      await l.stop();
+    }
+  });
+
   it("Notifier coalesces heads (the highest seq of each session) and the gate hint", async () => {
     const sessions = await listen(channels.sessions);
     const gate = await listen(channels.gate);

@@ -29,12 +29,14 @@ import {
   resolvePendingOfTasks,
   resolvePermission,
 } from "../src/sql/permissions.js";
+import { lockSessionRow } from "../src/sql/lock-session.js";
 import { renewLease, renewLeases } from "../src/sql/renew-leases.js";
 import type { TaskRow } from "../src/sql/task-row.js";
 import {
   addOwnedTask,
   addSession,
   addTask,
+  someoneWaitsForALock,
   taskById,
   useSqlTestDatabase,
   whileTaskHeld,
@@ -203,6 +205,36 @@ describe("interrupt-orphans", () => {
     );
     expect(ids(interrupted)).toEqual([free.id]);
     expect((await taskById(t.sql, held.id)).status).toBe("running");
+  });
+
+  it("is safe when every instance sweeps at once: each task is interrupted once", async () => {
+    const sessions = [await addSession(t.sql), await addSession(t.sql), await addSession(t.sql)];
+    const expired = [];
+    for (const s of [...sessions, ...sessions])
+      expired.push(await addTask(t.sql, s, { status: "running", leaseInMs: -1_000 }));
+    const sweeps = await Promise.all(
+      [1, 2, 3].map(() => inTx((tx) => interruptExpiredLeases(tx, randomUUID()))),
+    );
+    const all = sweeps.flat();
+    expect(ids(all)).toEqual(ids(expired));
+    for (const row of all) expect(row.version).toBe(1);
+  });
+
+  it("takes the session row before the task row, so a flush holding the session row is not deadlocked", async () => {
+    // The event log's flush holds the session row, then updates the task's seq range (issue 11).
+    const s = await addSession(t.sql);
+    const task = await addTask(t.sql, s, { status: "running", leaseInMs: -1_000 });
+    let sweep: Promise<TaskRow[]> | undefined;
+    await t.sql.begin(async (flush) => {
+      await flush`set local lock_timeout = '5s'`;
+      await lockSessionRow(flush, s);
+      sweep = inTx((tx) => interruptExpiredLeases(tx, randomUUID()));
+      await someoneWaitsForALock(t.sql);
+      // The sweep waits for the session row and holds no task row: the flush's task write goes through.
+      await flush`update tasks set first_seq = 1, last_seq = 1 where id = ${task.id}`;
+    });
+    expect(ids((await sweep) ?? [])).toEqual([task.id]);
+    expect(await taskById(t.sql, task.id)).toMatchObject({ status: "interrupted", lastSeq: 1 });
   });
 
   it("at startup interrupts what earlier boots of this instance left running, nothing else", async () => {

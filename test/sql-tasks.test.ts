@@ -104,6 +104,17 @@ describe("insertQueuedTask", () => {
     ]);
   });
 
+  it("keeps turn indexes dense and seqs gap-free under concurrent submits to one session", async () => {
+    const id = await addSession(t.sql);
+    const found = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => insert(task(id, { prompt: `p${i}` }))),
+    );
+    const rows = found.map((f) => f!.row).sort((a, b) => a.turnIndex - b.turnIndex);
+    expect(rows.map((r) => r.turnIndex)).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(rows.map((r) => r.firstSeq)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(await session(id)).toEqual({ nextTurnIndex: 6, lastSeq: 6 });
+  });
+
   it("takes the caller's id and sets the queue deadline from the queue timeout", async () => {
     const id = await addSession(t.sql);
     const taskId = randomUUID();

@@ -4,7 +4,7 @@
  * rows), and sessions and tasks inserted with plain SQL in whatever state a test needs.
  */
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, beforeEach } from "vitest";
+import { afterAll, beforeAll, beforeEach, expect } from "vitest";
 import { connect, type Database, type Sql } from "../../src/db/client.js";
 import { applyMigrations } from "../../src/db/migrate.js";
 import type { OwnerFence } from "../../src/sql/append-events.js";
@@ -140,6 +140,18 @@ export async function tieWithinMillisecond(
   await sql`update ${sql(table)} set created_at = ${at}::timestamptz + interval '100 microseconds' where id = ${high}`;
   await sql`update ${sql(table)} set created_at = ${at}::timestamptz + interval '200 microseconds' where id = ${low}`;
   return [high, low];
+}
+
+/** Resolves once a statement of this database waits for a row lock (another transaction holds it). */
+export async function someoneWaitsForALock(sql: Sql): Promise<void> {
+  await expect
+    .poll(async () => {
+      const [{ n }] = await sql<{ n: number }[]>`
+        select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and wait_event_type = 'Lock'`;
+      return n;
+    })
+    .toBeGreaterThan(0);
 }
 
 /** Postgres's answer when a row is locked by another transaction and the reader said NOWAIT. */
