@@ -23,6 +23,7 @@ import {
   refuseIfQueueOverflows,
   TENANT_QUEUE_FULL_SQLSTATE,
 } from "../src/sql/gate-check.js";
+import { queuePositions } from "../src/sql/gate-status.js";
 import { findTaskByIdempotencyKey, insertQueuedTask, type TaskToInsert } from "../src/sql/insert-task.js";
 import { channels } from "../src/sql/notify.js";
 import {
@@ -102,6 +103,30 @@ describe("insertQueuedTask", () => {
       [5, first!.row.id, "task.queued"],
       [6, second!.row.id, "task.queued"],
     ]);
+  });
+
+  it("tells the position the fair queue gives it (gate-status.ts) at admission, whatever the mix of tenants", async () => {
+    // A fixed pseudo-random walk: turns of three tenants queued, started and ended in turn, each new
+    // turn's told position compared with the live ranking of the whole queue.
+    let seed = 12;
+    const next = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    for (let round = 0; round < 30; round++) {
+      const tenant = ["a", "b", "c"][next(3)];
+      const action = next(4);
+      if (action === 0) await addTask(t.sql, await addSession(t.sql, { tenant }), { status: "running" });
+      if (action === 1)
+        await t.sql`update tasks set status = 'completed' where id = (
+        select id from tasks where status = 'running' order by queue_order limit 1)`;
+      if (action === 2)
+        await t.sql`update tasks set status = 'running' where id = (
+        select id from tasks where status = 'queued' and tenant = ${tenant} order by queue_order limit 1)`;
+      const found = await insert(task(await addSession(t.sql, { tenant })));
+      const live = await queuePositions(t.sql, [found!.row.id]);
+      expect(found?.queued.data).toMatchObject({ position: live.get(found!.row.id) });
+    }
   });
 
   it("keeps turn indexes dense and seqs gap-free under concurrent submits to one session", async () => {
