@@ -21,7 +21,7 @@ import {
 } from "../src/sql/notify.js";
 import { pruneEvents } from "../src/sql/prune-events.js";
 import { readEventPayload, readEventsAfter } from "../src/sql/read-events.js";
-import { addSession, addTask, taskById, useSqlTestDatabase } from "./support/sql-fixtures.js";
+import { addSession, addTask, NOTIFIED, taskById, useSqlTestDatabase } from "./support/sql-fixtures.js";
 
 const t = useSqlTestDatabase();
 
@@ -175,7 +175,7 @@ describe("notify", () => {
   async function heardUpTo(channel: string, l: { heard: string[] }): Promise<string[]> {
     const marker = `marker-${randomUUID()}`;
     await t.sql`select pg_notify(${channel}, ${marker})`;
-    await expect.poll(() => l.heard.includes(marker)).toBe(true);
+    await expect.poll(() => l.heard.includes(marker), NOTIFIED).toBe(true);
     return l.heard.filter((p) => p !== marker);
   }
 
@@ -268,7 +268,7 @@ describe("notify", () => {
         true,
       );
       notifier.sessions(new Map([["s1", 2]]));
-      await expect.poll(() => gate.heard.length).toBe(1);
+      await expect.poll(() => gate.heard.length, NOTIFIED).toBe(1);
       expect(await heardUpTo(channels.sessions, sessions)).toEqual([
         JSON.stringify([["s0", 1]]),
         JSON.stringify([

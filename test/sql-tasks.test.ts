@@ -46,6 +46,7 @@ import {
   sqlStateOf,
   taskById,
   tieWithinMillisecond,
+  NOTIFIED,
   useSqlTestDatabase,
   whileTaskHeld,
 } from "./support/sql-fixtures.js";
@@ -256,7 +257,7 @@ describe("cancel-task", () => {
       const row = await t.sql.begin((tx) => interruptRunningTaskOfSession(tx, id, null, "a"));
       expect(row).toMatchObject({ id: running.id, status: "cancelling" });
       expect(row).not.toHaveProperty("notified");
-      await expect.poll(() => heard).toEqual([running.id]);
+      await expect.poll(() => heard, NOTIFIED).toEqual([running.id]);
     } finally {
       await listening.unlisten();
     }

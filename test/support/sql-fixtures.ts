@@ -142,6 +142,12 @@ export async function tieWithinMillisecond(
   return [high, low];
 }
 
+/**
+ * How long a test waits for what the database sends on its own (a notification, a lock wait): a
+ * bound for a loaded machine, not a measurement.
+ */
+export const NOTIFIED = { timeout: 15_000 };
+
 /** Resolves once a statement of this database waits for a row lock (another transaction holds it). */
 export async function someoneWaitsForALock(sql: Sql): Promise<void> {
   await expect
@@ -150,7 +156,7 @@ export async function someoneWaitsForALock(sql: Sql): Promise<void> {
         select count(*)::int as n from pg_stat_activity
         where datname = current_database() and wait_event_type = 'Lock'`;
       return n;
-    })
+    }, NOTIFIED)
     .toBeGreaterThan(0);
 }
 
