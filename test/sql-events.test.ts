@@ -21,7 +21,14 @@ import {
 } from "../src/sql/notify.js";
 import { pruneEvents } from "../src/sql/prune-events.js";
 import { readEventPayload, readEventsAfter } from "../src/sql/read-events.js";
-import { addSession, addTask, NOTIFIED, taskById, useSqlTestDatabase } from "./support/sql-fixtures.js";
+import {
+  addSession,
+  addTask,
+  NOTIFIED,
+  someoneWaitsForALock,
+  taskById,
+  useSqlTestDatabase,
+} from "./support/sql-fixtures.js";
 
 const t = useSqlTestDatabase();
 
@@ -126,6 +133,23 @@ describe("pruneEvents", () => {
     ]);
     // Nothing more to do until the log grows past `keep` again.
     expect(await pruneEvents(t.sql, 4)).toBe(0);
+  });
+
+  it("never leaves an event at or below pruned_seq when a flush commits while it runs", async () => {
+    const id = await sessionWithEvents(t.sql, 10);
+    let prune: Promise<number> | undefined;
+    await t.sql.begin(async (flush) => {
+      // A flush of six more events holds the session row; the sweep starts and waits for it.
+      await flush`update sessions set last_seq = 16 where id = ${id}`;
+      await flush`insert into events (session_id, seq, type, data)
+        select ${id}, g, 'message.delta', '{}'::jsonb from generate_series(11, 16) g`;
+      prune = pruneEvents(t.sql, 4);
+      await someoneWaitsForALock(t.sql);
+    });
+    expect(await prune).toBe(6);
+    const [session] = await t.sql`select pruned_seq from sessions where id = ${id}`;
+    expect(session.prunedSeq).toBe(6);
+    expect(await seqsOf(t.sql, id)).toEqual([7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
   });
 
   it("touches at most `maxSessions` sessions per call", async () => {
