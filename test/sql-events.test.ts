@@ -8,6 +8,7 @@ import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import type { Sql } from "../src/db/client.js";
 import { appendPositionEvents } from "../src/sql/append-position.js";
+import { lockSessionRow } from "../src/sql/lock-session.js";
 import { eventWriteCommitted, pruneEventWrites, recordEventWrite } from "../src/sql/event-writes.js";
 import {
   channels,
@@ -75,6 +76,24 @@ describe("appendPositionEvents", () => {
     // Position events leave the tasks' seq ranges alone.
     expect((await taskById(t.sql, a.id)).firstSeq).toBeNull();
     expect(await seqsOf(t.sql, await addSession(t.sql))).toEqual([]);
+  });
+
+  it("after the session lock, sees a move out of the queue that committed under that lock", async () => {
+    const id = await addSession(t.sql, { lastSeq: 3 });
+    const task = await addTask(t.sql, id, { status: "queued" });
+    let announce: Promise<unknown> | undefined;
+    await t.sql.begin(async (cancel) => {
+      // A cancel holds the session row while it moves the task out of the queue.
+      await lockSessionRow(cancel, id);
+      await cancel`update tasks set status = 'cancelled' where id = ${task.id}`;
+      announce = t.sql.begin(async (tx) => {
+        await lockSessionRow(tx, id);
+        return appendPositionEvents(tx, id, [{ taskId: task.id, position: 1 }]);
+      });
+      await someoneWaitsForALock(t.sql);
+    });
+    expect(await announce).toEqual([]);
+    expect(await seqsOf(t.sql, id)).toEqual([]);
   });
 
   it("writes nothing and takes no seq when no task is queued any more", async () => {
