@@ -15,7 +15,6 @@ import { createTestDatabase, type TestDatabase } from "./db.js";
 export interface SqlTestDatabase {
   /** The gateway's own pool settings (camelCase columns, json values as written). */
   readonly sql: Sql;
-  readonly db: Database;
 }
 
 /** Registers the file's database: created and migrated before all, emptied before each, dropped after. */
@@ -35,11 +34,9 @@ export function useSqlTestDatabase(): SqlTestDatabase {
     await testDb?.drop();
   });
   return {
+    // Read at every use: the pool exists only once beforeAll has run.
     get sql() {
       return db.sql;
-    },
-    get db() {
-      return db;
     },
   };
 }
