@@ -11,43 +11,76 @@ export async function tempWorkspace(): Promise<string> {
   return mkdtemp(join(tmpdir(), "mooring-ws-"));
 }
 
-/** Create a session from a whole body and insist it was created (201); returns the session. */
-export async function createSessionWith(base: string, body: Record<string, unknown>): Promise<any> {
-  const s = await call(base, "POST", "/v1/sessions", body);
+/**
+ * Create a session from a whole body and insist it was created (201); returns the session.
+ * `headers` carry a tenant's token or a request id.
+ */
+export async function createSessionWith(
+  base: string,
+  body: Record<string, unknown>,
+  headers: Record<string, string> = {},
+): Promise<any> {
+  const s = await call(base, "POST", "/v1/sessions", body, headers);
   if (s.status !== 201) throw new Error(`session not created: ${s.status} ${JSON.stringify(s.body)}`);
   return s.body;
 }
 
 /** A session of the simulated agent in `workspace`; returns its id. */
-export async function createSession(base: string, workspace: string, extra: Record<string, unknown> = {}): Promise<string> {
-  return (await createSessionWith(base, { workspace, agent: "simulated", ...extra })).id;
+export async function createSession(
+  base: string,
+  workspace: string,
+  extra: Record<string, unknown> = {},
+  headers: Record<string, string> = {},
+): Promise<string> {
+  return (await createSessionWith(base, { workspace, agent: "simulated", ...extra }, headers)).id;
 }
 
-export function submit(base: string, sessionId: string, body: Record<string, unknown>): Promise<Answer> {
-  return call(base, "POST", `/v1/sessions/${sessionId}/turns`, body);
+/** Submit a turn; the raw answer (for tests of refusals). */
+export function submit(
+  base: string,
+  sessionId: string,
+  body: Record<string, unknown>,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
+  return call(base, "POST", `/v1/sessions/${sessionId}/turns`, body, headers);
 }
 
 /** Submit and insist it was accepted (202); returns the task snapshot. */
-export async function submitOk(base: string, sessionId: string, body: Record<string, unknown>): Promise<any> {
-  const t = await submit(base, sessionId, body);
+export async function submitOk(
+  base: string,
+  sessionId: string,
+  body: Record<string, unknown>,
+  headers: Record<string, string> = {},
+): Promise<any> {
+  const t = await submit(base, sessionId, body, headers);
   if (t.status !== 202) throw new Error(`submit refused: ${t.status} ${JSON.stringify(t.body)}`);
   return t.body;
 }
 
+/** Submit a prompt and insist it was accepted (202); returns the task snapshot. */
+export const submitPrompt = (
+  base: string,
+  sessionId: string,
+  prompt: string,
+  headers: Record<string, string> = {},
+): Promise<any> => submitOk(base, sessionId, { prompt }, headers);
+
 /**
  * Long-poll a task until `done(task)` holds (default: terminal). A 503 (a gateway starting or
- * restarting) is asked again after a moment; any other error status fails.
+ * restarting) is asked again after a moment; any other error status fails. `headers` carry a token
+ * where the gateway requires one.
  */
 export async function waitTask(
   base: string,
   taskId: string,
   done: (task: any) => boolean = (t) => terminal.includes(t.status),
   timeoutMs = 30_000,
+  headers: Record<string, string> = {},
 ): Promise<any> {
   const deadline = Date.now() + timeoutMs;
   // The first look does not wait (a long-poll waits for a change, and the task may be there already).
   for (let wait = 0; ; wait = 5000) {
-    const r = await call(base, "GET", `/v1/tasks/${taskId}?waitMs=${wait}`);
+    const r = await call(base, "GET", `/v1/tasks/${taskId}?waitMs=${wait}`, undefined, headers);
     if (r.status === 503 && Date.now() <= deadline) {
       await new Promise((resolve) => setTimeout(resolve, 100));
       continue;
