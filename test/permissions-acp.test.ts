@@ -13,7 +13,8 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createSession, submitTurn, taskEvents, waitForTask } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { call, eventually, repoRoot, startTestGateway } from "./support/gateway.js";
+import { call, repoRoot, startTestGateway } from "./support/gateway.js";
+import { waitPermission } from "./support/turns.js";
 import { WsClient } from "./support/ws-client.js";
 
 const agentScript = join(repoRoot, "test/support/acp-agent.ts");
@@ -52,13 +53,6 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-async function pending(taskId: string) {
-  return eventually(async () => {
-    const t = (await call(gw.url, "GET", `/v1/tasks/${taskId}`)).body;
-    return t.pendingPermissions?.[0];
-  }, 30_000);
-}
-
 it("relays the agent's request with its options as they are; Allow → the agent gets the chosen optionId", async () => {
   const session = await createSession(gw.url, { workspace, agent: "acp-ask" });
   const ws = await WsClient.connect(gw.url);
@@ -71,7 +65,7 @@ it("relays the agent's request with its options as they are; Allow → the agent
     { optionId: "allow-always", name: "Always allow", kind: "allow_always" },
     { optionId: "reject-once", name: "Reject", kind: "reject_once" },
   ]);
-  expect((await pending(task.id)).requestId).toBe(requested.data.requestId);
+  expect((await waitPermission(gw.url, task.id, 30_000)).requestId).toBe(requested.data.requestId);
   const ok = await call(gw.url, "POST", `/v1/tasks/${task.id}/permissions/${requested.data.requestId}`, {
     optionId: "allow-always",
   });
@@ -85,7 +79,7 @@ it("relays the agent's request with its options as they are; Allow → the agent
 it("Deny (a session choosing `ask` on a `client` entry): the agent gets the reject option", async () => {
   const session = await createSession(gw.url, { workspace, agent: "acp-client", agentConfig: { permissions: "ask" } });
   const task = await submitTurn(gw.url, session.id, "[permission]");
-  const request = await pending(task.id);
+  const request = await waitPermission(gw.url, task.id, 30_000);
   await call(gw.url, "POST", `/v1/tasks/${task.id}/permissions/${request.requestId}`, { optionId: "reject-once" });
   const done = await waitForTask(gw.url, task.id);
   expect(done.result.text).toBe("permission: reject-once ");
@@ -101,7 +95,7 @@ it("Deny (a session choosing `ask` on a `client` entry): the agent gets the reje
 it("cancel while the agent waits: the request resolves `cancel` and the agent is answered `cancelled`", async () => {
   const session = await createSession(gw.url, { workspace, agent: "acp-ask" });
   const task = await submitTurn(gw.url, session.id, "[permission]");
-  const request = await pending(task.id);
+  const request = await waitPermission(gw.url, task.id, 30_000);
   await call(gw.url, "POST", `/v1/tasks/${task.id}/cancel`);
   const done = await waitForTask(gw.url, task.id);
   expect(done.status).toBe("cancelled");
@@ -117,7 +111,7 @@ it("cancel while the agent waits: the request resolves `cancel` and the agent is
 it("the agent dies while it waits: the turn fails and its request resolves `cancel` before the terminal event", async () => {
   const session = await createSession(gw.url, { workspace, agent: "acp-ask" });
   const task = await submitTurn(gw.url, session.id, "[permission]");
-  const request = await pending(task.id);
+  const request = await waitPermission(gw.url, task.id, 30_000);
   process.kill(agentPids.at(-1)!, "SIGKILL");
   const done = await waitForTask(gw.url, task.id);
   expect(done.status).toBe("failed");

@@ -15,6 +15,7 @@ import { createSession, isRunning, submitTurn, taskEvents, waitForTask } from ".
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { type FakeAnthropic, type FakeRequest, startFakeAnthropic } from "./support/fake-anthropic.js";
 import { call, eventually, repoRoot, startTestGateway } from "./support/gateway.js";
+import { waitPermission } from "./support/turns.js";
 
 const claudeBin = join(repoRoot, "node_modules/.bin/claude");
 
@@ -94,10 +95,6 @@ function bashWrites(name: string) {
   });
 }
 
-async function pending(taskId: string) {
-  return eventually(async () => (await call(gw.url, "GET", `/v1/tasks/${taskId}`)).body.pendingPermissions?.[0], 60_000);
-}
-
 const answer = (taskId: string, requestId: string, body: unknown) =>
   call(gw.url, "POST", `/v1/tasks/${taskId}/permissions/${requestId}`, body);
 
@@ -105,7 +102,7 @@ it("Allow: the Bash tool runs, the file exists and the tool result is in the eve
   bashWrites("f.txt");
   const session = await createSession(gw.url, { workspace, agent: "claude" });
   const task = await submitTurn(gw.url, session.id, "write f.txt");
-  const request = await pending(task.id);
+  const request = await waitPermission(gw.url, task.id, 60_000);
   expect(request.toolCall).toMatchObject({ name: "Bash", kind: "other", input: { command: "echo hi > f.txt" } });
   expect(request.options.map((o: { optionId: string; kind: string }) => [o.optionId, o.kind])).toEqual([
     ["allow", "allow_once"],
@@ -127,7 +124,7 @@ it("Deny with a message: no file, and the model saw the message verbatim", async
   bashWrites("g.txt");
   const session = await createSession(gw.url, { workspace, agent: "claude" });
   const task = await submitTurn(gw.url, session.id, "write g.txt");
-  const request = await pending(task.id);
+  const request = await waitPermission(gw.url, task.id, 60_000);
   const message = "The human said no: not in this folder";
   expect((await answer(task.id, request.requestId, { optionId: "deny", message })).status).toBe(200);
   const done = await waitForTask(gw.url, task.id, 60_000);
@@ -143,7 +140,7 @@ it("Allow for this session: the same tool later is answered without asking; noth
   bashWrites("h.txt");
   const session = await createSession(gw.url, { workspace, agent: "claude" });
   const first = await submitTurn(gw.url, session.id, "write h.txt");
-  const request = await pending(first.id);
+  const request = await waitPermission(gw.url, first.id, 60_000);
   await answer(first.id, request.requestId, { optionId: "allow_session" });
   expect((await waitForTask(gw.url, first.id, 60_000)).status).toBe("completed");
   await rm(join(workspace, "h.txt"));
@@ -173,7 +170,7 @@ it("AskUserQuestion: relayed as a question, the answers reach the model", async 
   });
   const session = await createSession(gw.url, { workspace, agent: "claude" });
   const task = await submitTurn(gw.url, session.id, "pick a color");
-  const request = await pending(task.id);
+  const request = await waitPermission(gw.url, task.id, 60_000);
   expect(request.toolCall).toMatchObject({ name: "AskUserQuestion", kind: "question", input: { questions } });
   await answer(task.id, request.requestId, { optionId: "answer", answers: { "Which color should we use?": "Blue" } });
   expect((await waitForTask(gw.url, task.id, 60_000)).status).toBe("completed");
@@ -185,7 +182,7 @@ it("cancel while the CLI waits: the CLI withdraws the request (control_cancel_re
   bashWrites("c.txt");
   const session = await createSession(gw.url, { workspace, agent: "claude" });
   const task = await submitTurn(gw.url, session.id, "write c.txt");
-  const request = await pending(task.id);
+  const request = await waitPermission(gw.url, task.id, 60_000);
   await call(gw.url, "POST", `/v1/tasks/${task.id}/cancel`);
   const done = await waitForTask(gw.url, task.id, 60_000);
   expect(done.status).toBe("cancelled");

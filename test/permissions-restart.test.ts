@@ -16,6 +16,7 @@ import {
   useProcessSuite,
   waitTerminal,
 } from "./support/lifecycle.js";
+import { waitPermission } from "./support/turns.js";
 
 let db: TestDatabase;
 let workspace: string;
@@ -25,12 +26,15 @@ useProcessSuite("ws-permissions-restart-", procs, (d, w) => {
   workspace = w;
 });
 
+/** The task's pending request, once its `permission.requested` event is in the log too. */
 async function waitingRequest(url: string, taskId: string) {
-  return eventually(async () => {
-    const t = (await call(url, "GET", `/v1/tasks/${taskId}`)).body;
-    const [event] = await db.sql`select 1 from events where task_id = ${taskId} and type = 'permission.requested'`;
-    return t.pendingPermissions?.length > 0 && event ? t.pendingPermissions[0] : null;
+  const request = await waitPermission(url, taskId);
+  await eventually(async () => {
+    const events = await db.sql`
+      select 1 from events where task_id = ${taskId} and type = 'permission.requested'`;
+    return events.length > 0;
   });
+  return request;
 }
 
 it("kill -9 while waiting: interrupted by another instance, the request resolved `restart`", async () => {

@@ -9,7 +9,14 @@ import type { Gateway } from "../src/gateway.js";
 import { PermissionResolution, Task } from "../src/transport/responses.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually, startTestGateway } from "./support/gateway.js";
-import { createSession, submitOk, tempWorkspace, waitTask } from "./support/turns.js";
+import {
+  createSession,
+  submitOk,
+  submitPrompt,
+  tempWorkspace,
+  waitPermission,
+  waitTask,
+} from "./support/turns.js";
 import { WsClient } from "./support/ws-client.js";
 
 let db: TestDatabase;
@@ -254,13 +261,10 @@ it("logs every request and answer with the tool, the option and who answered", a
   });
   try {
     const auth = { authorization: "Bearer s3cret-token" };
-    const s = await call(d.url, "POST", "/v1/sessions", { workspace, agent: "simulated" }, auth);
-    const t = await call(d.url, "POST", `/v1/sessions/${s.body.id}/turns`, { prompt: "[ask deploy]" }, auth);
-    const waiting = await eventually(async () => {
-      const r = await call(d.url, "GET", `/v1/tasks/${t.body.id}`, undefined, auth);
-      return r.body.pendingPermissions?.[0];
-    });
-    await call(d.url, "POST", `/v1/tasks/${t.body.id}/permissions/${waiting.requestId}`, { optionId: "deny" }, auth);
+    const sessionId = await createSession(d.url, workspace, {}, auth);
+    const task = await submitPrompt(d.url, sessionId, "[ask deploy]", auth);
+    const waiting = await waitPermission(d.url, task.id, undefined, auth);
+    await call(d.url, "POST", `/v1/tasks/${task.id}/permissions/${waiting.requestId}`, { optionId: "deny" }, auth);
     await eventually(async () => lines.some((l) => l.msg === "permission resolved"));
     const requested = lines.find((l) => l.msg === "permission requested")!;
     expect(requested).toMatchObject({ tool: "deploy", requestId: waiting.requestId });

@@ -3,7 +3,7 @@ import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type postgres from "postgres";
-import { type Answer, call } from "./gateway.js";
+import { type Answer, call, eventually } from "./gateway.js";
 
 export const terminal = ["completed", "failed", "cancelled", "expired", "interrupted"];
 
@@ -94,6 +94,22 @@ export async function waitTask(
 /** Long-poll until the task is in `status` or terminal (the caller asserts which). */
 export const waitStatus = (base: string, taskId: string, status: string, timeoutMs?: number) =>
   waitTask(base, taskId, (t) => t.status === status || terminal.includes(t.status), timeoutMs);
+
+/**
+ * Poll until the task has a pending permission request; returns the first. (A pending request
+ * changes no task state, so a long-poll would not wake for it.)
+ */
+export const waitPermission = (
+  base: string,
+  taskId: string,
+  timeoutMs = 20_000,
+  headers: Record<string, string> = {},
+): Promise<any> =>
+  eventually(
+    async () =>
+      (await call(base, "GET", `/v1/tasks/${taskId}`, undefined, headers)).body.pendingPermissions?.[0],
+    timeoutMs,
+  );
 
 /** Rows in tasks and events (to prove a refused request wrote nothing). */
 export async function counts(
