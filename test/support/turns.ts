@@ -127,11 +127,20 @@ export async function taskEventTypes(sql: postgres.Sql, taskId: string): Promise
   return rows.map((r) => r.type);
 }
 
+/** Cancel a task and wait for it to end; returns the final task. */
+export async function cancelTask(
+  base: string,
+  taskId: string,
+  headers: Record<string, string> = {},
+): Promise<any> {
+  await call(base, "POST", `/v1/tasks/${taskId}/cancel`, undefined, headers);
+  return waitTask(base, taskId, undefined, undefined, headers);
+}
+
 /** Cancel every open task and wait for each to end (so a failed test does not hold slots for the next). */
 export async function cancelOpenTasks(base: string, sql: postgres.Sql): Promise<void> {
   const open = await sql<
     { id: string }[]
   >`select id from tasks where status in ('queued', 'running', 'cancelling')`;
-  await Promise.all(open.map((t) => call(base, "POST", `/v1/tasks/${t.id}/cancel`)));
-  await Promise.all(open.map((t) => waitTask(base, t.id)));
+  await Promise.all(open.map((t) => cancelTask(base, t.id)));
 }
