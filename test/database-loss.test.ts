@@ -25,10 +25,9 @@ import {
   gatewayEnv,
   logsWith,
   Processes,
-  submit,
   tempDir,
-  waitTerminal,
 } from "./support/lifecycle.js";
+import { submitPrompt, waitTerminal } from "./support/turns.js";
 
 const log = pino({ level: "warn" });
 let dataDir: string;
@@ -80,7 +79,9 @@ it("Postgres stopped under load: 503 NOT_READY, no crash; back on the same port:
   await gw.waitReady();
   const sessions = await createSessions(gw.url, workspace, 11);
   const accepted: any[] = [];
-  for (const id of sessions.slice(0, 10)) accepted.push(await submit(gw.url, id, "[sleep 2000] [deltas 2]"));
+  for (const id of sessions.slice(0, 10)) {
+    accepted.push(await submitPrompt(gw.url, id, "[sleep 2000] [deltas 2]"));
+  }
   const wasRunning = accepted.filter((t) => t.status === "running").map((t) => t.id);
   expect(wasRunning).toHaveLength(5);
 
@@ -159,7 +160,7 @@ it("Postgres stopped under load: 503 NOT_READY, no crash; back on the same port:
   }
   console.log(`outcomes after the outage: ${JSON.stringify(outcomes)}`);
   // And it takes new work.
-  const fresh = await submit(gw.url, sessions[10], "[deltas 1]");
+  const fresh = await submitPrompt(gw.url, sessions[10], "[deltas 1]");
   expect((await waitTerminal(gw.url, fresh.id)).status).toBe("completed");
   expect(alive(gw)).toBe(true);
   expect(gw.output()).not.toContain("unhandledRejection");
@@ -196,7 +197,7 @@ it("the LISTEN connection resumes after the database comes back (events reach an
       (m) => m.method === "event" && m.params.taskId === taskId && m.params.type === "task.completed",
     );
 
-  const before = await submit(a.url, session, "[deltas 1]");
+  const before = await submitPrompt(a.url, session, "[deltas 1]");
   await eventually(async () => completedOn(before.id), 10_000);
 
   await stopPostgres();
@@ -210,7 +211,7 @@ it("the LISTEN connection resumes after the database comes back (events reach an
   await startPostgres();
   await Promise.all([a.waitReady(), b.waitReady()]);
 
-  const after = await submit(a.url, session, "[deltas 1]");
+  const after = await submitPrompt(a.url, session, "[deltas 1]");
   const t0 = Date.now();
   await eventually(async () => completedOn(after.id), 30_000);
   console.log(
@@ -228,7 +229,7 @@ it("shutdown while the database is gone still exits", async () => {
   );
   await gw.waitReady();
   const [session] = await createSessions(gw.url, workspace, 1);
-  const running = await submit(gw.url, session, "[sleep 30000]");
+  const running = await submitPrompt(gw.url, session, "[sleep 30000]");
   expect(running.status).toBe("running");
   await stopPostgres();
   await eventually(async () => (await call(gw.url, "GET", "/readyz")).status === 503);
@@ -293,7 +294,7 @@ it("connections killed inside transactions (pg_terminate_backend) neither crash 
       return burst.every((b) => b.status === 200 || b.status === 201) && Date.now() - t0 < 3000;
     }, 10_000);
     for (const [i, id] of sessions.entries()) {
-      const task = answers[i].status === 202 ? answers[i].body : await submit(gw.url, id, "[deltas 1]");
+      const task = answers[i].status === 202 ? answers[i].body : await submitPrompt(gw.url, id, "[deltas 1]");
       expect((await waitTerminal(gw.url, task.id)).status).toBe("completed");
     }
     expect(alive(gw)).toBe(true);

@@ -13,9 +13,9 @@ import {
   gatewayEnv,
   logsWith,
   Processes,
-  submit,
   useProcessSuite,
 } from "./support/lifecycle.js";
+import { submitPrompt } from "./support/turns.js";
 
 let db: TestDatabase;
 let workspace: string;
@@ -66,7 +66,7 @@ it("a stale owner's events, cursor, context usage and settlement change nothing,
   );
   await gw.waitReady();
   const [session] = await createSessions(gw.url, workspace, 1);
-  const task = await submit(gw.url, session, "[sleep 1500] [deltas 3] [tool 100] [tokens 5000]");
+  const task = await submitPrompt(gw.url, session, "[sleep 1500] [deltas 3] [tool 100] [tokens 5000]");
   expect(task.status).toBe("running");
   // The agent saved its conversation id at the start of the turn; then the row is forged.
   await conversationIdSaved(session);
@@ -103,7 +103,7 @@ it("the owner's heartbeat notices the takeover, stops the turn and writes nothin
   );
   await gw.waitReady();
   const [session] = await createSessions(gw.url, workspace, 1);
-  const task = await submit(gw.url, session, "[sleep 20000] [deltas 3]");
+  const task = await submitPrompt(gw.url, session, "[sleep 20000] [deltas 3]");
   expect(task.status).toBe("running");
   // Forge only once the turn's opening write (the agent's conversation id) has landed: a write
   // whose statement began before the forge commits after it (its snapshot predates the forge), which

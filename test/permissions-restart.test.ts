@@ -12,11 +12,9 @@ import {
   gatewayEnv,
   logsWith,
   Processes,
-  submit,
   useProcessSuite,
-  waitTerminal,
 } from "./support/lifecycle.js";
-import { waitPermission } from "./support/turns.js";
+import { submitPrompt, waitPermission, waitTerminal } from "./support/turns.js";
 
 let db: TestDatabase;
 let workspace: string;
@@ -42,7 +40,7 @@ it("kill -9 while waiting: interrupted by another instance, the request resolved
   const b = await procs.spawn(gatewayEnv(db.url, { MOORING_INSTANCE_ID: "perm-restart-b" }));
   await Promise.all([a.waitReady(), b.waitReady()]);
   const [sessionId] = await createSessions(a.url, workspace, 1);
-  const task = await submit(a.url, sessionId, "[ask bash]");
+  const task = await submitPrompt(a.url, sessionId, "[ask bash]");
   const request = await waitingRequest(a.url, task.id);
   expect(logsWith(a, "permission requested")[0]).toMatchObject({ tool: "bash", requestId: request.requestId });
 
@@ -67,7 +65,7 @@ it("kill -9 while waiting, then the same instance restarts: its reconcile resolv
   const first = await procs.spawn(env);
   await first.waitReady();
   const [sessionId] = await createSessions(first.url, workspace, 1);
-  const task = await submit(first.url, sessionId, "[ask deploy]");
+  const task = await submitPrompt(first.url, sessionId, "[ask deploy]");
   const request = await waitingRequest(first.url, task.id);
   first.kill("SIGKILL");
   await exitedWithOutput(first);
@@ -83,7 +81,7 @@ it("SIGTERM while waiting: the shutdown interrupts the turn and resolves the req
   const gw = await procs.spawn(gatewayEnv(db.url, { MOORING_INSTANCE_ID: "perm-restart-d" }));
   await gw.waitReady();
   const [sessionId] = await createSessions(gw.url, workspace, 1);
-  const task = await submit(gw.url, sessionId, "[ask deploy]");
+  const task = await submitPrompt(gw.url, sessionId, "[ask deploy]");
   const request = await waitingRequest(gw.url, task.id);
   gw.kill("SIGTERM");
   expect(await exitedWithOutput(gw)).toBe(0);

@@ -11,10 +11,9 @@ import {
   logLines,
   logsWith,
   Processes,
-  submit,
   useProcessSuite,
-  terminal,
 } from "./support/lifecycle.js";
+import { submitPrompt, terminal } from "./support/turns.js";
 
 let db: TestDatabase;
 let workspace: string;
@@ -33,7 +32,7 @@ it("kill -9 with 5 running and 20 queued: the 5 are interrupted at restart, the 
   // The first five run until the kill (a slow machine must not let one finish and free a slot);
   // the twenty behind them only ever run after the restart.
   for (const [i, id] of sessions.entries())
-    submitted.push(await submit(first.url, id, i < 5 ? "[hang]" : "[sleep 1000]"));
+    submitted.push(await submitPrompt(first.url, id, i < 5 ? "[hang]" : "[sleep 1000]"));
   const ids = submitted.map((t) => t.id);
   // The first five were claimed in their submit transactions; the rest wait.
   const before = await eventually(async () => {
@@ -77,7 +76,7 @@ it("kill -9 with 5 running and 20 queued: the 5 are interrupted at restart, the 
           nonOk.push(`${ids[i]}: ${a.status} ${JSON.stringify(a.body)}`);
         }
       });
-      if (answers.every((a) => a.status === 200 && terminal.has(a.body.status))) return;
+      if (answers.every((a) => a.status === 200 && terminal.includes(a.body.status))) return;
     }
   })();
   await second.waitReady();

@@ -9,8 +9,8 @@ import { upstreamGoneNotice } from "../src/agents/mooring/conversation.js";
 import { SseReader, taskEvents } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually, type GatewayProcess } from "./support/gateway.js";
-import { gatewayEnv, logLines, Processes, useProcessSuite, waitTerminal } from "./support/lifecycle.js";
-import { createSession, submitPrompt, waitTask } from "./support/turns.js";
+import { gatewayEnv, logLines, Processes, useProcessSuite } from "./support/lifecycle.js";
+import { createSession, submitPrompt, waitTask, waitTerminal } from "./support/turns.js";
 import { TcpProxy } from "./support/tcp-proxy.js";
 
 const TOKEN = "upstream-secret-token-7f3a";

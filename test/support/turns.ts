@@ -1,4 +1,8 @@
-/** Small helpers for turn-pipeline tests: sessions, submits, waiting on task states, row counts. */
+/**
+ * The one create/submit/wait API of the tests: sessions, submits, waiting on a task (its end, a
+ * status, a permission request), cancels, row counts. Every helper takes the gateway's base URL, so
+ * one works for any instance; `headers` carry a token where one is required.
+ */
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -89,6 +93,15 @@ export async function waitTask(
     if (done(r.body)) return r.body;
     if (Date.now() > deadline) throw new Error(`task ${taskId} still ${r.body.status} after ${timeoutMs} ms`);
   }
+}
+
+/** Long-poll until the task is terminal (through a restart: 503s are asked again). */
+export const waitTerminal = (base: string, taskId: string, timeoutMs = 60_000): Promise<any> =>
+  waitTask(base, taskId, undefined, timeoutMs);
+
+/** Submit a prompt and wait for the task's end; returns the final task. */
+export async function runTurn(base: string, sessionId: string, prompt: string): Promise<any> {
+  return waitTerminal(base, (await submitPrompt(base, sessionId, prompt)).id);
 }
 
 /** Long-poll until the task is in `status` or terminal (the caller asserts which). */
