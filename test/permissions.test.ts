@@ -9,14 +9,7 @@ import type { Gateway } from "../src/gateway.js";
 import { PermissionResolution, Task } from "../src/transport/responses.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually, startTestGateway } from "./support/gateway.js";
-import {
-  createSession,
-  submitOk,
-  submitPrompt,
-  tempWorkspace,
-  waitPermission,
-  waitTask,
-} from "./support/turns.js";
+import { createSession, submitPrompt, tempWorkspace, waitPermission, waitTask } from "./support/turns.js";
 import { WsClient } from "./support/ws-client.js";
 
 let db: TestDatabase;
@@ -39,7 +32,7 @@ afterAll(async () => {
 /** Submit `[ask NAME]` on `base` and wait until the task shows its pending request. */
 async function asking(base: string, prompt = "[ask bash]") {
   const sessionId = await createSession(base, workspace);
-  const task = await submitOk(base, sessionId, { prompt });
+  const task = await submitPrompt(base, sessionId, prompt);
   // A pending request changes no task state, so a long-poll would not wake for it: poll.
   const waiting = await eventually(async () => {
     const t = (await call(base, "GET", `/v1/tasks/${task.id}`)).body;
@@ -63,7 +56,7 @@ it("reaches a WebSocket subscriber and the task snapshot; Allow lets the tool ru
   const sessionId = await createSession(a.url, workspace);
   const ws = await WsClient.connect(a.url);
   await ws.call("events.subscribe", { sessionId });
-  const task = await submitOk(a.url, sessionId, { prompt: "[ask bash]" });
+  const task = await submitPrompt(a.url, sessionId, "[ask bash]");
   const requested = await ws.waitForEvent(sessionId, (e) => e.type === "permission.requested");
   expect(requested.taskId).toBe(task.id);
   expect(requested.data).toMatchObject({
@@ -243,7 +236,7 @@ it("no answer within MOORING_PERMISSION_TIMEOUT_MS: the reject option, `by: time
   const c = await startTestGateway(db.url, { MOORING_INSTANCE_ID: "perm-c", MOORING_PERMISSION_TIMEOUT_MS: "300" });
   try {
     const sessionId = await createSession(c.url, workspace);
-    const task = await submitOk(c.url, sessionId, { prompt: "[ask rm]" });
+    const task = await submitPrompt(c.url, sessionId, "[ask rm]");
     const done = await waitTask(c.url, task.id);
     expect(done.status).toBe("completed");
     expect(done.result.text).toBe("denied rm ");
