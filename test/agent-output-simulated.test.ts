@@ -11,8 +11,8 @@
 import { expect, it } from "vitest";
 import type { TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
-import { createSessions, gatewayEnv, logsWith, Processes, useProcessSuite } from "./support/lifecycle.js";
-import { submitPrompt, waitTerminal } from "./support/turns.js";
+import { gatewayEnv, logsWith, Processes, useProcessSuite } from "./support/lifecycle.js";
+import { createSessions, submitPrompt, waitTerminal } from "./support/turns.js";
 
 let db: TestDatabase;
 let workspace: string;

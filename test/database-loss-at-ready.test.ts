@@ -18,15 +18,8 @@ import { GATE_LOCK_KEY } from "../src/sql/gate-lock.js";
 import type { TestDatabase } from "./support/db.js";
 import { DatabaseProxy } from "./support/db-proxy.js";
 import { call, eventually, type GatewayProcess } from "./support/gateway.js";
-import {
-  alive,
-  createSessions,
-  gatewayEnv,
-  logLines,
-  Processes,
-  useProcessSuite,
-} from "./support/lifecycle.js";
-import { submitPrompt, waitTerminal } from "./support/turns.js";
+import { alive, gatewayEnv, logLines, Processes, useProcessSuite } from "./support/lifecycle.js";
+import { createSessions, submitPrompt, waitTerminal } from "./support/turns.js";
 
 const GATEWAYS = Number(process.env.MOORING_DBLOSS_GATEWAYS ?? 3);
 

@@ -7,15 +7,8 @@ import { saveTurnState } from "../src/sql/save-turn-state.js";
 import { settleOwnedTask } from "../src/sql/settle-task.js";
 import type { TestDatabase } from "./support/db.js";
 import { eventually } from "./support/gateway.js";
-import {
-  createSessions,
-  exitedWithOutput,
-  gatewayEnv,
-  logsWith,
-  Processes,
-  useProcessSuite,
-} from "./support/lifecycle.js";
-import { submitPrompt } from "./support/turns.js";
+import { exitedWithOutput, gatewayEnv, logsWith, Processes, useProcessSuite } from "./support/lifecycle.js";
+import { createSessions, submitPrompt } from "./support/turns.js";
 
 let db: TestDatabase;
 let workspace: string;

@@ -2,15 +2,8 @@
 import { expect, it } from "vitest";
 import type { TestDatabase } from "./support/db.js";
 import { call, eventually } from "./support/gateway.js";
-import {
-  createSessions,
-  exitedWithOutput,
-  gatewayEnv,
-  logsWith,
-  Processes,
-  useProcessSuite,
-} from "./support/lifecycle.js";
-import { submitPrompt, waitTerminal } from "./support/turns.js";
+import { exitedWithOutput, gatewayEnv, logsWith, Processes, useProcessSuite } from "./support/lifecycle.js";
+import { createSessions, submitPrompt, waitTerminal } from "./support/turns.js";
 
 let db: TestDatabase;
 let workspace: string;

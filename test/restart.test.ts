@@ -1,11 +1,9 @@
 import { connect, createServer } from "node:net";
 import { expect, it } from "vitest";
-import WebSocket from "ws";
 import type { TestDatabase } from "./support/db.js";
 import { type Answer, call, eventually } from "./support/gateway.js";
 import {
   alive,
-  createSessions,
   exitedWithOutput,
   gatewayEnv,
   logLines,
@@ -13,7 +11,8 @@ import {
   Processes,
   useProcessSuite,
 } from "./support/lifecycle.js";
-import { submitPrompt, terminal } from "./support/turns.js";
+import { createSessions, submitPrompt, terminal } from "./support/turns.js";
+import { WsClient } from "./support/ws-client.js";
 
 let db: TestDatabase;
 let workspace: string;
@@ -223,12 +222,9 @@ it("registers the instance (instanceId, bootId, host, pid, version), heartbeats 
     return r.heartbeatAt.getTime() > firstBeat;
   });
 
-  const ws = new WebSocket(`${gw.url.replace("http", "ws")}/v1/ws`);
-  const hello = await new Promise<any>((resolve, reject) => {
-    ws.once("message", (data) => resolve(JSON.parse(data.toString())));
-    ws.once("error", reject);
-  });
-  ws.close();
+  const ws = await WsClient.connect(gw.url);
+  const hello = ws.received[0].message;
+  await ws.close();
   // hello carries the docs/api.md, Streaming fields; host and pid are only in the instances row.
   expect(hello).toMatchObject({
     jsonrpc: "2.0",

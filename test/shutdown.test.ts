@@ -8,12 +8,10 @@ import { existsSync, readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, it } from "vitest";
-import WebSocket from "ws";
 import type { TestDatabase } from "./support/db.js";
 import { call, eventually } from "./support/gateway.js";
-import { cancelOpenTasks, submitPrompt, waitTerminal } from "./support/turns.js";
+import { cancelOpenTasks, createSessions, submitPrompt, waitTerminal } from "./support/turns.js";
 import {
-  createSessions,
   exitedWithOutput,
   gatewayEnv,
   logLines,
@@ -22,6 +20,7 @@ import {
   tempDir,
   useProcessSuite,
 } from "./support/lifecycle.js";
+import { WsClient } from "./support/ws-client.js";
 
 let db: TestDatabase;
 let workspace: string;
@@ -67,12 +66,8 @@ it("SIGTERM: short turns finish, the rest are interrupted and their slots go to 
   for (const id of sessions.slice(5, 11)) queued.push(await submitPrompt(b.url, id, "[sleep 12000]"));
   expect(queued.every((t) => t.status === "queued")).toBe(true);
 
-  const ws = new WebSocket(`${a.url.replace("http", "ws")}/v1/ws`);
-  await new Promise((resolve, reject) => {
-    ws.once("message", resolve);
-    ws.once("error", reject);
-  });
-  const closed = new Promise<number>((resolve) => ws.once("close", (code) => resolve(code)));
+  const ws = await WsClient.connect(a.url);
+  const closed = ws.closed.then((c) => c.code);
 
   a.kill("SIGTERM");
   await eventually(async () => logsWith(a, "shutdown: stopped admitting and claiming").length === 1);

@@ -4,14 +4,13 @@ import type { TestDatabase } from "./support/db.js";
 import { call, eventually } from "./support/gateway.js";
 import {
   alive,
-  createSessions,
   exitedWithOutput,
   gatewayEnv,
   logsWith,
   Processes,
   useProcessSuite,
 } from "./support/lifecycle.js";
-import { submitPrompt, waitTerminal } from "./support/turns.js";
+import { createSessions, submitPrompt, waitTerminal } from "./support/turns.js";
 
 let db: TestDatabase;
 let workspace: string;

@@ -1,6 +1,6 @@
 /**
  * Helpers for the crash and restart tests (issue 5): real gateway processes with short timers,
- * their JSON logs, and numbered sessions (submit and wait are in turns.ts).
+ * their JSON logs (create, submit and wait are in turns.ts).
  */
 import { once } from "node:events";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
@@ -9,7 +9,6 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./db.js";
 import { type GatewayProcess, spawnGateway, testEnv } from "./gateway.js";
-import { createSession } from "./turns.js";
 
 /**
  * The hooks every process test file needs: a fresh database and workspace before the tests, every
@@ -125,10 +124,4 @@ export async function tempDir(prefix: string): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), prefix));
   await chmod(dir, 0o755);
   return dir;
-}
-
-export async function createSessions(url: string, workspace: string, n: number): Promise<string[]> {
-  const ids: string[] = [];
-  for (let i = 0; i < n; i++) ids.push(await createSession(url, workspace, { title: `s${i}` }));
-  return ids;
 }

@@ -39,6 +39,13 @@ export async function createSession(
   return (await createSessionWith(base, { workspace, agent: "simulated", ...extra }, headers)).id;
 }
 
+/** `n` sessions of the simulated agent in `workspace`, titled s0, s1, …; returns their ids. */
+export async function createSessions(base: string, workspace: string, n: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) ids.push(await createSession(base, workspace, { title: `s${i}` }));
+  return ids;
+}
+
 /** Submit a turn; the raw answer (for tests of refusals). */
 export function submit(
   base: string,
