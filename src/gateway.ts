@@ -183,7 +183,7 @@ export async function startGateway(
   });
   // The embedded Postgres starts while the HTTP side is put together: building the app is CPU
   // work that would hold back spawning initdb/postgres, so it waits until they run (milliseconds).
-  const launch = config.databaseUrl ? null : (launched ?? launchEmbeddedPostgres(config.dataDir, log));
+  const launch = config.databaseUrl ? null : (launched ?? launchEmbeddedPostgres(config.dataDir, log, { templateDir: config.clusterTemplateDir }));
   await launch?.launched.catch(() => {});
   let embedded: EmbeddedDatabase | null = null;
   const t0 = Date.now();

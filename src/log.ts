@@ -1,6 +1,7 @@
 /** pino JSON logs; readable output when stdout is a terminal. */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { type Logger, pino } from "pino";
+import { createRequire } from "node:module";
+import { type DestinationStream, type Logger, pino } from "pino";
 import { safeErrorSerializer } from "./log-errors.js";
 
 /**
@@ -20,9 +21,19 @@ export function requestIdMixin(_merge: object, _level: number, logger: Logger): 
   return store.tenant === undefined ? { reqId: store.reqId } : { reqId: store.reqId, tenant: store.tenant };
 }
 
+/**
+ * Readable lines for a terminal, formatted in this process (a person reading a terminal is the
+ * bottleneck, not the formatting). Not pino's worker-thread transport: that needs pino's own files
+ * on disk, and `npm start` runs pino bundled (scripts/start.mjs); pino-pretty is loaded only here.
+ */
+function prettyStream(): DestinationStream {
+  const build = createRequire(import.meta.url)("pino-pretty") as (options: object) => DestinationStream;
+  return build({ colorize: true, translateTime: "SYS:HH:MM:ss.l" });
+}
+
 export function createLogger(level: string, format: "auto" | "json" | "pretty" = "auto"): Logger {
   const pretty = format === "pretty" || (format === "auto" && process.stdout.isTTY === true);
-  return pino({
+  const options = {
     level,
     base: { pid: process.pid },
     mixin: requestIdMixin,
@@ -33,10 +44,8 @@ export function createLogger(level: string, format: "auto" | "json" | "pretty" =
       censor: "[redacted]",
     },
     serializers: { err: safeErrorSerializer },
-    ...(pretty
-      ? { transport: { target: "pino-pretty", options: { colorize: true, translateTime: "SYS:HH:MM:ss.l" } } }
-      : {}),
-  });
+  };
+  return pretty ? pino(options, prettyStream()) : pino(options);
 }
 
 /** A URL fit for a log: the value of every `access_token` query parameter replaced. */

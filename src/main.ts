@@ -28,7 +28,7 @@ async function main(): Promise<void> {
     throw err;
   }
   const log = createLogger(config.logLevel, config.logFormat);
-  const launch = config.databaseUrl ? undefined : launchEmbeddedPostgres(config.dataDir, log);
+  const launch = config.databaseUrl ? undefined : launchEmbeddedPostgres(config.dataDir, log, { templateDir: config.clusterTemplateDir });
   launch?.ready.catch(() => {}); // awaited (and reported) by the gateway's startup
   // Until initdb or postgres runs (milliseconds of file checks): loading the gateway below is one
   // synchronous stretch that would otherwise hold the launch's next steps back until it is done.

@@ -38,7 +38,7 @@ function freePort(): Promise<number> {
 }
 
 async function startPostgres(): Promise<EmbeddedDatabase> {
-  pg = await startEmbeddedPostgres(dataDir, log, port);
+  pg = await startEmbeddedPostgres(dataDir, log, { port });
   return pg;
 }
 

@@ -118,3 +118,27 @@ describe("a gateway whose database is not there yet", () => {
     expect(api.headers.get("retry-after")).toBe("1");
   });
 });
+
+describe("request lines of polled routes", () => {
+  let db: TestDatabase;
+  let gw: Gateway;
+  const lines: { msg?: string; level?: number; req?: { url?: string }; reqId?: string }[] = [];
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    const sink = { write: (line: string) => void lines.push(JSON.parse(line)) };
+    gw = await startGateway(loadConfig(testEnv(db.url)), pino({ level: "info" }, sink));
+    await gw.started;
+  });
+  afterAll(async () => {
+    await gw?.stop();
+    await db?.drop();
+  });
+
+  it("probes, scrapes and the gate heartbeat log no request lines at info; other routes do", async () => {
+    for (const path of ["/healthz", "/readyz", "/v1/gate", "/metrics", "/v1/sessions"]) {
+      expect((await call(gw.url, "GET", path)).status).toBe(200);
+    }
+    const logged = lines.filter((l) => l.msg === "incoming request").map((l) => l.req?.url);
+    expect(logged).toEqual(["/v1/sessions"]);
+  });
+});

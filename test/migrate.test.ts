@@ -14,6 +14,10 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { connect, type Database } from "../src/db/client.js";
 import { applyMigrations, migrationsFolder, readMigrations } from "../src/db/migrate.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
+import { eventually } from "./support/gateway.js";
+
+/** src/db/migrate.ts's advisory lock key ("moor"). */
+const MIGRATION_LOCK_KEY = 0x6d6f6f72;
 
 const all = readMigrations();
 const tags = all.map((m) => m.tag);
@@ -113,3 +117,35 @@ it("applies each migration once when several instances migrate one database at o
     expect(tables).toBeGreaterThan(0);
   });
 });
+
+it("finds an up-to-date database without the lock, and waits for the lock when something is pending", async () => {
+  const older = 3;
+  await withDatabase(async (db, open) => {
+    expect(await applyMigrations(open(), firstMigrations(older))).toEqual(tags.slice(0, older));
+    // Another instance holds the migration lock (as while it migrates).
+    const holder = postgres(db.url, { max: 1, onnotice: () => {} });
+    try {
+      await holder`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`;
+      // Up to date for the older version: answered by the plain read, the lock never asked for.
+      expect(await applyMigrations(open(), firstMigrations(older))).toEqual([]);
+      // Pending migrations wait for the lock, then apply.
+      let done = false;
+      const pending = applyMigrations(open()).then((applied) => {
+        done = true;
+        return applied;
+      });
+      await eventually(async () => {
+        const [{ n }] = await db.sql<{ n: number }[]>`
+          select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted`;
+        return n > 0;
+      });
+      expect(done).toBe(false);
+      await holder`select pg_advisory_unlock(${MIGRATION_LOCK_KEY})`;
+      expect(await pending).toEqual(tags.slice(older));
+    } finally {
+      await holder.end();
+    }
+    expect(await bookkeeping(db)).toEqual(expected());
+  });
+});
+

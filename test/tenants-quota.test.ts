@@ -108,6 +108,12 @@ describe("quotas across two instances", () => {
       code: -32002,
       data: { code: "TENANT_BUSY", reason: "tenant_queue_full", retryAfterSeconds: 5 },
     });
+    // a is told its own limit; an admin submitting into a's session hits a's limit, not its own,
+    // and is told no number.
+    expect(burst.find((r) => r.status === 429)!.body.error.message).toContain("4 turns queued");
+    const byAdmin = await call(one.url, "POST", `/v1/sessions/${aSessions[11]}/turns`, { prompt: "x" }, auth("ops"));
+    expect(byAdmin.body.error).toMatchObject({ code: "TENANT_BUSY" });
+    expect(byAdmin.body.error.message).not.toMatch(/[0-9]/);
     // b is still admitted, and runs at once in the 3 slots a cannot use.
     const bTurns = await Promise.all(
       bSessions.slice(0, 3).map((id, i) => submit(base(i), id, { prompt: `[hang] b ${i}` }, auth("b"))),

@@ -15,6 +15,7 @@ import { createServer } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { importModule } from "../lib/import-module.js";
+import { copyTemplate, saveTemplate, templatePath } from "./cluster-template.js";
 import { type Account, postgresAccount } from "./postgres-account.js";
 
 export interface EmbeddedDatabase {
@@ -36,16 +37,20 @@ const password = "mooring";
 /** What the postmaster writes to stderr once it accepts connections (lc_messages=C below keeps it English). */
 const READY_LINE = "database system is ready to accept connections";
 
-/**
- * Start (initialising on first use) the embedded Postgres under `dataDir`. `port` defaults to a
- * free one picked now; tests that stop and restart a database pass the same port again.
- */
+export interface EmbeddedOptions {
+  /** Defaults to a free one picked now; tests that stop and restart a database pass the same port again. */
+  port?: number;
+  /** Where a new cluster's template is kept and looked for (cluster-template.ts); unset: initdb every time. */
+  templateDir?: string;
+}
+
+/** Start (initialising on first use) the embedded Postgres under `dataDir`. */
 export async function startEmbeddedPostgres(
   dataDir: string,
   log: Logger,
-  port?: number,
+  options: EmbeddedOptions = {},
 ): Promise<EmbeddedDatabase> {
-  const db = await launchEmbeddedPostgres(dataDir, log, port).ready;
+  const db = await launchEmbeddedPostgres(dataDir, log, options).ready;
   void db.sync(); // at once: no startup here to leave the disk to
   return db;
 }
@@ -55,16 +60,16 @@ export async function startEmbeddedPostgres(
  * gateway waits for that, a few milliseconds, before it builds the HTTP app, so that Postgres
  * starts on the other core while the app is put together instead of after it.
  */
-export function launchEmbeddedPostgres(dataDir: string, log: Logger, port?: number): EmbeddedLaunch {
+export function launchEmbeddedPostgres(dataDir: string, log: Logger, options: EmbeddedOptions = {}): EmbeddedLaunch {
   let onLaunched!: () => void;
   const launched = new Promise<void>((resolve) => {
     onLaunched = resolve;
   });
-  const ready = start(dataDir, log, port, onLaunched);
+  const ready = start(dataDir, log, options, onLaunched);
   return { launched: Promise.race([launched, ready.then(() => {})]), ready };
 }
 
-async function start(dataDir: string, log: Logger, port: number | undefined, launched: () => void) {
+async function start(dataDir: string, log: Logger, options: EmbeddedOptions, launched: () => void) {
   const databaseDir = join(dataDir, "pg");
   await mkdir(dataDir, { recursive: true });
   stopLeftoverPostmaster(databaseDir, log);
@@ -75,12 +80,9 @@ async function start(dataDir: string, log: Logger, port: number | undefined, lau
     await makeTraversable(dataDir, log);
     await makeTraversable(dirname(binaries.postgres), log);
   }
-  port ??= await freePort();
+  const port = options.port ?? (await freePort());
   const fresh = !existsSync(join(databaseDir, "PG_VERSION"));
-  if (fresh) {
-    log.info({ databaseDir }, "initialising embedded postgres");
-    await initdb(binaries.initdb, dataDir, databaseDir, account, log, launched);
-  }
+  if (fresh) await createCluster(binaries.initdb, dataDir, databaseDir, account, options.templateDir, log, launched);
   const started = Date.now();
   const postmaster = await startPostmaster(binaries.postgres, databaseDir, port, account, log, launched);
   log.info({ databaseDir, port, ms: Date.now() - started }, "embedded postgres started");
@@ -121,6 +123,53 @@ async function binaryPaths(): Promise<{ postgres: string; initdb: string }> {
 }
 
 /**
+ * A new cluster in `databaseDir`: a copy of the template when there is one, else initdb's, which
+ * then becomes the template (cluster-template.ts). The template is a speed-up only: when it cannot
+ * be read or written, initdb's cluster is used as before, and the reason logged.
+ */
+async function createCluster(
+  initdbPath: string,
+  dataDir: string,
+  databaseDir: string,
+  account: Account | null,
+  templateDir: string | undefined,
+  log: Logger,
+  launched: () => void,
+): Promise<void> {
+  const template = templateDir
+    ? templatePath(templateDir, initdbPath, INITDB_OPTIONS, account?.uid ?? process.getuid?.() ?? 0)
+    : null;
+  if (template) {
+    const t0 = Date.now();
+    const copied = await copyTemplate(template, databaseDir, launched).catch((err) => {
+      log.warn({ template, err: String(err) }, "embedded postgres: could not copy the cluster template; running initdb");
+      return false;
+    });
+    if (copied) {
+      log.info({ databaseDir, template, ms: Date.now() - t0 }, "embedded postgres: new cluster copied from the template");
+      return;
+    }
+  }
+  log.info({ databaseDir }, "initialising embedded postgres");
+  await initdb(initdbPath, dataDir, databaseDir, account, log, launched);
+  if (template) {
+    await saveTemplate(databaseDir, template).then(
+      () => log.info({ template }, "embedded postgres: kept the new cluster as the template for the next one"),
+      (err) => log.warn({ template, err: String(err) }, "embedded postgres: could not keep a cluster template"),
+    );
+  }
+}
+
+/** initdb's options besides the folder and the password file (the template's key includes them). */
+const INITDB_OPTIONS = [
+  "--auth=password",
+  `--username=${user}`,
+  "--lc-messages=C",
+  "--no-instructions",
+  "--no-sync",
+];
+
+/**
  * Create the cluster: password authentication for `mooring` (the password is read from a file,
  * written next to the data folder and removed at once), server messages in English (the
  * readiness line is matched), no instructions printed, and --no-sync: initdb's own fsync of the
@@ -144,15 +193,7 @@ async function initdb(
   try {
     const child = spawn(
       initdbPath,
-      [
-        `--pgdata=${databaseDir}`,
-        "--auth=password",
-        `--username=${user}`,
-        `--pwfile=${passwordFile}`,
-        "--lc-messages=C",
-        "--no-instructions",
-        "--no-sync",
-      ],
+      [`--pgdata=${databaseDir}`, `--pwfile=${passwordFile}`, ...INITDB_OPTIONS],
       { ...(account ?? {}), env: { ...process.env, LC_MESSAGES: "C" }, stdio: ["ignore", "pipe", "pipe"] },
     );
     launched();

@@ -100,8 +100,16 @@ export function gatewayBusy(): MooringError {
  * The refusal of an admission that would overfill its tenant's queue (the one place TENANT_BUSY is
  * made): the tenant's own backlog, which other tenants' turns finishing would not shorten.
  */
-export function tenantBusy(maxQueued: number): MooringError {
-  return new MooringError("TENANT_BUSY", `Your tenant already has ${maxQueued} turns queued; retry later.`, {
+/**
+ * `maxQueued` is the caller's own limit, which it may be told; unset (an admin submitting into
+ * another tenant's session, whose limit the caller's is not) the message names no number.
+ */
+export function tenantBusy(maxQueued?: number): MooringError {
+  const message =
+    maxQueued === undefined
+      ? "The session's tenant already has as many turns queued as it may; retry later."
+      : `Your tenant already has ${maxQueued} turns queued; retry later.`;
+  return new MooringError("TENANT_BUSY", message, {
     reason: "tenant_queue_full",
     retryAfterSeconds: RETRY_AFTER_SECONDS,
   });
@@ -237,7 +245,8 @@ export class AdmissionQueue {
       } else if (isTenantQueueFull(err)) {
         const tenant = this.tenantOf(waiting.request);
         this.rt.log.info({ sessionId, tenant: tenant.name, maxQueued: tenant.maxQueued }, "gate refusal: tenant queue full");
-        waiting.reject(tenantBusy(tenant.maxQueued));
+        // An admin may submit into any tenant's session: the limit that was hit is that tenant's.
+        waiting.reject(tenantBusy(waiting.request.tenant?.admin ? undefined : tenant.maxQueued));
       } else if (isSessionBusy(err)) {
         waiting.reject(new MooringError("SESSION_BUSY", `session ${sessionId} is running a turn (ifBusy=reject)`));
       } else {

@@ -30,6 +30,12 @@ import { registerSocketRoute, type SocketHub } from "../ws/socket.js";
 
 const openRoutes = new Set(["/healthz", "/readyz"]);
 
+/**
+ * Response schemas document answers (transport/responses.ts); fast-json-stringify would also drop
+ * every field a schema does not name. Answers stay plain JSON, checked by a test instead.
+ */
+const serializeJson = () => (data: unknown) => JSON.stringify(data);
+
 export interface HttpApp {
   app: FastifyInstance;
   sockets: SocketHub;
@@ -56,7 +62,12 @@ export async function buildHttpApp(
       const who = callerForLog(resolveRawCaller(raw, services.tenants));
       return logger.child({ ...bindings, ...who, ...(given ? { clientRequestId: given } : {}) }, options);
     },
-    ajv: undefined,
+    // Our own compilers from the start (below): fastify then never loads ajv and
+    // fast-json-stringify, whose evaluation was a measurable part of a warm start (bench/README.md).
+    // (fastify's types describe only ajv-shaped factories; at run time a factory returns any compiler.)
+    schemaController: {
+      compilersFactory: { buildValidator: (() => validatorCompiler) as never, buildSerializer: () => serializeJson },
+    },
     // The router refuses a malformed or overlong path segment (bad percent-encoding, a parameter
     // past 100 characters) before any route runs; answer it in the one error shape, not fastify's.
     frameworkErrors: (error, _req, reply) => {
@@ -69,10 +80,6 @@ export async function buildHttpApp(
       (reply as FastifyReply).status(refused.httpStatus).send({ error: refused.toBody() });
     },
   });
-  app.setValidatorCompiler(validatorCompiler);
-  // Response schemas document answers (transport/responses.ts); fast-json-stringify would also
-  // drop every field a schema does not name. Answers stay plain JSON, checked by a test instead.
-  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   // Bodies are JSON only: without fastify's default text/plain parser, any other type answers 415.
   app.removeContentTypeParser("text/plain");
 

@@ -4,8 +4,9 @@
  * (immutable), index.html is revalidated every time (no-cache), and every file is sent
  * pre-compressed (br or gzip) when the browser accepts it.
  *
- * The bundle is checked at start and rebuilt when its sources changed (scripts/build-console.mjs,
- * in the background: startup does not wait for it); console requests wait for that check. The
+ * The bundle is checked shortly after start (or at the first console request, if sooner) and
+ * rebuilt when its sources changed (scripts/build-console.mjs); console requests wait for that
+ * check, startup does not. The
  * pages carry no data and need no token: the API calls they make do.
  */
 import { mkdirSync } from "node:fs";
@@ -61,15 +62,24 @@ async function checkConsoleBuild(log: Logger): Promise<boolean> {
   return present;
 }
 
+/**
+ * After this long the check starts anyway (unless a console request started it sooner): not on
+ * the start's path to ready, where its hashing and imports competed with the gateway's own steps.
+ */
+const CHECK_AFTER_START_MS = 2000;
+
 export async function registerConsoleRoutes(app: FastifyInstance, log: Logger): Promise<void> {
-  const build = checkConsoleBuild(log);
+  let checked: Promise<boolean> | undefined;
+  const built = () => (checked ??= checkConsoleBuild(log));
+  const timer = setTimeout(built, CHECK_AFTER_START_MS).unref();
+  app.addHook("onClose", async () => clearTimeout(timer));
   // @fastify/static checks its root when registered; the build fills it in.
   mkdirSync(bundleDir, { recursive: true });
   app.get("/", { schema: { hide: true } }, (_req, reply) => reply.redirect("/console/", 302));
   app.get("/console", { schema: { hide: true } }, (_req, reply) => reply.redirect("/console/", 301));
   await app.register(async (scope) => {
     scope.addHook("onRequest", async (_req, reply) => {
-      if (!(await build)) {
+      if (!(await built())) {
         return reply
           .status(503)
           .header("content-type", "text/plain; charset=utf-8")

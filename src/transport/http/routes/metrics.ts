@@ -6,6 +6,7 @@
  */
 import type { FastifyInstance } from "fastify";
 import { routeResponses } from "../../responses.js";
+import { pollLogLevel } from "../poll-log-level.js";
 
 export interface MetricsSource {
   render(): Promise<{ contentType: string; body: string }>;
@@ -14,7 +15,7 @@ export interface MetricsSource {
 export function registerMetricsRoute(app: FastifyInstance, metrics: MetricsSource): void {
   app.get(
     "/metrics",
-    { schema: { summary: "Prometheus metrics", tags: ["health"], response: routeResponses["GET /metrics"] } },
+    { logLevel: pollLogLevel, schema: { summary: "Prometheus metrics", tags: ["health"], response: routeResponses["GET /metrics"] } },
     async (_req, reply) => {
       const { contentType, body } = await metrics.render();
       return reply.type(contentType).send(body);

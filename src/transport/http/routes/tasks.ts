@@ -1,6 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import { routeResponses } from "../../responses.js";
+import { pollLogLevel } from "../poll-log-level.js";
 import { describeCaller, tenantOf } from "../auth.js";
 import { GetTaskQuery, ListTasksQuery, PermissionParams, RespondPermissionBody, TaskIdParams } from "../../schemas.js";
 import type { Services } from "../../services.js";
@@ -53,5 +54,5 @@ export function registerTaskRoutes(app: FastifyInstance, s: Services): void {
       ),
   );
 
-  app.get("/gate", { schema: { summary: "Admission gate status", tags: ["gate"], response: routeResponses["GET /v1/gate"] } }, async (req) => s.tasks.gate(tenantOf(req, s.tenants)));
+  app.get("/gate", { logLevel: pollLogLevel, schema: { summary: "Admission gate status", tags: ["gate"], response: routeResponses["GET /v1/gate"] } }, async (req) => s.tasks.gate(tenantOf(req, s.tenants)));
 }
