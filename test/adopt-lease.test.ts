@@ -8,7 +8,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { call, startTestGateway } from "./support/gateway.js";
+import { startTestGateway } from "./support/gateway.js";
+import { createSession, waitTask } from "./support/turns.js";
 
 let db: TestDatabase;
 let gw: Gateway;
@@ -24,17 +25,16 @@ afterAll(async () => {
 
 it("starts a task it owns but never started, instead of renewing its lease forever", async () => {
   const workspace = await mkdtemp(join(tmpdir(), "ws-"));
-  const session = (await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" })).body;
+  const sessionId = await createSession(gw.url, workspace);
   // What a committed claim leaves behind when its answer never reached the gateway.
   const [task] = await db.sql`
     insert into tasks (session_id, turn_index, status, prompt, timeout_ms, queue_deadline_at, attempt,
                        owner_instance, owner_boot, started_at, deadline_at, lease_expires_at)
-    values (${session.id}, 0, 'running', 'hello there', 60000, now() + interval '10 minutes', 1,
+    values (${sessionId}, 0, 'running', 'hello there', 60000, now() + interval '10 minutes', 1,
             ${gw.identity.instanceId}, ${gw.identity.bootId}, now(), now() + interval '1 minute',
             now() + interval '5 seconds')
     returning id`;
-  let view = (await call(gw.url, "GET", `/v1/tasks/${task.id}`)).body;
-  while (view.status === "running") view = (await call(gw.url, "GET", `/v1/tasks/${task.id}?waitMs=5000`)).body;
+  const view = await waitTask(gw.url, task.id);
   expect(view.status).toBe("completed");
   expect(view.attempt).toBe(1);
   expect(view.result.text).toBe("You said: hello there");

@@ -13,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentEnvironment } from "../src/agents/agent-env.js";
 import { loadAgentRegistry } from "../src/agents/registry.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { call, type GatewayProcess, repoRoot, spawnGateway } from "./support/gateway.js";
+import { type GatewayProcess, repoRoot, spawnGateway } from "./support/gateway.js";
+import { createSession, submitPrompt, waitTask } from "./support/turns.js";
 
 const TOKEN = "agent-env-gateway-token-9f8e7d";
 const agentScript = join(repoRoot, "test/support/acp-agent.ts");
@@ -126,14 +127,9 @@ describe("through a real gateway process", () => {
 
   const auth = { authorization: `Bearer ${TOKEN}` };
   async function turnOn(agent: string): Promise<Record<string, string>> {
-    const session = await call(gw.url, "POST", "/v1/sessions", { workspace: dir, agent }, auth);
-    expect(session.status).toBe(201);
-    const task = await call(gw.url, "POST", `/v1/sessions/${session.body.id}/turns`, { prompt: "hi" }, auth);
-    expect(task.status).toBe(202);
-    for (;;) {
-      const r = await call(gw.url, "GET", `/v1/tasks/${task.body.id}?waitMs=10000`, undefined, auth);
-      if (["completed", "failed", "cancelled"].includes(r.body.status)) break;
-    }
+    const sessionId = await createSession(gw.url, dir, { agent }, auth);
+    const task = await submitPrompt(gw.url, sessionId, "hi", auth);
+    await waitTask(gw.url, task.id, undefined, undefined, auth);
     return JSON.parse(await readFile(envFile(agent), "utf8"));
   }
 

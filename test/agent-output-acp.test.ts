@@ -14,9 +14,10 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
-import { createSession, isRunning, LogRecorder, submitTurn, waitForTask } from "./support/agent-gateway.js";
+import { isRunning, LogRecorder } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { repoRoot, startTestGateway } from "./support/gateway.js";
+import { createSessionWith, submitPrompt, waitTerminal } from "./support/turns.js";
 
 const agentScript = join(repoRoot, "test/support/acp-agent.ts");
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
@@ -66,14 +67,14 @@ function storable(value: unknown): boolean {
 }
 
 it("a turn whose agent emits NUL and lone surrogates completes, stored sanitized, while another session on the lane runs", async () => {
-  const bad = await createSession(gw.url, { workspace, agent: "acp-test" });
-  const other = await createSession(gw.url, { workspace, agent: "simulated" });
+  const bad = await createSessionWith(gw.url, { workspace, agent: "acp-test" });
+  const other = await createSessionWith(gw.url, { workspace, agent: "simulated" });
 
-  const badTask = await submitTurn(gw.url, bad.id, "[badbytes] [chunks 2]");
-  const otherTask = await submitTurn(gw.url, other.id, "[deltas 20]");
+  const badTask = await submitPrompt(gw.url, bad.id, "[badbytes] [chunks 2]");
+  const otherTask = await submitPrompt(gw.url, other.id, "[deltas 20]");
   const [badDone, otherDone] = await Promise.all([
-    waitForTask(gw.url, badTask.id),
-    waitForTask(gw.url, otherTask.id),
+    waitTerminal(gw.url, badTask.id),
+    waitTerminal(gw.url, otherTask.id),
   ]);
   expect(otherDone.status).toBe("completed");
   expect(badDone.status).toBe("completed");

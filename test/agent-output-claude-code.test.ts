@@ -11,10 +11,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
-import { createSession, isRunning, submitTurn, waitForTask } from "./support/agent-gateway.js";
+import { isRunning } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { type FakeAnthropic, startFakeAnthropic } from "./support/fake-anthropic.js";
 import { repoRoot, startTestGateway } from "./support/gateway.js";
+import { createSessionWith, submitPrompt, waitTerminal } from "./support/turns.js";
 
 const claudeBin = join(repoRoot, "node_modules/.bin/claude");
 
@@ -70,11 +71,11 @@ it("a tool result holding NUL bytes is stored (as U+FFFD) and the turn completes
       ? { text: "Read it." }
       : { text: "Reading.", toolUse: { id: "toolu_nul_1", name: "Read", input: { file_path: file } } },
   );
-  const session = await createSession(gw.url, { workspace, agent: "claude" });
-  const other = await createSession(gw.url, { workspace, agent: "simulated" });
-  const task = await submitTurn(gw.url, session.id, "read zero.txt");
-  const done = await waitForTask(gw.url, task.id, 60_000);
-  const otherDone = await waitForTask(gw.url, (await submitTurn(gw.url, other.id, "[deltas 5]")).id);
+  const session = await createSessionWith(gw.url, { workspace, agent: "claude" });
+  const other = await createSessionWith(gw.url, { workspace, agent: "simulated" });
+  const task = await submitPrompt(gw.url, session.id, "read zero.txt");
+  const done = await waitTerminal(gw.url, task.id, 60_000);
+  const otherDone = await waitTerminal(gw.url, (await submitPrompt(gw.url, other.id, "[deltas 5]")).id);
   expect(otherDone.status).toBe("completed");
   expect(done.status).toBe("completed");
   expect(done.result.text).toContain("Read it.");

@@ -11,15 +11,8 @@
 import { expect, it } from "vitest";
 import type { TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
-import {
-  createSessions,
-  gatewayEnv,
-  logsWith,
-  Processes,
-  submit,
-  useProcessSuite,
-  waitTerminal,
-} from "./support/lifecycle.js";
+import { gatewayEnv, logsWith, Processes, useProcessSuite } from "./support/lifecycle.js";
+import { createSessions, submitPrompt, waitTerminal } from "./support/turns.js";
 
 let db: TestDatabase;
 let workspace: string;
@@ -33,7 +26,7 @@ it("a prompt cut inside an emoji by the echo completes", async () => {
   const gw = await procs.spawn(gatewayEnv(db.url));
   await gw.waitReady();
   const [sessionId] = await createSessions(gw.url, workspace, 1);
-  const task = await submit(gw.url, sessionId, `${"a".repeat(199)}😀`);
+  const task = await submitPrompt(gw.url, sessionId, `${"a".repeat(199)}😀`);
   const done = await waitTerminal(gw.url, task.id, 20_000);
   expect(done.status).toBe("completed");
   expect(done.result.text).toBe(`You said: ${"a".repeat(199)}`);
@@ -62,12 +55,12 @@ it("floods are capped and emitted without holding the process: /healthz answers,
   })();
 
   const floods = [
-    await submit(gw.url, deltas, "[deltas 100000000]"),
-    await submit(gw.url, tools, "[tool 100000000] ".repeat(40)),
-    await submit(gw.url, long, "[deltas 300000] [tool 2000000]"),
+    await submitPrompt(gw.url, deltas, "[deltas 100000000]"),
+    await submitPrompt(gw.url, tools, "[tool 100000000] ".repeat(40)),
+    await submitPrompt(gw.url, long, "[deltas 300000] [tool 2000000]"),
   ];
   const small = [];
-  for (const id of others) small.push(await submit(gw.url, id, "[sleep 100] [deltas 3]"));
+  for (const id of others) small.push(await submitPrompt(gw.url, id, "[sleep 100] [deltas 3]"));
   const smallDone = await Promise.all(small.map((t) => waitTerminal(gw.url, t.id, 30_000)));
   const floodDone = await Promise.all(floods.map((t) => waitTerminal(gw.url, t.id, 60_000)));
   flooding = false;

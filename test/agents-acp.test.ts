@@ -12,20 +12,17 @@ import { pathToFileURL } from "node:url";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import {
-  createSession,
   getSession,
   isRunning,
   LogRecorder,
   parseLogOutput,
-  runTurn,
   SseReader,
   storedCursor,
-  submitTurn,
   taskEvents,
-  waitForTask,
 } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually, repoRoot, spawnGateway, startTestGateway, testEnv } from "./support/gateway.js";
+import { createSessionWith, runTurn, submitPrompt, waitTerminal } from "./support/turns.js";
 
 const agentScript = join(repoRoot, "test/support/acp-agent.ts");
 // Absolute: the agent runs in a temp workspace where a bare `tsx` would not resolve.
@@ -100,17 +97,17 @@ const pidIn = (text: string) => Number(/pid: (\d+)/.exec(text)?.[1]);
 describe("acp agents through the gateway", () => {
   it("streams a prompt's updates and measures context by the agent's own window, capped at 100", async () => {
     const { url, logs } = await boot();
-    const session = await createSession(url, {
+    const session = await createSessionWith(url, {
       workspace,
       agent: "acp-test",
       agentConfig: { contextSuffix: true },
     });
     const feed = new SseReader(url, session.id);
     try {
-      const task = await submitTurn(url, session.id, "[chunks 3] [pid] [usage 300000 1000000]");
+      const task = await submitPrompt(url, session.id, "[chunks 3] [pid] [usage 300000 1000000]");
       const delta = await feed.next("message.delta", task.id);
       expect(delta.data.text).toMatch(/^chunk 1\/3 /);
-      const done = await waitForTask(url, task.id);
+      const done = await waitTerminal(url, task.id);
 
       expect(done.status).toBe("completed");
       const pid = pidIn(done.result.text);
@@ -182,7 +179,7 @@ describe("acp agents through the gateway", () => {
 
   it("reports tool calls and results with previews, the full output on demand", async () => {
     const { url } = await boot();
-    const session = await createSession(url, { workspace, agent: "acp-test" });
+    const session = await createSessionWith(url, { workspace, agent: "acp-test" });
 
     const done = await runTurn(url, session.id, "[tool 5000] [tool 10 fail]");
 
@@ -215,7 +212,7 @@ describe("acp agents through the gateway", () => {
       ["entry-deny", "acp-deny", {}],
     ];
     for (const [name, agent, agentConfig] of cases) {
-      const session = await createSession(url, { workspace, agent, agentConfig });
+      const session = await createSessionWith(url, { workspace, agent, agentConfig });
       const done = await runTurn(url, session.id, "[permission]");
       expect(done.status).toBe("completed");
       answers[name] = done.result.text;
@@ -250,16 +247,16 @@ describe("acp agents through the gateway", () => {
 
   it("cancels a running prompt and keeps the agent warm for the next turn", async () => {
     const { url, logs } = await boot();
-    const session = await createSession(url, { workspace, agent: "acp-test" });
+    const session = await createSessionWith(url, { workspace, agent: "acp-test" });
     const pid = pidIn((await runTurn(url, session.id, "[pid]")).result.text);
     const feed = new SseReader(url, session.id);
     try {
-      const task = await submitTurn(url, session.id, "[slow]");
+      const task = await submitPrompt(url, session.id, "[slow]");
       await feed.next("message.delta", task.id);
       const cancelledAt = Date.now();
       const cancel = await call(url, "POST", `/v1/tasks/${task.id}/cancel`);
       expect(cancel.status).toBe(200);
-      const done = await waitForTask(url, task.id);
+      const done = await waitTerminal(url, task.id);
 
       expect(done.status).toBe("cancelled");
       expect(done.error).toMatchObject({ code: "CANCELLED" });
@@ -279,7 +276,7 @@ describe("acp agents through the gateway", () => {
 
   it("reaps an idle agent and resumes with session/load on the next turn", async () => {
     const { url, logs } = await boot({ MOORING_AGENT_IDLE_MS: "300" });
-    const session = await createSession(url, { workspace, agent: "acp-test" });
+    const session = await createSessionWith(url, { workspace, agent: "acp-test" });
     const first = await runTurn(url, session.id, "first [pid] [usage 4321]");
     const firstPid = pidIn(first.result.text);
     const { agentSessionId } = await getSession(url, session.id);
@@ -304,7 +301,7 @@ describe("acp agents through the gateway", () => {
 
   it("starts fresh with session.reset when the agent cannot load the saved session", async () => {
     const { url, logs } = await boot({ MOORING_AGENT_IDLE_MS: "300" });
-    const session = await createSession(url, { workspace, agent: "acp-test" });
+    const session = await createSessionWith(url, { workspace, agent: "acp-test" });
     await runTurn(url, session.id, "remember me");
     const oldId = (await getSession(url, session.id)).agentSessionId as string;
     await logs.next("idle reap", { sessionId: session.id });
@@ -343,7 +340,7 @@ describe("acp agents through the gateway", () => {
     let killed = false;
     try {
       await first.waitReady();
-      const session = await createSession(first.url, { workspace, agent: "acp-test" });
+      const session = await createSessionWith(first.url, { workspace, agent: "acp-test" });
       const turn = await runTurn(first.url, session.id, "before the crash [pid]");
       expect(turn.status).toBe("completed");
       const agentPid = pidIn(turn.result.text);
@@ -376,7 +373,7 @@ describe("acp agents through the gateway", () => {
 
   it("fails AGENT_CRASHED when the agent exits mid-turn, and the next turn runs in a new process", async () => {
     const { url, logs } = await boot();
-    const session = await createSession(url, { workspace, agent: "acp-test" });
+    const session = await createSessionWith(url, { workspace, agent: "acp-test" });
     const before = await runTurn(url, session.id, "[pid]");
     const firstPid = pidIn(before.result.text);
 

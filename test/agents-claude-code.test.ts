@@ -13,22 +13,19 @@ import { unsavedNotice } from "../src/agents/claude-code/conversation.js";
 import { expectedTranscriptPath } from "../src/agents/claude-code/transcript.js";
 import type { Gateway } from "../src/gateway.js";
 import {
-  createSession,
   getSession,
   isRunning,
   LogRecorder,
   parseLogOutput,
-  runTurn,
   SseReader,
   storedCursor,
-  submitTurn,
   taskEvents,
-  waitForTask,
   writeCursor,
 } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { type FakeAnthropic, startFakeAnthropic } from "./support/fake-anthropic.js";
 import { call, eventually, repoRoot, spawnGateway, startTestGateway, testEnv } from "./support/gateway.js";
+import { createSessionWith, runTurn, submitPrompt, waitTerminal } from "./support/turns.js";
 
 const claudeBin = join(repoRoot, "node_modules/.bin/claude");
 const RESUME_FAILED_NOTICE = "Session context was too large to resume — starting fresh.";
@@ -119,7 +116,7 @@ describe("claude-code through the gateway", () => {
       outputTokens: 17,
     }));
     const { url, logs } = await boot();
-    const session = await createSession(url, {
+    const session = await createSessionWith(url, {
       workspace: `${workspace}/./`,
       agent: "claude",
       agentConfig: { model: ONE_M_MODEL, contextSuffix: true },
@@ -127,10 +124,10 @@ describe("claude-code through the gateway", () => {
     expect(session.workspace).toBe(workspace);
     const feed = new SseReader(url, session.id);
     try {
-      const task = await submitTurn(url, session.id, "hello there");
+      const task = await submitPrompt(url, session.id, "hello there");
       const live = await feed.next("message.delta", task.id);
       expect(live.data.text.length).toBeGreaterThan(0);
-      const done = await waitForTask(url, task.id);
+      const done = await waitTerminal(url, task.id);
 
       expect(done.status).toBe("completed");
       // 200,000 + 60,000 + 40,000 tokens of a 1,000,000-token window.
@@ -213,7 +210,7 @@ describe("claude-code through the gateway", () => {
       inputTokens: 12_000,
     }));
     const { url, logs } = await boot({ MOORING_AGENT_IDLE_MS: "300" });
-    const session = await createSession(url, { workspace, agent: "claude" });
+    const session = await createSessionWith(url, { workspace, agent: "claude" });
 
     const first = await runTurn(url, session.id, "remember the word pelican");
     expect(first.status).toBe("completed");
@@ -253,7 +250,7 @@ describe("claude-code through the gateway", () => {
     let killed = false;
     try {
       await first.waitReady();
-      const session = await createSession(first.url, { workspace, agent: "claude" });
+      const session = await createSessionWith(first.url, { workspace, agent: "claude" });
       const turn = await runTurn(first.url, session.id, "remember the word heron");
       expect(turn.status).toBe("completed");
       const { agentSessionId } = await getSession(first.url, session.id);
@@ -290,7 +287,7 @@ describe("claude-code through the gateway", () => {
     }));
     const extra = { MOORING_CONTEXT_WINDOW: "100000" };
     const a = await boot(extra);
-    const session = await createSession(a.url, {
+    const session = await createSessionWith(a.url, {
       workspace,
       agent: "claude",
       agentConfig: { contextSuffix: true },
@@ -323,16 +320,16 @@ describe("claude-code through the gateway", () => {
       r.lastUserText === "tell a long story" ? { text: story, chunkDelayMs: 150 } : { text: "short" },
     );
     const { url, logs } = await boot();
-    const session = await createSession(url, { workspace, agent: "claude" });
+    const session = await createSessionWith(url, { workspace, agent: "claude" });
     const feed = new SseReader(url, session.id);
     try {
-      const task = await submitTurn(url, session.id, "tell a long story");
+      const task = await submitPrompt(url, session.id, "tell a long story");
       await feed.next("message.delta", task.id);
       const cancelledAt = Date.now();
       const cancel = await call(url, "POST", `/v1/tasks/${task.id}/cancel`);
       expect(cancel.status).toBe(200);
       expect(["cancelling", "cancelled"]).toContain(cancel.body.status);
-      const done = await waitForTask(url, task.id);
+      const done = await waitTerminal(url, task.id);
 
       expect(done.status).toBe("cancelled");
       expect(done.error).toMatchObject({ code: "CANCELLED" });
@@ -358,7 +355,7 @@ describe("claude-code through the gateway", () => {
   it("starts fresh with session.reset when the resumed conversation is too long", async () => {
     fake.respond(() => ({ text: "Noted: walrus" }));
     const { url, logs } = await boot({ MOORING_AGENT_IDLE_MS: "300" });
-    const session = await createSession(url, { workspace, agent: "claude" });
+    const session = await createSessionWith(url, { workspace, agent: "claude" });
     await runTurn(url, session.id, "remember the word walrus");
     const oldId = (await getSession(url, session.id)).agentSessionId as string;
     await logs.next("idle reap", { sessionId: session.id });
@@ -412,7 +409,7 @@ describe("claude-code through the gateway", () => {
       JSON.stringify(r.body).includes("enormous") ? { error: "prompt_too_long" } : { text: "fine" },
     );
     const { url, logs } = await boot();
-    const session = await createSession(url, { workspace, agent: "claude" });
+    const session = await createSessionWith(url, { workspace, agent: "claude" });
     await runTurn(url, session.id, "a small start");
     const oldId = (await getSession(url, session.id)).agentSessionId as string;
 
@@ -441,7 +438,7 @@ describe("claude-code through the gateway", () => {
   it("starts fresh, instead of failing forever, when the cursor's transcript never existed", async () => {
     fake.respond(() => ({ text: "fresh and working" }));
     const { url, logs } = await boot();
-    const session = await createSession(url, { workspace, agent: "claude" });
+    const session = await createSessionWith(url, { workspace, agent: "claude" });
     const lost = randomUUID();
     await writeCursor(db.sql, session.id, {
       agentSessionId: lost,
@@ -481,7 +478,7 @@ describe("claude-code through the gateway", () => {
   it("resumes an unconfirmed cursor whose transcript lives in another project folder", async () => {
     fake.respond((r) => ({ text: r.lastUserText.includes("narwhal") ? "Noted: narwhal" : "Still narwhal" }));
     const { url, logs } = await boot({ MOORING_AGENT_IDLE_MS: "300" });
-    const original = await createSession(url, { workspace, agent: "claude" });
+    const original = await createSessionWith(url, { workspace, agent: "claude" });
     await runTurn(url, original.id, "remember the word narwhal");
     const id = (await getSession(url, original.id)).agentSessionId as string;
     // One conversation, one process: the original's CLI is gone before another resumes its id.
@@ -490,7 +487,7 @@ describe("claude-code through the gateway", () => {
 
     const elsewhere = join(root, "moved-ws");
     await mkdir(elsewhere);
-    const moved = await createSession(url, { workspace: elsewhere, agent: "claude" });
+    const moved = await createSessionWith(url, { workspace: elsewhere, agent: "claude" });
     await writeCursor(db.sql, moved.id, { agentSessionId: id, turnCount: 1, lastAssistantMessageId: null });
 
     const turn = await runTurn(url, moved.id, "and now?");

@@ -6,6 +6,7 @@ import { loadConfig } from "../src/config.js";
 import { checkStartupConfig, type Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, spawnGateway, startTestGateway, testEnv } from "./support/gateway.js";
+import { createSession } from "./support/turns.js";
 import { runGatewayToExit } from "./support/run-to-exit.js";
 
 const TOKENS = ["token-alpha-123", "token-beta-4567"];
@@ -133,9 +134,9 @@ describe("with MOORING_API_TOKENS set", () => {
     expect(listed.body.items.length).toBeLessThanOrEqual(1);
 
     // The streams browsers open without headers: SSE and the WebSocket.
-    const s = await call(gw.url, "POST", "/v1/sessions", { workspace: "/tmp", agent: "simulated" }, auth);
+    const sessionId = await createSession(gw.url, "/tmp", {}, auth);
     const controller = new AbortController();
-    const sse = await fetch(`${gw.url}${withQuery(`/v1/sessions/${s.body.id}/events`)}`, { signal: controller.signal });
+    const sse = await fetch(`${gw.url}${withQuery(`/v1/sessions/${sessionId}/events`)}`, { signal: controller.signal });
     expect(sse.status).toBe(200);
     expect(sse.headers.get("content-type")).toMatch(/text\/event-stream/);
     controller.abort();

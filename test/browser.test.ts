@@ -11,7 +11,8 @@ import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { call, startTestGateway } from "./support/gateway.js";
+import { startTestGateway } from "./support/gateway.js";
+import { createSession } from "./support/turns.js";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 
@@ -147,18 +148,17 @@ describe("a page from another origin", () => {
     const gw: Gateway = await startTestGateway(db.url);
     try {
       // A session made by a legitimate local client, whose events the page would like to read.
-      const own = await call(gw.url, "POST", "/v1/sessions", { workspace: "/tmp", agent: "simulated" });
-      expect(own.status).toBe(201);
+      const own = await createSession(gw.url, "/tmp");
       const before = await rows();
 
       const socket = await socketAttempt(gw.url);
       expect(socket).toEqual({ opened: false, code: 1006, messages: [] });
       const post = await postAttempt(gw.url, "/v1/sessions", { workspace: "/", agent: "claude-code" });
       expect(post).toEqual({ blocked: expect.stringContaining("Failed to fetch") });
-      const turn = await postAttempt(gw.url, `/v1/sessions/${own.body.id}/turns`, { prompt: "rm -rf ~" });
+      const turn = await postAttempt(gw.url, `/v1/sessions/${own}/turns`, { prompt: "rm -rf ~" });
       expect(turn).toEqual({ blocked: expect.stringContaining("Failed to fetch") });
       expect(await simplePost(gw.url, { workspace: "/", agent: "claude-code" })).toBe("sent");
-      const sse = await sseAttempt(gw.url, own.body.id, "task.completed");
+      const sse = await sseAttempt(gw.url, own, "task.completed");
       expect(sse).toEqual({ failed: true, types: [] });
 
       expect(await rows()).toEqual(before);

@@ -18,19 +18,11 @@ import {
 import type { AgentEvent } from "../src/agents/driver.js";
 import { projectContextNote, resumeFailedNotice } from "../src/agents/claude-code/conversation.js";
 import type { Gateway } from "../src/gateway.js";
-import {
-  createSession,
-  isRunning,
-  LogRecorder,
-  SseReader,
-  submitTurn,
-  taskEvents,
-  waitForTask,
-  writeCursor,
-} from "./support/agent-gateway.js";
+import { isRunning, LogRecorder, SseReader, taskEvents, writeCursor } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { type FakeAnthropic, startFakeAnthropic } from "./support/fake-anthropic.js";
 import { repoRoot, startTestGateway } from "./support/gateway.js";
+import { createSessionWith, submitPrompt, waitTerminal } from "./support/turns.js";
 
 const claudeBin = join(repoRoot, "node_modules/.bin/claude");
 
@@ -111,15 +103,15 @@ describe("self-reported context (Claude Code)", () => {
         : undefined,
     );
     const { url, logs } = await boot();
-    const session = await createSession(url, {
+    const session = await createSessionWith(url, {
       workspace,
       agent: "claude",
       agentConfig: { selfReportContext: true },
     });
     const feed = new SseReader(url, session.id);
     try {
-      const task = await submitTurn(url, session.id, "how full are you");
-      const done = await waitForTask(url, task.id, 90_000);
+      const task = await submitPrompt(url, session.id, "how full are you");
+      const done = await waitTerminal(url, task.id, 90_000);
       expect(done.status).toBe("completed");
       expect(done.result.text).toBe("Plenty of room left.");
       expect(done.result.contextPercent).toBe(25);
@@ -163,13 +155,13 @@ describe("self-reported context (Claude Code)", () => {
         : undefined,
     );
     const { url, logs } = await boot();
-    const session = await createSession(url, {
+    const session = await createSessionWith(url, {
       workspace,
       agent: "claude",
       agentConfig: { selfReportContext: true },
     });
-    const task = await submitTurn(url, session.id, "no marker please");
-    const done = await waitForTask(url, task.id, 90_000);
+    const task = await submitPrompt(url, session.id, "no marker please");
+    const done = await waitTerminal(url, task.id, 90_000);
     expect(done.status).toBe("completed");
     expect(done.result.text).toBe("Just text [ctx: soon] here.");
     expect(done.result.selfReportedPercent).toBeNull();
@@ -188,15 +180,15 @@ describe("self-reported context (Claude Code)", () => {
   it("names CLAUDE.md in the fresh-fallback notice when the workspace has one", async () => {
     await writeFile(join(workspace, "CLAUDE.md"), "# project notes\n");
     const { url } = await boot();
-    const session = await createSession(url, { workspace, agent: "claude" });
+    const session = await createSessionWith(url, { workspace, agent: "claude" });
     // A resume of a conversation the CLI does not know: "No conversation found" → fresh fallback.
     await writeCursor(db.sql, session.id, {
       agentSessionId: "0b7cf2a4-54a3-4b0e-9a57-6c1d3f0e9d11",
       turnCount: 1,
       lastAssistantMessageId: "msg-known",
     });
-    const task = await submitTurn(url, session.id, "after the fallback");
-    const done = await waitForTask(url, task.id, 90_000);
+    const task = await submitPrompt(url, session.id, "after the fallback");
+    const done = await waitTerminal(url, task.id, 90_000);
     expect(done.status).toBe("completed");
     const reset = (await taskEvents(db.sql, task.id)).find((e) => e.type === "session.reset");
     expect(reset?.data).toEqual({

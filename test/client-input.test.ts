@@ -246,9 +246,7 @@ describe("list pages stay within their byte budget", () => {
     const ids = new Set<string>();
     const title = `budget-${Date.now()}`;
     for (let i = 0; i < 12; i++) {
-      const r = await post("/v1/sessions", { workspace, agent: "simulated", title, metadata: { blob: "z".repeat(15_000) } });
-      expect(r.status).toBe(201);
-      ids.add(r.body.id);
+      ids.add(await createSession(gw.url, workspace, { title, metadata: { blob: "z".repeat(15_000) } }));
     }
     const seen: string[] = [];
     let pages = 0;

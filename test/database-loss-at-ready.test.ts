@@ -18,16 +18,8 @@ import { GATE_LOCK_KEY } from "../src/sql/gate-lock.js";
 import type { TestDatabase } from "./support/db.js";
 import { DatabaseProxy } from "./support/db-proxy.js";
 import { call, eventually, type GatewayProcess } from "./support/gateway.js";
-import {
-  alive,
-  createSessions,
-  gatewayEnv,
-  logLines,
-  Processes,
-  submit,
-  useProcessSuite,
-  waitTerminal,
-} from "./support/lifecycle.js";
+import { alive, gatewayEnv, logLines, Processes, useProcessSuite } from "./support/lifecycle.js";
+import { createSessions, submitPrompt, waitTerminal } from "./support/turns.js";
 
 const GATEWAYS = Number(process.env.MOORING_DBLOSS_GATEWAYS ?? 3);
 
@@ -119,8 +111,10 @@ it(`the database lost right after ready (${GATEWAYS} gateways, each at another m
   );
   await admitter.waitReady();
   const sessions = await createSessions(admitter.url, workspace, 6);
-  expect((await submit(admitter.url, sessions[0], "[hang]")).status).toBe("running");
-  for (const id of sessions.slice(1)) expect((await submit(admitter.url, id, "[deltas 1]")).status).toBe("queued");
+  expect((await submitPrompt(admitter.url, sessions[0], "[hang]")).status).toBe("running");
+  for (const id of sessions.slice(1)) {
+    expect((await submitPrompt(admitter.url, id, "[deltas 1]")).status).toBe("queued");
+  }
 
   const outcomes = await Promise.all(
     Array.from({ length: GATEWAYS }, (_, i) => loseDatabaseAfterReady(i, (i * 23) % 90)),

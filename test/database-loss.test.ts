@@ -14,21 +14,12 @@ import { rm } from "node:fs/promises";
 import { pino } from "pino";
 import postgres from "postgres";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
-import WebSocket from "ws";
 import { type EmbeddedDatabase, startEmbeddedPostgres } from "../src/db/embedded.js";
 import { GATE_LOCK_KEY } from "../src/sql/gate-lock.js";
 import { call, eventually } from "./support/gateway.js";
-import {
-  alive,
-  createSessions,
-  exitedWithOutput,
-  gatewayEnv,
-  logsWith,
-  Processes,
-  submit,
-  tempDir,
-  waitTerminal,
-} from "./support/lifecycle.js";
+import { alive, exitedWithOutput, gatewayEnv, logsWith, Processes, tempDir } from "./support/lifecycle.js";
+import { createSessions, submitPrompt, waitTerminal } from "./support/turns.js";
+import { WsClient } from "./support/ws-client.js";
 
 const log = pino({ level: "warn" });
 let dataDir: string;
@@ -80,7 +71,9 @@ it("Postgres stopped under load: 503 NOT_READY, no crash; back on the same port:
   await gw.waitReady();
   const sessions = await createSessions(gw.url, workspace, 11);
   const accepted: any[] = [];
-  for (const id of sessions.slice(0, 10)) accepted.push(await submit(gw.url, id, "[sleep 2000] [deltas 2]"));
+  for (const id of sessions.slice(0, 10)) {
+    accepted.push(await submitPrompt(gw.url, id, "[sleep 2000] [deltas 2]"));
+  }
   const wasRunning = accepted.filter((t) => t.status === "running").map((t) => t.id);
   expect(wasRunning).toHaveLength(5);
 
@@ -159,7 +152,7 @@ it("Postgres stopped under load: 503 NOT_READY, no crash; back on the same port:
   }
   console.log(`outcomes after the outage: ${JSON.stringify(outcomes)}`);
   // And it takes new work.
-  const fresh = await submit(gw.url, sessions[10], "[deltas 1]");
+  const fresh = await submitPrompt(gw.url, sessions[10], "[deltas 1]");
   expect((await waitTerminal(gw.url, fresh.id)).status).toBe("completed");
   expect(alive(gw)).toBe(true);
   expect(gw.output()).not.toContain("unhandledRejection");
@@ -174,30 +167,13 @@ it("the LISTEN connection resumes after the database comes back (events reach an
   await Promise.all([a.waitReady(), b.waitReady()]);
   const [session] = await createSessions(a.url, workspace, 1);
 
-  const ws = new WebSocket(`${b.url.replace("http", "ws")}/v1/ws`);
-  const received: any[] = [];
-  ws.on("message", (data) => {
-    // Events may come batched (a JSON-RPC batch of notifications).
-    const message = JSON.parse(data.toString());
-    received.push(...(Array.isArray(message) ? message : [message]));
-  });
-  await eventually(async () => received.some((m) => m.method === "hello"));
-  ws.send(
-    JSON.stringify({
-      jsonrpc: "2.0",
-      id: 1,
-      method: "events.subscribe",
-      params: { sessionId: session, afterSeq: 0 },
-    }),
-  );
-  await eventually(async () => received.some((m) => m.id === 1));
-  const completedOn = (taskId: string) =>
-    received.some(
-      (m) => m.method === "event" && m.params.taskId === taskId && m.params.type === "task.completed",
-    );
+  const ws = await WsClient.connect(b.url);
+  await ws.call("events.subscribe", { sessionId: session, afterSeq: 0 });
+  const completed = (taskId: string, timeoutMs: number) =>
+    ws.waitForEvent(session, (e) => e.taskId === taskId && e.type === "task.completed", timeoutMs);
 
-  const before = await submit(a.url, session, "[deltas 1]");
-  await eventually(async () => completedOn(before.id), 10_000);
+  const before = await submitPrompt(a.url, session, "[deltas 1]");
+  await completed(before.id, 10_000);
 
   await stopPostgres();
   const stoppedAt = Date.now();
@@ -210,16 +186,16 @@ it("the LISTEN connection resumes after the database comes back (events reach an
   await startPostgres();
   await Promise.all([a.waitReady(), b.waitReady()]);
 
-  const after = await submit(a.url, session, "[deltas 1]");
+  const after = await submitPrompt(a.url, session, "[deltas 1]");
   const t0 = Date.now();
-  await eventually(async () => completedOn(after.id), 30_000);
+  await completed(after.id, 30_000);
   console.log(
     `after the database came back: B re-listened and delivered A's event ${Date.now() - t0} ms after submit (${Date.now() - restartedAt} ms after restart)`,
   );
   // Well before B's 60 s poll could have found it.
   expect(Date.now() - restartedAt).toBeLessThan(10_000);
   await eventually(async () => logsWith(b, "listen connection re-established").length >= 1);
-  ws.close();
+  await ws.close();
 }, 90_000);
 
 it("shutdown while the database is gone still exits", async () => {
@@ -228,7 +204,7 @@ it("shutdown while the database is gone still exits", async () => {
   );
   await gw.waitReady();
   const [session] = await createSessions(gw.url, workspace, 1);
-  const running = await submit(gw.url, session, "[sleep 30000]");
+  const running = await submitPrompt(gw.url, session, "[sleep 30000]");
   expect(running.status).toBe("running");
   await stopPostgres();
   await eventually(async () => (await call(gw.url, "GET", "/readyz")).status === 503);
@@ -293,7 +269,7 @@ it("connections killed inside transactions (pg_terminate_backend) neither crash 
       return burst.every((b) => b.status === 200 || b.status === 201) && Date.now() - t0 < 3000;
     }, 10_000);
     for (const [i, id] of sessions.entries()) {
-      const task = answers[i].status === 202 ? answers[i].body : await submit(gw.url, id, "[deltas 1]");
+      const task = answers[i].status === 202 ? answers[i].body : await submitPrompt(gw.url, id, "[deltas 1]");
       expect((await waitTerminal(gw.url, task.id)).status).toBe("completed");
     }
     expect(alive(gw)).toBe(true);

@@ -10,6 +10,7 @@ import type { TaskRow } from "../src/sql/task-row.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
 import {
+  cancelTask,
   createSession,
   submit,
   submitOk,
@@ -44,10 +45,6 @@ afterAll(async () => {
 });
 
 const ms = (iso: string) => new Date(iso).getTime();
-const cancelAndWait = async (id: string) => {
-  await call(gw.url, "POST", `/v1/tasks/${id}/cancel`);
-  return waitTask(gw.url, id);
-};
 
 /** The deadline fields are on the snapshot, and pollAfterMs does not point past a pending deadline. */
 function checkSnapshot(task: any, askedAt: number) {
@@ -94,7 +91,7 @@ it("a task still queued after the queue timeout ends expired with GATEWAY_BUSY /
 
   // The running turn is not subject to the queue timeout.
   expect((await call(gw.url, "GET", `/v1/tasks/${blocker.id}`)).body.status).toBe("running");
-  expect((await cancelAndWait(blocker.id)).status).toBe("cancelled");
+  expect((await cancelTask(gw.url, blocker.id)).status).toBe("cancelled");
 });
 
 it("a turn past its run deadline is stopped and fails TURN_TIMEOUT", async () => {

@@ -7,15 +7,8 @@ import { saveTurnState } from "../src/sql/save-turn-state.js";
 import { settleOwnedTask } from "../src/sql/settle-task.js";
 import type { TestDatabase } from "./support/db.js";
 import { eventually } from "./support/gateway.js";
-import {
-  createSessions,
-  exitedWithOutput,
-  gatewayEnv,
-  logsWith,
-  Processes,
-  submit,
-  useProcessSuite,
-} from "./support/lifecycle.js";
+import { exitedWithOutput, gatewayEnv, logsWith, Processes, useProcessSuite } from "./support/lifecycle.js";
+import { createSessions, submitPrompt } from "./support/turns.js";
 
 let db: TestDatabase;
 let workspace: string;
@@ -66,7 +59,7 @@ it("a stale owner's events, cursor, context usage and settlement change nothing,
   );
   await gw.waitReady();
   const [session] = await createSessions(gw.url, workspace, 1);
-  const task = await submit(gw.url, session, "[sleep 1500] [deltas 3] [tool 100] [tokens 5000]");
+  const task = await submitPrompt(gw.url, session, "[sleep 1500] [deltas 3] [tool 100] [tokens 5000]");
   expect(task.status).toBe("running");
   // The agent saved its conversation id at the start of the turn; then the row is forged.
   await conversationIdSaved(session);
@@ -103,7 +96,7 @@ it("the owner's heartbeat notices the takeover, stops the turn and writes nothin
   );
   await gw.waitReady();
   const [session] = await createSessions(gw.url, workspace, 1);
-  const task = await submit(gw.url, session, "[sleep 20000] [deltas 3]");
+  const task = await submitPrompt(gw.url, session, "[sleep 20000] [deltas 3]");
   expect(task.status).toBe("running");
   // Forge only once the turn's opening write (the agent's conversation id) has landed: a write
   // whose statement began before the forge commits after it (its snapshot predates the forge), which

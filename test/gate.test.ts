@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually, startTestGateway } from "./support/gateway.js";
-import { createSession, submit, submitOk, tempWorkspace, waitTask } from "./support/turns.js";
+import { cancelTask, createSession, submit, submitOk, tempWorkspace, waitTask } from "./support/turns.js";
 
 let db: TestDatabase;
 let gw: Gateway;
@@ -81,8 +81,7 @@ it("admits 5 running and 20 queued, refuses 5 with 429 queue_full writing nothin
     if (running.length === 0) break;
     expect(running.length).toBeLessThanOrEqual(5);
     startedInRound.push(running.map((r) => r.id));
-    await Promise.all(running.map((r) => call(gw.url, "POST", `/v1/tasks/${r.id}/cancel`)));
-    await Promise.all(running.map((r) => waitTask(gw.url, r.id)));
+    await Promise.all(running.map((r) => cancelTask(gw.url, r.id)));
     await eventually(async () => {
       const [{ open }] = await db.sql<{ open: number }[]>`
         select count(*)::int as open from tasks where status in ('queued', 'running', 'cancelling')`;

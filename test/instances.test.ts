@@ -9,7 +9,7 @@ import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually, startTestGateway } from "./support/gateway.js";
 import { alive, exitedWithOutput, gatewayEnv, Processes } from "./support/lifecycle.js";
-import { createSession, submitOk, tempWorkspace, waitTask } from "./support/turns.js";
+import { cancelTask, createSession, submitOk, tempWorkspace, waitTask } from "./support/turns.js";
 
 let db: TestDatabase;
 let workspace: string;
@@ -71,8 +71,7 @@ it("lists both instances of a two-gateway setup with their running tasks", async
   const viaClient = await new MooringClient({ url: a.url }).instances();
   expect(viaClient.map((i) => i.runningTasks).sort()).toEqual(items.map((i) => i.runningTasks).sort());
 
-  for (const t of tasks) await call(a.url, "POST", `/v1/tasks/${t.id}/cancel`);
-  for (const t of tasks) await waitTask(a.url, t.id);
+  for (const t of tasks) await cancelTask(a.url, t.id);
   await eventually(async () => (await instances(a)).every((i) => i.runningTasks === 0));
 });
 

@@ -11,9 +11,10 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
-import { createSession, submitTurn, taskEvents, waitForTask } from "./support/agent-gateway.js";
+import { taskEvents } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { call, eventually, repoRoot, startTestGateway } from "./support/gateway.js";
+import { call, repoRoot, startTestGateway } from "./support/gateway.js";
+import { createSessionWith, submitPrompt, waitPermission, waitTerminal } from "./support/turns.js";
 import { WsClient } from "./support/ws-client.js";
 
 const agentScript = join(repoRoot, "test/support/acp-agent.ts");
@@ -52,18 +53,11 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-async function pending(taskId: string) {
-  return eventually(async () => {
-    const t = (await call(gw.url, "GET", `/v1/tasks/${taskId}`)).body;
-    return t.pendingPermissions?.[0];
-  }, 30_000);
-}
-
 it("relays the agent's request with its options as they are; Allow → the agent gets the chosen optionId", async () => {
-  const session = await createSession(gw.url, { workspace, agent: "acp-ask" });
+  const session = await createSessionWith(gw.url, { workspace, agent: "acp-ask" });
   const ws = await WsClient.connect(gw.url);
   await ws.call("events.subscribe", { sessionId: session.id });
-  const task = await submitTurn(gw.url, session.id, "[permission]");
+  const task = await submitPrompt(gw.url, session.id, "[permission]");
   const requested = await ws.waitForEvent(session.id, (e) => e.type === "permission.requested", 30_000);
   expect(requested.data.toolCall).toMatchObject({ id: "call-1", title: "Delete everything" });
   expect(requested.data.options).toEqual([
@@ -71,39 +65,47 @@ it("relays the agent's request with its options as they are; Allow → the agent
     { optionId: "allow-always", name: "Always allow", kind: "allow_always" },
     { optionId: "reject-once", name: "Reject", kind: "reject_once" },
   ]);
-  expect((await pending(task.id)).requestId).toBe(requested.data.requestId);
+  expect((await waitPermission(gw.url, task.id, 30_000)).requestId).toBe(requested.data.requestId);
   const ok = await call(gw.url, "POST", `/v1/tasks/${task.id}/permissions/${requested.data.requestId}`, {
     optionId: "allow-always",
   });
   expect(ok.status).toBe(200);
-  const done = await waitForTask(gw.url, task.id);
+  const done = await waitTerminal(gw.url, task.id);
   expect(done.status).toBe("completed");
   expect(done.result.text).toBe("permission: allow-always ");
   await ws.close();
 });
 
 it("Deny (a session choosing `ask` on a `client` entry): the agent gets the reject option", async () => {
-  const session = await createSession(gw.url, { workspace, agent: "acp-client", agentConfig: { permissions: "ask" } });
-  const task = await submitTurn(gw.url, session.id, "[permission]");
-  const request = await pending(task.id);
+  const session = await createSessionWith(gw.url, {
+    workspace,
+    agent: "acp-client",
+    agentConfig: { permissions: "ask" },
+  });
+  const task = await submitPrompt(gw.url, session.id, "[permission]");
+  const request = await waitPermission(gw.url, task.id, 30_000);
   await call(gw.url, "POST", `/v1/tasks/${task.id}/permissions/${request.requestId}`, { optionId: "reject-once" });
-  const done = await waitForTask(gw.url, task.id);
+  const done = await waitTerminal(gw.url, task.id);
   expect(done.result.text).toBe("permission: reject-once ");
   const resolved = (await taskEvents(db.sql, task.id)).find((e) => e.type === "permission.resolved")!;
   expect(resolved.data).toEqual({ requestId: request.requestId, optionId: "reject-once", by: "client" });
   // `allow`/`deny` still answer at once, without asking.
-  const allow = await createSession(gw.url, { workspace, agent: "acp-client", agentConfig: { permissions: "allow" } });
-  const fixed = await waitForTask(gw.url, (await submitTurn(gw.url, allow.id, "[permission]")).id);
+  const allow = await createSessionWith(gw.url, {
+    workspace,
+    agent: "acp-client",
+    agentConfig: { permissions: "allow" },
+  });
+  const fixed = await waitTerminal(gw.url, (await submitPrompt(gw.url, allow.id, "[permission]")).id);
   expect(fixed.result.text).toBe("permission: allow-once ");
   expect((await taskEvents(db.sql, fixed.id)).map((e) => e.type)).not.toContain("permission.requested");
 });
 
 it("cancel while the agent waits: the request resolves `cancel` and the agent is answered `cancelled`", async () => {
-  const session = await createSession(gw.url, { workspace, agent: "acp-ask" });
-  const task = await submitTurn(gw.url, session.id, "[permission]");
-  const request = await pending(task.id);
+  const session = await createSessionWith(gw.url, { workspace, agent: "acp-ask" });
+  const task = await submitPrompt(gw.url, session.id, "[permission]");
+  const request = await waitPermission(gw.url, task.id, 30_000);
   await call(gw.url, "POST", `/v1/tasks/${task.id}/cancel`);
-  const done = await waitForTask(gw.url, task.id);
+  const done = await waitTerminal(gw.url, task.id);
   expect(done.status).toBe("cancelled");
   const events = await taskEvents(db.sql, task.id);
   const resolved = events.find((e) => e.type === "permission.resolved")!;
@@ -115,11 +117,11 @@ it("cancel while the agent waits: the request resolves `cancel` and the agent is
 });
 
 it("the agent dies while it waits: the turn fails and its request resolves `cancel` before the terminal event", async () => {
-  const session = await createSession(gw.url, { workspace, agent: "acp-ask" });
-  const task = await submitTurn(gw.url, session.id, "[permission]");
-  const request = await pending(task.id);
+  const session = await createSessionWith(gw.url, { workspace, agent: "acp-ask" });
+  const task = await submitPrompt(gw.url, session.id, "[permission]");
+  const request = await waitPermission(gw.url, task.id, 30_000);
   process.kill(agentPids.at(-1)!, "SIGKILL");
-  const done = await waitForTask(gw.url, task.id);
+  const done = await waitTerminal(gw.url, task.id);
   expect(done.status).toBe("failed");
   expect(done.pendingPermissions).toEqual([]);
   const events = await taskEvents(db.sql, task.id);

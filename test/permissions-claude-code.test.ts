@@ -11,10 +11,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
-import { createSession, isRunning, submitTurn, taskEvents, waitForTask } from "./support/agent-gateway.js";
+import { isRunning, taskEvents } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { type FakeAnthropic, type FakeRequest, startFakeAnthropic } from "./support/fake-anthropic.js";
 import { call, eventually, repoRoot, startTestGateway } from "./support/gateway.js";
+import { createSessionWith, submitPrompt, waitPermission, waitTerminal } from "./support/turns.js";
 
 const claudeBin = join(repoRoot, "node_modules/.bin/claude");
 
@@ -94,18 +95,14 @@ function bashWrites(name: string) {
   });
 }
 
-async function pending(taskId: string) {
-  return eventually(async () => (await call(gw.url, "GET", `/v1/tasks/${taskId}`)).body.pendingPermissions?.[0], 60_000);
-}
-
 const answer = (taskId: string, requestId: string, body: unknown) =>
   call(gw.url, "POST", `/v1/tasks/${taskId}/permissions/${requestId}`, body);
 
 it("Allow: the Bash tool runs, the file exists and the tool result is in the events", async () => {
   bashWrites("f.txt");
-  const session = await createSession(gw.url, { workspace, agent: "claude" });
-  const task = await submitTurn(gw.url, session.id, "write f.txt");
-  const request = await pending(task.id);
+  const session = await createSessionWith(gw.url, { workspace, agent: "claude" });
+  const task = await submitPrompt(gw.url, session.id, "write f.txt");
+  const request = await waitPermission(gw.url, task.id, 60_000);
   expect(request.toolCall).toMatchObject({ name: "Bash", kind: "other", input: { command: "echo hi > f.txt" } });
   expect(request.options.map((o: { optionId: string; kind: string }) => [o.optionId, o.kind])).toEqual([
     ["allow", "allow_once"],
@@ -113,7 +110,7 @@ it("Allow: the Bash tool runs, the file exists and the tool result is in the eve
     ["deny", "reject_once"],
   ]);
   expect((await answer(task.id, request.requestId, { optionId: "allow" })).status).toBe(200);
-  const done = await waitForTask(gw.url, task.id, 60_000);
+  const done = await waitTerminal(gw.url, task.id, 60_000);
   expect(done.status).toBe("completed");
   expect(await readFile(join(workspace, "f.txt"), "utf8")).toBe("hi\n");
   const events = await taskEvents(db.sql, task.id);
@@ -125,12 +122,12 @@ it("Allow: the Bash tool runs, the file exists and the tool result is in the eve
 
 it("Deny with a message: no file, and the model saw the message verbatim", async () => {
   bashWrites("g.txt");
-  const session = await createSession(gw.url, { workspace, agent: "claude" });
-  const task = await submitTurn(gw.url, session.id, "write g.txt");
-  const request = await pending(task.id);
+  const session = await createSessionWith(gw.url, { workspace, agent: "claude" });
+  const task = await submitPrompt(gw.url, session.id, "write g.txt");
+  const request = await waitPermission(gw.url, task.id, 60_000);
   const message = "The human said no: not in this folder";
   expect((await answer(task.id, request.requestId, { optionId: "deny", message })).status).toBe(200);
-  const done = await waitForTask(gw.url, task.id, 60_000);
+  const done = await waitTerminal(gw.url, task.id, 60_000);
   expect(done.status).toBe("completed");
   expect(existsSync(join(workspace, "g.txt"))).toBe(false);
   const after = fake.mainRequests().filter((r) => r.hasToolResult);
@@ -141,14 +138,14 @@ it("Deny with a message: no file, and the model saw the message verbatim", async
 
 it("Allow for this session: the same tool later is answered without asking; nothing under .claude/", async () => {
   bashWrites("h.txt");
-  const session = await createSession(gw.url, { workspace, agent: "claude" });
-  const first = await submitTurn(gw.url, session.id, "write h.txt");
-  const request = await pending(first.id);
+  const session = await createSessionWith(gw.url, { workspace, agent: "claude" });
+  const first = await submitPrompt(gw.url, session.id, "write h.txt");
+  const request = await waitPermission(gw.url, first.id, 60_000);
   await answer(first.id, request.requestId, { optionId: "allow_session" });
-  expect((await waitForTask(gw.url, first.id, 60_000)).status).toBe("completed");
+  expect((await waitTerminal(gw.url, first.id, 60_000)).status).toBe("completed");
   await rm(join(workspace, "h.txt"));
-  const second = await submitTurn(gw.url, session.id, "write h.txt again");
-  expect((await waitForTask(gw.url, second.id, 60_000)).status).toBe("completed");
+  const second = await submitPrompt(gw.url, session.id, "write h.txt again");
+  expect((await waitTerminal(gw.url, second.id, 60_000)).status).toBe("completed");
   expect(await readFile(join(workspace, "h.txt"), "utf8")).toBe("hi\n");
   expect((await taskEvents(db.sql, second.id)).map((e) => e.type)).not.toContain("permission.requested");
   expect(existsSync(join(workspace, ".claude"))).toBe(false);
@@ -171,23 +168,23 @@ it("AskUserQuestion: relayed as a question, the answers reach the model", async 
     if (r.hasToolResult) return { text: "noted" };
     return { text: "Asking.", toolUse: { id: "toolu_ask_1", name: "AskUserQuestion", input: { questions } } };
   });
-  const session = await createSession(gw.url, { workspace, agent: "claude" });
-  const task = await submitTurn(gw.url, session.id, "pick a color");
-  const request = await pending(task.id);
+  const session = await createSessionWith(gw.url, { workspace, agent: "claude" });
+  const task = await submitPrompt(gw.url, session.id, "pick a color");
+  const request = await waitPermission(gw.url, task.id, 60_000);
   expect(request.toolCall).toMatchObject({ name: "AskUserQuestion", kind: "question", input: { questions } });
   await answer(task.id, request.requestId, { optionId: "answer", answers: { "Which color should we use?": "Blue" } });
-  expect((await waitForTask(gw.url, task.id, 60_000)).status).toBe("completed");
+  expect((await waitTerminal(gw.url, task.id, 60_000)).status).toBe("completed");
   const seen = fake.mainRequests().filter((r) => r.hasToolResult).flatMap(toolResults).join("\n");
   expect(seen).toContain('"Which color should we use?"="Blue"');
 }, 120_000);
 
 it("cancel while the CLI waits: the CLI withdraws the request (control_cancel_request), nothing runs", async () => {
   bashWrites("c.txt");
-  const session = await createSession(gw.url, { workspace, agent: "claude" });
-  const task = await submitTurn(gw.url, session.id, "write c.txt");
-  const request = await pending(task.id);
+  const session = await createSessionWith(gw.url, { workspace, agent: "claude" });
+  const task = await submitPrompt(gw.url, session.id, "write c.txt");
+  const request = await waitPermission(gw.url, task.id, 60_000);
   await call(gw.url, "POST", `/v1/tasks/${task.id}/cancel`);
-  const done = await waitForTask(gw.url, task.id, 60_000);
+  const done = await waitTerminal(gw.url, task.id, 60_000);
   expect(done.status).toBe("cancelled");
   expect(existsSync(join(workspace, "c.txt"))).toBe(false);
   const resolved = (await taskEvents(db.sql, task.id)).find((e) => e.type === "permission.resolved")!;

@@ -6,16 +6,8 @@
 import { expect, it } from "vitest";
 import type { TestDatabase } from "./support/db.js";
 import { call, eventually } from "./support/gateway.js";
-import {
-  createSessions,
-  exitedWithOutput,
-  gatewayEnv,
-  logsWith,
-  Processes,
-  submit,
-  useProcessSuite,
-  waitTerminal,
-} from "./support/lifecycle.js";
+import { exitedWithOutput, gatewayEnv, logsWith, Processes, useProcessSuite } from "./support/lifecycle.js";
+import { createSessions, submitPrompt, waitPermission, waitTerminal } from "./support/turns.js";
 
 let db: TestDatabase;
 let workspace: string;
@@ -25,12 +17,15 @@ useProcessSuite("ws-permissions-restart-", procs, (d, w) => {
   workspace = w;
 });
 
+/** The task's pending request, once its `permission.requested` event is in the log too. */
 async function waitingRequest(url: string, taskId: string) {
-  return eventually(async () => {
-    const t = (await call(url, "GET", `/v1/tasks/${taskId}`)).body;
-    const [event] = await db.sql`select 1 from events where task_id = ${taskId} and type = 'permission.requested'`;
-    return t.pendingPermissions?.length > 0 && event ? t.pendingPermissions[0] : null;
+  const request = await waitPermission(url, taskId);
+  await eventually(async () => {
+    const events = await db.sql`
+      select 1 from events where task_id = ${taskId} and type = 'permission.requested'`;
+    return events.length > 0;
   });
+  return request;
 }
 
 it("kill -9 while waiting: interrupted by another instance, the request resolved `restart`", async () => {
@@ -38,7 +33,7 @@ it("kill -9 while waiting: interrupted by another instance, the request resolved
   const b = await procs.spawn(gatewayEnv(db.url, { MOORING_INSTANCE_ID: "perm-restart-b" }));
   await Promise.all([a.waitReady(), b.waitReady()]);
   const [sessionId] = await createSessions(a.url, workspace, 1);
-  const task = await submit(a.url, sessionId, "[ask bash]");
+  const task = await submitPrompt(a.url, sessionId, "[ask bash]");
   const request = await waitingRequest(a.url, task.id);
   expect(logsWith(a, "permission requested")[0]).toMatchObject({ tool: "bash", requestId: request.requestId });
 
@@ -63,7 +58,7 @@ it("kill -9 while waiting, then the same instance restarts: its reconcile resolv
   const first = await procs.spawn(env);
   await first.waitReady();
   const [sessionId] = await createSessions(first.url, workspace, 1);
-  const task = await submit(first.url, sessionId, "[ask deploy]");
+  const task = await submitPrompt(first.url, sessionId, "[ask deploy]");
   const request = await waitingRequest(first.url, task.id);
   first.kill("SIGKILL");
   await exitedWithOutput(first);
@@ -79,7 +74,7 @@ it("SIGTERM while waiting: the shutdown interrupts the turn and resolves the req
   const gw = await procs.spawn(gatewayEnv(db.url, { MOORING_INSTANCE_ID: "perm-restart-d" }));
   await gw.waitReady();
   const [sessionId] = await createSessions(gw.url, workspace, 1);
-  const task = await submit(gw.url, sessionId, "[ask deploy]");
+  const task = await submitPrompt(gw.url, sessionId, "[ask deploy]");
   const request = await waitingRequest(gw.url, task.id);
   gw.kill("SIGTERM");
   expect(await exitedWithOutput(gw)).toBe(0);

@@ -9,7 +9,7 @@ import type { Gateway } from "../src/gateway.js";
 import { PermissionResolution, Task } from "../src/transport/responses.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually, startTestGateway } from "./support/gateway.js";
-import { createSession, submitOk, tempWorkspace, waitTask } from "./support/turns.js";
+import { createSession, submitPrompt, tempWorkspace, waitPermission, waitTask } from "./support/turns.js";
 import { WsClient } from "./support/ws-client.js";
 
 let db: TestDatabase;
@@ -32,7 +32,7 @@ afterAll(async () => {
 /** Submit `[ask NAME]` on `base` and wait until the task shows its pending request. */
 async function asking(base: string, prompt = "[ask bash]") {
   const sessionId = await createSession(base, workspace);
-  const task = await submitOk(base, sessionId, { prompt });
+  const task = await submitPrompt(base, sessionId, prompt);
   // A pending request changes no task state, so a long-poll would not wake for it: poll.
   const waiting = await eventually(async () => {
     const t = (await call(base, "GET", `/v1/tasks/${task.id}`)).body;
@@ -56,7 +56,7 @@ it("reaches a WebSocket subscriber and the task snapshot; Allow lets the tool ru
   const sessionId = await createSession(a.url, workspace);
   const ws = await WsClient.connect(a.url);
   await ws.call("events.subscribe", { sessionId });
-  const task = await submitOk(a.url, sessionId, { prompt: "[ask bash]" });
+  const task = await submitPrompt(a.url, sessionId, "[ask bash]");
   const requested = await ws.waitForEvent(sessionId, (e) => e.type === "permission.requested");
   expect(requested.taskId).toBe(task.id);
   expect(requested.data).toMatchObject({
@@ -236,7 +236,7 @@ it("no answer within MOORING_PERMISSION_TIMEOUT_MS: the reject option, `by: time
   const c = await startTestGateway(db.url, { MOORING_INSTANCE_ID: "perm-c", MOORING_PERMISSION_TIMEOUT_MS: "300" });
   try {
     const sessionId = await createSession(c.url, workspace);
-    const task = await submitOk(c.url, sessionId, { prompt: "[ask rm]" });
+    const task = await submitPrompt(c.url, sessionId, "[ask rm]");
     const done = await waitTask(c.url, task.id);
     expect(done.status).toBe("completed");
     expect(done.result.text).toBe("denied rm ");
@@ -254,13 +254,10 @@ it("logs every request and answer with the tool, the option and who answered", a
   });
   try {
     const auth = { authorization: "Bearer s3cret-token" };
-    const s = await call(d.url, "POST", "/v1/sessions", { workspace, agent: "simulated" }, auth);
-    const t = await call(d.url, "POST", `/v1/sessions/${s.body.id}/turns`, { prompt: "[ask deploy]" }, auth);
-    const waiting = await eventually(async () => {
-      const r = await call(d.url, "GET", `/v1/tasks/${t.body.id}`, undefined, auth);
-      return r.body.pendingPermissions?.[0];
-    });
-    await call(d.url, "POST", `/v1/tasks/${t.body.id}/permissions/${waiting.requestId}`, { optionId: "deny" }, auth);
+    const sessionId = await createSession(d.url, workspace, {}, auth);
+    const task = await submitPrompt(d.url, sessionId, "[ask deploy]", auth);
+    const waiting = await waitPermission(d.url, task.id, undefined, auth);
+    await call(d.url, "POST", `/v1/tasks/${task.id}/permissions/${waiting.requestId}`, { optionId: "deny" }, auth);
     await eventually(async () => lines.some((l) => l.msg === "permission resolved"));
     const requested = lines.find((l) => l.msg === "permission requested")!;
     expect(requested).toMatchObject({ tool: "deploy", requestId: waiting.requestId });

@@ -2,16 +2,8 @@
 import { expect, it } from "vitest";
 import type { TestDatabase } from "./support/db.js";
 import { call, eventually } from "./support/gateway.js";
-import {
-  createSessions,
-  exitedWithOutput,
-  gatewayEnv,
-  logsWith,
-  Processes,
-  submit,
-  useProcessSuite,
-  waitTerminal,
-} from "./support/lifecycle.js";
+import { exitedWithOutput, gatewayEnv, logsWith, Processes, useProcessSuite } from "./support/lifecycle.js";
+import { createSessions, submitPrompt, waitTerminal } from "./support/turns.js";
 
 let db: TestDatabase;
 let workspace: string;
@@ -31,15 +23,15 @@ it("saved conversation: a continuation is queued and runs; unsaved: session.rese
   const [saved, unsaved] = await createSessions(first.url, workspace, 2);
 
   // The saved session completes a turn first, so the agent's cursor has an assistant message.
-  const warmup = await submit(first.url, saved, "hello");
+  const warmup = await submitPrompt(first.url, saved, "hello");
   expect((await waitTerminal(first.url, warmup.id)).status).toBe("completed");
   const [cursor] =
     await db.sql`select agent_session_id, last_assistant_message_id from sessions where id = ${saved}`;
   expect(cursor.agentSessionId).not.toBeNull();
   expect(cursor.lastAssistantMessageId).not.toBeNull();
 
-  const savedTurn = await submit(first.url, saved, "[sleep 5000] [deltas 2]");
-  const unsavedTurn = await submit(first.url, unsaved, "[sleep 5000] [deltas 2]");
+  const savedTurn = await submitPrompt(first.url, saved, "[sleep 5000] [deltas 2]");
+  const unsavedTurn = await submitPrompt(first.url, unsaved, "[sleep 5000] [deltas 2]");
   // Both are running and the agent reported its conversation id (turn count written before the prompt).
   await eventually(async () => {
     const rows = await db.sql`
@@ -115,9 +107,9 @@ it("graceful shutdown with continue: the turn interrupted after the grace gets a
   await Promise.all([a.waitReady(), b.waitReady()]);
   const bootB = (await call(b.url, "GET", "/readyz")).body.bootId;
   const [session] = await createSessions(a.url, workspace, 1);
-  const warmup = await submit(a.url, session, "hello");
+  const warmup = await submitPrompt(a.url, session, "hello");
   expect((await waitTerminal(a.url, warmup.id)).status).toBe("completed");
-  const long = await submit(a.url, session, "[sleep 30000]");
+  const long = await submitPrompt(a.url, session, "[sleep 30000]");
   expect(long.status).toBe("running");
 
   a.kill("SIGTERM");

@@ -9,6 +9,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually, type GatewayProcess, spawnGateway, testEnv } from "./support/gateway.js";
+import { logLines } from "./support/lifecycle.js";
+import { createSessionWith } from "./support/turns.js";
 
 const spawned: GatewayProcess[] = [];
 let workspace: string;
@@ -40,14 +42,6 @@ async function stop(gw: GatewayProcess): Promise<void> {
   expect(gw.output()).toContain('"msg":"shutdown: done"');
 }
 
-function logLines(gw: GatewayProcess): Record<string, any>[] {
-  return gw
-    .output()
-    .split("\n")
-    .filter((l) => l.startsWith("{"))
-    .map((l) => JSON.parse(l));
-}
-
 /** Creates sessions of every kind (plain, titled with metadata and config, archived); returns their snapshots. */
 async function createSessions(url: string, tag: string): Promise<any[]> {
   const bodies = [
@@ -63,9 +57,7 @@ async function createSessions(url: string, tag: string): Promise<any[]> {
   ];
   const created: any[] = [];
   for (const body of bodies) {
-    const r = await call(url, "POST", "/v1/sessions", body, { "x-request-id": `${tag}-${created.length}` });
-    expect(r.status).toBe(201);
-    created.push(r.body);
+    created.push(await createSessionWith(url, body, { "x-request-id": `${tag}-${created.length}` }));
   }
   const archived = await call(url, "DELETE", `/v1/sessions/${created[2].id}`);
   expect(archived.body.status).toBe("archived");

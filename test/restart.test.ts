@@ -1,20 +1,18 @@
 import { connect, createServer } from "node:net";
 import { expect, it } from "vitest";
-import WebSocket from "ws";
 import type { TestDatabase } from "./support/db.js";
 import { type Answer, call, eventually } from "./support/gateway.js";
 import {
   alive,
-  createSessions,
   exitedWithOutput,
   gatewayEnv,
   logLines,
   logsWith,
   Processes,
-  submit,
   useProcessSuite,
-  terminal,
 } from "./support/lifecycle.js";
+import { createSessions, submitPrompt, terminal } from "./support/turns.js";
+import { WsClient } from "./support/ws-client.js";
 
 let db: TestDatabase;
 let workspace: string;
@@ -33,7 +31,7 @@ it("kill -9 with 5 running and 20 queued: the 5 are interrupted at restart, the 
   // The first five run until the kill (a slow machine must not let one finish and free a slot);
   // the twenty behind them only ever run after the restart.
   for (const [i, id] of sessions.entries())
-    submitted.push(await submit(first.url, id, i < 5 ? "[hang]" : "[sleep 1000]"));
+    submitted.push(await submitPrompt(first.url, id, i < 5 ? "[hang]" : "[sleep 1000]"));
   const ids = submitted.map((t) => t.id);
   // The first five were claimed in their submit transactions; the rest wait.
   const before = await eventually(async () => {
@@ -77,7 +75,7 @@ it("kill -9 with 5 running and 20 queued: the 5 are interrupted at restart, the 
           nonOk.push(`${ids[i]}: ${a.status} ${JSON.stringify(a.body)}`);
         }
       });
-      if (answers.every((a) => a.status === 200 && terminal.has(a.body.status))) return;
+      if (answers.every((a) => a.status === 200 && terminal.includes(a.body.status))) return;
     }
   })();
   await second.waitReady();
@@ -224,12 +222,9 @@ it("registers the instance (instanceId, bootId, host, pid, version), heartbeats 
     return r.heartbeatAt.getTime() > firstBeat;
   });
 
-  const ws = new WebSocket(`${gw.url.replace("http", "ws")}/v1/ws`);
-  const hello = await new Promise<any>((resolve, reject) => {
-    ws.once("message", (data) => resolve(JSON.parse(data.toString())));
-    ws.once("error", reject);
-  });
-  ws.close();
+  const ws = await WsClient.connect(gw.url);
+  const hello = ws.received[0].message;
+  await ws.close();
   // hello carries the docs/api.md, Streaming fields; host and pid are only in the instances row.
   expect(hello).toMatchObject({
     jsonrpc: "2.0",

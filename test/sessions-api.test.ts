@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { type Answer, call, eventually, startTestGateway } from "./support/gateway.js";
+import { type Answer, call, startTestGateway } from "./support/gateway.js";
+import { createSession, submitPrompt, waitTask } from "./support/turns.js";
 
 const BODY_LIMIT = 4096;
 const UNKNOWN_ID = "00000000-0000-4000-8000-000000000000";
@@ -42,12 +43,6 @@ function expectError(r: Answer, status: number, code: string, field?: string): v
   expect(text).not.toContain("stack");
   expect(text).not.toMatch(/\bat .+:\d+:\d+/);
 }
-
-const createSession = async (extra: Record<string, unknown> = {}) => {
-  const r = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated", ...extra });
-  expect(r.status, JSON.stringify(r.body)).toBe(201);
-  return r.body;
-};
 
 describe("POST /v1/sessions", () => {
   it("creates a session with every field", async () => {
@@ -224,7 +219,7 @@ describe("unknown sessions and routes", () => {
   });
 
   it("refuses a bad turn body with the offending field, writing nothing", async () => {
-    const s = await createSession();
+    const sessionId = await createSession(gw.url, workspace);
     const tasks = await taskCount();
     const cases: [unknown, string | undefined][] = [
       [{}, "prompt"],
@@ -237,14 +232,14 @@ describe("unknown sessions and routes", () => {
     ];
     for (const [body, field] of cases) {
       expectError(
-        await call(gw.url, "POST", `/v1/sessions/${s.id}/turns`, body),
+        await call(gw.url, "POST", `/v1/sessions/${sessionId}/turns`, body),
         400,
         "INVALID_REQUEST",
         field,
       );
     }
     expect(await taskCount()).toBe(tasks);
-    expect((await call(gw.url, "GET", `/v1/sessions/${s.id}`)).body.lastSeq).toBe(0);
+    expect((await call(gw.url, "GET", `/v1/sessions/${sessionId}`)).body.lastSeq).toBe(0);
   });
 });
 
@@ -279,7 +274,7 @@ describe("GET /v1/sessions", () => {
   it("pages through every session with limit 3: none missing, none twice, newest first", async () => {
     // Created together, so several share a millisecond: the id breaks the tie.
     await Promise.all(
-      Array.from({ length: 7 }, (_, i) => createSession({ workspace: pageWorkspace, title: `p${i}` })),
+      Array.from({ length: 7 }, (_, i) => createSession(gw.url, pageWorkspace, { title: `p${i}` })),
     );
     const expected = (
       await db.sql`select id from sessions order by date_trunc('milliseconds', created_at) desc, id desc`
@@ -334,12 +329,11 @@ describe("GET /v1/sessions", () => {
   it("filters by status: idle, busy (a queued or running turn) and archived", async () => {
     const filterWs = join(workspace, "filters");
     await mkdir(filterWs);
-    const idle = await createSession({ workspace: filterWs });
-    const busy = await createSession({ workspace: filterWs });
-    const archived = await createSession({ workspace: filterWs });
-    const turn = await call(gw.url, "POST", `/v1/sessions/${busy.id}/turns`, { prompt: "[hang]" });
-    expect(turn.status).toBe(202);
-    expect((await call(gw.url, "DELETE", `/v1/sessions/${archived.id}`)).status).toBe(200);
+    const idle = await createSession(gw.url, filterWs);
+    const busy = await createSession(gw.url, filterWs);
+    const archived = await createSession(gw.url, filterWs);
+    const turn = await submitPrompt(gw.url, busy, "[hang]");
+    expect((await call(gw.url, "DELETE", `/v1/sessions/${archived}`)).status).toBe(200);
 
     const ids = async (status: string) =>
       (
@@ -348,45 +342,43 @@ describe("GET /v1/sessions", () => {
         expect(s.status).toBe(status);
         return s.id;
       });
-    expect(await ids("idle")).toEqual([idle.id]);
-    expect(await ids("busy")).toEqual([busy.id]);
-    expect(await ids("archived")).toEqual([archived.id]);
+    expect(await ids("idle")).toEqual([idle]);
+    expect(await ids("busy")).toEqual([busy]);
+    expect(await ids("archived")).toEqual([archived]);
 
     // Archiving the busy one cancels its turn and makes it archived, not busy.
-    expect((await call(gw.url, "DELETE", `/v1/sessions/${busy.id}`)).body.status).toBe("archived");
-    await eventually(
-      async () => (await call(gw.url, "GET", `/v1/tasks/${turn.body.id}`)).body.status === "cancelled",
-    );
+    expect((await call(gw.url, "DELETE", `/v1/sessions/${busy}`)).body.status).toBe("archived");
+    expect((await waitTask(gw.url, turn.id)).status).toBe("cancelled");
     expect(await ids("busy")).toEqual([]);
-    expect((await ids("archived")).sort()).toEqual([busy.id, archived.id].sort());
+    expect((await ids("archived")).sort()).toEqual([busy, archived].sort());
   });
 });
 
 describe("DELETE /v1/sessions/:id", () => {
   it("archives: GET shows it, a turn gets 409 SESSION_ARCHIVED, a second DELETE changes nothing", async () => {
-    const s = await createSession({ title: "to archive" });
-    const del = await call(gw.url, "DELETE", `/v1/sessions/${s.id}`);
+    const sessionId = await createSession(gw.url, workspace, { title: "to archive" });
+    const del = await call(gw.url, "DELETE", `/v1/sessions/${sessionId}`);
     expect(del.status).toBe(200);
-    expect(del.body).toMatchObject({ id: s.id, status: "archived", title: "to archive" });
+    expect(del.body).toMatchObject({ id: sessionId, status: "archived", title: "to archive" });
 
-    const got = await call(gw.url, "GET", `/v1/sessions/${s.id}`);
+    const got = await call(gw.url, "GET", `/v1/sessions/${sessionId}`);
     expect(got.status).toBe(200);
     expect(got.body.status).toBe("archived");
-    const [row] = await db.sql`select archived_at from sessions where id = ${s.id}`;
+    const [row] = await db.sql`select archived_at from sessions where id = ${sessionId}`;
     expect(row.archivedAt).toBeInstanceOf(Date);
 
     const tasks = await taskCount();
     expectError(
-      await call(gw.url, "POST", `/v1/sessions/${s.id}/turns`, { prompt: "hello" }),
+      await call(gw.url, "POST", `/v1/sessions/${sessionId}/turns`, { prompt: "hello" }),
       409,
       "SESSION_ARCHIVED",
     );
     expect(await taskCount()).toBe(tasks);
 
-    const again = await call(gw.url, "DELETE", `/v1/sessions/${s.id}`);
+    const again = await call(gw.url, "DELETE", `/v1/sessions/${sessionId}`);
     expect(again.status).toBe(200);
     expect(again.body.status).toBe("archived");
-    const [after] = await db.sql`select archived_at from sessions where id = ${s.id}`;
+    const [after] = await db.sql`select archived_at from sessions where id = ${sessionId}`;
     expect(after.archivedAt).toEqual(row.archivedAt);
   });
 });

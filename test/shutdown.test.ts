@@ -8,22 +8,19 @@ import { existsSync, readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, it } from "vitest";
-import WebSocket from "ws";
 import type { TestDatabase } from "./support/db.js";
 import { call, eventually } from "./support/gateway.js";
-import { cancelOpenTasks } from "./support/turns.js";
+import { cancelOpenTasks, createSessions, submitPrompt, waitTerminal } from "./support/turns.js";
 import {
-  createSessions,
   exitedWithOutput,
   gatewayEnv,
   logLines,
   logsWith,
   Processes,
-  useProcessSuite,
-  submit,
   tempDir,
-  waitTerminal,
+  useProcessSuite,
 } from "./support/lifecycle.js";
+import { WsClient } from "./support/ws-client.js";
 
 let db: TestDatabase;
 let workspace: string;
@@ -55,26 +52,22 @@ it("SIGTERM: short turns finish, the rest are interrupted and their slots go to 
   const sessions = await createSessions(a.url, workspace, 12);
 
   const short = [
-    await submit(a.url, sessions[0], "[sleep 6000]"),
-    await submit(a.url, sessions[1], "[sleep 6000]"),
+    await submitPrompt(a.url, sessions[0], "[sleep 6000]"),
+    await submitPrompt(a.url, sessions[1], "[sleep 6000]"),
   ];
   const long: any[] = [];
-  for (const id of sessions.slice(2, 5)) long.push(await submit(a.url, id, "[sleep 30000]"));
+  for (const id of sessions.slice(2, 5)) long.push(await submitPrompt(a.url, id, "[sleep 30000]"));
   expect([...short, ...long].map((t) => t.status)).toEqual(Array(5).fill("running"));
   const queued: any[] = [];
   // Long enough that four of them still wait when the grace ends (two take the short turns' slots)
   // and the two that took them are still running then: they start when the short turns end (6 s)
   // and the grace ends 12 s after the SIGTERM, which comes after these submits. At 8 s only ~2 s
   // of submits fit before they finished first and took A's released slots' place, under load.
-  for (const id of sessions.slice(5, 11)) queued.push(await submit(b.url, id, "[sleep 12000]"));
+  for (const id of sessions.slice(5, 11)) queued.push(await submitPrompt(b.url, id, "[sleep 12000]"));
   expect(queued.every((t) => t.status === "queued")).toBe(true);
 
-  const ws = new WebSocket(`${a.url.replace("http", "ws")}/v1/ws`);
-  await new Promise((resolve, reject) => {
-    ws.once("message", resolve);
-    ws.once("error", reject);
-  });
-  const closed = new Promise<number>((resolve) => ws.once("close", (code) => resolve(code)));
+  const ws = await WsClient.connect(a.url);
+  const closed = ws.closed.then((c) => c.code);
 
   a.kill("SIGTERM");
   await eventually(async () => logsWith(a, "shutdown: stopped admitting and claiming").length === 1);
@@ -145,7 +138,7 @@ it("a second signal during the grace exits at once (code 130); the next boot set
   await gw.waitReady();
   await cancelOpenTasks(gw.url, db.sql); // whatever an earlier test left must not hold the slots
   const [session] = await createSessions(gw.url, workspace, 1);
-  const task = await submit(gw.url, session, "[sleep 30000]");
+  const task = await submitPrompt(gw.url, session, "[sleep 30000]");
   expect(task.status).toBe("running");
 
   gw.kill("SIGTERM");
@@ -178,7 +171,7 @@ it("with an embedded Postgres, SIGTERM stops the postmaster too", async () => {
     const postmaster = Number(readFileSync(pidFile, "utf8").split("\n")[0]);
     expect(processAlive(postmaster)).toBe(true);
     const [session] = await createSessions(gw.url, workspace, 1);
-    const task = await submit(gw.url, session, "[deltas 2]");
+    const task = await submitPrompt(gw.url, session, "[deltas 2]");
     expect((await waitTerminal(gw.url, task.id)).status).toBe("completed");
 
     gw.kill("SIGTERM");

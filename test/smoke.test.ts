@@ -5,6 +5,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
+import { waitTask } from "./support/turns.js";
 
 let db: TestDatabase;
 let gw: Gateway;
@@ -28,10 +29,7 @@ it("creates a session and runs a simulated turn to completion", async () => {
   });
   expect(t.status).toBe(202);
   expect(t.headers.get("location")).toBe(`/v1/tasks/${t.body.id}`);
-  let task = t.body;
-  while (!["completed", "failed"].includes(task.status)) {
-    task = (await call(gw.url, "GET", `/v1/tasks/${task.id}?waitMs=5000`)).body;
-  }
+  const task = await waitTask(gw.url, t.body.id);
   expect(task.status).toBe("completed");
   expect(task.result.text).toBe("chunk 1 chunk 2 chunk 3 ");
   expect(task.result.contextPercent).toBe(1);

@@ -8,8 +8,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { call, startTestGateway } from "./support/gateway.js";
-import { waitTask } from "./support/turns.js";
+import { startTestGateway } from "./support/gateway.js";
+import { createSession, submitPrompt, waitTask } from "./support/turns.js";
 import { range } from "./support/ws-client.js";
 
 const HEARTBEAT_MS = 100;
@@ -128,20 +128,6 @@ function parseRecord(block: string): SseRecord {
   return record;
 }
 
-async function newSession(): Promise<string> {
-  const s = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
-  expect(s.status).toBe(201);
-  return s.body.id;
-}
-
-async function submit(sessionId: string, prompt: string): Promise<string> {
-  const t = await call(gw.url, "POST", `/v1/sessions/${sessionId}/turns`, { prompt });
-  expect(t.status).toBe(202);
-  return t.body.id;
-}
-
-const waitTerminal = (taskId: string): Promise<any> => waitTask(gw.url, taskId);
-
 async function logSeqs(sessionId: string): Promise<number[]> {
   const rows = await db.sql<
     { seq: number }[]
@@ -166,9 +152,9 @@ afterAll(async () => {
 
 describe("SSE", () => {
   it("starts with retry:, then records with id: seq and the event as data, replayed then live", async () => {
-    const sessionId = await newSession();
-    const done = await submit(sessionId, "[deltas 3] [tool 100]");
-    await waitTerminal(done);
+    const sessionId = await createSession(gw.url, workspace);
+    const done = (await submitPrompt(gw.url, sessionId, "[deltas 3] [tool 100]")).id;
+    await waitTask(gw.url, done);
     const stream = await SseStream.open(eventsUrl(sessionId));
     expect(stream.status).toBe(200);
     expect(stream.headers?.get("content-type")).toMatch(/^text\/event-stream/);
@@ -178,7 +164,7 @@ describe("SSE", () => {
     expect(stream.raw.startsWith("retry: ")).toBe(true);
     expect(stream.records[0]).toEqual({ retry: expect.stringMatching(/^\d+$/), comments: [] });
 
-    const live = await submit(sessionId, "[deltas 5] [sleep 50] [tool 3000] [deltas 5]");
+    const live = (await submitPrompt(gw.url, sessionId, "[deltas 5] [sleep 50] [tool 3000] [deltas 5]")).id;
     await stream.waitForTerminal(live);
     const all = await logSeqs(sessionId);
     const withData = stream.records.filter((r) => r.data !== undefined);
@@ -193,7 +179,7 @@ describe("SSE", () => {
   });
 
   it("sends heartbeat comments on an idle stream", async () => {
-    const sessionId = await newSession();
+    const sessionId = await createSession(gw.url, workspace);
     const stream = await SseStream.open(eventsUrl(sessionId));
     await stream.until(() => stream.records.filter((r) => r.comments.includes("ping")).length >= 2, 5000);
     expect(stream.events).toEqual([]);
@@ -202,12 +188,15 @@ describe("SSE", () => {
   });
 
   it("resumes with Last-Event-ID: exactly the missing events, then live", async () => {
-    const sessionId = await newSession();
+    const sessionId = await createSession(gw.url, workspace);
     const first = await SseStream.open(eventsUrl(sessionId));
-    const taskId = await submit(
-      sessionId,
-      "[deltas 5] [tool 200] [sleep 200] [deltas 5] [tool 200] [sleep 200] [deltas 5]",
-    );
+    const taskId = (
+      await submitPrompt(
+        gw.url,
+        sessionId,
+        "[deltas 5] [tool 200] [sleep 200] [deltas 5] [tool 200] [sleep 200] [deltas 5]",
+      )
+    ).id;
     await first.until(() => first.events.some((e) => e.type === "tool.result"));
     first.close();
     const lastId = first.records.filter((r) => r.id !== undefined).at(-1)!.id!;
@@ -222,9 +211,9 @@ describe("SSE", () => {
   });
 
   it("resumes with afterSeq, and the later of afterSeq and Last-Event-ID wins", async () => {
-    const sessionId = await newSession();
-    const taskId = await submit(sessionId, "[deltas 5] [tool 10] [tool 10] [tool 10]");
-    await waitTerminal(taskId);
+    const sessionId = await createSession(gw.url, workspace);
+    const taskId = (await submitPrompt(gw.url, sessionId, "[deltas 5] [tool 10] [tool 10] [tool 10]")).id;
+    await waitTask(gw.url, taskId);
     const all = await logSeqs(sessionId);
     const after = await SseStream.open(eventsUrl(sessionId, "?afterSeq=3"));
     await after.waitForTerminal(taskId);
@@ -236,7 +225,7 @@ describe("SSE", () => {
   });
 
   it("refuses a bad Last-Event-ID, an unknown session, and a cursor older than the retained log", async () => {
-    const sessionId = await newSession();
+    const sessionId = await createSession(gw.url, workspace);
     const bad = await SseStream.open(eventsUrl(sessionId), { "last-event-id": "abc" });
     expect(bad.status).toBe(400);
     expect(JSON.parse(bad.raw).error.code).toBe("INVALID_REQUEST");
@@ -245,8 +234,8 @@ describe("SSE", () => {
     expect(missing.status).toBe(404);
     expect(JSON.parse(missing.raw).error.code).toBe("SESSION_NOT_FOUND");
 
-    const taskId = await submit(sessionId, "[deltas 2] [tool 10]");
-    await waitTerminal(taskId);
+    const taskId = (await submitPrompt(gw.url, sessionId, "[deltas 2] [tool 10]")).id;
+    await waitTask(gw.url, taskId);
     await db.sql`update sessions set pruned_seq = 2 where id = ${sessionId}`;
     await db.sql`delete from events where session_id = ${sessionId} and seq <= 2`;
     const stale = await SseStream.open(eventsUrl(sessionId, "?afterSeq=1"));

@@ -11,7 +11,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { call, eventually, type GatewayProcess, spawnGateway, testEnv } from "./support/gateway.js";
+import { eventually, type GatewayProcess, spawnGateway, testEnv } from "./support/gateway.js";
+import { createSession } from "./support/turns.js";
 import { range, seqs, type WsClient, WsClients, type WsEvent } from "./support/ws-client.js";
 
 let db: TestDatabase;
@@ -76,8 +77,7 @@ function expectWholeLog(events: WsEvent[], log: { seq: number; type: string }[],
 it("a subscriber on A gets every event of a turn running on B, once and in order", async () => {
   const hello = await clients.connect(a.url);
   expect((await hello.hello).instanceId).toBe(ids.a);
-  const s = await call(a.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
-  const sessionId = s.body.id;
+  const sessionId = await createSession(a.url, workspace);
   const onA = await clients.connect(a.url);
   const onB = await clients.connect(b.url);
   await onA.call("events.subscribe", { sessionId });
@@ -101,8 +101,7 @@ it("a subscriber on A gets every event of a turn running on B, once and in order
 });
 
 it("after A's LISTEN connection is killed, A reconnects and its subscriber still gets every event", async () => {
-  const s = await call(b.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
-  const sessionId = s.body.id;
+  const sessionId = await createSession(b.url, workspace);
   const onA = await clients.connect(a.url);
   const onB = await clients.connect(b.url);
   await onA.call("events.subscribe", { sessionId });

@@ -15,18 +15,12 @@ import { EventLog } from "../src/stream/event-log.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, type GatewayProcess, spawnGateway, startTestGateway, testEnv } from "./support/gateway.js";
 import { range, seqs, WsClients } from "./support/ws-client.js";
-import { createSession, submitOk, waitTask } from "./support/turns.js";
+import { createSession, submitPrompt, waitTask } from "./support/turns.js";
 
 let db: TestDatabase;
 let gw: Gateway;
 let workspace: string;
 const clients = new WsClients(() => gw.url);
-
-// The shared helpers (support/turns.ts), bound to this file's gateway and workspace.
-const newSession = (base = gw.url): Promise<string> => createSession(base, workspace);
-const submit = async (sessionId: string, prompt: string, base = gw.url): Promise<string> =>
-  (await submitOk(base, sessionId, { prompt })).id;
-const waitTerminal = (taskId: string, base = gw.url): Promise<any> => waitTask(base, taskId);
 
 interface Row {
   seq: number;
@@ -56,15 +50,20 @@ afterAll(async () => {
 
 describe("event log", () => {
   it("gives every session gap-free seqs 1..n, with concurrent turns, cancels and queued turns", async () => {
-    const sessions = await Promise.all([newSession(), newSession(), newSession()]);
+    const sessions = await Promise.all([
+      createSession(gw.url, workspace),
+      createSession(gw.url, workspace),
+      createSession(gw.url, workspace),
+    ]);
     const tasks: string[] = [];
     for (const sessionId of sessions) {
-      tasks.push(await submit(sessionId, "[deltas 30] [tool 3000] [sleep 20] [deltas 30] [tool 10]"));
-      tasks.push(await submit(sessionId, "[deltas 5] [tool 10]")); // queued behind the first
+      const long = "[deltas 30] [tool 3000] [sleep 20] [deltas 30] [tool 10]";
+      tasks.push((await submitPrompt(gw.url, sessionId, long)).id);
+      tasks.push((await submitPrompt(gw.url, sessionId, "[deltas 5] [tool 10]")).id); // queued behind the first
     }
-    const hanging = await submit(sessions[0], "[deltas 3] [hang]");
+    const hanging = (await submitPrompt(gw.url, sessions[0], "[deltas 3] [hang]")).id;
     await call(gw.url, "POST", `/v1/tasks/${hanging}/cancel`);
-    for (const taskId of [...tasks, hanging]) await waitTerminal(taskId);
+    for (const taskId of [...tasks, hanging]) await waitTask(gw.url, taskId);
     for (const sessionId of sessions) {
       const log = await rows(sessionId);
       expect(seqs(log)).toEqual(range(1, log.length));
@@ -85,9 +84,9 @@ describe("event log", () => {
   });
 
   it("coalesces text deltas within a flush, keeping the text exact", async () => {
-    const sessionId = await newSession();
-    const taskId = await submit(sessionId, "[deltas 200]");
-    const task = await waitTerminal(taskId);
+    const sessionId = await createSession(gw.url, workspace);
+    const taskId = (await submitPrompt(gw.url, sessionId, "[deltas 200]")).id;
+    const task = await waitTask(gw.url, taskId);
     const deltas = (await rows(sessionId)).filter((e) => e.type === "message.delta");
     const expected = range(1, 200)
       .map((i) => `chunk ${i} `)
@@ -99,7 +98,7 @@ describe("event log", () => {
   });
 
   it("sends one NOTIFY per flush, not per event", async () => {
-    const sessionId = await newSession();
+    const sessionId = await createSession(gw.url, workspace);
     const heads: number[] = [];
     const listener = await db.sql.listen("mooring_sessions", (payload) => {
       if (payload === "*") return;
@@ -107,11 +106,14 @@ describe("event log", () => {
         if (id === sessionId) heads.push(head);
     });
     try {
-      const taskId = await submit(
-        sessionId,
-        "[deltas 200] [tool 10] [tool 10] [tool 10] [tool 10] [tool 10]",
-      );
-      await waitTerminal(taskId);
+      const taskId = (
+        await submitPrompt(
+          gw.url,
+          sessionId,
+          "[deltas 200] [tool 10] [tool 10] [tool 10] [tool 10] [tool 10]",
+        )
+      ).id;
+      await waitTask(gw.url, taskId);
       const log = await rows(sessionId);
       // Wait for the NOTIFY of the last commit to arrive here.
       const deadline = Date.now() + 5000;
@@ -132,8 +134,8 @@ describe("event log", () => {
   });
 
   it("flushes a batch of many events for several sessions in one transaction with one NOTIFY", async () => {
-    const a = await newSession();
-    const b = await newSession();
+    const a = await createSession(gw.url, workspace);
+    const b = await createSession(gw.url, workspace);
     const notifications: string[] = [];
     const listener = await db.sql.listen("mooring_sessions", (payload) => {
       if (payload.includes(a) || payload.includes(b)) notifications.push(payload);
@@ -186,13 +188,16 @@ describe("event log", () => {
 
 describe("resume after a disconnect", () => {
   it("a client that drops mid-turn resubscribes with its last seq and gets exactly the rest, then live", async () => {
-    const sessionId = await newSession();
+    const sessionId = await createSession(gw.url, workspace);
     const first = await clients.connect();
     await first.call("events.subscribe", { sessionId });
-    const taskId = await submit(
-      sessionId,
-      "[deltas 10] [tool 500] [sleep 150] [deltas 10] [tool 500] [sleep 150] [deltas 10] [tool 500] [sleep 300] [deltas 10]",
-    );
+    const taskId = (
+      await submitPrompt(
+        gw.url,
+        sessionId,
+        "[deltas 10] [tool 500] [sleep 150] [deltas 10] [tool 500] [sleep 150] [deltas 10] [tool 500] [sleep 300] [deltas 10]",
+      )
+    ).id;
     // Drop the connection (no close handshake) once part of the turn has arrived.
     await first.waitForEvent(sessionId, (e) => e.type === "tool.result");
     await first.close();
@@ -239,14 +244,12 @@ describe("gateway killed with SIGKILL mid-turn", () => {
     const before = await spawnGateway(env);
     procs.push(before);
     await before.waitReady();
-    const sessionId = await newSession(before.url);
+    const sessionId = await createSession(before.url, workspace);
     const watcher = await clients.connect(before.url);
     await watcher.call("events.subscribe", { sessionId });
-    const taskId = await submit(
-      sessionId,
-      "[deltas 50] [tool 4000] [sleep 5000] [deltas 50] [tool 10]",
-      before.url,
-    );
+    const taskId = (
+      await submitPrompt(before.url, sessionId, "[deltas 50] [tool 4000] [sleep 5000] [deltas 50] [tool 10]")
+    ).id;
     await watcher.waitForEvent(sessionId, (e) => e.type === "tool.result" && e.taskId === taskId);
     before.kill("SIGKILL");
     await before.exited;
@@ -273,6 +276,6 @@ describe("gateway killed with SIGKILL mid-turn", () => {
     expect(terminal.type).toBe("task.interrupted");
     expect(terminal.data.error.code).toBe("GATEWAY_RESTART");
     expect(got.filter((e) => e.type.startsWith("message.delta")).length).toBeGreaterThan(0);
-    expect((await waitTerminal(taskId, after.url)).status).toBe("interrupted");
+    expect((await waitTask(after.url, taskId)).status).toBe("interrupted");
   });
 });

@@ -4,15 +4,13 @@ import type { TestDatabase } from "./support/db.js";
 import { call, eventually } from "./support/gateway.js";
 import {
   alive,
-  createSessions,
   exitedWithOutput,
   gatewayEnv,
   logsWith,
   Processes,
-  submit,
   useProcessSuite,
-  waitTerminal,
 } from "./support/lifecycle.js";
+import { createSessions, submitPrompt, waitTerminal } from "./support/turns.js";
 
 let db: TestDatabase;
 let workspace: string;
@@ -50,11 +48,11 @@ it("the survivor takes over a killed instance's tasks after the lease expires an
   // A claims five long turns in their submit transactions; twenty more wait, submitted on both.
   const sessions = await createSessions(a.url, workspace, 30);
   const onA: any[] = [];
-  for (const id of sessions.slice(0, 5)) onA.push(await submit(a.url, id, "[sleep 20000]"));
+  for (const id of sessions.slice(0, 5)) onA.push(await submitPrompt(a.url, id, "[sleep 20000]"));
   expect(onA.map((t) => t.status)).toEqual(Array(5).fill("running"));
   const waiting: any[] = [];
   for (const [i, id] of sessions.slice(5, 25).entries()) {
-    waiting.push(await submit(i % 2 === 0 ? a.url : b.url, id, "[sleep 300]"));
+    waiting.push(await submitPrompt(i % 2 === 0 ? a.url : b.url, id, "[sleep 300]"));
   }
   expect(waiting.every((t) => t.status === "queued")).toBe(true);
   // The queue is full across both instances.

@@ -15,9 +15,17 @@ import { ConfigError, loadConfig } from "../src/config.js";
 import { TenantDirectory } from "../src/domain/tenants.js";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { type Answer, call, eventually, startTestGateway, testEnv } from "./support/gateway.js";
+import { type Answer, call, startTestGateway, testEnv } from "./support/gateway.js";
 import { runGatewayToExit } from "./support/run-to-exit.js";
-import { counts, tempWorkspace, terminal } from "./support/turns.js";
+import {
+  counts,
+  createSessionWith,
+  submitOk,
+  submitPrompt,
+  tempWorkspace,
+  waitPermission,
+  waitTask,
+} from "./support/turns.js";
 import { WsClient } from "./support/ws-client.js";
 
 const A1 = "tenant-alpha-token-one-1111";
@@ -66,26 +74,17 @@ let requestP: string;
 let sessB: any;
 let taskB: any;
 
-async function settled(token: string, taskId: string) {
-  for (;;) {
-    const r = await api(token, "GET", `/v1/tasks/${taskId}?waitMs=5000`);
-    if (r.status !== 200 || terminal.includes(r.body.status)) return r;
-  }
-}
-
 /** A session made with the key `shared` and a turn with the key `turn`, run to completion. */
 async function sessionWithDoneTurn(token: string, workspace: string, prompt: string) {
-  const created = await api(token, "POST", "/v1/sessions", {
-    workspace,
-    agent: "simulated",
-    idempotencyKey: "shared",
-  });
-  expect(created.status).toBe(201);
-  const path = `/v1/sessions/${created.body.id}/turns`;
-  const submitted = await api(token, "POST", path, { prompt, idempotencyKey: "turn" });
-  expect(submitted.status).toBe(202);
-  expect((await settled(token, submitted.body.id)).body.status).toBe("completed");
-  return { session: created.body, task: (await api(token, "GET", `/v1/tasks/${submitted.body.id}`)).body };
+  const session = await createSessionWith(
+    gw.url,
+    { workspace, agent: "simulated", idempotencyKey: "shared" },
+    auth(token),
+  );
+  const submitted = await submitOk(gw.url, session.id, { prompt, idempotencyKey: "turn" }, auth(token));
+  const task = await waitTask(gw.url, submitted.id, undefined, undefined, auth(token));
+  expect(task.status).toBe("completed");
+  return { session, task };
 }
 
 beforeAll(async () => {
@@ -108,17 +107,9 @@ beforeAll(async () => {
   ({ session: sessA, task: taskA } = await sessionWithDoneTurn(A1, wsA, "[deltas 3]"));
 
   // The second, hashed token of alpha: a running turn that waits on a permission request.
-  const p = await api(A2, "POST", "/v1/sessions", { workspace: wsA, agent: "simulated" });
-  expect(p.status).toBe(201);
-  sessP = p.body;
-  const asked = await api(A2, "POST", `/v1/sessions/${sessP.id}/turns`, { prompt: "[ask bash]" });
-  expect(asked.status).toBe(202);
-  // A pending request changes no task state, so a long-poll would not wake for it: poll.
-  taskP = await eventually(async () => {
-    const r = await api(A2, "GET", `/v1/tasks/${asked.body.id}`);
-    return r.body.pendingPermissions?.length > 0 ? r.body : null;
-  });
-  requestP = taskP.pendingPermissions[0].requestId;
+  sessP = await createSessionWith(gw.url, { workspace: wsA, agent: "simulated" }, auth(A2));
+  taskP = await submitPrompt(gw.url, sessP.id, "[ask bash]", auth(A2));
+  requestP = (await waitPermission(gw.url, taskP.id, undefined, auth(A2))).requestId;
 
   // Beta uses the same idempotency keys: its own session and task.
   ({ session: sessB, task: taskB } = await sessionWithDoneTurn(B, wsB, "[deltas 1]"));
@@ -218,9 +209,8 @@ describe("tenant B on tenant A's ids", () => {
       }
       expect(await counts(db.sql)).toEqual(before);
       // A turn of A's session writes events; the socket that tried to subscribe gets none of them.
-      const t = await api(A1, "POST", `/v1/sessions/${sessA.id}/turns`, { prompt: "[deltas 2]" });
-      expect(t.status).toBe(202);
-      expect((await settled(A1, t.body.id)).body.status).toBe("completed");
+      const t = await submitPrompt(gw.url, sessA.id, "[deltas 2]", auth(A1));
+      expect((await waitTask(gw.url, t.id, undefined, undefined, auth(A1))).status).toBe("completed");
       await ws.call("ping", {});
       expect(ws.events).toEqual([]);
     } finally {
@@ -245,7 +235,7 @@ describe("tenant B on tenant A's ids", () => {
     // A (the other token of alpha) answers: proof the request was still open.
     const own = await api(A1, "POST", `/v1/tasks/${taskP.id}/permissions/${requestP}`, { optionId: "deny" });
     expect(own.status).toBe(200);
-    expect((await settled(A1, taskP.id)).body.status).toBe("completed");
+    expect((await waitTask(gw.url, taskP.id, undefined, undefined, auth(A1))).status).toBe("completed");
   });
 });
 

@@ -21,7 +21,7 @@ import {
   startTestGateway,
   testEnv,
 } from "./support/gateway.js";
-import { tempWorkspace } from "./support/turns.js";
+import { createSession, submit, submitPrompt, tempWorkspace } from "./support/turns.js";
 
 const TENANTS = JSON.stringify({
   a: { tokens: ["token-a"], maxActive: 2, maxQueued: 4 },
@@ -29,15 +29,6 @@ const TENANTS = JSON.stringify({
   ops: { tokens: ["token-ops"], admin: true },
 });
 const auth = (tenant: string) => ({ authorization: `Bearer token-${tenant}` });
-
-async function session(base: string, tenant: string, workspace: string): Promise<string> {
-  const s = await call(base, "POST", "/v1/sessions", { workspace, agent: "simulated" }, auth(tenant));
-  if (s.status !== 201) throw new Error(`session not created: ${s.status} ${JSON.stringify(s.body)}`);
-  return s.body.id;
-}
-
-const submit = (base: string, tenant: string, sessionId: string, prompt: string) =>
-  call(base, "POST", `/v1/sessions/${sessionId}/turns`, { prompt }, auth(tenant));
 
 describe("quotas across two instances", () => {
   let db: TestDatabase;
@@ -66,10 +57,10 @@ describe("quotas across two instances", () => {
     const workspace = await tempWorkspace();
     const base = (i: number) => (i % 2 ? one.url : two.url);
     const aSessions = await Promise.all(
-      Array.from({ length: 30 }, (_, i) => session(base(i), "a", workspace)),
+      Array.from({ length: 30 }, (_, i) => createSession(base(i), workspace, {}, auth("a"))),
     );
     const bSessions = await Promise.all(
-      Array.from({ length: 6 }, (_, i) => session(base(i), "b", workspace)),
+      Array.from({ length: 6 }, (_, i) => createSession(base(i), workspace, {}, auth("b"))),
     );
 
     let sampling = true;
@@ -95,7 +86,7 @@ describe("quotas across two instances", () => {
     // Phase 1: 10 turns of a that hang, half through each instance: exactly 2 run and 4 wait;
     // the other 4 are refused with TENANT_BUSY, the gateway as a whole being far from full.
     const burst = await Promise.all(
-      aSessions.slice(0, 10).map((id, i) => submit(base(i), "a", id, `[hang] a ${i}`)),
+      aSessions.slice(0, 10).map((id, i) => submit(base(i), id, { prompt: `[hang] a ${i}` }, auth("a"))),
     );
     const accepted = burst.filter((r) => r.status === 202);
     expect(accepted).toHaveLength(6);
@@ -125,7 +116,7 @@ describe("quotas across two instances", () => {
     expect(byAdmin.body.error.message).not.toMatch(/[0-9]/);
     // b is still admitted, and runs at once in the 3 slots a cannot use.
     const bTurns = await Promise.all(
-      bSessions.slice(0, 3).map((id, i) => submit(base(i), "b", id, `[hang] b ${i}`)),
+      bSessions.slice(0, 3).map((id, i) => submit(base(i), id, { prompt: `[hang] b ${i}` }, auth("b"))),
     );
     for (const r of bTurns) expect(r.body.status, JSON.stringify(r.body)).toBe("running");
 
@@ -157,7 +148,12 @@ describe("quotas across two instances", () => {
     const done: Promise<string>[] = [];
     const run = async (tenant: string, sessionId: string, i: number): Promise<string> => {
       for (;;) {
-        const r = await submit(base(i), tenant, sessionId, `[sleep ${60 + (i % 4) * 40}] ${tenant} ${i}`);
+        const r = await submit(
+          base(i),
+          sessionId,
+          { prompt: `[sleep ${60 + (i % 4) * 40}] ${tenant} ${i}` },
+          auth(tenant),
+        );
         if (r.status === 202) return r.body.id;
         expect(r.body.error.code).toBe(tenant === "a" ? "TENANT_BUSY" : "GATEWAY_BUSY");
         await new Promise((resolve) => setTimeout(resolve, 50));
@@ -204,15 +200,15 @@ describe("fairness", () => {
 
   it("gives the next freed slot to b's single turn, ahead of a's full queue", async () => {
     const workspace = await tempWorkspace();
-    const aSessions = await Promise.all(Array.from({ length: 12 }, () => session(gw.url, "a", workspace)));
-    const bSession = await session(gw.url, "b", workspace);
+    const aSessions = await Promise.all(
+      Array.from({ length: 12 }, () => createSession(gw.url, workspace, {}, auth("a"))),
+    );
+    const bSession = await createSession(gw.url, workspace, {}, auth("b"));
     const aTurns: string[] = [];
     for (const [i, id] of aSessions.entries()) {
-      const r = await submit(gw.url, "a", id, `[hang] a ${i}`);
-      expect(r.status).toBe(202);
-      aTurns.push(r.body.id);
+      aTurns.push((await submitPrompt(gw.url, id, `[hang] a ${i}`, auth("a"))).id);
     }
-    const b = await submit(gw.url, "b", bSession, "[hang] b");
+    const b = await submit(gw.url, bSession, { prompt: "[hang] b" }, auth("b"));
     expect(b.body.status).toBe("queued");
     // Under the fair rule b's turn is first in line, and a's queue each moved back by one.
     expect(b.body.position).toBe(1);

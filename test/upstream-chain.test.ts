@@ -9,7 +9,8 @@ import { upstreamGoneNotice } from "../src/agents/mooring/conversation.js";
 import { SseReader, taskEvents } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually, type GatewayProcess } from "./support/gateway.js";
-import { gatewayEnv, logLines, Processes, useProcessSuite, waitTerminal } from "./support/lifecycle.js";
+import { gatewayEnv, logLines, Processes, useProcessSuite } from "./support/lifecycle.js";
+import { createSession, submitPrompt, waitTask, waitTerminal } from "./support/turns.js";
 import { TcpProxy } from "./support/tcp-proxy.js";
 
 const TOKEN = "upstream-secret-token-7f3a";
@@ -67,18 +68,6 @@ async function downstream(extra: Record<string, string> = {}, token = TOKEN): Pr
   return gw;
 }
 
-async function chainedSession(down: GatewayProcess): Promise<string> {
-  const res = await call(down.url, "POST", "/v1/sessions", { workspace, agent: "up" });
-  expect(res.status, JSON.stringify(res.body)).toBe(201);
-  return res.body.id;
-}
-
-async function submit(down: GatewayProcess, sessionId: string, prompt: string): Promise<any> {
-  const res = await call(down.url, "POST", `/v1/sessions/${sessionId}/turns`, { prompt });
-  expect(res.status, JSON.stringify(res.body)).toBe(202);
-  return res.body;
-}
-
 /** The upstream task a downstream session's turn made (there is one upstream session per downstream one). */
 async function upstreamTaskOf(downSessionId: string): Promise<any> {
   return eventually(async () => {
@@ -89,16 +78,6 @@ async function upstreamTaskOf(downSessionId: string): Promise<any> {
       select id from tasks where session_id = ${row.agentSessionId} order by turn_index desc limit 1`;
     return task ?? null;
   }, 60_000);
-}
-
-const terminal = new Set(["completed", "failed", "cancelled", "expired", "interrupted"]);
-
-/** Long-polls an upstream task (with the upstream's token) until it is terminal. */
-async function upstreamTerminal(taskId: string): Promise<any> {
-  return eventually(async () => {
-    const t = (await call(proxy.url, "GET", `/v1/tasks/${taskId}?waitMs=5000`, undefined, auth)).body;
-    return terminal.has(t?.status) ? t : null;
-  }, 120_000);
 }
 
 /** The agent's events of a task, as clients see them (the task's own bookkeeping left out). */
@@ -115,8 +94,8 @@ describe("a gateway whose agent is another gateway", () => {
   it("streams the upstream's events one to one and completes with its result", async () => {
     await upstream();
     const down = await downstream();
-    const sessionId = await chainedSession(down);
-    const task = await submit(down, sessionId, "[deltas 5][tool 300][tokens 5000]");
+    const sessionId = await createSession(down.url, workspace, { agent: "up" });
+    const task = await submitPrompt(down.url, sessionId, "[deltas 5][tool 300][tokens 5000]");
     const done = await waitTerminal(down.url, task.id, 120_000);
     expect(done.status, JSON.stringify(done.error)).toBe("completed");
 
@@ -143,7 +122,7 @@ describe("a gateway whose agent is another gateway", () => {
     // The resume cursor is the upstream session; the next turn goes to the same one.
     const session = (await call(down.url, "GET", `/v1/sessions/${sessionId}`)).body;
     expect(session.agentSessionId).toBe(upTask.sessionId);
-    const second = await submit(down, sessionId, "again");
+    const second = await submitPrompt(down.url, sessionId, "again");
     expect((await waitTerminal(down.url, second.id, 120_000)).status).toBe("completed");
     const [{ count }] = await upDb.sql<{ count: number }[]>`select count(*)::int as count from sessions`;
     expect(count).toBe(1);
@@ -160,14 +139,14 @@ describe("a gateway whose agent is another gateway", () => {
   it("starts a fresh upstream session, with session.reset, when the upstream's is gone", async () => {
     await upstream();
     const down = await downstream();
-    const sessionId = await chainedSession(down);
-    const first = await submit(down, sessionId, "one");
+    const sessionId = await createSession(down.url, workspace, { agent: "up" });
+    const first = await submitPrompt(down.url, sessionId, "one");
     expect((await waitTerminal(down.url, first.id, 120_000)).status).toBe("completed");
     const before = (await call(down.url, "GET", `/v1/sessions/${sessionId}`)).body.agentSessionId;
     // The upstream's operator archives it.
     expect((await call(proxy.url, "DELETE", `/v1/sessions/${before}`, undefined, auth)).status).toBe(200);
 
-    const second = await submit(down, sessionId, "two");
+    const second = await submitPrompt(down.url, sessionId, "two");
     const done = await waitTerminal(down.url, second.id, 120_000);
     expect(done.status, JSON.stringify(done.error)).toBe("completed");
     const reset = (await taskEvents(downDb.sql, second.id)).find((e) => e.type === "session.reset");
@@ -182,10 +161,10 @@ describe("a gateway whose agent is another gateway", () => {
   it("fails UPSTREAM_FAILED naming interrupted/GATEWAY_RESTART when the upstream is killed mid-turn, every event relayed once", async () => {
     const first = await upstream();
     const down = await downstream();
-    const sessionId = await chainedSession(down);
+    const sessionId = await createSession(down.url, workspace, { agent: "up" });
     const feed = new SseReader(down.url, sessionId);
     try {
-      const task = await submit(down, sessionId, "[deltas 3][sleep 120000]");
+      const task = await submitPrompt(down.url, sessionId, "[deltas 3][sleep 120000]");
       await feed.next("message.delta", task.id, 90_000);
       const up = await upstreamTaskOf(sessionId);
       // Wait until all three deltas were relayed, then kill the upstream.
@@ -218,10 +197,14 @@ describe("a gateway whose agent is another gateway", () => {
   it("completes across a link cut for a few seconds mid-turn, with no gap or duplicate", async () => {
     await upstream();
     const down = await downstream();
-    const sessionId = await chainedSession(down);
+    const sessionId = await createSession(down.url, workspace, { agent: "up" });
     const feed = new SseReader(down.url, sessionId);
     try {
-      const task = await submit(down, sessionId, "[deltas 3][sleep 4000][deltas 3][sleep 500][deltas 2]");
+      const task = await submitPrompt(
+        down.url,
+        sessionId,
+        "[deltas 3][sleep 4000][deltas 3][sleep 500][deltas 2]",
+      );
       await feed.next("message.delta", task.id, 90_000);
       proxy.refuse = true;
       proxy.cutAll();
@@ -248,10 +231,10 @@ describe("a gateway whose agent is another gateway", () => {
   it("fails UPSTREAM_LOST once the upstream stayed unreachable for MOORING_UPSTREAM_SILENT_MS", async () => {
     const up = await upstream();
     const down = await downstream({ MOORING_UPSTREAM_SILENT_MS: "3000" });
-    const sessionId = await chainedSession(down);
+    const sessionId = await createSession(down.url, workspace, { agent: "up" });
     const feed = new SseReader(down.url, sessionId);
     try {
-      const task = await submit(down, sessionId, "[deltas 2][sleep 120000]");
+      const task = await submitPrompt(down.url, sessionId, "[deltas 2][sleep 120000]");
       await feed.next("message.delta", task.id, 90_000);
       const killedAt = Date.now();
       up.kill("SIGKILL");
@@ -269,9 +252,9 @@ describe("a gateway whose agent is another gateway", () => {
     // Earlier tests' turns may have left upstream tasks to let go of; this test counts every request.
     await downDb.sql`update tasks set upstream = upstream || '{"released": "earlier test"}'::jsonb where upstream is not null`;
     const down = await downstream({}, "not-the-token");
-    const sessionId = await chainedSession(down);
+    const sessionId = await createSession(down.url, workspace, { agent: "up" });
     proxy.requests.length = 0;
-    const task = await submit(down, sessionId, "hello");
+    const task = await submitPrompt(down.url, sessionId, "hello");
     const done = await waitTerminal(down.url, task.id, 120_000);
     expect(done.status).toBe("failed");
     expect(done.error).toMatchObject({ code: "UPSTREAM_AUTH" });
@@ -283,37 +266,22 @@ describe("a gateway whose agent is another gateway", () => {
     const upGw = await upstream({ MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "5" });
     const down = await downstream();
     // Someone else holds the upstream's only active slot.
-    const other = await call(upGw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" }, auth);
-    const blocker = await call(
-      upGw.url,
-      "POST",
-      `/v1/sessions/${other.body.id}/turns`,
-      { prompt: "[hang]" },
-      auth,
-    );
-    expect(blocker.status).toBe(202);
-    await eventually(
-      async () =>
-        (await call(upGw.url, "GET", `/v1/tasks/${blocker.body.id}`, undefined, auth)).body.status ===
-        "running",
-      60_000,
-    );
+    const other = await createSession(upGw.url, workspace, {}, auth);
+    const blocker = await submitPrompt(upGw.url, other, "[hang]", auth);
+    await waitTask(upGw.url, blocker.id, (t) => t.status === "running", 60_000, auth);
 
-    const sessionId = await chainedSession(down);
+    const sessionId = await createSession(down.url, workspace, { agent: "up" });
     const feed = new SseReader(down.url, sessionId);
     try {
-      const task = await submit(down, sessionId, "[deltas 2]");
+      const task = await submitPrompt(down.url, sessionId, "[deltas 2]");
       const position = await feed.next("task.position", task.id, 90_000);
       expect(position.data.upstream).toMatchObject({ position: 1, queueDeadlineAt: expect.any(String) });
       // The row is written beside the event, so the view may follow it by a moment.
-      const view = await eventually(async () => {
-        const v = (await call(down.url, "GET", `/v1/tasks/${task.id}`)).body;
-        return v.upstream?.position === 1 ? v : null;
-      }, 30_000);
+      const view = await waitTask(down.url, task.id, (v) => v.upstream?.position === 1, 30_000);
       expect(view.status).toBe("running");
       expect(view.upstream).toEqual(position.data.upstream);
 
-      await call(upGw.url, "POST", `/v1/tasks/${blocker.body.id}/cancel`, undefined, auth);
+      await call(upGw.url, "POST", `/v1/tasks/${blocker.id}/cancel`, undefined, auth);
       const done = await waitTerminal(down.url, task.id, 120_000);
       expect(done.status, JSON.stringify(done.error)).toBe("completed");
       expect(done.upstream).toBeNull();
@@ -325,38 +293,24 @@ describe("a gateway whose agent is another gateway", () => {
   it("retries a 429 of a full upstream gate after its Retry-After, showing the wait, then completes", async () => {
     const upGw = await upstream({ MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "0" });
     const down = await downstream();
-    const other = await call(upGw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" }, auth);
-    const blocker = await call(
-      upGw.url,
-      "POST",
-      `/v1/sessions/${other.body.id}/turns`,
-      { prompt: "[hang]" },
-      auth,
-    );
-    await eventually(
-      async () =>
-        (await call(upGw.url, "GET", `/v1/tasks/${blocker.body.id}`, undefined, auth)).body.status ===
-        "running",
-      60_000,
-    );
+    const other = await createSession(upGw.url, workspace, {}, auth);
+    const blocker = await submitPrompt(upGw.url, other, "[hang]", auth);
+    await waitTask(upGw.url, blocker.id, (t) => t.status === "running", 60_000, auth);
 
-    const sessionId = await chainedSession(down);
+    const sessionId = await createSession(down.url, workspace, { agent: "up" });
     const feed = new SseReader(down.url, sessionId);
     try {
-      const task = await submit(down, sessionId, "[deltas 2]");
+      const task = await submitPrompt(down.url, sessionId, "[deltas 2]");
       const refused = await feed.next("task.position", task.id, 90_000);
       expect(refused.data.upstream).toMatchObject({ position: null, retryAt: expect.any(String) });
-      const view = await eventually(async () => {
-        const v = (await call(down.url, "GET", `/v1/tasks/${task.id}`)).body;
-        return v.upstream?.retryAt ? v : null;
-      }, 30_000);
+      const view = await waitTask(down.url, task.id, (v) => v.upstream?.retryAt, 30_000);
       expect(view.status).toBe("running");
       expect(view.upstream).toMatchObject({
         position: null,
         queueDeadlineAt: null,
         retryAt: expect.any(String),
       });
-      await call(upGw.url, "POST", `/v1/tasks/${blocker.body.id}/cancel`, undefined, auth);
+      await call(upGw.url, "POST", `/v1/tasks/${blocker.id}/cancel`, undefined, auth);
       const done = await waitTerminal(down.url, task.id, 120_000);
       expect(done.status, JSON.stringify(done.error)).toBe("completed");
     } finally {
@@ -367,15 +321,15 @@ describe("a gateway whose agent is another gateway", () => {
   it("cancels the upstream task when the downstream task is cancelled", async () => {
     await upstream();
     const down = await downstream();
-    const sessionId = await chainedSession(down);
+    const sessionId = await createSession(down.url, workspace, { agent: "up" });
     const feed = new SseReader(down.url, sessionId);
     try {
-      const task = await submit(down, sessionId, "[deltas 2][hang]");
+      const task = await submitPrompt(down.url, sessionId, "[deltas 2][hang]");
       await feed.next("message.delta", task.id, 90_000);
       const up = await upstreamTaskOf(sessionId);
       await call(down.url, "POST", `/v1/tasks/${task.id}/cancel`);
       expect((await waitTerminal(down.url, task.id, 120_000)).status).toBe("cancelled");
-      expect((await upstreamTerminal(up.id)).status).toBe("cancelled");
+      expect((await waitTask(proxy.url, up.id, undefined, 120_000, auth)).status).toBe("cancelled");
     } finally {
       feed.close();
     }
@@ -384,9 +338,9 @@ describe("a gateway whose agent is another gateway", () => {
   it("cancels the upstream task of a turn its downstream gateway died in, after the downstream restarts", async () => {
     await upstream();
     const down = await downstream();
-    const sessionId = await chainedSession(down);
+    const sessionId = await createSession(down.url, workspace, { agent: "up" });
     const feed = new SseReader(down.url, sessionId);
-    const task = await submit(down, sessionId, "[deltas 2][hang]");
+    const task = await submitPrompt(down.url, sessionId, "[deltas 2][hang]");
     await feed.next("message.delta", task.id, 90_000);
     feed.close();
     const up = await upstreamTaskOf(sessionId);
@@ -401,7 +355,7 @@ describe("a gateway whose agent is another gateway", () => {
 
     const again = await downstream();
     expect((await waitTerminal(again.url, task.id, 120_000)).status).toBe("interrupted");
-    expect((await upstreamTerminal(up.id)).status).toBe("cancelled");
+    expect((await waitTask(proxy.url, up.id, undefined, 120_000, auth)).status).toBe("cancelled");
     await eventually(async () => {
       const [row] = await downDb.sql<{ upstream: any }[]>`select upstream from tasks where id = ${task.id}`;
       return typeof row?.upstream?.released === "string";

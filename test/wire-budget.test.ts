@@ -13,8 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
-import { waitTask } from "./support/turns.js";
-import { isTerminalEvent, range, seqs, type WsClient, WsClients } from "./support/ws-client.js";
+import { createSession, submitPrompt, waitTask } from "./support/turns.js";
+import { isTerminalEvent, range, seqs, WsClients } from "./support/ws-client.js";
 
 const KiB = 1024;
 const BUDGET = { snapshotWire: 7.3 * KiB, liveWire: 6.7 * KiB, liveDecoded: 58 * KiB, liveMessages: 9 };
@@ -23,11 +23,6 @@ let db: TestDatabase;
 let gw: Gateway;
 let workspace: string;
 const clients = new WsClients(() => gw.url);
-
-const connect = (options: ConstructorParameters<typeof WsClient>[1] = {}): Promise<WsClient> =>
-  clients.connect(gw.url, options);
-
-const waitTerminal = (taskId: string): Promise<any> => waitTask(gw.url, taskId);
 
 interface RawAnswer {
   status: number;
@@ -73,9 +68,8 @@ afterAll(async () => {
 
 describe("previews", () => {
   it("a 1 MiB tool result (the simulated cap) travels as a ≤ 2 KiB preview with its size; the payload route has it all", async () => {
-    const s = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
-    const sessionId = s.body.id;
-    const client = await connect();
+    const sessionId = await createSession(gw.url, workspace);
+    const client = await clients.connect();
     await client.call("events.subscribe", { sessionId });
     const task = await client.call("turns.submit", { sessionId, prompt: "[tool 1048576] [tool 300]" });
     await client.waitForTerminal(sessionId, task.id);
@@ -107,10 +101,9 @@ describe("previews", () => {
   });
 
   it("compresses large JSON responses when the client accepts it, and only then", async () => {
-    const s = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
-    const t = await call(gw.url, "POST", `/v1/sessions/${s.body.id}/turns`, { prompt: "[tool 50000]" });
-    await waitTerminal(t.body.id);
-    const url = `${gw.url}/v1/sessions/${s.body.id}/events/4/payload`;
+    const sessionId = await createSession(gw.url, workspace);
+    await waitTask(gw.url, (await submitPrompt(gw.url, sessionId, "[tool 50000]")).id);
+    const url = `${gw.url}/v1/sessions/${sessionId}/events/4/payload`;
     const plain = await rawGet(url);
     expect(plain.headers["content-encoding"]).toBeUndefined();
     expect(plain.headers.vary).toMatch(/accept-encoding/i);
@@ -132,17 +125,14 @@ describe("previews", () => {
 
 describe("wire budget (docs/api.md, Wire budget)", () => {
   it("the reference scenario stays within the published figures", async () => {
-    const s = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
-    const sessionId = s.body.id;
+    const sessionId = await createSession(gw.url, workspace);
     // 10 past turns: 5 tool calls each, 5 × 180000 B = 879 KiB of tool results per turn.
     const pastPrompt = "[tool 180000] ".repeat(5).trim();
     let last = "";
     for (let i = 0; i < 10; i++) {
-      const t = await call(gw.url, "POST", `/v1/sessions/${sessionId}/turns`, { prompt: pastPrompt });
-      expect(t.status).toBe(202);
-      last = t.body.id;
+      last = (await submitPrompt(gw.url, sessionId, pastPrompt)).id;
     }
-    expect((await waitTerminal(last)).status).toBe("completed");
+    expect((await waitTask(gw.url, last)).status).toBe("completed");
     const [{ total }] = await db.sql<{ total: number }[]>`
       select sum(length(payload->>'output'))::int8 as total from events where session_id = ${sessionId}`;
     expect(total).toBe(10 * 5 * 180_000);
@@ -156,11 +146,11 @@ describe("wire budget (docs/api.md, Wire budget)", () => {
 
     // The measured turn: 5 tool calls, 1.05 MiB of results. Subscribe first, submit over the socket,
     // count everything the socket receives from the submit to the terminal event.
-    const client = await connect();
+    const client = await clients.connect();
     const subscribed = await client.call("events.subscribe", { sessionId, afterSeq: view.lastSeq });
     expect(subscribed.headSeq).toBe(view.lastSeq);
     // A second subscriber without compression checks the byte counter itself (wire ≥ decoded).
-    const plain = await connect({ perMessageDeflate: false });
+    const plain = await clients.connect(gw.url, { perMessageDeflate: false });
     await plain.call("events.subscribe", { sessionId, afterSeq: view.lastSeq });
     plain.resetCounters();
     const measuredPrompt = "[tool 1000] [tool 1000] [tool 1000] [tool 1000] [tool 1048576]";

@@ -10,9 +10,10 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
-import { createSession, isRunning, LogRecorder, runTurn, taskEvents } from "./support/agent-gateway.js";
+import { isRunning, LogRecorder, taskEvents } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { repoRoot, startTestGateway } from "./support/gateway.js";
+import { createSessionWith, runTurn } from "./support/turns.js";
 
 const agentScript = join(repoRoot, "test/support/acp-agent.ts");
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
@@ -64,7 +65,7 @@ describe("a workspace resolved again at every turn and spawn", () => {
   it("a warm agent's folder swapped for a symlink outside the roots: the next turn does not run", async () => {
     const folder = join(root, "warm");
     await mkdir(folder);
-    const session = await createSession(gw.url, { workspace: folder, agent: "acp" });
+    const session = await createSessionWith(gw.url, { workspace: folder, agent: "acp" });
     const first = await runTurn(gw.url, session.id, "[cwd]");
     expect(first.status).toBe("completed");
     expect(first.result.text).toBe(`cwd: ${folder} session-cwd: ${folder}`);
@@ -88,7 +89,7 @@ describe("a workspace resolved again at every turn and spawn", () => {
   it("a folder swapped before the first turn: no agent is started", async () => {
     const folder = join(root, "fresh");
     await mkdir(folder);
-    const session = await createSession(gw.url, { workspace: folder, agent: "acp" });
+    const session = await createSessionWith(gw.url, { workspace: folder, agent: "acp" });
     await swapForSymlink(folder, "/");
 
     const task = await runTurn(gw.url, session.id, "[cwd]");
@@ -99,7 +100,7 @@ describe("a workspace resolved again at every turn and spawn", () => {
 
   it("a folder missing at creation and later created as a symlink outside: refused", async () => {
     const folder = join(root, "later");
-    const session = await createSession(gw.url, { workspace: folder, agent: "acp" });
+    const session = await createSessionWith(gw.url, { workspace: folder, agent: "acp" });
     expect(session.workspace).toBe(folder);
     await symlink(outside, folder);
 
@@ -111,7 +112,7 @@ describe("a workspace resolved again at every turn and spawn", () => {
 
   it("a folder that does not exist fails the turn with a clear start failure", async () => {
     const folder = join(root, "never-made");
-    const session = await createSession(gw.url, { workspace: folder, agent: "acp" });
+    const session = await createSessionWith(gw.url, { workspace: folder, agent: "acp" });
 
     const task = await runTurn(gw.url, session.id, "[cwd]");
 
@@ -127,7 +128,7 @@ describe("a workspace resolved again at every turn and spawn", () => {
     const real = join(root, "real");
     await mkdir(real);
     const alias = join(root, "alias");
-    const session = await createSession(gw.url, { workspace: alias, agent: "acp" });
+    const session = await createSessionWith(gw.url, { workspace: alias, agent: "acp" });
     await symlink(real, alias); // inside the roots: allowed
 
     const task = await runTurn(gw.url, session.id, "[cwd]");

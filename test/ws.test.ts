@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
-import { createSession, submitOk, waitTask } from "./support/turns.js";
+import { createSession, submitPrompt, waitTask } from "./support/turns.js";
 import { isTerminalEvent, range, seqs, type WsClient, WsClients, type WsEvent } from "./support/ws-client.js";
 
 // Short enough for the ping test to be quick, long enough that a loaded machine delaying the test
@@ -24,12 +24,6 @@ let db: TestDatabase;
 let gw: Gateway;
 let workspace: string;
 const clients = new WsClients(() => gw.url);
-
-// The shared helpers (support/turns.ts), bound to this file's gateway and workspace.
-const newSession = (base = gw.url): Promise<string> => createSession(base, workspace);
-const submit = async (sessionId: string, prompt: string, base = gw.url): Promise<string> =>
-  (await submitOk(base, sessionId, { prompt })).id;
-const waitTerminal = (taskId: string, base = gw.url): Promise<any> => waitTask(base, taskId);
 
 async function logSeqs(sessionId: string): Promise<number[]> {
   const rows = await db.sql<
@@ -165,7 +159,7 @@ describe("JSON-RPC over the socket", () => {
     const hanging = await c.call("turns.submit", { sessionId: session.id, prompt: "[hang]" });
     const cancelled = await c.call("tasks.cancel", { taskId: hanging.id });
     expect(["cancelling", "cancelled"]).toContain(cancelled.status);
-    expect((await waitTerminal(hanging.id)).status).toBe("cancelled");
+    expect((await waitTask(gw.url, hanging.id)).status).toBe("cancelled");
 
     const gate = await c.call("gate.status");
     expect(gate).toMatchObject({ maxActive: expect.any(Number), maxQueued: expect.any(Number) });
@@ -181,7 +175,7 @@ describe("JSON-RPC over the socket", () => {
   });
 
   it("keeps events.subscribe to sockets: over POST /v1/rpc it is INVALID_REQUEST", async () => {
-    const sessionId = await newSession();
+    const sessionId = await createSession(gw.url, workspace);
     const res = await call(gw.url, "POST", "/v1/rpc", {
       jsonrpc: "2.0",
       id: 1,
@@ -194,9 +188,9 @@ describe("JSON-RPC over the socket", () => {
 
 describe("subscriptions", () => {
   it("answers {sessionId, headSeq, session} before any event of that subscription", async () => {
-    const sessionId = await newSession();
-    const taskId = await submit(sessionId, "[deltas 3] [tool 100] [tool 100] [tool 100]");
-    await waitTerminal(taskId);
+    const sessionId = await createSession(gw.url, workspace);
+    const taskId = (await submitPrompt(gw.url, sessionId, "[deltas 3] [tool 100] [tool 100] [tool 100]")).id;
+    await waitTask(gw.url, taskId);
     const head = (await logSeqs(sessionId)).at(-1)!;
     const c = await clients.connect();
     const before = c.received.length;
@@ -219,8 +213,8 @@ describe("subscriptions", () => {
   });
 
   it("answers first even while a turn is writing events during the subscribe", async () => {
-    const sessionId = await newSession();
-    const taskId = await submit(sessionId, `${"[deltas 5] [sleep 5] ".repeat(40)}`);
+    const sessionId = await createSession(gw.url, workspace);
+    const taskId = (await submitPrompt(gw.url, sessionId, `${"[deltas 5] [sleep 5] ".repeat(40)}`)).id;
     const c = await clients.connect();
     const result = await c.call("events.subscribe", { sessionId });
     const answerAt = c.received.findIndex((r) => r.message.result?.headSeq !== undefined);
@@ -234,13 +228,13 @@ describe("subscriptions", () => {
   });
 
   it("serves several subscriptions on one socket, each complete and in order", async () => {
-    const a = await newSession();
-    const b = await newSession();
+    const a = await createSession(gw.url, workspace);
+    const b = await createSession(gw.url, workspace);
     const c = await clients.connect();
     await c.call("events.subscribe", { sessionId: a });
     await c.call("events.subscribe", { sessionId: b });
-    const ta = await submit(a, "[deltas 20] [tool 3000] [sleep 30] [deltas 20]");
-    const tb = await submit(b, "[deltas 10] [sleep 10] [tool 50] [deltas 10]");
+    const ta = (await submitPrompt(gw.url, a, "[deltas 20] [tool 3000] [sleep 30] [deltas 20]")).id;
+    const tb = (await submitPrompt(gw.url, b, "[deltas 10] [sleep 10] [tool 50] [deltas 10]")).id;
     await c.waitForTerminal(a, ta);
     await c.waitForTerminal(b, tb);
     expectContiguous(c.eventsOf(a), 0, (await logSeqs(a)).at(-1)!);
@@ -250,18 +244,18 @@ describe("subscriptions", () => {
   });
 
   it("stops delivery after events.unsubscribe", async () => {
-    const sessionId = await newSession();
+    const sessionId = await createSession(gw.url, workspace);
     const quitter = await clients.connect();
     const witness = await clients.connect();
     await quitter.call("events.subscribe", { sessionId });
     await witness.call("events.subscribe", { sessionId });
-    const first = await submit(sessionId, "[deltas 2]");
+    const first = (await submitPrompt(gw.url, sessionId, "[deltas 2]")).id;
     await quitter.waitForTerminal(sessionId, first);
     expect(await quitter.call("events.unsubscribe", { sessionId })).toEqual({
       sessionId,
       unsubscribed: true,
     });
-    const second = await submit(sessionId, "[deltas 5] [tool 10]");
+    const second = (await submitPrompt(gw.url, sessionId, "[deltas 5] [tool 10]")).id;
     await witness.waitForTerminal(sessionId, second);
     // A round trip after the turn ended: anything still in flight for the quitter would be ahead of it.
     await quitter.call("gate.status");
@@ -274,8 +268,8 @@ describe("subscriptions", () => {
   });
 
   it("replays from Postgres then goes live with no gap or duplicate at the seam", async () => {
-    const sessionId = await newSession();
-    const taskId = await submit(sessionId, "[deltas 3] [sleep 15] ".repeat(40));
+    const sessionId = await createSession(gw.url, workspace);
+    const taskId = (await submitPrompt(gw.url, sessionId, "[deltas 3] [sleep 15] ".repeat(40))).id;
     // Wait until the running turn has written a good part of its log, then start in its middle.
     let head = 0;
     while (head < 20) {
@@ -299,9 +293,9 @@ describe("subscriptions", () => {
   });
 
   it("answers RESYNC_REQUIRED for a cursor older than the retained log", async () => {
-    const sessionId = await newSession();
-    const taskId = await submit(sessionId, "[deltas 4] [tool 10] [tool 10]");
-    await waitTerminal(taskId);
+    const sessionId = await createSession(gw.url, workspace);
+    const taskId = (await submitPrompt(gw.url, sessionId, "[deltas 4] [tool 10] [tool 10]")).id;
+    await waitTask(gw.url, taskId);
     const all = await logSeqs(sessionId);
     // Simulate pruning: the first 3 events are gone.
     await db.sql`update sessions set pruned_seq = 3 where id = ${sessionId}`;
@@ -360,7 +354,7 @@ describe("slow consumers", () => {
 
   it("closes a client that stops reading with 4008; others keep everything; memory stays flat", async () => {
     const base = sgw.url;
-    const sessionId = await newSession(base);
+    const sessionId = await createSession(base, workspace);
     // Each [tool 2048] is two events, the result carrying a 2 KiB preview: ~20 MiB per turn, far
     // more than the kernel's socket buffers take for a reader that stopped. The agent emits in
     // bursts of 32 tool calls (64 events, one log flush).
@@ -386,7 +380,7 @@ describe("slow consumers", () => {
     const sampler = setInterval(() => {
       peakHeld = Math.max(peakHeld, held.writableLength);
     }, 5);
-    const taskId = await submit(sessionId, prompt, base);
+    const taskId = (await submitPrompt(base, sessionId, prompt)).id;
     const terminal = await fast.waitForTerminal(sessionId, taskId, 60_000);
     clearInterval(sampler);
     peakHeld = Math.max(peakHeld, held.writableLength);
@@ -438,7 +432,7 @@ describe("slow consumers", () => {
 
 describe("events are committed first", () => {
   it("every event a subscriber sees is already in the log", async () => {
-    const sessionId = await newSession();
+    const sessionId = await createSession(gw.url, workspace);
     const c = await clients.connect();
     await c.call("events.subscribe", { sessionId });
     const checks: Promise<boolean>[] = [];
@@ -453,7 +447,9 @@ describe("events are committed first", () => {
         );
       }
     });
-    const taskId = await submit(sessionId, "[deltas 10] [tool 10] [sleep 10] [deltas 10] [tool 10]");
+    const taskId = (
+      await submitPrompt(gw.url, sessionId, "[deltas 10] [tool 10] [sleep 10] [deltas 10] [tool 10]")
+    ).id;
     await c.waitForTerminal(sessionId, taskId);
     const results = await Promise.all(checks);
     expect(results.length).toBeGreaterThan(0);

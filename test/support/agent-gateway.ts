@@ -1,12 +1,11 @@
 /**
  * Helpers for gateway-level agent tests (test/agents-*.test.ts): captured logs one can await, a
- * Server-Sent Events reader, turn submission and waiting, and direct cursor writes.
+ * Server-Sent Events reader, session reads and direct cursor writes (create, submit and wait: turns.ts).
  */
 import { type ClientRequest, get as httpGet } from "node:http";
 import type postgres from "postgres";
 import { call } from "./gateway.js";
 import { Recorded } from "./recorded.js";
-import { createSessionWith, submitOk, waitTask } from "./turns.js";
 
 export { Recorded };
 
@@ -104,21 +103,6 @@ export class SseReader extends Recorded<ClientEvent> {
     this.closed = true;
     this.request.destroy();
   }
-}
-
-export const createSession = createSessionWith;
-
-export const submitTurn = (base: string, sessionId: string, prompt: string): Promise<any> =>
-  submitOk(base, sessionId, { prompt });
-
-/** Long-polls the task until it is terminal. */
-export const waitForTask = (base: string, taskId: string, timeoutMs = 30_000): Promise<any> =>
-  waitTask(base, taskId, undefined, timeoutMs);
-
-/** Submit a turn and wait for its end. */
-export async function runTurn(base: string, sessionId: string, prompt: string): Promise<any> {
-  const task = await submitTurn(base, sessionId, prompt);
-  return waitForTask(base, task.id);
 }
 
 export async function getSession(base: string, sessionId: string): Promise<any> {

@@ -1,6 +1,6 @@
 /**
  * Helpers for the crash and restart tests (issue 5): real gateway processes with short timers,
- * their JSON logs, and small task helpers over the REST API.
+ * their JSON logs (create, submit and wait are in turns.ts).
  */
 import { once } from "node:events";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
@@ -9,7 +9,6 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./db.js";
 import { type GatewayProcess, spawnGateway, testEnv } from "./gateway.js";
-import { createSession, submitOk, terminal as terminalStatuses, waitTask } from "./turns.js";
 
 /**
  * The hooks every process test file needs: a fresh database and workspace before the tests, every
@@ -126,18 +125,3 @@ export async function tempDir(prefix: string): Promise<string> {
   await chmod(dir, 0o755);
   return dir;
 }
-
-export async function createSessions(url: string, workspace: string, n: number): Promise<string[]> {
-  const ids: string[] = [];
-  for (let i = 0; i < n; i++) ids.push(await createSession(url, workspace, { title: `s${i}` }));
-  return ids;
-}
-
-/** Submit a prompt and insist it was accepted (202); returns the task snapshot. */
-export const submit = (url: string, sessionId: string, prompt: string): Promise<any> => submitOk(url, sessionId, { prompt });
-
-export const terminal = new Set(terminalStatuses);
-
-/** Long-polls a task until it is terminal (through a restart: 503s are asked again). */
-export const waitTerminal = (url: string, taskId: string, timeoutMs = 60_000): Promise<any> =>
-  waitTask(url, taskId, undefined, timeoutMs);
