@@ -70,10 +70,11 @@ it("Postgres stopped under load: 503 NOT_READY, no crash; back on the same port:
   const gw = await procs.spawn(gatewayEnv(url, { MOORING_INSTANCE_ID: "dbloss-a" }));
   await gw.waitReady();
   const sessions = await createSessions(gw.url, workspace, 11);
-  const accepted: any[] = [];
-  for (const id of sessions.slice(0, 10)) {
-    accepted.push(await submitPrompt(gw.url, id, "[sleep 2000] [deltas 2]"));
-  }
+  // All at once: admitted together, 5 start and 5 wait. (One after another, on a loaded machine
+  // the first turns could end before the last submits, which then started too.)
+  const accepted: any[] = await Promise.all(
+    sessions.slice(0, 10).map((id) => submitPrompt(gw.url, id, "[sleep 2000] [deltas 2]")),
+  );
   const wasRunning = accepted.filter((t) => t.status === "running").map((t) => t.id);
   expect(wasRunning).toHaveLength(5);
 
