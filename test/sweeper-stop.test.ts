@@ -5,10 +5,8 @@
  * and a run in flight at `stop()` scheduled its next run anyway. Both ran on after shutdown.
  */
 import { pino } from "pino";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
-import { connect, type Database } from "../src/db/client.js";
-import { applyMigrations } from "../src/db/migrate.js";
 import { Committer } from "../src/domain/committer.js";
 import { Recovery } from "../src/domain/recovery.js";
 import type { Runtime } from "../src/domain/runtime.js";
@@ -17,26 +15,15 @@ import { TenantDirectory } from "../src/domain/tenants.js";
 import { noMetrics } from "../src/metrics/reporter.js";
 import { ChangeBus } from "../src/stream/change-bus.js";
 import { EventLog } from "../src/stream/event-log.js";
-import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { eventually, testEnv } from "./support/gateway.js";
+import { useSqlTestDatabase } from "./support/sql-fixtures.js";
 
-let testDb: TestDatabase;
-let db: Database;
-
-beforeAll(async () => {
-  testDb = await createTestDatabase();
-  db = connect(testDb.url, { max: 4 });
-  await applyMigrations(db);
-});
-
-afterAll(async () => {
-  await db?.close();
-  await testDb?.drop();
-});
+const testDb = useSqlTestDatabase({ emptyBeforeEach: false });
 
 it("runs none of its loops after stop(), however their paces differ", async () => {
   const config = loadConfig(testEnv(testDb.url, { MOORING_SWEEP_MS: "1000", MOORING_POLL_MS: "10" }));
   const log = pino({ level: "silent" });
+  const db = testDb.database;
   const eventLog = new EventLog(db, { flushMs: config.eventFlushMs, flushMax: config.eventFlushMax, lanes: 1 }, log);
   const bus = new ChangeBus();
   const committer = new Committer(db, bus, log, { publish() {} }, noMetrics);

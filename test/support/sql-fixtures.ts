@@ -15,10 +15,16 @@ import { createTestDatabase, type TestDatabase } from "./db.js";
 export interface SqlTestDatabase {
   /** The gateway's own pool settings (camelCase columns, json values as written). */
   readonly sql: Sql;
+  /** That pool, for the gateway's own classes. */
+  readonly database: Database;
+  readonly url: string;
 }
 
-/** Registers the file's database: created and migrated before all, emptied before each, dropped after. */
-export function useSqlTestDatabase(): SqlTestDatabase {
+/**
+ * Registers the file's database: created and migrated before all, dropped after, and (unless
+ * `emptyBeforeEach` is false) emptied before each test.
+ */
+export function useSqlTestDatabase({ emptyBeforeEach = true } = {}): SqlTestDatabase {
   let testDb: TestDatabase;
   let db: Database;
   beforeAll(async () => {
@@ -27,16 +33,22 @@ export function useSqlTestDatabase(): SqlTestDatabase {
     await applyMigrations(db);
   });
   beforeEach(async () => {
-    await db.sql`truncate permission_requests, events, tasks, sessions, instances, event_writes`;
+    if (emptyBeforeEach) await db.sql`truncate permission_requests, events, tasks, sessions, instances, event_writes`;
   });
   afterAll(async () => {
     await db?.close();
     await testDb?.drop();
   });
+  // Read at every use: the pool exists only once beforeAll has run.
   return {
-    // Read at every use: the pool exists only once beforeAll has run.
     get sql() {
       return db.sql;
+    },
+    get database() {
+      return db;
+    },
+    get url() {
+      return testDb.url;
     },
   };
 }
