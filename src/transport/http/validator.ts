@@ -52,8 +52,8 @@ export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, http
       }
       converted = out;
     }
-    const check = (compiled ??= Compile(schema));
-    if (check.Check(converted)) return { value: converted };
-    return { error: check.Errors(converted) as unknown as FastifySchemaValidationError[] };
+    compiled ??= Compile(schema);
+    if (compiled.Check(converted)) return { value: converted };
+    return { error: compiled.Errors(converted) as unknown as FastifySchemaValidationError[] };
   };
 };
