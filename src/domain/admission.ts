@@ -170,9 +170,13 @@ function ownerOf(request: AdmissionRequest): string | null {
 /** Upper bound on submits per transaction, so one batch never holds the gate lock for long. */
 const MAX_BATCH = 64;
 
-interface Waiting {
+/** One submit of a batch: the id its task gets, and what it asks for. */
+export interface BatchEntry {
   id: string;
   request: AdmissionRequest;
+}
+
+interface Waiting extends BatchEntry {
   resolve: (admitted: Admitted) => void;
   reject: (err: unknown) => void;
 }
@@ -268,9 +272,10 @@ export class AdmissionQueue {
    * each submit's admission statements (nothing inserted when the key is taken or the session is
    * not open); the claim; the queue check, which aborts the whole transaction when the queue would
    * overflow. Its effects: the queued and started events, their notifications after the commit,
-   * the claimed turns, the interrupted turns, the queue moved.
+   * the claimed turns, the interrupted turns, the queue moved. Public for its direct test
+   * (test/state-changes.test.ts); everything else admits through `admit`.
    */
-  private change(batch: Waiting[]) {
+  change(batch: BatchEntry[]) {
     const { config } = this.rt;
     const sessionIds = [...new Set(batch.map((w) => w.request.sessionId))].sort();
     const limit = this.claims.claimLimit();
@@ -297,7 +302,7 @@ export class AdmissionQueue {
     };
   }
 
-  private outcome(batch: Waiting[], answers: Record<string, unknown>): { value: Admitted[]; effects: Effects } {
+  private outcome(batch: BatchEntry[], answers: Record<string, unknown>): { value: Admitted[]; effects: Effects } {
     const claim = answers.claim as Awaited<ReturnType<typeof claimAndStart>>;
     const claimedById = new Map(claim.rows.map((r) => [r.id, r]));
     const heads = new Map<string, number>();

@@ -2,7 +2,9 @@
 import type { Tx } from "../db/client.js";
 import type { StoredEvent } from "../sql/append-events.js";
 import { claimTasks } from "../sql/claim-tasks.js";
+import { lockGate } from "../sql/gate-lock.js";
 import type { TaskRow } from "../sql/task-row.js";
+import type { Effects } from "./committer.js";
 import type { Runtime } from "./runtime.js";
 
 /** How many tasks this instance will take now (0 while shutting down): the worker says. */
@@ -26,4 +28,30 @@ export async function claimAndStart(
   const heads = new Map<string, number>();
   for (const { row, started } of claimed) heads.set(row.sessionId, started.seq);
   return { rows: claimed.map((c) => c.row), events: claimed.map((c) => c.started), heads };
+}
+
+/**
+ * The worker's claim as one pipelined state change: the gate lock, then the claim. The gate lock is
+ * held only while Postgres runs it (db/pipeline.ts). Nothing claimed, nothing set off.
+ */
+export function claimChange(rt: Runtime, limit: number) {
+  return {
+    statements: (q: Tx) => ({ gate: lockGate(q), claim: claimAndStart(q, rt, limit) }),
+    outcome: ({
+      claim,
+    }: {
+      claim: Awaited<ReturnType<typeof claimAndStart>>;
+    }): { value: null; effects: Effects } => ({
+      value: null,
+      effects:
+        claim.rows.length === 0
+          ? {}
+          : {
+              events: claim.events,
+              notify: { heads: claim.heads, gate: true },
+              claimed: claim.rows,
+              queueMoved: true,
+            },
+    }),
+  };
 }

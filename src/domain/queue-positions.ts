@@ -8,7 +8,9 @@
 import { appendPositionEvents } from "../sql/append-position.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { listQueuePositions } from "../sql/gate-status.js";
-import { headsOf } from "./committer.js";
+import type { Tx } from "../db/client.js";
+import type { StoredEvent } from "../sql/append-events.js";
+import { type Effects, headsOf } from "./committer.js";
 import type { Runtime } from "./runtime.js";
 
 /** Positions beyond this are not announced (they still show, live, in every snapshot). */
@@ -78,15 +80,7 @@ export class QueuePositionAnnouncer {
     for (const id of this.announced.keys()) if (!seen.has(id)) this.announced.delete(id);
     for (const [sessionId, positions] of moved) {
       if (this.stopped) return;
-      // Lock, then append, as one pipelined transaction (db/pipeline.ts): the session row is held
-      // only while Postgres runs it. The notification follows the commit (a hint).
-      await this.rt.committer.pipelined({
-        statements: (q) => ({ session: lockSessionRow(q, sessionId), events: appendPositionEvents(q, sessionId, positions) }),
-        outcome: ({ events }) => ({
-          value: null,
-          effects: { events, notify: { heads: headsOf(events), gate: false } },
-        }),
-      });
+      await this.rt.committer.pipelined(positionsChange(sessionId, positions));
     }
   }
 
@@ -94,4 +88,21 @@ export class QueuePositionAnnouncer {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
   }
+}
+
+/**
+ * One session's announcements as a pipelined state change: lock, then append (db/pipeline.ts), so
+ * the session row is held only while Postgres runs it. The notification follows the commit (a hint).
+ */
+export function positionsChange(sessionId: string, positions: { taskId: string; position: number }[]) {
+  return {
+    statements: (q: Tx) => ({
+      session: lockSessionRow(q, sessionId),
+      events: appendPositionEvents(q, sessionId, positions),
+    }),
+    outcome: ({ events }: { events: StoredEvent[] }): { value: null; effects: Effects } => ({
+      value: null,
+      effects: { events, notify: { heads: headsOf(events), gate: false } },
+    }),
+  };
 }

@@ -6,13 +6,14 @@ import { listSessions, readRecentTurns, readSession, readSessions } from "../sql
 import type { Logger } from "pino";
 import type { AgentDriver } from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
-import type { Database, Queryable } from "../db/client.js";
+import type { Database, Queryable, Tx } from "../db/client.js";
 import { invalid, MooringError } from "../errors.js";
 import { lockOpenTasksOfSession } from "../sql/cancel-task.js";
 import { markSessionArchived } from "../sql/archive-session.js";
 import { insertSession } from "../sql/insert-session.js";
 import { notifyArchived, notifySessions } from "../sql/notify.js";
 import { cancelTaskIn, mergeEffects } from "./cancel.js";
+import type { Effects } from "./committer.js";
 import { fittingCount } from "./page-budget.js";
 import { isUuid } from "./ids.js";
 import type { Runtime } from "./runtime.js";
@@ -162,19 +163,28 @@ export class SessionService {
    */
   async archive(sessionId: string, tenant: Tenant) {
     const session = await this.row(sessionId, tenant);
-    const cancelled = await this.rt.committer.transaction(async (tx) => {
-      await markSessionArchived(tx, sessionId);
-      const open = await lockOpenTasksOfSession(tx, sessionId);
-      const changes = [];
-      for (const task of open) changes.push(await cancelTaskIn(tx, task));
-      await notifySessions(tx, new Map([[sessionId, -1]]));
-      await notifyArchived(tx, sessionId);
-      return {
-        value: changes.length,
-        effects: mergeEffects([...changes.map((c) => c.effects), { archived: [sessionId] }]),
-      };
-    });
+    const cancelled = await this.rt.committer.transaction((tx) => archiveSessionIn(tx, sessionId));
     this.log.info({ sessionId, cancelled, tenant: session.tenant }, "session archived");
     return this.get(sessionId, tenant, { withTurns: false });
   }
+}
+
+/**
+ * Archiving as a state change inside a transaction: the session marked archived, each open task
+ * cancelled (cancelTaskIn), and the archive itself declared. Answers how many tasks it cancelled.
+ */
+export async function archiveSessionIn(
+  tx: Tx,
+  sessionId: string,
+): Promise<{ value: number; effects: Effects }> {
+  await markSessionArchived(tx, sessionId);
+  const open = await lockOpenTasksOfSession(tx, sessionId);
+  const changes = [];
+  for (const task of open) changes.push(await cancelTaskIn(tx, task));
+  await notifySessions(tx, new Map([[sessionId, -1]]));
+  await notifyArchived(tx, sessionId);
+  return {
+    value: changes.length,
+    effects: mergeEffects([...changes.map((c) => c.effects), { archived: [sessionId] }]),
+  };
 }

@@ -91,7 +91,8 @@ export class Sweeper {
     this.rt.committer.apply({ gateChanged: true });
   }
 
-  private async expireQueued(): Promise<TaskRow[]> {
+  /** Queued tasks past their queue deadline become `expired`, with their terminal events. */
+  async expireQueued(): Promise<TaskRow[]> {
     const rows = await this.rt.committer.transaction(async (tx) => {
       const rows = await expireQueuedTasks(tx);
       const events = await this.terminalEvents(tx, rows);

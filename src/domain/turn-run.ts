@@ -16,7 +16,8 @@ import { lockSessionRow } from "../sql/lock-session.js";
 import { notifyGate, notifySessions } from "../sql/notify.js";
 import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
 import type { TaskRow } from "../sql/task-row.js";
-import { headsOf } from "./committer.js";
+import type { Tx } from "../db/client.js";
+import { type Effects, headsOf } from "./committer.js";
 import type { ConversationPool } from "./conversation-pool.js";
 import type { Permissions } from "./permissions.js";
 import type { Recovery } from "./recovery.js";
@@ -252,21 +253,35 @@ export class TurnExecution {
 
   /** The settlement and the recovery policy's continuation, under the gate lock, as one change. */
   private settleOwnTransaction(turn: RunningTurn, fence: OwnerFence, settlement: Settlement): Promise<TaskRow | null> {
-    return this.rt.committer.transaction(async (tx) => {
-      await lockGate(tx);
-      // Session row before task row, the order the event log's flush takes them in.
-      await lockSessionRow(tx, turn.row.sessionId);
-      const settled = await settleOwnedTask(tx, fence.taskId, fence, settlement);
-      if (!settled) return { value: null, effects: {} };
-      const events = await appendEvents(tx, settled.sessionId, [terminalEvent(settled)]);
-      const extra = settled.status === "interrupted" ? await this.recovery.afterInterrupted(tx, [settled]) : [];
-      const all = [...events, ...extra];
-      await notifySessions(tx, headsOf(all));
-      await notifyGate(tx);
-      return { value: settled, effects: { events: all } };
-    });
+    return this.rt.committer.transaction((tx) =>
+      settleWithContinuationIn(tx, this.recovery, turn.row.sessionId, fence, settlement),
+    );
   }
 
+}
+
+/**
+ * The owner's fenced settlement and the recovery policy's continuation, under the gate lock, as a
+ * state change inside a transaction. Null, with nothing written, when the fence no longer holds.
+ */
+export async function settleWithContinuationIn(
+  tx: Tx,
+  recovery: Recovery,
+  sessionId: string,
+  fence: OwnerFence,
+  settlement: Settlement,
+): Promise<{ value: TaskRow | null; effects: Effects }> {
+  await lockGate(tx);
+  // Session row before task row, the order the event log's flush takes them in.
+  await lockSessionRow(tx, sessionId);
+  const settled = await settleOwnedTask(tx, fence.taskId, fence, settlement);
+  if (!settled) return { value: null, effects: {} };
+  const events = await appendEvents(tx, settled.sessionId, [terminalEvent(settled)]);
+  const extra = settled.status === "interrupted" ? await recovery.afterInterrupted(tx, [settled]) : [];
+  const all = [...events, ...extra];
+  await notifySessions(tx, headsOf(all));
+  await notifyGate(tx);
+  return { value: settled, effects: { events: all } };
 }
 
 const stopMessages = {

@@ -12,10 +12,9 @@ import { isDatabaseUnavailable } from "../errors.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { Logger } from "pino";
 import { secondsBetween } from "../metrics/reporter.js";
-import { lockGate } from "../sql/gate-lock.js";
 import { renewLease, renewLeases } from "../sql/renew-leases.js";
 import type { TaskRow } from "../sql/task-row.js";
-import { type ClaimLimit, claimAndStart } from "./claim.js";
+import { type ClaimLimit, claimChange } from "./claim.js";
 import type { ConversationPool } from "./conversation-pool.js";
 import type { Permissions } from "./permissions.js";
 import type { Recovery } from "./recovery.js";
@@ -131,22 +130,7 @@ export class Worker implements ClaimLimit {
     // (bench/results/history.md). Skipping is safe: whoever commits a queued task notifies the
     // gate after the commit, and the claim that notification triggers reads after it.
     if (!(await anyTaskQueued(this.rt.db.sql))) return;
-    // One pipelined transaction (db/pipeline.ts): the gate lock is held only while Postgres runs it.
-    await this.rt.committer.pipelined({
-      statements: (q) => ({ gate: lockGate(q), claim: claimAndStart(q, this.rt, limit) }),
-      outcome: ({ claim }) => ({
-        value: null,
-        effects:
-          claim.rows.length === 0
-            ? {}
-            : {
-                events: claim.events,
-                notify: { heads: claim.heads, gate: true },
-                claimed: claim.rows,
-                queueMoved: true,
-              },
-      }),
-    });
+    await this.rt.committer.pipelined(claimChange(this.rt, limit));
   }
 
   /**
