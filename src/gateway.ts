@@ -13,7 +13,7 @@ import { loadAgentRegistry } from "./agents/registry.js";
 import { type Config, checkStartupConfig, tokensRequired } from "./config.js";
 import { TenantDirectory } from "./domain/tenants.js";
 import { connect, type Database } from "./db/client.js";
-import { type EmbeddedDatabase, type EmbeddedLaunch, launchEmbeddedPostgres } from "./db/embedded.js";
+import { type EmbeddedDatabase, type EmbeddedLaunch, launchConfiguredPostgres } from "./db/embedded.js";
 import { applyMigrations } from "./db/migrate.js";
 import { packageRoot } from "./package-root.js";
 import { Committer } from "./domain/committer.js";
@@ -74,9 +74,6 @@ export interface Holding {
   longPolls: number;
   watchedTasks: number;
 }
-
-/** Kept here too: tests and callers knew it from this module. */
-export { checkStartupConfig };
 
 /**
  * `launch`: the embedded Postgres, when the caller launched it already (main.ts does, before
@@ -183,7 +180,7 @@ export async function startGateway(
   });
   // The embedded Postgres starts while the HTTP side is put together: building the app is CPU
   // work that would hold back spawning initdb/postgres, so it waits until they run (milliseconds).
-  const launch = config.databaseUrl ? null : (launched ?? launchEmbeddedPostgres(config.dataDir, log, { templateDir: config.clusterTemplateDir }));
+  const launch = config.databaseUrl ? null : (launched ?? launchConfiguredPostgres(config, log));
   await launch?.launched.catch(() => {});
   let embedded: EmbeddedDatabase | null = null;
   const t0 = Date.now();

@@ -8,7 +8,7 @@
  * of a warm start (bench/README.md).
  */
 import { ConfigError, checkStartupConfig, loadConfig } from "./config.js";
-import { launchEmbeddedPostgres } from "./db/embedded.js";
+import { launchConfiguredPostgres } from "./db/embedded.js";
 import { createLogger } from "./log.js";
 
 /** How long a shutdown may take beyond MOORING_SHUTDOWN_GRACE_MS before the process just exits. */
@@ -28,7 +28,7 @@ async function main(): Promise<void> {
     throw err;
   }
   const log = createLogger(config.logLevel, config.logFormat);
-  const launch = config.databaseUrl ? undefined : launchEmbeddedPostgres(config.dataDir, log, { templateDir: config.clusterTemplateDir });
+  const launch = config.databaseUrl ? undefined : launchConfiguredPostgres(config, log);
   launch?.ready.catch(() => {}); // awaited (and reported) by the gateway's startup
   // Until initdb or postgres runs (milliseconds of file checks): loading the gateway below is one
   // synchronous stretch that would otherwise hold the launch's next steps back until it is done.

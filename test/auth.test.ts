@@ -2,8 +2,8 @@
 import { once } from "node:events";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { loadConfig } from "../src/config.js";
-import { checkStartupConfig, type Gateway } from "../src/gateway.js";
+import { checkStartupConfig, loadConfig } from "../src/config.js";
+import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, spawnGateway, startTestGateway, testEnv } from "./support/gateway.js";
 import { createSession } from "./support/turns.js";

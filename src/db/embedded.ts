@@ -44,6 +44,14 @@ export interface EmbeddedOptions {
   templateDir?: string;
 }
 
+/** The gateway's embedded Postgres, as its configuration says (main.ts and gateway.ts both launch it). */
+export function launchConfiguredPostgres(
+  config: { dataDir: string; clusterTemplateDir: string | undefined },
+  log: Logger,
+): EmbeddedLaunch {
+  return launchEmbeddedPostgres(config.dataDir, log, { templateDir: config.clusterTemplateDir });
+}
+
 /** Start (initialising on first use) the embedded Postgres under `dataDir`. */
 export async function startEmbeddedPostgres(
   dataDir: string,

@@ -14,7 +14,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { packageRoot } from "../package-root.js";
-import type { Database } from "./client.js";
+import type { Database, Queryable } from "./client.js";
 
 export const migrationsFolder = join(packageRoot, "migrations");
 
@@ -30,12 +30,16 @@ export interface Migration {
   statements: string[];
 }
 
-/** The migrations of `folder` in journal order (migrations/meta/_journal.json). */
-export function readMigrations(folder = migrationsFolder): Migration[] {
-  const journal = JSON.parse(readFileSync(join(folder, "meta", "_journal.json"), "utf8")) as {
+/** The journal's entries (migrations/meta/_journal.json), in order. */
+function readJournal(folder: string): { tag: string; when: number }[] {
+  return (JSON.parse(readFileSync(join(folder, "meta", "_journal.json"), "utf8")) as {
     entries: { tag: string; when: number }[];
-  };
-  return journal.entries.map(({ tag, when }) => {
+  }).entries;
+}
+
+/** The migrations of `folder` in journal order, with their files read and hashed. */
+export function readMigrations(folder = migrationsFolder, journal = readJournal(folder)): Migration[] {
+  return journal.map(({ tag, when }) => {
     const text = readFileSync(join(folder, `${tag}.sql`), "utf8");
     return {
       tag,
@@ -53,19 +57,20 @@ export function readMigrations(folder = migrationsFolder): Migration[] {
  * left to apply. Returns the tags it applied.
  */
 export async function applyMigrations(db: Database, folder = migrationsFolder): Promise<string[]> {
-  const migrations = readMigrations(folder);
-  if (await upToDate(db, migrations)) return [];
+  // The journal alone tells whether anything is pending; the files are read (and hashed) only then.
+  const journal = readJournal(folder);
+  if (await upToDate(db, journal.at(-1)?.when)) return [];
+  const migrations = readMigrations(folder, journal);
   return await db.sql.begin(async (tx) => {
     await tx`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`;
     await tx.unsafe("create schema if not exists drizzle");
     await tx.unsafe(
       "create table if not exists drizzle.__drizzle_migrations (id serial primary key, hash text not null, created_at bigint)",
     );
-    const [last] = await tx<{ createdAt: number }[]>`
-      select created_at from drizzle.__drizzle_migrations order by created_at desc limit 1`;
+    const last = await latestApplied(tx);
     const applied: string[] = [];
     for (const migration of migrations) {
-      if (last && Number(last.createdAt) >= migration.when) continue;
+      if (last !== null && last >= migration.when) continue;
       // One file, one round trip: the simple protocol takes several statements in one message
       // (a fresh database's migrations took ~250 ms statement by statement).
       await tx.unsafe(migration.statements.join("\n")).simple();
@@ -82,16 +87,21 @@ export async function applyMigrations(db: Database, folder = migrationsFolder): 
  * added, so a database that shows the latest one stays up to date; anything else (no table yet,
  * an older latest row, an instance migrating right now) takes the locked path above.
  */
-async function upToDate(db: Database, migrations: Migration[]): Promise<boolean> {
-  const latest = migrations.at(-1);
-  if (!latest) return true;
+async function upToDate(db: Database, latest: number | undefined): Promise<boolean> {
+  if (latest === undefined) return true;
   try {
-    const [last] = await db.sql<{ createdAt: number | null }[]>`
-      select max(created_at) as created_at from drizzle.__drizzle_migrations`;
-    return last?.createdAt != null && Number(last.createdAt) >= latest.when;
+    const last = await latestApplied(db.sql);
+    return last !== null && last >= latest;
   } catch (err) {
     // 42P01 / 3F000: no bookkeeping table (or schema) yet, a fresh database.
     if (["42P01", "3F000"].includes((err as { code?: string }).code ?? "")) return false;
     throw err;
   }
+}
+
+/** The journal `when` of the latest migration applied (drizzle's `created_at`), null for none. */
+async function latestApplied(q: Queryable): Promise<number | null> {
+  const [row] = await q<{ createdAt: number | null }[]>`
+    select max(created_at) as created_at from drizzle.__drizzle_migrations`;
+  return row.createdAt === null ? null : Number(row.createdAt);
 }

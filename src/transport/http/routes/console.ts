@@ -6,8 +6,7 @@
  *
  * The bundle is checked shortly after start (or at the first console request, if sooner) and
  * rebuilt when its sources changed (scripts/build-console.mjs); console requests wait for that
- * check, startup does not. The
- * pages carry no data and need no token: the API calls they make do.
+ * check, startup does not. The pages carry no data and need no token: the API calls they make do.
  */
 import { mkdirSync } from "node:fs";
 import { access } from "node:fs/promises";
