@@ -18,6 +18,8 @@ export interface Config {
   turnTimeoutMs: number;
   /** An agent's permission request nobody answers within this gets the reject option. Default 600000. */
   permissionTimeoutMs: number;
+  /** Largest tool input a permission request is shown whole for (UTF-8 bytes of its text); larger is denied unasked. Default 262144. */
+  permissionInputMaxBytes: number;
   /** How long an instance owns a running task without renewing its lease. Default 30000. */
   leaseMs: number;
   /** How often an instance renews its leases and its instance row. Default 5000. */
@@ -227,6 +229,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     queueTimeoutMs: read(env, "MOORING_QUEUE_TIMEOUT_MS", integer(1), 600_000),
     turnTimeoutMs: read(env, "MOORING_TURN_TIMEOUT_MS", integer(1, 3_600_000), 600_000),
     permissionTimeoutMs: read(env, "MOORING_PERMISSION_TIMEOUT_MS", integer(1, 86_400_000), 600_000),
+    permissionInputMaxBytes: read(env, "MOORING_PERMISSION_INPUT_MAX_BYTES", integer(2048, 16_777_216), 262_144),
     leaseMs: read(env, "MOORING_LEASE_MS", integer(100), 30_000),
     heartbeatMs: read(env, "MOORING_HEARTBEAT_MS", integer(10), 5_000),
     sweepMs: read(env, "MOORING_SWEEP_MS", integer(10), 10_000),

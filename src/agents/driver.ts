@@ -103,7 +103,8 @@ export interface PermissionAsk {
  */
 export interface PermissionAnswer {
   optionId: string | null;
-  by: "client" | "timeout" | "cancel" | "restart";
+  /** `gateway`: refused without asking anyone (an input too large to show whole). */
+  by: "client" | "timeout" | "cancel" | "restart" | "gateway";
   message?: string;
   answers?: Record<string, string>;
 }

@@ -198,7 +198,7 @@ export const permissionRequests = pgTable(
       .notNull()
       .references(() => tasks.id),
     sessionId: uuid("session_id").notNull(),
-    /** `{id, name, title, kind, input}`, input a preview of at most 2 KiB. */
+    /** `{id, name, title, kind, input}`, input whole up to MOORING_PERMISSION_INPUT_MAX_BYTES (else a preview, `truncated`). */
     toolCall: jsonb("tool_call").notNull(),
     /** `[{optionId, name, kind}]` as offered. */
     options: jsonb("options").$type<{ optionId: string; name: string; kind: string }[]>().notNull(),

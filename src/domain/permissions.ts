@@ -23,7 +23,7 @@ import {
   readResolvedPermissions,
   resolvePermission,
 } from "../sql/permissions.js";
-import { preview } from "../stream/preview.js";
+import { INPUT_TOO_LARGE, inputBytesOf, previewToolCall, tooLargeMessage } from "./permission-input.js";
 import type { Runtime } from "./runtime.js";
 import { isUuid } from "./ids.js";
 import { type Tenant, visibleTenant } from "./tenants.js";
@@ -53,9 +53,10 @@ export interface PermissionResponse {
   answers?: Record<string, string>;
 }
 
+/** Streamed and in snapshots with its input as a preview (permission-input.ts); the whole is stored. */
 export const requestView = (row: PermissionRow): PermissionRequestView => ({
   requestId: row.id,
-  toolCall: row.toolCall,
+  toolCall: previewToolCall(row.toolCall),
   options: row.options,
   expiresAt: row.expiresAt.toISOString(),
 });
@@ -124,20 +125,22 @@ export class Permissions {
   }): Promise<PermissionAnswer> {
     const { sessionId, taskId, fence, ask, signal, log } = options;
     const reject = rejectOptionOf(ask.options);
-    const input = preview(ask.toolCall.input);
     const toolCall = {
       id: ask.toolCall.id,
       name: ask.toolCall.name,
       title: ask.toolCall.title,
       kind: ask.toolCall.kind,
-      input: input.truncated ? input.preview : ask.toolCall.input,
-      ...(input.truncated ? { inputBytes: input.bytes, truncated: true } : {}),
+      input: ask.toolCall.input,
     };
+    // Larger than a person is shown whole: stored as its preview only, and refused unasked.
+    const bytes = inputBytesOf(toolCall.input);
+    const max = this.rt.config.permissionInputMaxBytes;
+    const tooLarge = bytes > max ? { optionId: reject, by: "gateway" as const, message: tooLargeMessage(bytes, max) } : null;
     const row = {
       id: randomUUID(),
       taskId,
       sessionId,
-      toolCall,
+      toolCall: tooLarge ? previewToolCall(toolCall) : toolCall,
       options: ask.options.map((o) => ({ optionId: o.optionId, name: o.name, kind: o.kind })),
       expiresAt: new Date(Date.now() + this.rt.config.permissionTimeoutMs),
     };
@@ -145,7 +148,7 @@ export class Permissions {
     if (signal.aborted) return refused(byOfCause[signal.reason as StopCause] ?? "cancel");
     let inserted: boolean;
     try {
-      inserted = await insertPermissionRequest(this.rt.db.sql, row, fence);
+      inserted = await insertPermissionRequest(this.rt.db.sql, row, fence, tooLarge);
     } catch (err) {
       log.warn({ err: String(err), tool: ask.toolCall.name }, "permission request not recorded; refused");
       return refused("restart");
@@ -154,13 +157,27 @@ export class Permissions {
       log.warn({ tool: ask.toolCall.name }, "lost guard: permission request not recorded; refused");
       return refused("restart");
     }
+    const view = requestView({ ...row, createdAt: new Date() } as PermissionRow);
     this.rt.eventLog.append({
       sessionId,
       taskId,
       type: "permission.requested",
-      data: requestView({ ...row, createdAt: new Date() } as PermissionRow),
+      data: view,
+      // The whole input behind the preview, at the event's payload route.
+      payload: view.toolCall.truncated && !tooLarge ? { input: toolCall.input } : undefined,
       fence,
     });
+    if (tooLarge) {
+      this.rt.eventLog.append({
+        sessionId,
+        taskId,
+        type: "permission.resolved",
+        data: { requestId: row.id, ...tooLarge, reason: INPUT_TOO_LARGE },
+        fence,
+      });
+      log.warn({ requestId: row.id, tool: ask.toolCall.name, inputBytes: bytes, max }, "permission request denied: input too large");
+      return tooLarge;
+    }
     log.info(
       { requestId: row.id, tool: ask.toolCall.name, kind: ask.toolCall.kind, options: row.options.map((o) => o.optionId) },
       "permission requested",

@@ -12,35 +12,43 @@ export interface PermissionRow {
   id: string;
   taskId: string;
   sessionId: string;
-  toolCall: { id: string; name: string; title: string; kind: string; input: unknown };
+  /** `input` whole, or (above the bound, or written before inputs were stored whole) a preview. */
+  toolCall: { id: string; name: string; title: string; kind: string; input: unknown; inputBytes?: number; truncated?: boolean };
   options: PermissionOption[];
   expiresAt: Date;
   createdAt: Date;
   resolvedAt: Date | null;
   optionId: string | null;
-  resolvedBy: "client" | "timeout" | "cancel" | "restart" | null;
+  resolvedBy: ResolvedBy | null;
   message: string | null;
   answers: Record<string, string> | null;
   answeredBy: string | null;
 }
 
-export type ResolvedBy = "client" | "timeout" | "cancel" | "restart";
+/** `gateway`: answered without asking anyone (an input too large to show whole, issue 23). */
+export type ResolvedBy = "client" | "timeout" | "cancel" | "restart" | "gateway";
 
 /**
  * Records a request of a running turn, fenced like its events: a turn that no longer owns its task
  * (taken over, settled) writes nothing, so no request outlives the turn that could answer it.
  * Written before the `permission.requested` event is queued, so an answer to a request a client
- * saw always finds its row.
+ * saw always finds its row. With `resolved` it is written already answered, in the same statement,
+ * so no client can answer it first (a request the gateway refuses unasked).
  */
 export async function insertPermissionRequest(
   q: Queryable,
   row: Pick<PermissionRow, "id" | "taskId" | "sessionId" | "toolCall" | "options" | "expiresAt">,
   fence: OwnerFence,
+  resolved: { optionId: string | null; by: ResolvedBy; message: string } | null = null,
 ): Promise<boolean> {
+  const by = resolved?.by ?? null;
   const inserted = await withSets(q)`
-    insert into permission_requests (id, task_id, session_id, tool_call, options, expires_at)
+    insert into permission_requests (id, task_id, session_id, tool_call, options, expires_at,
+                                     resolved_at, option_id, resolved_by, message)
     select ${row.id}, ${row.taskId}, ${row.sessionId}, ${JSON.stringify(row.toolCall)}::text::jsonb,
-           ${JSON.stringify(row.options)}::text::jsonb, ${row.expiresAt}
+           ${JSON.stringify(row.options)}::text::jsonb, ${row.expiresAt},
+           case when ${by}::text is not null then now() end, ${resolved?.optionId ?? null}, ${by},
+           ${resolved?.message ?? null}
     where exists (select 1 from tasks where id = ${fence.taskId} and owner_boot = ${fence.bootId}
                     and attempt = ${fence.attempt} and status in ${ACTIVE})`;
   return inserted.count === 1;

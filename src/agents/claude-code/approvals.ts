@@ -41,6 +41,7 @@ const denyMessages: Record<PermissionAnswer["by"], string> = {
   timeout: "Nobody answered the permission request in time, so this tool use was denied.",
   cancel: "The turn was cancelled.",
   restart: "The gateway stopped before anyone answered.",
+  gateway: "The gateway denied this tool use without asking anyone.",
 };
 
 export class ClaudeApprovals {

