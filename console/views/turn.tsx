@@ -1,11 +1,14 @@
 /**
  * One turn of a session: its status, its streamed text, tool calls collapsed with their previews
- * and a link to the full payload, notices (`session.reset`, `session.notice`), permission requests
- * with their answer buttons, and Cancel while it runs.
+ * and their full payload loaded into the page on demand, notices (`session.reset`,
+ * `session.notice`), permission requests with their whole input and their answer buttons, and
+ * Cancel while it runs.
  */
 import { useState } from "preact/hooks";
 import type { MooringEvent, Task } from "../../src/client/index.js";
+import { ApprovalInput, useWholeInput } from "../approval-input.js";
 import { previewText } from "../format.js";
+import { PayloadButton } from "../payload.js";
 import { state } from "../store.js";
 
 export interface TurnModel {
@@ -77,11 +80,6 @@ function blocksOf(events: MooringEvent[]): Block[] {
   return blocks;
 }
 
-function payloadHref(event: MooringEvent): string {
-  const token = state.client.http.config.token;
-  return `/v1/sessions/${event.sessionId}/events/${event.seq}/payload${token ? `?access_token=${encodeURIComponent(token)}` : ""}`;
-}
-
 function ToolBlock({ call, result }: { call: MooringEvent; result: MooringEvent | null }) {
   const c = (call.data ?? {}) as Record<string, any>;
   const r = (result?.data ?? null) as Record<string, any> | null;
@@ -95,19 +93,13 @@ function ToolBlock({ call, result }: { call: MooringEvent; result: MooringEvent 
       {c.input !== undefined && (
         <div>
           Input: <pre>{previewText(c.input, 2048)}</pre>
-          {c.truncated && (
-            <a href={payloadHref(call)} target="_blank" rel="noreferrer">
-              Full input
-            </a>
-          )}
+          {c.truncated && <PayloadButton event={call} label="Full input" pick={(p) => p?.input} />}
         </div>
       )}
       {r && (
         <div>
           Result: <pre>{previewText(r.preview ?? r.output, 2048)}</pre>
-          <a href={payloadHref(result!)} target="_blank" rel="noreferrer">
-            Full payload
-          </a>
+          <PayloadButton event={result!} label="Full payload" pick={(p) => p?.output} />
         </div>
       )}
     </details>
@@ -127,6 +119,8 @@ function PermissionBlock({ task, request, resolved }: { task: Task; request: Moo
   const [error, setError] = useState<string | null>(null);
   const done = (resolved?.data ?? null) as Record<string, any> | null;
   const open = !done && !answered && !isTerminal(task.status);
+  // Allow only once the person can see all of what it allows (approval-input.ts).
+  const { whole, note } = useWholeInput(request);
   const respond = async (optionId: string) => {
     try {
       await state.client.http.request("POST", `/v1/tasks/${task.id}/permissions/${encodeURIComponent(data.requestId)}`, {
@@ -140,20 +134,29 @@ function PermissionBlock({ task, request, resolved }: { task: Task; request: Moo
   return (
     <section class="permission" aria-label={`Permission request: ${data.toolCall?.title ?? data.toolCall?.name}`}>
       <strong>The agent asks: {data.toolCall?.title ?? data.toolCall?.name}</strong>
-      {data.toolCall?.input !== undefined && <pre>{previewText(data.toolCall.input, 1024)}</pre>}
+      <ApprovalInput request={request} whole={whole} note={note} />
       {open && (
         <div class="buttons">
-          {(data.options ?? []).map((o: { optionId: string; name: string; kind: string }) => (
-            <button type="button" class={o.kind.startsWith("reject") ? "deny" : "allow"} onClick={() => respond(o.optionId)}>
-              {optionLabel[o.kind] ?? o.name}
-            </button>
-          ))}
+          {(data.options ?? []).map((o: { optionId: string; name: string; kind: string }) => {
+            const deny = o.kind.startsWith("reject");
+            return (
+              <button
+                type="button"
+                class={deny ? "deny" : "allow"}
+                disabled={!deny && whole === null}
+                onClick={() => respond(o.optionId)}
+              >
+                {optionLabel[o.kind] ?? o.name}
+              </button>
+            );
+          })}
         </div>
       )}
       {(done || answered) && (
         <p class="answer">
           Answered <code>{done?.optionId ?? answered}</code>
           {done?.by && ` (by ${done.by})`}
+          {done?.message && `: ${done.message}`}
         </p>
       )}
       {error && (
