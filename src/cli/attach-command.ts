@@ -12,10 +12,12 @@ export interface AttachOptions extends ConnectionOptions {
   json?: boolean;
   fromStart?: boolean;
   transport?: "ws" | "sse" | "poll";
+  /** stdout unchanged even on a terminal (terminal-text.ts). */
+  raw?: boolean;
 }
 
 export async function attachCommand(taskId: string, options: AttachOptions): Promise<never> {
-  const stdout = new Stdout();
+  const stdout = new Stdout(process.stdout, { raw: options.raw });
   const json = options.json === true;
   let redact = (t: string) => t;
   try {

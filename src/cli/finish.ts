@@ -9,6 +9,7 @@ import { exitCodeOfError } from "./exit-codes.js";
 import { type FollowOutcome, followTurn } from "./follow-turn.js";
 import type { Stdout } from "./output.js";
 import { StatusLine } from "./status-line.js";
+import { stderrLine } from "./terminal-text.js";
 
 /** `run` and `attach` alike: follow the task to its end with the status line and saved cursor, then end. */
 export async function followToEnd(
@@ -64,7 +65,7 @@ export async function finish(
   }
   status?.stop();
   const line = describeEnd(outcome);
-  if (line) process.stderr.write(`mooring: ${line}\n`);
+  if (line) stderrLine(line);
   await stdout.flushed();
   process.exit(outcome.exitCode);
 }

@@ -8,6 +8,7 @@ import { type Connection, connect, type ConnectionOptions } from "./connection.j
 import { exitCodeOfError } from "./exit-codes.js";
 import { Stdout } from "./output.js";
 import { table } from "./table.js";
+import { stderrLine } from "./terminal-text.js";
 
 export interface ResourceOptions extends ConnectionOptions {
   json?: boolean;
@@ -15,6 +16,7 @@ export interface ResourceOptions extends ConnectionOptions {
   status?: string;
   session?: string;
   limit?: string;
+  raw?: boolean;
 }
 
 const sessionRow = (s: Session) => [
@@ -34,7 +36,7 @@ async function withClient(
   options: ResourceOptions,
   body: (conn: Connection, out: Stdout) => Promise<void>,
 ): Promise<never> {
-  const out = new Stdout();
+  const out = new Stdout(process.stdout, { raw: options.raw });
   let redact = (t: string) => t;
   let code = 0;
   try {
@@ -43,7 +45,7 @@ async function withClient(
     await body(conn, out);
   } catch (err) {
     const e = err as Error & { code?: string };
-    process.stderr.write(`mooring: ${e.code ? `${e.code}: ` : ""}${redact(e.message)}\n`);
+    stderrLine(`${e.code ? `${e.code}: ` : ""}${redact(e.message)}`);
     code = exitCodeOfError(err);
   }
   await out.flushed();
@@ -76,19 +78,20 @@ export const sessionsList = (options: ResourceOptions) =>
     };
     const items = await take(client.sessions.list(filter), limitOf(options));
     if (options.json) for (const s of items) out.jsonLine(s);
-    else out.text(table(sessionHeaders, items.map(sessionRow)));
+    else out.text(table(sessionHeaders, items.map(sessionRow), out.shown));
   });
 
 export const sessionsGet = (id: string, options: ResourceOptions) =>
   withClient(options, async ({ client }, out) => {
     const s = await client.sessions.get(id);
     if (options.json) return out.jsonLine(s);
-    out.text(table(sessionHeaders, [sessionRow(s)]));
+    out.text(table(sessionHeaders, [sessionRow(s)], out.shown));
     if (s.turns.length > 0)
       out.text(
         `\n${table(
           taskHeaders,
           s.turns.map((t) => taskRow(t as Task)),
+          out.shown,
         )}`,
       );
   });
@@ -97,7 +100,7 @@ export const sessionsArchive = (id: string, options: ResourceOptions) =>
   withClient(options, async ({ client }, out) => {
     const s = await client.sessions.archive(id);
     if (options.json) out.jsonLine(s);
-    else out.text(table(sessionHeaders, [sessionRow(s)]));
+    else out.text(table(sessionHeaders, [sessionRow(s)], out.shown));
   });
 
 export const tasksList = (options: ResourceOptions) =>
@@ -109,21 +112,21 @@ export const tasksList = (options: ResourceOptions) =>
     };
     const items = await take(client.tasks.list(filter), limitOf(options));
     if (options.json) for (const t of items) out.jsonLine(t);
-    else out.text(table(taskHeaders, items.map(taskRow)));
+    else out.text(table(taskHeaders, items.map(taskRow), out.shown));
   });
 
 export const tasksGet = (id: string, options: ResourceOptions) =>
   withClient(options, async ({ client }, out) => {
     const t = await client.tasks.get(id);
     if (options.json) out.jsonLine(t);
-    else out.text(table(taskHeaders, [taskRow(t)]));
+    else out.text(table(taskHeaders, [taskRow(t)], out.shown));
   });
 
 export const tasksCancel = (id: string, options: ResourceOptions) =>
   withClient(options, async ({ client }, out) => {
     const t = await client.tasks.cancel(id);
     if (options.json) out.jsonLine(t);
-    else out.text(table(taskHeaders, [taskRow(t)]));
+    else out.text(table(taskHeaders, [taskRow(t)], out.shown));
   });
 
 export const gate = (options: ResourceOptions) =>
@@ -142,6 +145,7 @@ export const gate = (options: ResourceOptions) =>
             `${g.queueTimeoutMs} ms`,
           ],
         ],
+        out.shown,
       ),
     );
   });

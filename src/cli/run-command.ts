@@ -9,6 +9,7 @@ import { UsageError } from "./exit-codes.js";
 import { finish, finishWithError, followToEnd } from "./finish.js";
 import { Stdout } from "./output.js";
 import { readPrompt } from "./prompt.js";
+import { stderrLine } from "./terminal-text.js";
 
 export interface RunOptions extends ConnectionOptions {
   workspace?: string;
@@ -21,10 +22,12 @@ export interface RunOptions extends ConnectionOptions {
   detach?: boolean;
   json?: boolean;
   transport?: "ws" | "sse" | "poll";
+  /** stdout unchanged even on a terminal (terminal-text.ts). */
+  raw?: boolean;
 }
 
 export async function runCommand(promptArg: string | undefined, options: RunOptions): Promise<never> {
-  const stdout = new Stdout();
+  const stdout = new Stdout(process.stdout, { raw: options.raw });
   const json = options.json === true;
   let conn: Connection | null = null;
   const abort = new AbortController();
@@ -51,7 +54,7 @@ export async function runCommand(promptArg: string | undefined, options: RunOpti
     process.off("SIGINT", earlyInterrupt);
     if (options.detach) {
       if (!json) stdout.text(`${run.taskId}\n`);
-      process.stderr.write(`mooring: submitted; follow it with: mooring attach ${run.taskId}\n`);
+      stderrLine(`submitted; follow it with: mooring attach ${run.taskId}`);
       return await finish({ exitCode: 0, task: run.task }, { json, stdout, status: null });
     }
     return await followToEnd(run, { json, stdout, conn, abort });

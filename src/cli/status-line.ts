@@ -1,8 +1,11 @@
 /**
  * The status of a followed turn on stderr: one line redrawn in place on a terminal (with colour
- * unless NO_COLOR), plain lines otherwise, one per change worth a line (not one per delta).
+ * unless NO_COLOR), plain lines otherwise, one per change worth a line (not one per delta). What
+ * came from the gateway (a tool name, a message) is made visible on a terminal (terminal-text.ts);
+ * the line's own cursor and colour codes are the only ones written.
  */
 import { createColors } from "picocolors";
+import { escapesFor, stderrLine, visible } from "./terminal-text.js";
 
 export interface StatusFacts {
   taskId: string;
@@ -18,6 +21,7 @@ export interface StatusFacts {
 
 export class StatusLine {
   private readonly live: boolean;
+  private readonly visibleText: (text: string) => string;
   private readonly colors: ReturnType<typeof createColors>;
   private shown = false;
   private lastPlain = "";
@@ -33,6 +37,7 @@ export class StatusLine {
     const noColor = env.NO_COLOR !== undefined && env.NO_COLOR !== "";
     this.live = stream.isTTY === true && !noColor && env.TERM !== "dumb";
     this.colors = createColors(this.live);
+    this.visibleText = escapesFor(stream) ? visible : (text) => text;
     this.facts = { taskId, state: "connecting" };
     if (this.live) {
       // Elapsed time moves without events; unref so it never keeps the process alive.
@@ -49,7 +54,7 @@ export class StatusLine {
   /** A line that stays (a restart, a cancel request, the end), printed above the status line. */
   say(message: string): void {
     this.clear();
-    this.stream.write(`mooring: ${message}\n`);
+    stderrLine(message, this.stream);
     this.draw();
   }
 
@@ -93,12 +98,12 @@ export class StatusLine {
         const limit = f.deadlineAt ? ` / ${seconds(Date.parse(f.deadlineAt) - Date.parse(f.startedAt))}` : "";
         parts.push(`${elapsed}${limit}`);
       }
-      if (f.tool) parts.push(`tool ${f.tool}`);
+      if (f.tool) parts.push(`tool ${this.visibleText(f.tool)}`);
     } else {
       parts.push(f.state === "reconnecting" ? c.yellow(f.state) : f.state);
     }
     if (typeof f.contextPercent === "number") parts.push(`context ${Math.round(f.contextPercent)}%`);
-    if (f.note) parts.push(f.note);
+    if (f.note) parts.push(this.visibleText(f.note));
     return parts.join(" · ");
   }
 }
