@@ -64,7 +64,7 @@ afterAll(async () => {
   await rm(stateHome, { recursive: true, force: true });
 });
 
-const env = (url = gw.url, extra: Record<string, string> = {}) => ({
+const env = (url = gw.url, extra: Record<string, string | undefined> = {}) => ({
   XDG_STATE_HOME: stateHome,
   MOORING_URL: url,
   ...extra,
