@@ -14,7 +14,7 @@ import { killAllClis, runCli } from "./support/cli.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
 import { RewritingProxy } from "./support/rewriting-proxy.js";
-import { runCliOnTerminal } from "./support/terminal.js";
+import { killAllTerminals, runCliOnTerminal } from "./support/terminal.js";
 
 /** Each sequence of the report, and what the terminal must show instead. */
 const attacks = {
@@ -56,7 +56,10 @@ beforeAll(async () => {
   workspace = await mkdtemp(join(tmpdir(), "mooring-cli-tty-"));
   stateHome = await mkdtemp(join(tmpdir(), "mooring-cli-state-"));
 });
-afterEach(() => killAllClis());
+afterEach(() => {
+  killAllClis();
+  killAllTerminals();
+});
 afterAll(async () => {
   await gw?.stop();
   await db?.drop();

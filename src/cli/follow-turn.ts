@@ -7,6 +7,7 @@ import type { MooringEvent, Run, StateChange, Task } from "../client/index.js";
 import type { CursorWriter } from "./cursor-store.js";
 import { ExitCode, exitCodeOfError, exitCodeOfStatus } from "./exit-codes.js";
 import type { Stdout } from "./output.js";
+import { parentForwardsSignals } from "./launcher.js";
 import type { StatusLine } from "./status-line.js";
 
 export interface FollowTurnIo {
@@ -27,6 +28,9 @@ export interface FollowOutcome {
   error?: { name: string; code?: string; message: string };
 }
 
+/** Under a launcher, SIGINTs closer together than this are one Ctrl-C (a human's second press comes later). */
+export const samePressMs = 250;
+
 export async function followTurn(run: Run, io: FollowTurnIo): Promise<FollowOutcome> {
   const { stdout, status } = io;
   const restarts = new RestartReport(status);
@@ -36,7 +40,14 @@ export async function followTurn(run: Run, io: FollowTurnIo): Promise<FollowOutc
     detached = resolve;
   });
   let cancelRequest: Promise<unknown> | null = null;
+  const forwarded = parentForwardsSignals();
+  let lastPressAt = Number.NEGATIVE_INFINITY;
   const onSigint = () => {
+    // Under npx one Ctrl-C arrives twice (launcher.ts), both copies within milliseconds: the
+    // second is not a second press.
+    const now = performance.now();
+    if (forwarded && now - lastPressAt < samePressMs) return;
+    lastPressAt = now;
     interrupts++;
     if (interrupts === 1) {
       status.say(`cancelling task ${run.taskId} (Ctrl-C again to detach)`);
