@@ -9,7 +9,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { killAllClis, runCli } from "./support/cli.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { startTestGateway } from "./support/gateway.js";
+import { call, startTestGateway } from "./support/gateway.js";
+import { TcpProxy } from "./support/tcp-proxy.js";
 import { killAllTerminals, openTerminal } from "./support/terminal.js";
 
 let db: TestDatabase;
@@ -52,5 +53,34 @@ describe("Ctrl-C on a terminal", () => {
     expect(term.screen()).toContain("cancelling task");
     expect(term.screen()).toContain("cancelled (CANCELLED)");
     expect(term.screen()).not.toContain("detached");
+  });
+});
+
+describe("the status line once the answer has started (same terminal)", () => {
+  it("a tool call still shows, on a line of its own after the text so far", async () => {
+    const term = openTerminal(runArgs("[deltas 2] [tool 10] [deltas 1]"), env());
+    expect(await term.exited).toBe(0);
+    const screen = term.screen();
+    const text = screen.indexOf("chunk 2 ");
+    expect(text).toBeGreaterThan(-1);
+    // The answer's line is ended, then the status drawn on the next one, not inside the text.
+    expect(screen.slice(text)).toMatch(/^chunk 2 \r\n\r\x1b\[2K.*tool simulated_command/);
+  });
+
+  it("reconnecting shows while the gateway is unreachable", async () => {
+    const proxy = await TcpProxy.start(gw.url);
+    try {
+      const term = openTerminal(runArgs("[deltas 2] [hang]"), env({ MOORING_URL: proxy.url }));
+      await term.waitFor("chunk 2 ");
+      proxy.refuse = true;
+      proxy.cutAll();
+      await term.waitFor(/chunk 2 \r\n[^]*reconnecting/);
+      proxy.refuse = false;
+      const taskId = (await call(gw.url, "GET", "/v1/tasks?limit=1")).body.items[0].id;
+      await call(gw.url, "POST", `/v1/tasks/${taskId}/cancel`);
+      expect(await term.exited).toBe(3);
+    } finally {
+      await proxy.close();
+    }
   });
 });

@@ -17,7 +17,12 @@ export async function followToEnd(
   out: { json: boolean; stdout: Stdout; conn: Connection; abort: AbortController },
 ): Promise<never> {
   const { json, stdout, conn, abort } = out;
-  const status = new StatusLine(run.taskId, process.stderr, () => !stdout.isTTY || stdout.atLineStart);
+  // Both streams on one terminal: the status must not land inside the answer's text.
+  const sameTerminal = stdout.isTTY && process.stderr.isTTY === true;
+  const status = new StatusLine(run.taskId, process.stderr, {
+    midLine: () => sameTerminal && !stdout.atLineStart,
+    endLine: () => stdout.text("\n"),
+  });
   const cursor = new CursorWriter(run.taskId);
   const outcome = await followTurn(run, {
     json,

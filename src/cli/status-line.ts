@@ -19,6 +19,16 @@ export interface StatusFacts {
   note?: string | null;
 }
 
+/**
+ * Where the answer on stdout stands, when stdout and stderr are the same terminal: a status drawn
+ * while the answer is in the middle of a line would land inside its text.
+ */
+export interface AnswerPosition {
+  midLine(): boolean;
+  /** Ends the answer's line on the terminal, so a status that must show gets a line of its own. */
+  endLine(): void;
+}
+
 export class StatusLine {
   private readonly live: boolean;
   private readonly visibleText: (text: string) => string;
@@ -31,7 +41,7 @@ export class StatusLine {
   constructor(
     taskId: string,
     private readonly stream: NodeJS.WriteStream = process.stderr,
-    private readonly canDraw: () => boolean = () => true,
+    private readonly answer: AnswerPosition = { midLine: () => false, endLine: () => {} },
     env: NodeJS.ProcessEnv = process.env,
   ) {
     const noColor = env.NO_COLOR !== undefined && env.NO_COLOR !== "";
@@ -48,12 +58,16 @@ export class StatusLine {
 
   update(change: Partial<StatusFacts>): void {
     this.facts = { ...this.facts, ...change };
-    this.draw();
+    // A tool call or a lost connection must show even in the middle of the answer (not each
+    // delta's redraw, which would break the answer after every word).
+    const urgent = Boolean(change.tool) || change.state === "reconnecting" || change.state === "polling";
+    this.draw(urgent);
   }
 
   /** A line that stays (a restart, a cancel request, the end), printed above the status line. */
   say(message: string): void {
     this.clear();
+    if (this.answer.midLine()) this.answer.endLine();
     stderrLine(message, this.stream);
     this.draw();
   }
@@ -71,16 +85,21 @@ export class StatusLine {
     this.shown = false;
   }
 
-  draw(): void {
+  /** Draws the status; in the middle of the answer only when `urgent`, after ending its line. */
+  draw(urgent = false): void {
     const text = this.render();
     if (this.live) {
-      if (!this.canDraw()) return;
+      if (this.answer.midLine()) {
+        if (!urgent) return;
+        this.answer.endLine();
+      }
       this.stream.write(`\r\x1b[2K${this.colors.dim("mooring")} ${text}`);
       this.shown = true;
       return;
     }
     if (text === this.lastPlain) return;
     this.lastPlain = text;
+    if (this.answer.midLine()) this.answer.endLine();
     this.stream.write(`mooring: ${text}\n`);
   }
 
