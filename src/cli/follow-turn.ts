@@ -16,6 +16,8 @@ export interface FollowTurnIo {
   status: StatusLine;
   cursor: CursorWriter;
   redact: (text: string) => string;
+  /** What to print for an error (connection.ts). */
+  message: (err: unknown) => string;
   /** Asks the gateway to cancel the task (the first Ctrl-C). */
   cancel: (taskId: string) => Promise<unknown>;
   /** Aborting it closes every socket and request of the run (the task runs on). */
@@ -53,7 +55,7 @@ export async function followTurn(run: Run, io: FollowTurnIo): Promise<FollowOutc
       status.say(`cancelling task ${run.taskId} (Ctrl-C again to detach)`);
       cancelRequest = io.cancel(run.taskId).then(
         () => status.say("cancel requested; waiting for the task to end"),
-        (err: Error) => status.say(`the cancel request failed: ${io.redact(err.message)}`),
+        (err: unknown) => status.say(`the cancel request failed: ${io.message(err)}`),
       );
       return;
     }
@@ -109,7 +111,7 @@ export async function followTurn(run: Run, io: FollowTurnIo): Promise<FollowOutc
     return {
       exitCode: exitCodeOfError(err),
       task: e.task ?? run.task,
-      error: { name: e.name, code: e.code, message: io.redact(e.message) },
+      error: { name: e.name, code: e.code, message: io.message(err) },
     };
   } finally {
     process.off("SIGINT", onSigint);
@@ -174,7 +176,9 @@ class RestartReport {
     this.report();
     this.restartAt = at;
     this.replayed = 0;
-    this.status.say("the gateway restarted; resuming from the last event received (nothing is lost)");
+    // Not "nothing is lost": the events are all there, but a turn running at the restart may end
+    // interrupted, and the last line says so.
+    this.status.say("the gateway restarted; resuming after the last event received");
   }
 
   event(event: MooringEvent): void {

@@ -11,6 +11,7 @@ import * as resources from "./resource-commands.js";
 import { runCommand } from "./run-command.js";
 import { serveCommand } from "./serve-command.js";
 import { escapesFor, visible } from "./terminal-text.js";
+import { cliVersion } from "./version.js";
 
 /** --url, --token and --connect-timeout on every command that talks to a gateway. No default is shown for the token. */
 function withConnection(command: Command): Command {
@@ -45,6 +46,7 @@ const transportOption = () =>
 export function buildProgram(): Command {
   const program = new Command("mooring")
     .description("Run and follow turns on a mooring gateway (docs/cli.md)")
+    .version(cliVersion(), "-V, --version", "print the version of mooring")
     .showHelpAfterError()
     .configureOutput({ writeOut: visibleOn(process.stdout), writeErr: visibleOn(process.stderr) })
     .exitOverride();

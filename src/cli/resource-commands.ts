@@ -4,8 +4,9 @@
  * streams).
  */
 import type { Session, Task } from "../client/index.js";
-import { type Connection, connect, type ConnectionOptions } from "./connection.js";
-import { exitCodeOfError } from "./exit-codes.js";
+import { type Connection, connect, type ConnectionOptions, plainMessage } from "./connection.js";
+import { exitCodeOfError, UsageError } from "./exit-codes.js";
+import { resolveSessionId, resolveTaskId } from "./ids.js";
 import { Stdout } from "./output.js";
 import { table } from "./table.js";
 import { stderrLine } from "./terminal-text.js";
@@ -37,15 +38,15 @@ async function withClient(
   body: (conn: Connection, out: Stdout) => Promise<void>,
 ): Promise<never> {
   const out = new Stdout(process.stdout, { raw: options.raw });
-  let redact = (t: string) => t;
+  let message = plainMessage;
   let code = 0;
   try {
     const conn = connect(options);
-    redact = conn.redact;
+    message = conn.message;
     await body(conn, out);
   } catch (err) {
     const e = err as Error & { code?: string };
-    stderrLine(`${e.code ? `${e.code}: ` : ""}${redact(e.message)}`);
+    stderrLine(`${e.code ? `${e.code}: ` : ""}${message(err)}`);
     code = exitCodeOfError(err);
   }
   await out.flushed();
@@ -53,8 +54,10 @@ async function withClient(
 }
 
 function limitOf(options: ResourceOptions): number {
-  const n = options.limit === undefined ? 50 : Number(options.limit);
-  return Number.isInteger(n) && n > 0 ? n : 50;
+  if (options.limit === undefined) return 50;
+  if (!/^\d+$/.test(options.limit) || Number(options.limit) < 1)
+    throw new UsageError(`--limit must be a whole number of at least 1, got ${JSON.stringify(options.limit)}`);
+  return Number(options.limit);
 }
 
 /** Pages no larger than what is wanted, and no larger than the API allows (200). */
@@ -83,7 +86,7 @@ export const sessionsList = (options: ResourceOptions) =>
 
 export const sessionsGet = (id: string, options: ResourceOptions) =>
   withClient(options, async ({ client }, out) => {
-    const s = await client.sessions.get(id);
+    const s = await client.sessions.get(await resolveSessionId(client, id));
     if (options.json) return out.jsonLine(s);
     out.text(table(sessionHeaders, [sessionRow(s)], out.shown));
     if (s.turns.length > 0)
@@ -98,7 +101,7 @@ export const sessionsGet = (id: string, options: ResourceOptions) =>
 
 export const sessionsArchive = (id: string, options: ResourceOptions) =>
   withClient(options, async ({ client }, out) => {
-    const s = await client.sessions.archive(id);
+    const s = await client.sessions.archive(await resolveSessionId(client, id));
     if (options.json) out.jsonLine(s);
     else out.text(table(sessionHeaders, [sessionRow(s)], out.shown));
   });
@@ -106,7 +109,7 @@ export const sessionsArchive = (id: string, options: ResourceOptions) =>
 export const tasksList = (options: ResourceOptions) =>
   withClient(options, async ({ client }, out) => {
     const filter = {
-      sessionId: options.session,
+      sessionId: options.session === undefined ? undefined : await resolveSessionId(client, options.session),
       status: options.status as Task["status"] | undefined,
       limit: pageSizeFor(limitOf(options)),
     };
@@ -117,14 +120,14 @@ export const tasksList = (options: ResourceOptions) =>
 
 export const tasksGet = (id: string, options: ResourceOptions) =>
   withClient(options, async ({ client }, out) => {
-    const t = await client.tasks.get(id);
+    const t = await client.tasks.get(await resolveTaskId(client, id));
     if (options.json) out.jsonLine(t);
     else out.text(table(taskHeaders, [taskRow(t)], out.shown));
   });
 
 export const tasksCancel = (id: string, options: ResourceOptions) =>
   withClient(options, async ({ client }, out) => {
-    const t = await client.tasks.cancel(id);
+    const t = await client.tasks.cancel(await resolveTaskId(client, id));
     if (options.json) out.jsonLine(t);
     else out.text(table(taskHeaders, [taskRow(t)], out.shown));
   });

@@ -4,10 +4,11 @@
  */
 import { resolve } from "node:path";
 import type { MooringClient, Session } from "../client/index.js";
-import { type Connection, connect, type ConnectionOptions } from "./connection.js";
+import { type Connection, connect, type ConnectionOptions, plainMessage } from "./connection.js";
 import { UsageError } from "./exit-codes.js";
 import { finish, finishWithError, followToEnd } from "./finish.js";
 import { Stdout } from "./output.js";
+import { resolveSessionId } from "./ids.js";
 import { readPrompt } from "./prompt.js";
 import { stderrLine } from "./terminal-text.js";
 
@@ -59,13 +60,13 @@ export async function runCommand(promptArg: string | undefined, options: RunOpti
     }
     return await followToEnd(run, { json, stdout, conn, abort });
   } catch (err) {
-    return await finishWithError(err, { json, stdout, redact: conn?.redact ?? ((t: string) => t) });
+    return await finishWithError(err, { json, stdout, message: conn?.message ?? plainMessage });
   }
 }
 
 /** --session, --continue (the latest open session on this workspace and agent), else a new one. */
 async function chooseSession(client: MooringClient, options: RunOptions): Promise<string> {
-  if (options.session) return options.session;
+  if (options.session) return await resolveSessionId(client, options.session);
   const workspace = resolve(options.workspace ?? process.cwd());
   const agent = options.agent ?? process.env.MOORING_AGENT ?? "claude-code";
   if (options.continue) {
