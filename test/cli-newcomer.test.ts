@@ -6,52 +6,29 @@
  * interrupted turn's last line is asserted in cli-recovery.test.ts, with a real restart.)
  */
 import { once } from "node:events";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { type AddressInfo, createServer } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../src/gateway.js";
-import { jsonLines, killAllClis, runCli } from "./support/cli.js";
-import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { call, repoRoot, startTestGateway } from "./support/gateway.js";
+import { describe, expect, it } from "vitest";
+import { jsonLines, runCli } from "./support/cli.js";
+import { cliFixture } from "./support/cli-fixture.js";
+import { call, repoRoot } from "./support/gateway.js";
 import { TcpProxy } from "./support/tcp-proxy.js";
-import { killAllTerminals, openTerminal } from "./support/terminal.js";
+import { openTerminal } from "./support/terminal.js";
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
-let stateHome: string;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url);
-  workspace = await mkdtemp(join(tmpdir(), "mooring-cli-new-"));
-  stateHome = await mkdtemp(join(tmpdir(), "mooring-cli-state-"));
-});
-afterEach(() => {
-  killAllClis();
-  killAllTerminals();
-});
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-  await rm(workspace, { recursive: true, force: true });
-  await rm(stateHome, { recursive: true, force: true });
-});
-
-const env = (extra: Record<string, string | undefined> = {}) => ({
-  XDG_STATE_HOME: stateHome,
-  MOORING_URL: gw.url,
-  ...extra,
-});
-const runArgs = (...more: string[]) => ["run", "--workspace", workspace, "--agent", "simulated", ...more];
+const cli = cliFixture();
+const env = cli.env;
+const runArgs = cli.runArgs;
 
 describe("Ctrl-C on a terminal", () => {
   it("once under npx: cancels the task and exits 3, though npx forwards its own copy of the signal", async () => {
     // npm runs the command through `script-shell`; bash execs it, so the CLI is npm's own child and
     // gets the terminal's SIGINT and npm's forwarded one (dash cannot be made to: docs/cli.md).
-    const term = openTerminal(runArgs("[deltas 2] [hang]"), env({ NO_COLOR: "1", npm_config_script_shell: "bash" }), "npx");
+    const term = openTerminal(
+      runArgs("[deltas 2] [hang]"),
+      env({ NO_COLOR: "1", npm_config_script_shell: "bash" }),
+      "npx",
+    );
     await term.waitFor("mooring: running");
     term.type("\x03");
     expect(await term.exited).toBe(3);
@@ -73,16 +50,16 @@ describe("the status line once the answer has started (same terminal)", () => {
   });
 
   it("reconnecting shows while the gateway is unreachable", async () => {
-    const proxy = await TcpProxy.start(gw.url);
+    const proxy = await TcpProxy.start(cli.gw.url);
     try {
       const term = openTerminal(runArgs("[deltas 2] [hang]"), env({ MOORING_URL: proxy.url }));
       await term.waitFor("chunk 2 ");
       proxy.refuse = true;
       proxy.cutAll();
-      await term.waitFor(/chunk 2 \r\n[^]*reconnecting/);
+      await term.waitFor(/chunk 2 \r\n[\s\S]*reconnecting/);
       proxy.refuse = false;
-      const taskId = (await call(gw.url, "GET", "/v1/tasks?limit=1")).body.items[0].id;
-      await call(gw.url, "POST", `/v1/tasks/${taskId}/cancel`);
+      const taskId = (await call(cli.gw.url, "GET", "/v1/tasks?limit=1")).body.items[0].id;
+      await call(cli.gw.url, "POST", `/v1/tasks/${taskId}/cancel`);
       expect(await term.exited).toBe(3);
     } finally {
       await proxy.close();
@@ -92,7 +69,10 @@ describe("the status line once the answer has started (same terminal)", () => {
 
 describe("ids, options and messages", () => {
   it("accepts the start of a session or task id (as the console shows it) when it is unique", async () => {
-    const created = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
+    const created = await call(cli.gw.url, "POST", "/v1/sessions", {
+      workspace: cli.workspace,
+      agent: "simulated",
+    });
     const sessionId: string = created.body.id;
     const short = sessionId.slice(0, 8);
     const ran = await runCli(runArgs("--session", short, "--json", "hello"), { env: env() });
@@ -118,12 +98,17 @@ describe("ids, options and messages", () => {
     expect(none.code).toBe(2);
     expect(none.stderr).toMatch(/no session id starts with "ffffffff".*pass the full id/);
     // 17 sessions over 16 hex digits: at least two of them start with the same one.
-    for (let i = 0; i < 17; i++) await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
-    const ids: string[] = (await call(gw.url, "GET", "/v1/sessions?limit=200")).body.items.map((s: any) => s.id);
+    for (let i = 0; i < 17; i++)
+      await call(cli.gw.url, "POST", "/v1/sessions", { workspace: cli.workspace, agent: "simulated" });
+    const ids: string[] = (await call(cli.gw.url, "GET", "/v1/sessions?limit=200")).body.items.map(
+      (s: any) => s.id,
+    );
     const digit = [..."0123456789abcdef"].find((d) => ids.filter((id) => id.startsWith(d)).length > 1)!;
     const many = await runCli(["tasks", "list", "--session", digit], { env: env() });
     expect(many.code).toBe(2);
-    expect(many.stderr).toMatch(new RegExp(`"${digit}" is the start of more than one session id .*pass more of it`));
+    expect(many.stderr).toMatch(
+      new RegExp(`"${digit}" is the start of more than one session id .*pass more of it`),
+    );
   });
 
   it("rejects a --limit that is not a whole number of at least 1", async () => {
@@ -146,13 +131,15 @@ describe("ids, options and messages", () => {
     }
   });
 
-  it("an unreachable gateway is \"cannot reach <url>: why\", not \"fetch failed\"", async () => {
+  it('an unreachable gateway is "cannot reach <url>: why", not "fetch failed"', async () => {
     const closed = await closedPort();
     const url = `http://127.0.0.1:${closed}`;
     for (const args of [runArgs("hi"), ["tasks", "list"]]) {
       const result = await runCli([...args, "--connect-timeout", "0"], { env: env({ MOORING_URL: url }) });
       expect(result.code).toBe(5);
-      expect(result.stderr).toBe(`mooring: cannot reach ${url}: connection refused (is the gateway running? \`npm start\` starts one)\n`);
+      expect(result.stderr).toBe(
+        `mooring: cannot reach ${url}: connection refused (is the gateway running? \`npm start\` starts one)\n`,
+      );
     }
   });
 });

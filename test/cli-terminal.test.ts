@@ -5,21 +5,20 @@
  * the bytes pass unchanged. Real gateway, the simulated agent echoing a prompt of escape sequences,
  * and a rewriting proxy in front of it as the hostile gateway.
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../src/gateway.js";
-import { killAllClis, runCli } from "./support/cli.js";
-import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { call, startTestGateway } from "./support/gateway.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runCli } from "./support/cli.js";
+import { cliFixture } from "./support/cli-fixture.js";
+import { call } from "./support/gateway.js";
 import { RewritingProxy } from "./support/rewriting-proxy.js";
-import { killAllTerminals, runCliOnTerminal } from "./support/terminal.js";
+import { runCliOnTerminal } from "./support/terminal.js";
 
 /** Each sequence of the report, and what the terminal must show instead. */
 const attacks = {
   clipboard: ["\x1b]52;c;cHduZWQ=\x07", "\\x1b]52;c;cHduZWQ=\\x07"],
-  link: ["\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\", "\\x1b]8;;https://evil.example/\\x1b\\click\\x1b]8;;\\x1b\\"],
+  link: [
+    "\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\",
+    "\\x1b]8;;https://evil.example/\\x1b\\click\\x1b]8;;\\x1b\\",
+  ],
   clear: ["\x1b[2J\x1b[H", "\\x1b[2J\\x1b[H"],
   title: ["\x1b]0;pwned\x07", "\\x1b]0;pwned\\x07"],
   c1Csi: ["\u009b2J", "\\x9b2J"],
@@ -45,39 +44,15 @@ function expectAllRaw(output: string): void {
   for (const [raw] of Object.values(attacks)) expect(output).toContain(raw);
 }
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
-let stateHome: string;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url);
-  workspace = await mkdtemp(join(tmpdir(), "mooring-cli-tty-"));
-  stateHome = await mkdtemp(join(tmpdir(), "mooring-cli-state-"));
-});
-afterEach(() => {
-  killAllClis();
-  killAllTerminals();
-});
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-  await rm(workspace, { recursive: true, force: true });
-  await rm(stateHome, { recursive: true, force: true });
-});
-
-const env = (url = gw.url, extra: Record<string, string | undefined> = {}) => ({
-  XDG_STATE_HOME: stateHome,
-  MOORING_URL: url,
-  ...extra,
-});
-const runArgs = (...more: string[]) => ["run", "--workspace", workspace, "--agent", "simulated", ...more];
+const cli = cliFixture();
+const env = (url?: string, extra: Record<string, string | undefined> = {}) =>
+  cli.env({ MOORING_URL: url ?? cli.gw.url, ...extra });
+const runArgs = cli.runArgs;
 
 describe("agent text on stdout (the simulated agent echoes the prompt)", () => {
   it("a terminal sees every sequence made visible, with the live status line and without colour", async () => {
     for (const extra of [{}, { NO_COLOR: "1" }]) {
-      const { code, screen } = await runCliOnTerminal(runArgs(hostile), env(gw.url, extra));
+      const { code, screen } = await runCliOnTerminal(runArgs(hostile), env(cli.gw.url, extra));
       expect(code).toBe(0);
       expect(screen).toContain("You said: ");
       expectAllVisible(screen);
@@ -85,7 +60,7 @@ describe("agent text on stdout (the simulated agent echoes the prompt)", () => {
   });
 
   it("--raw on a terminal, and a piped stdout, get the bytes unchanged", async () => {
-    const onTerminal = await runCliOnTerminal(runArgs("--raw", hostile), env(gw.url, { NO_COLOR: "1" }));
+    const onTerminal = await runCliOnTerminal(runArgs("--raw", hostile), env(cli.gw.url, { NO_COLOR: "1" }));
     expect(onTerminal.code).toBe(0);
     // The pty turns each lone LF into CR LF; the answer's own bytes are otherwise as sent.
     expectAllRaw(onTerminal.screen);
@@ -95,7 +70,10 @@ describe("agent text on stdout (the simulated agent echoes the prompt)", () => {
   });
 
   it("--json on a terminal keeps the same JSON value with DEL and C1 escaped", async () => {
-    const { code, screen } = await runCliOnTerminal(runArgs("--json", hostile), env(gw.url, { NO_COLOR: "1" }));
+    const { code, screen } = await runCliOnTerminal(
+      runArgs("--json", hostile),
+      env(cli.gw.url, { NO_COLOR: "1" }),
+    );
     expect(code).toBe(0);
     expectInert(screen);
     const lines = screen.split("\r\n").filter((l) => l.startsWith("{"));
@@ -104,8 +82,13 @@ describe("agent text on stdout (the simulated agent echoes the prompt)", () => {
   });
 
   it("another user's prompt in a shared session, followed with attach, is made visible too", async () => {
-    const created = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
-    const submitted = await call(gw.url, "POST", `/v1/sessions/${created.body.id}/turns`, { prompt: hostile });
+    const created = await call(cli.gw.url, "POST", "/v1/sessions", {
+      workspace: cli.workspace,
+      agent: "simulated",
+    });
+    const submitted = await call(cli.gw.url, "POST", `/v1/sessions/${created.body.id}/turns`, {
+      prompt: hostile,
+    });
     expect(submitted.status).toBe(202);
     const { code, screen } = await runCliOnTerminal(["attach", submitted.body.id], env());
     expect(code).toBe(0);
@@ -115,11 +98,17 @@ describe("agent text on stdout (the simulated agent echoes the prompt)", () => {
 
 describe("table cells", () => {
   it("a prompt in `tasks list` and `sessions get` is made visible on a terminal, raw when piped", async () => {
-    const created = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
+    const created = await call(cli.gw.url, "POST", "/v1/sessions", {
+      workspace: cli.workspace,
+      agent: "simulated",
+    });
     const sessionId = created.body.id;
     const attack = attacks.title[0];
-    await call(gw.url, "POST", `/v1/sessions/${sessionId}/turns`, { prompt: `${attack} list` });
-    for (const args of [["tasks", "list", "--session", sessionId], ["sessions", "get", sessionId]]) {
+    await call(cli.gw.url, "POST", `/v1/sessions/${sessionId}/turns`, { prompt: `${attack} list` });
+    for (const args of [
+      ["tasks", "list", "--session", sessionId],
+      ["sessions", "get", sessionId],
+    ]) {
       const { code, screen } = await runCliOnTerminal(args, env());
       expect(code).toBe(0);
       expect(screen).toContain(`${attacks.title[1]} list`);
@@ -134,8 +123,10 @@ describe("a hostile gateway (a proxy rewriting its answers)", () => {
   let proxy: RewritingProxy;
   beforeAll(async () => {
     const evil = RewritingProxy.jsonText(hostile);
-    proxy = await RewritingProxy.start(gw.url, (body) =>
-      body.replaceAll("simulated_command", `tool${evil}`).replaceAll("does not exist", `does not exist ${evil}`),
+    proxy = await RewritingProxy.start(cli.gw.url, (body) =>
+      body
+        .replaceAll("simulated_command", `tool${evil}`)
+        .replaceAll("does not exist", `does not exist ${evil}`),
     );
   });
   afterAll(() => proxy?.stop());

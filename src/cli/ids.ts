@@ -20,7 +20,11 @@ export const resolveSessionId = (client: MooringClient, arg: string) =>
 export const resolveTaskId = (client: MooringClient, arg: string) =>
   resolveId("task", arg, client.tasks.list({ limit: 200 }));
 
-async function resolveId(kind: Kind, arg: string, newestFirst: AsyncIterable<{ id: string }>): Promise<string> {
+async function resolveId(
+  kind: Kind,
+  arg: string,
+  newestFirst: AsyncIterable<{ id: string }>,
+): Promise<string> {
   // Not hex at all: the gateway's own answer (not found, or a bad id) says it best.
   if (fullId.test(arg) || !idStart.test(arg)) return arg;
   const start = arg.toLowerCase();

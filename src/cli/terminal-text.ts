@@ -32,6 +32,9 @@ export function escapesFor(stream: { isTTY?: boolean }, raw = false): boolean {
 }
 
 /** The one way the CLI writes a line of its own to stderr: `mooring: <text>`, made visible on a terminal. */
-export function stderrLine(text: string, stream: NodeJS.WritableStream & { isTTY?: boolean } = process.stderr): void {
+export function stderrLine(
+  text: string,
+  stream: NodeJS.WritableStream & { isTTY?: boolean } = process.stderr,
+): void {
   stream.write(`mooring: ${escapesFor(stream) ? visible(text) : text}\n`);
 }

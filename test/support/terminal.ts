@@ -40,7 +40,9 @@ export function openTerminal(
   const argEnv = Object.fromEntries(args.map((a, i) => [`MOORING_TEST_ARG${i}`, a]));
   const argList = args.map((_, i) => `"$MOORING_TEST_ARG${i}"`).join(" ");
   const command =
-    launcher === "npx" ? `exec npx --offline mooring ${argList}` : `exec "$MOORING_TEST_NODE" "$MOORING_TEST_BIN" ${argList}`;
+    launcher === "npx"
+      ? `exec npx --offline mooring ${argList}`
+      : `exec "$MOORING_TEST_NODE" "$MOORING_TEST_BIN" ${argList}`;
   const child = spawn("script", ["-qfec", command, "/dev/null"], {
     cwd: repoRoot,
     stdio: ["pipe", "pipe", "pipe"],
@@ -79,7 +81,9 @@ export function openTerminal(
         if (has()) return resolve();
         waiters.push(() => has() && resolve());
         exited.then(() =>
-          has() ? resolve() : reject(new Error(`exited before ${String(text)}\nscreen: ${screen().slice(-2000)}`)),
+          has()
+            ? resolve()
+            : reject(new Error(`exited before ${String(text)}\nscreen: ${screen().slice(-2000)}`)),
         );
       });
     },
