@@ -6,15 +6,17 @@
  */
 import { readFileSync } from "node:fs";
 
-const launchers = /^(npm|npx|pnpm|yarn)\b/;
+// npm sets its process title ("npm exec mooring run …"), which is what cmdline then shows; other
+// launchers show as `node /…/bin/yarn.js …`: the program or the script it runs names it.
+const launcher = /(^|\/)(npm|npx|pnpm|yarn)(-cli)?(\.c?js)?(\s|$)/;
 
 export function parentForwardsSignals(
   ppid: number = process.ppid,
   env: NodeJS.ProcessEnv = process.env,
 ): boolean {
   try {
-    // npm sets its process title ("npm exec mooring run …"), which is what cmdline shows.
-    return launchers.test(readFileSync(`/proc/${ppid}/cmdline`, "utf8"));
+    const argv = readFileSync(`/proc/${ppid}/cmdline`, "utf8").split("\0");
+    return argv.slice(0, 2).some((arg) => launcher.test(arg));
   } catch {
     return env.npm_command === "exec" || env.npm_lifecycle_event !== undefined;
   }
