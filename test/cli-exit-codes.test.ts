@@ -69,7 +69,7 @@ describe("mooring run exit codes", () => {
       code: 5,
       why: "an unreachable gateway",
       args: ["--url", "http://127.0.0.1:1", "--connect-timeout", "300", "hi"],
-      stderr: /fetch failed|unreachable/,
+      stderr: /mooring: cannot reach http:\/\/127\.0\.0\.1:1: /,
     },
   ])("exits $code when $why", async ({ code, args, stderr }) => {
     const result = await run(args);

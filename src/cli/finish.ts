@@ -9,6 +9,7 @@ import { exitCodeOfError } from "./exit-codes.js";
 import { type FollowOutcome, followTurn } from "./follow-turn.js";
 import type { Stdout } from "./output.js";
 import { StatusLine } from "./status-line.js";
+import { stderrLine } from "./terminal-text.js";
 
 /** `run` and `attach` alike: follow the task to its end with the status line and saved cursor, then end. */
 export async function followToEnd(
@@ -16,7 +17,12 @@ export async function followToEnd(
   out: { json: boolean; stdout: Stdout; conn: Connection; abort: AbortController },
 ): Promise<never> {
   const { json, stdout, conn, abort } = out;
-  const status = new StatusLine(run.taskId, process.stderr, () => !stdout.isTTY || stdout.atLineStart);
+  // Both streams on one terminal: the status must not land inside the answer's text.
+  const sameTerminal = stdout.isTTY && process.stderr.isTTY === true;
+  const status = new StatusLine(run.taskId, process.stderr, {
+    midLine: () => sameTerminal && !stdout.atLineStart,
+    endLine: () => stdout.text("\n"),
+  });
   const cursor = new CursorWriter(run.taskId);
   const outcome = await followTurn(run, {
     json,
@@ -24,6 +30,7 @@ export async function followToEnd(
     status,
     cursor,
     redact: conn.redact,
+    message: conn.message,
     abort,
     cancel: (id) => conn.client.tasks.cancel(id),
   });
@@ -31,17 +38,17 @@ export async function followToEnd(
   return await finish(outcome, { json, stdout, status });
 }
 
-/** A command that failed before or while following: its exit code and the error, token redacted. */
+/** A command that failed before or while following: its exit code and the error (connection.ts `message`). */
 export async function finishWithError(
   err: unknown,
-  out: { json: boolean; stdout: Stdout; redact: (text: string) => string },
+  out: { json: boolean; stdout: Stdout; message: (err: unknown) => string },
 ): Promise<never> {
   const e = err as Error & { code?: string };
   return await finish(
     {
       exitCode: exitCodeOfError(err),
       task: null,
-      error: { name: e.name, code: e.code, message: out.redact(e.message) },
+      error: { name: e.name, code: e.code, message: out.message(err) },
     },
     { json: out.json, stdout: out.stdout, status: null },
   );
@@ -64,20 +71,22 @@ export async function finish(
   }
   status?.stop();
   const line = describeEnd(outcome);
-  if (line) process.stderr.write(`mooring: ${line}\n`);
+  if (line) stderrLine(line);
   await stdout.flushed();
   process.exit(outcome.exitCode);
 }
 
 function describeEnd(outcome: FollowOutcome): string {
   if (outcome.exitCode === 130) return "";
-  if (outcome.error?.name === "ConnectionError") return `the gateway is unreachable (${outcome.error.message})`;
   if (outcome.error) return `${outcome.error.code ? `${outcome.error.code}: ` : ""}${outcome.error.message}`;
   const task: Task | null = outcome.task;
   if (!task) return "";
   if (task.status === "completed") return `completed (task ${task.id})`;
   if (task.status === "interrupted") {
-    return `the turn was interrupted (${task.error?.code ?? "GATEWAY_RESTART"}): ${task.error?.message ?? ""}; send it again to retry`;
+    // The gateway's message is a sentence of its own; ours goes on after it.
+    const why = (task.error?.message ?? "").replace(/\.$/, "");
+    const said = why ? `: ${why.charAt(0).toLowerCase()}${why.slice(1)}` : "";
+    return `the running turn was interrupted (${task.error?.code ?? "GATEWAY_RESTART"})${said}; send it again`;
   }
   const err = task.error
     ? ` (${task.error.code}${task.error.reason ? `, ${task.error.reason}` : ""}): ${task.error.message}`

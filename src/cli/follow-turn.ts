@@ -7,6 +7,7 @@ import type { MooringEvent, Run, StateChange, Task } from "../client/index.js";
 import type { CursorWriter } from "./cursor-store.js";
 import { ExitCode, exitCodeOfError, exitCodeOfStatus } from "./exit-codes.js";
 import type { Stdout } from "./output.js";
+import { parentForwardsSignals } from "./launcher.js";
 import type { StatusLine } from "./status-line.js";
 
 export interface FollowTurnIo {
@@ -15,6 +16,8 @@ export interface FollowTurnIo {
   status: StatusLine;
   cursor: CursorWriter;
   redact: (text: string) => string;
+  /** What to print for an error (connection.ts). */
+  message: (err: unknown) => string;
   /** Asks the gateway to cancel the task (the first Ctrl-C). */
   cancel: (taskId: string) => Promise<unknown>;
   /** Aborting it closes every socket and request of the run (the task runs on). */
@@ -27,6 +30,9 @@ export interface FollowOutcome {
   error?: { name: string; code?: string; message: string };
 }
 
+/** Under a launcher, SIGINTs closer together than this are one Ctrl-C (a human's second press comes later). */
+export const samePressMs = 250;
+
 export async function followTurn(run: Run, io: FollowTurnIo): Promise<FollowOutcome> {
   const { stdout, status } = io;
   const restarts = new RestartReport(status);
@@ -36,13 +42,20 @@ export async function followTurn(run: Run, io: FollowTurnIo): Promise<FollowOutc
     detached = resolve;
   });
   let cancelRequest: Promise<unknown> | null = null;
+  const forwarded = parentForwardsSignals();
+  let lastPressAt = Number.NEGATIVE_INFINITY;
   const onSigint = () => {
+    // Under npx one Ctrl-C arrives twice (launcher.ts), both copies within milliseconds: the
+    // second is not a second press.
+    const now = performance.now();
+    if (forwarded && now - lastPressAt < samePressMs) return;
+    lastPressAt = now;
     interrupts++;
     if (interrupts === 1) {
       status.say(`cancelling task ${run.taskId} (Ctrl-C again to detach)`);
       cancelRequest = io.cancel(run.taskId).then(
         () => status.say("cancel requested; waiting for the task to end"),
-        (err: Error) => status.say(`the cancel request failed: ${io.redact(err.message)}`),
+        (err: unknown) => status.say(`the cancel request failed: ${io.message(err)}`),
       );
       return;
     }
@@ -98,7 +111,7 @@ export async function followTurn(run: Run, io: FollowTurnIo): Promise<FollowOutc
     return {
       exitCode: exitCodeOfError(err),
       task: e.task ?? run.task,
-      error: { name: e.name, code: e.code, message: io.redact(e.message) },
+      error: { name: e.name, code: e.code, message: io.message(err) },
     };
   } finally {
     process.off("SIGINT", onSigint);
@@ -163,7 +176,9 @@ class RestartReport {
     this.report();
     this.restartAt = at;
     this.replayed = 0;
-    this.status.say("the gateway restarted; resuming from the last event received (nothing is lost)");
+    // Not "nothing is lost": the events are all there, but a turn running at the restart may end
+    // interrupted, and the last line says so.
+    this.status.say("the gateway restarted; resuming after the last event received");
   }
 
   event(event: MooringEvent): void {

@@ -10,6 +10,8 @@ import { ExitCode } from "./exit-codes.js";
 import * as resources from "./resource-commands.js";
 import { runCommand } from "./run-command.js";
 import { serveCommand } from "./serve-command.js";
+import { escapesFor, visible } from "./terminal-text.js";
+import { cliVersion } from "./version.js";
 
 /** --url, --token and --connect-timeout on every command that talks to a gateway. No default is shown for the token. */
 function withConnection(command: Command): Command {
@@ -25,13 +27,28 @@ function withConnection(command: Command): Command {
     );
 }
 
+const rawOption = () =>
+  new Option(
+    "--raw",
+    "write the gateway's text to stdout unchanged even on a terminal (else control characters are made visible)",
+  );
+
+/** Commander's own output (help, usage errors quoting an argument) made visible on a terminal too. */
+const visibleOn =
+  (stream: NodeJS.WriteStream) =>
+  (text: string): void => {
+    stream.write(escapesFor(stream) ? visible(text) : text);
+  };
+
 const transportOption = () =>
   new Option("--transport <transport>", "how to stream events").choices(["ws", "sse", "poll"]).default("ws");
 
 export function buildProgram(): Command {
   const program = new Command("mooring")
     .description("Run and follow turns on a mooring gateway (docs/cli.md)")
+    .version(cliVersion(), "-V, --version", "print the version of mooring")
     .showHelpAfterError()
+    .configureOutput({ writeOut: visibleOn(process.stdout), writeErr: visibleOn(process.stderr) })
     .exitOverride();
 
   withConnection(
@@ -59,6 +76,7 @@ export function buildProgram(): Command {
       .option("--idempotency-key <key>", "a key that makes a repeated submit return the same task")
       .option("-d, --detach", "print the task id and exit without following")
       .option("--json", "one JSON object per line: events, cli.state, and a last cli.result")
+      .addOption(rawOption())
       .addOption(transportOption()),
   ).action((prompt, options) => runCommand(prompt, options));
 
@@ -69,6 +87,7 @@ export function buildProgram(): Command {
       .argument("<taskId>", "the task")
       .option("--from-start", "replay from the task's first event, ignoring the saved cursor")
       .option("--json", "one JSON object per line: events, cli.state, and a last cli.result")
+      .addOption(rawOption())
       .addOption(transportOption()),
   ).action((taskId, options) => attachCommand(taskId, options));
 
@@ -78,14 +97,17 @@ export function buildProgram(): Command {
     .addOption(new Option("--status <status>", "only this status").choices(["idle", "busy", "archived"]))
     .option("--limit <n>", "at most this many (default 50)")
     .option("--json", "JSON lines")
+    .addOption(rawOption())
     .action((options) => resources.sessionsList(options));
   withConnection(
     sessions.command("get").argument("<sessionId>").description("a session with its recent turns"),
   )
     .option("--json", "JSON")
+    .addOption(rawOption())
     .action((id, options) => resources.sessionsGet(id, options));
   withConnection(sessions.command("archive").argument("<sessionId>").description("archive a session"))
     .option("--json", "JSON")
+    .addOption(rawOption())
     .action((id, options) => resources.sessionsArchive(id, options));
 
   const tasks = program.command("tasks").description("list, show or cancel tasks");
@@ -96,12 +118,15 @@ export function buildProgram(): Command {
     )
     .option("--limit <n>", "at most this many (default 50)")
     .option("--json", "JSON lines")
+    .addOption(rawOption())
     .action((options) => resources.tasksList(options));
   withConnection(tasks.command("get").argument("<taskId>").description("a task"))
     .option("--json", "JSON")
+    .addOption(rawOption())
     .action((id, options) => resources.tasksGet(id, options));
   withConnection(tasks.command("cancel").argument("<taskId>").description("cancel a task (idempotent)"))
     .option("--json", "JSON")
+    .addOption(rawOption())
     .action((id, options) => resources.tasksCancel(id, options));
 
   withConnection(program.command("gate").description("the admission gate: running and queued tasks, limits"))

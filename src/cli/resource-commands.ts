@@ -4,10 +4,12 @@
  * streams).
  */
 import type { Session, Task } from "../client/index.js";
-import { type Connection, connect, type ConnectionOptions } from "./connection.js";
-import { exitCodeOfError } from "./exit-codes.js";
+import { type Connection, connect, type ConnectionOptions, plainMessage } from "./connection.js";
+import { exitCodeOfError, UsageError } from "./exit-codes.js";
+import { resolveSessionId, resolveTaskId } from "./ids.js";
 import { Stdout } from "./output.js";
 import { table } from "./table.js";
+import { stderrLine } from "./terminal-text.js";
 
 export interface ResourceOptions extends ConnectionOptions {
   json?: boolean;
@@ -15,6 +17,7 @@ export interface ResourceOptions extends ConnectionOptions {
   status?: string;
   session?: string;
   limit?: string;
+  raw?: boolean;
 }
 
 const sessionRow = (s: Session) => [
@@ -34,16 +37,16 @@ async function withClient(
   options: ResourceOptions,
   body: (conn: Connection, out: Stdout) => Promise<void>,
 ): Promise<never> {
-  const out = new Stdout();
-  let redact = (t: string) => t;
+  const out = new Stdout(process.stdout, { raw: options.raw });
+  let message = plainMessage;
   let code = 0;
   try {
     const conn = connect(options);
-    redact = conn.redact;
+    message = conn.message;
     await body(conn, out);
   } catch (err) {
     const e = err as Error & { code?: string };
-    process.stderr.write(`mooring: ${e.code ? `${e.code}: ` : ""}${redact(e.message)}\n`);
+    stderrLine(`${e.code ? `${e.code}: ` : ""}${message(err)}`);
     code = exitCodeOfError(err);
   }
   await out.flushed();
@@ -51,8 +54,10 @@ async function withClient(
 }
 
 function limitOf(options: ResourceOptions): number {
-  const n = options.limit === undefined ? 50 : Number(options.limit);
-  return Number.isInteger(n) && n > 0 ? n : 50;
+  if (options.limit === undefined) return 50;
+  if (!/^\d+$/.test(options.limit) || Number(options.limit) < 1)
+    throw new UsageError(`--limit must be a whole number of at least 1, got ${JSON.stringify(options.limit)}`);
+  return Number(options.limit);
 }
 
 /** Pages no larger than what is wanted, and no larger than the API allows (200). */
@@ -76,54 +81,55 @@ export const sessionsList = (options: ResourceOptions) =>
     };
     const items = await take(client.sessions.list(filter), limitOf(options));
     if (options.json) for (const s of items) out.jsonLine(s);
-    else out.text(table(sessionHeaders, items.map(sessionRow)));
+    else out.text(table(sessionHeaders, items.map(sessionRow), out.shown));
   });
 
 export const sessionsGet = (id: string, options: ResourceOptions) =>
   withClient(options, async ({ client }, out) => {
-    const s = await client.sessions.get(id);
+    const s = await client.sessions.get(await resolveSessionId(client, id));
     if (options.json) return out.jsonLine(s);
-    out.text(table(sessionHeaders, [sessionRow(s)]));
+    out.text(table(sessionHeaders, [sessionRow(s)], out.shown));
     if (s.turns.length > 0)
       out.text(
         `\n${table(
           taskHeaders,
           s.turns.map((t) => taskRow(t as Task)),
+          out.shown,
         )}`,
       );
   });
 
 export const sessionsArchive = (id: string, options: ResourceOptions) =>
   withClient(options, async ({ client }, out) => {
-    const s = await client.sessions.archive(id);
+    const s = await client.sessions.archive(await resolveSessionId(client, id));
     if (options.json) out.jsonLine(s);
-    else out.text(table(sessionHeaders, [sessionRow(s)]));
+    else out.text(table(sessionHeaders, [sessionRow(s)], out.shown));
   });
 
 export const tasksList = (options: ResourceOptions) =>
   withClient(options, async ({ client }, out) => {
     const filter = {
-      sessionId: options.session,
+      sessionId: options.session === undefined ? undefined : await resolveSessionId(client, options.session),
       status: options.status as Task["status"] | undefined,
       limit: pageSizeFor(limitOf(options)),
     };
     const items = await take(client.tasks.list(filter), limitOf(options));
     if (options.json) for (const t of items) out.jsonLine(t);
-    else out.text(table(taskHeaders, items.map(taskRow)));
+    else out.text(table(taskHeaders, items.map(taskRow), out.shown));
   });
 
 export const tasksGet = (id: string, options: ResourceOptions) =>
   withClient(options, async ({ client }, out) => {
-    const t = await client.tasks.get(id);
+    const t = await client.tasks.get(await resolveTaskId(client, id));
     if (options.json) out.jsonLine(t);
-    else out.text(table(taskHeaders, [taskRow(t)]));
+    else out.text(table(taskHeaders, [taskRow(t)], out.shown));
   });
 
 export const tasksCancel = (id: string, options: ResourceOptions) =>
   withClient(options, async ({ client }, out) => {
-    const t = await client.tasks.cancel(id);
+    const t = await client.tasks.cancel(await resolveTaskId(client, id));
     if (options.json) out.jsonLine(t);
-    else out.text(table(taskHeaders, [taskRow(t)]));
+    else out.text(table(taskHeaders, [taskRow(t)], out.shown));
   });
 
 export const gate = (options: ResourceOptions) =>
@@ -142,6 +148,7 @@ export const gate = (options: ResourceOptions) =>
             `${g.queueTimeoutMs} ms`,
           ],
         ],
+        out.shown,
       ),
     );
   });

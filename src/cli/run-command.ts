@@ -4,11 +4,13 @@
  */
 import { resolve } from "node:path";
 import type { MooringClient, Session } from "../client/index.js";
-import { type Connection, connect, type ConnectionOptions } from "./connection.js";
+import { type Connection, connect, type ConnectionOptions, plainMessage } from "./connection.js";
 import { UsageError } from "./exit-codes.js";
 import { finish, finishWithError, followToEnd } from "./finish.js";
 import { Stdout } from "./output.js";
+import { resolveSessionId } from "./ids.js";
 import { readPrompt } from "./prompt.js";
+import { stderrLine } from "./terminal-text.js";
 
 export interface RunOptions extends ConnectionOptions {
   workspace?: string;
@@ -21,10 +23,12 @@ export interface RunOptions extends ConnectionOptions {
   detach?: boolean;
   json?: boolean;
   transport?: "ws" | "sse" | "poll";
+  /** stdout unchanged even on a terminal (terminal-text.ts). */
+  raw?: boolean;
 }
 
 export async function runCommand(promptArg: string | undefined, options: RunOptions): Promise<never> {
-  const stdout = new Stdout();
+  const stdout = new Stdout(process.stdout, { raw: options.raw });
   const json = options.json === true;
   let conn: Connection | null = null;
   const abort = new AbortController();
@@ -51,18 +55,18 @@ export async function runCommand(promptArg: string | undefined, options: RunOpti
     process.off("SIGINT", earlyInterrupt);
     if (options.detach) {
       if (!json) stdout.text(`${run.taskId}\n`);
-      process.stderr.write(`mooring: submitted; follow it with: mooring attach ${run.taskId}\n`);
+      stderrLine(`submitted; follow it with: mooring attach ${run.taskId}`);
       return await finish({ exitCode: 0, task: run.task }, { json, stdout, status: null });
     }
     return await followToEnd(run, { json, stdout, conn, abort });
   } catch (err) {
-    return await finishWithError(err, { json, stdout, redact: conn?.redact ?? ((t: string) => t) });
+    return await finishWithError(err, { json, stdout, message: conn?.message ?? plainMessage });
   }
 }
 
 /** --session, --continue (the latest open session on this workspace and agent), else a new one. */
 async function chooseSession(client: MooringClient, options: RunOptions): Promise<string> {
-  if (options.session) return options.session;
+  if (options.session) return await resolveSessionId(client, options.session);
   const workspace = resolve(options.workspace ?? process.cwd());
   const agent = options.agent ?? process.env.MOORING_AGENT ?? "claude-code";
   if (options.continue) {

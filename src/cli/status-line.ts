@@ -1,8 +1,11 @@
 /**
  * The status of a followed turn on stderr: one line redrawn in place on a terminal (with colour
- * unless NO_COLOR), plain lines otherwise, one per change worth a line (not one per delta).
+ * unless NO_COLOR), plain lines otherwise, one per change worth a line (not one per delta). What
+ * came from the gateway (a tool name, a message) is made visible on a terminal (terminal-text.ts);
+ * the line's own cursor and colour codes are the only ones written.
  */
 import { createColors } from "picocolors";
+import { escapesFor, stderrLine, visible } from "./terminal-text.js";
 
 export interface StatusFacts {
   taskId: string;
@@ -16,8 +19,19 @@ export interface StatusFacts {
   note?: string | null;
 }
 
+/**
+ * Where the answer on stdout stands, when stdout and stderr are the same terminal: a status drawn
+ * while the answer is in the middle of a line would land inside its text.
+ */
+export interface AnswerPosition {
+  midLine(): boolean;
+  /** Ends the answer's line on the terminal, so a status that must show gets a line of its own. */
+  endLine(): void;
+}
+
 export class StatusLine {
   private readonly live: boolean;
+  private readonly visibleText: (text: string) => string;
   private readonly colors: ReturnType<typeof createColors>;
   private shown = false;
   private lastPlain = "";
@@ -27,12 +41,13 @@ export class StatusLine {
   constructor(
     taskId: string,
     private readonly stream: NodeJS.WriteStream = process.stderr,
-    private readonly canDraw: () => boolean = () => true,
+    private readonly answer: AnswerPosition = { midLine: () => false, endLine: () => {} },
     env: NodeJS.ProcessEnv = process.env,
   ) {
     const noColor = env.NO_COLOR !== undefined && env.NO_COLOR !== "";
     this.live = stream.isTTY === true && !noColor && env.TERM !== "dumb";
     this.colors = createColors(this.live);
+    this.visibleText = escapesFor(stream) ? visible : (text) => text;
     this.facts = { taskId, state: "connecting" };
     if (this.live) {
       // Elapsed time moves without events; unref so it never keeps the process alive.
@@ -43,13 +58,17 @@ export class StatusLine {
 
   update(change: Partial<StatusFacts>): void {
     this.facts = { ...this.facts, ...change };
-    this.draw();
+    // A tool call or a lost connection must show even in the middle of the answer (not each
+    // delta's redraw, which would break the answer after every word).
+    const urgent = Boolean(change.tool) || change.state === "reconnecting" || change.state === "polling";
+    this.draw(urgent);
   }
 
   /** A line that stays (a restart, a cancel request, the end), printed above the status line. */
   say(message: string): void {
     this.clear();
-    this.stream.write(`mooring: ${message}\n`);
+    if (this.answer.midLine()) this.answer.endLine();
+    stderrLine(message, this.stream);
     this.draw();
   }
 
@@ -66,16 +85,21 @@ export class StatusLine {
     this.shown = false;
   }
 
-  draw(): void {
+  /** Draws the status; in the middle of the answer only when `urgent`, after ending its line. */
+  draw(urgent = false): void {
     const text = this.render();
     if (this.live) {
-      if (!this.canDraw()) return;
+      if (this.answer.midLine()) {
+        if (!urgent) return;
+        this.answer.endLine();
+      }
       this.stream.write(`\r\x1b[2K${this.colors.dim("mooring")} ${text}`);
       this.shown = true;
       return;
     }
     if (text === this.lastPlain) return;
     this.lastPlain = text;
+    if (this.answer.midLine()) this.answer.endLine();
     this.stream.write(`mooring: ${text}\n`);
   }
 
@@ -93,12 +117,12 @@ export class StatusLine {
         const limit = f.deadlineAt ? ` / ${seconds(Date.parse(f.deadlineAt) - Date.parse(f.startedAt))}` : "";
         parts.push(`${elapsed}${limit}`);
       }
-      if (f.tool) parts.push(`tool ${f.tool}`);
+      if (f.tool) parts.push(`tool ${this.visibleText(f.tool)}`);
     } else {
       parts.push(f.state === "reconnecting" ? c.yellow(f.state) : f.state);
     }
     if (typeof f.contextPercent === "number") parts.push(`context ${Math.round(f.contextPercent)}%`);
-    if (f.note) parts.push(f.note);
+    if (f.note) parts.push(this.visibleText(f.note));
     return parts.join(" · ");
   }
 }
