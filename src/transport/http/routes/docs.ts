@@ -16,6 +16,8 @@ import Fastify, {
   type FastifyRequest,
   type RouteOptions,
 } from "fastify";
+import { MooringError } from "../../../errors.js";
+import { pathOf, sendError } from "../error-answer.js";
 import { importModule } from "../../../lib/import-module.js";
 
 /** The `openapi` option of @fastify/swagger: info, components, security. */
@@ -52,6 +54,10 @@ export function registerDocsRoutes(app: FastifyInstance, openapi: OpenApiOptions
       url: req.url,
       headers: Object.fromEntries(FORWARDED.flatMap((h) => (req.headers[h] ? [[h, req.headers[h]]] : []))),
     });
+    // A path the docs app does not have is answered as any unknown path is, in the one error shape.
+    if (answer.statusCode === 404) {
+      return sendError(reply, new MooringError("NOT_FOUND", `no route ${req.method} ${pathOf(req.url)}`));
+    }
     reply.status(answer.statusCode);
     for (const [name, value] of Object.entries(answer.headers)) {
       if (!DROPPED.has(name) && value !== undefined) reply.header(name, value);
