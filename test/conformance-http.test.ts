@@ -3,15 +3,12 @@
  * headers HTTP names for 401, 405, 201, 415 and 503, both ids on every answer, one error shape on
  * every path, and one rule for unknown query parameters. A real gateway on a real database.
  */
-import { createServer } from "node:net";
 import { request } from "node:http";
 import { gzipSync } from "node:zlib";
-import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../src/config.js";
-import { type Gateway, startGateway } from "../src/gateway.js";
+import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { call, startTestGateway, testEnv } from "./support/gateway.js";
+import { call, startTestGateway, startUnreadyGateway } from "./support/gateway.js";
 import { rawRequest } from "./support/raw-http.js";
 import { createSession, tempWorkspace } from "./support/turns.js";
 
@@ -166,13 +163,7 @@ describe("HTTP semantics", () => {
 describe("a gateway that is not ready", () => {
   let down: Gateway;
   beforeAll(async () => {
-    const port = await new Promise<number>((resolve) => {
-      const s = createServer().listen(0, "127.0.0.1", () => {
-        const { port } = s.address() as { port: number };
-        s.close(() => resolve(port));
-      });
-    });
-    down = await startGateway(loadConfig(testEnv(`postgres://nobody@127.0.0.1:${port}/none`)), pino({ level: "silent" }));
+    down = await startUnreadyGateway();
   });
   afterAll(async () => {
     await down?.stop();
