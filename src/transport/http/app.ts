@@ -23,6 +23,7 @@ import { callerForLog, callerOf, rawCallerOf, resolveRawCaller, takeQueryToken }
 import { ACCEPTED_CONTENT_TYPE, bodyEncodingRefusal } from "./body-encoding.js";
 import { registerCompression } from "./compression.js";
 import { pathOf, RPC_PATH, sendError } from "./error-answer.js";
+import { completeOpenApi } from "./openapi-document.js";
 import { trackRouteMethods } from "./route-methods.js";
 import { isConsolePath, registerConsoleRoutes } from "./routes/console.js";
 import { registerDocsRoutes } from "./routes/docs.js";
@@ -189,14 +190,17 @@ export async function buildHttpApp(
   quietPolledRoutes(app, config.logLevel);
   // Before any route: the docs record every route's schema as it is added (routes/docs.ts).
   registerDocsRoutes(app, {
-    info: { title: "mooring", version: services.identity.version, description: "Durable gateway for AI coding-agent sessions" },
-    components: {
-      securitySchemes: {
-        bearer: { type: "http", scheme: "bearer" },
-        accessToken: { type: "apiKey", in: "query", name: "access_token" },
+    openapi: {
+      info: { title: "mooring", version: services.identity.version, description: "Durable gateway for AI coding-agent sessions" },
+      components: {
+        securitySchemes: {
+          bearer: { type: "http", scheme: "bearer" },
+          accessToken: { type: "apiKey", in: "query", name: "access_token" },
+        },
       },
     },
-    security: services.tenants.tokensRequired ? [{ bearer: [] }, { accessToken: [] }] : [],
+    transform: (doc) =>
+      completeOpenApi(doc, { tokensRequired: services.tenants.tokensRequired, metricsPublic: config.metricsPublic }),
   });
   const socketErrors = new SocketErrorLog();
   await app.register(websocket, {
