@@ -1,14 +1,15 @@
 /**
  * HTTP details third-party clients trip on (issue 31, items 1 and 5): HEAD on the SSE route, the
- * headers HTTP names for 401, 405, 201, 415 and 503, both ids on every answer, one error shape on
- * every path, and one rule for unknown query parameters. A real gateway on a real database.
+ * headers HTTP names for 401, 405, 201 and 415, both ids on every answer, one error shape on every
+ * path, and one rule for unknown query parameters (the 503s of a gateway not ready are in
+ * conformance-rpc.test.ts). A real gateway on a real database.
  */
 import { request } from "node:http";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { call, startTestGateway, startUnreadyGateway } from "./support/gateway.js";
+import { call, startTestGateway } from "./support/gateway.js";
 import { rawRequest } from "./support/raw-http.js";
 import { createSession, tempWorkspace } from "./support/turns.js";
 
@@ -157,21 +158,5 @@ describe("HTTP semantics", () => {
     // UTF-8, named or not, is taken.
     const utf8 = await send("POST", "/v1/sessions", { ...auth, "content-type": "application/json; charset=UTF-8" }, Buffer.from(JSON.stringify({ workspace, agent: "simulated" })));
     expect(utf8.status).toBe(201);
-  });
-});
-
-describe("a gateway that is not ready", () => {
-  let down: Gateway;
-  beforeAll(async () => {
-    down = await startUnreadyGateway();
-  });
-  afterAll(async () => {
-    await down?.stop();
-  });
-
-  it("/readyz 503 carries Retry-After", async () => {
-    const r = await call(down.url, "GET", "/readyz");
-    expect(r.status).toBe(503);
-    expect(r.headers.get("retry-after")).toBe("1");
   });
 });

@@ -80,6 +80,12 @@ describe("a gateway that is not ready", () => {
     await down?.stop();
   });
 
+  it("/readyz 503 carries Retry-After", async () => {
+    const r = await call(down.url, "GET", "/readyz");
+    expect(r.status).toBe(503);
+    expect(r.headers.get("retry-after")).toBe("1");
+  });
+
   it("503 carries the request's id and Retry-After", async () => {
     const r = await call(down.url, "POST", "/v1/rpc", gateStatus(1));
     expect(r.status).toBe(503);
