@@ -40,6 +40,10 @@ describe("a tokened gateway", () => {
     const batch = await call(gw.url, "POST", "/v1/rpc", [gateStatus("a"), { jsonrpc: "2.0", method: "ping" }, gateStatus(2)]);
     expect(batch.status).toBe(401);
     expect(batch.body).toEqual([refusal("a", "UNAUTHORIZED"), refusal(2, "UNAUTHORIZED")]);
+    // Another method is refused before anything is read, as on every route.
+    const options = await call(gw.url, "OPTIONS", "/v1/rpc");
+    expect(options.status).toBe(401);
+    expect(options.body).toEqual(refusal(null, "UNAUTHORIZED"));
     // Nothing readable: still an envelope, id null.
     const garbage = await call(gw.url, "POST", "/v1/rpc", "{not json");
     expect(garbage.body).toEqual(refusal(null, "UNAUTHORIZED"));

@@ -144,7 +144,7 @@ export async function buildHttpApp(
     takeQueryToken(req);
     if (rawCallerOf(req.raw) === undefined) resolveRawCaller(req.raw, services.tenants);
     // POST /v1/rpc refuses after reading the body, so its envelope carries the request's ids.
-    const refused = pathOf(req.url) === RPC_PATH ? null : unauthorized(req);
+    const refused = isRpcCall(req) ? null : unauthorized(req);
     if (refused) return refuse(reply, refused);
     const encoding = bodyEncodingRefusal(req.headers);
     if (encoding) {
@@ -245,7 +245,7 @@ export async function buildHttpApp(
     v1.addHook("onRequest", async (req) => {
       if (services.readiness().ready) return;
       // POST /v1/rpc refuses after reading the body, so its envelope carries the request's ids.
-      if (pathOf(req.url) !== RPC_PATH) throw notReady();
+      if (!isRpcCall(req)) throw notReady();
     });
     registerSessionRoutes(v1, services);
     await yieldToIo();
@@ -275,6 +275,9 @@ function yieldToIo(): Promise<void> {
 function clientRequestId(given: string | string[] | undefined): string | null {
   return typeof given === "string" && /^[\x21-\x7e]{1,100}$/.test(given) ? given : null;
 }
+
+/** A call to the JSON-RPC route, which decides 401 and 503 itself once the body is read. */
+const isRpcCall = (req: FastifyRequest) => req.method === "POST" && pathOf(req.url) === RPC_PATH;
 
 const noRoute = (req: FastifyRequest) => new MooringError("NOT_FOUND", `no route ${req.method} ${pathOf(req.url)}`);
 
