@@ -3,6 +3,7 @@
  * request (401, 413, 415, 405, 503) included, with the registry's HTTP status and JSON-RPC code, and
  * the request's id wherever the body could be read. A real gateway on a real database.
  */
+import { JSONRPCClient, JSONRPCErrorException } from "json-rpc-2.0";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { errorCodes } from "../src/errors.js";
 import type { Gateway } from "../src/gateway.js";
@@ -66,6 +67,36 @@ describe("a tokened gateway", () => {
     expect(get.status).toBe(405);
     expect(get.headers.get("allow")).toBe("POST");
     expect(get.body).toEqual(refusal(null, "METHOD_NOT_ALLOWED"));
+  });
+
+  it("a json-rpc-2.0 client settles every call, refusals and errors included", async () => {
+    // The transport its README shows: POST, then hand whatever came back to the client.
+    const clientWith = (headers: Record<string, string>) => {
+      const client: JSONRPCClient = new JSONRPCClient(async (payload) => {
+        const r = await call(gw.url, "POST", "/v1/rpc", payload, headers);
+        if (r.status !== 204) client.receive(r.body);
+      });
+      return client;
+    };
+    const codeOf = (p: PromiseLike<unknown>) =>
+      Promise.resolve(p).then(
+        () => "resolved",
+        (e: unknown) => (e instanceof JSONRPCErrorException ? e.code : String(e)),
+      );
+    const anonymous = clientWith({});
+    expect(await codeOf(anonymous.request("gate.status", {}))).toBe(-32001);
+    const caller = clientWith(auth);
+    expect(await caller.request("ping", {})).toMatchObject({ pong: true });
+    expect(await codeOf(caller.request("no.such.method", {}))).toBe(-32601);
+    expect(await codeOf(caller.request("tasks.get", { taskId: 5 }))).toBe(-32602);
+    const batch = await caller.requestAdvanced([
+      { jsonrpc: "2.0", id: 10, method: "ping" },
+      { jsonrpc: "2.0", id: 11, method: "sessions.get", params: { sessionId: "00000000-0000-4000-8000-000000000000" } },
+    ]);
+    expect(batch.map((a) => [a.id, a.error?.code ?? "ok"])).toEqual([
+      [10, "ok"],
+      [11, -32004],
+    ]);
   });
 
   it("a call with a token still answers as before", async () => {
