@@ -5,6 +5,7 @@
  * gateway on a real database, real `ws` clients.
  */
 import { once } from "node:events";
+import { JSONRPCClient, JSONRPCErrorException, JSONRPCServer, JSONRPCServerAndClient } from "json-rpc-2.0";
 import WebSocket from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
@@ -93,5 +94,48 @@ describe("stray responses", () => {
     expect(after).toHaveLength(2);
     expect(after.find(Array.isArray)).toEqual([{ jsonrpc: "2.0", id: "p", result: expect.objectContaining({ pong: true }) }]);
     expect(await strays()).toBe(before + 3);
+  });
+});
+
+describe("a json-rpc-2.0 peer", () => {
+  it("settles every call and receives every event, batched frames included", async () => {
+    const socket = new WebSocket(wsUrl());
+    const peer: JSONRPCServerAndClient = new JSONRPCServerAndClient(
+      new JSONRPCServer(),
+      new JSONRPCClient((payload) => socket.send(JSON.stringify(payload))),
+    );
+    const events: number[] = [];
+    let expected = Number.POSITIVE_INFINITY;
+    let allArrived: () => void = () => {};
+    const arrived = new Promise<void>((resolve) => {
+      allArrived = resolve;
+    });
+    let hello: { bootId?: string } = {};
+    peer.addMethod("hello", (params) => {
+      hello = params as typeof hello;
+    });
+    peer.addMethod("event", (params) => {
+      events.push((params as { seq: number }).seq);
+      if (events.length >= expected) allArrived();
+    });
+    socket.on("message", (data) => void peer.receiveAndSend(JSON.parse(String(data))).catch(() => {}));
+    await once(socket, "open");
+    const sessionId = await createSession(gw.url, workspace);
+    await runTurn(gw.url, sessionId, "hello from a peer");
+    const codeOf = (p: PromiseLike<unknown>) =>
+      Promise.resolve(p).then(
+        () => "resolved",
+        (e: unknown) => (e instanceof JSONRPCErrorException ? e.code : String(e)),
+      );
+    const { headSeq } = await peer.request("events.subscribe", { sessionId });
+    expect(await codeOf(peer.request("no.such.method", {}))).toBe(-32601);
+    expect(await codeOf(peer.request("events.subscribe", { sessionId: 7 }))).toBe(-32602);
+    expect(await peer.request("ping", {})).toMatchObject({ pong: true });
+    expected = headSeq;
+    if (events.length >= expected) allArrived();
+    await arrived;
+    expect(events).toEqual(range(1, headSeq));
+    expect(hello.bootId).toBe(gw.identity.bootId);
+    socket.close();
   });
 });
