@@ -2,16 +2,20 @@
  * HTTP details third-party clients trip on (issue 31, items 1 and 5): HEAD on the SSE route, the
  * headers HTTP names for 401, 405, 201 and 415, both ids on every answer, one error shape on every
  * path, and one rule for unknown query parameters (the 503s of a gateway not ready are in
- * conformance-rpc.test.ts). A real gateway on a real database.
+ * conformance-rpc.test.ts); and the `eventsource` package resuming through a proxy that cuts its
+ * connection. A real gateway on a real database.
  */
 import { request } from "node:http";
 import { gzipSync } from "node:zlib";
+import { EventSource } from "eventsource";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
 import { rawRequest } from "./support/raw-http.js";
-import { createSession, tempWorkspace } from "./support/turns.js";
+import { TcpProxy } from "./support/tcp-proxy.js";
+import { createSession, submitOk, tempWorkspace } from "./support/turns.js";
+import { range } from "./support/ws-client.js";
 
 const TOKEN = "token-conformance-1";
 const auth = { authorization: `Bearer ${TOKEN}` };
@@ -158,5 +162,49 @@ describe("HTTP semantics", () => {
     // UTF-8, named or not, is taken.
     const utf8 = await send("POST", "/v1/sessions", { ...auth, "content-type": "application/json; charset=UTF-8" }, Buffer.from(JSON.stringify({ workspace, agent: "simulated" })));
     expect(utf8.status).toBe(201);
+  });
+});
+
+describe("the eventsource package through a proxy that cuts the connection", () => {
+  it("resumes by Last-Event-ID and loses and repeats nothing", async () => {
+    const proxy = await TcpProxy.start(gw.url);
+    const sessionId = await createSession(gw.url, workspace, {}, auth);
+    const seen: { seq: number; type: string; taskId: string | null }[] = [];
+    let opened = 0;
+    let wake = () => {};
+    const source = new EventSource(`${proxy.url}/v1/sessions/${sessionId}/events?access_token=${TOKEN}`);
+    source.onopen = () => {
+      opened++;
+      wake();
+    };
+    source.onmessage = (message) => {
+      seen.push(JSON.parse(message.data));
+      wake();
+    };
+    /** Resolves once `match()` holds, checked on every open and message. */
+    const until = (match: () => boolean) =>
+      new Promise<void>((resolve) => {
+        wake = () => {
+          if (match()) resolve();
+        };
+        wake();
+      });
+    try {
+      const cuts = 3;
+      for (let round = 0; round < cuts; round++) {
+        const task = await submitOk(gw.url, sessionId, { prompt: "[deltas 20]" }, auth);
+        // Cut once the turn's first event is in, while the rest may still be on the way.
+        await until(() => seen.some((e) => e.taskId === task.id));
+        proxy.cutAll();
+        await until(() => opened === round + 2);
+        await until(() => seen.some((e) => e.taskId === task.id && e.type === "task.completed"));
+      }
+      const lastSeq = (await call(gw.url, "GET", `/v1/sessions/${sessionId}`, undefined, auth)).body.lastSeq;
+      expect(seen.map((e) => e.seq)).toEqual(range(1, lastSeq));
+      expect(opened).toBe(cuts + 1);
+    } finally {
+      source.close();
+      await proxy.close();
+    }
   });
 });
