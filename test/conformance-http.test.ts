@@ -159,6 +159,8 @@ describe("HTTP semantics", () => {
     expect(gzip.status).toBe(415);
     expect(gzip.headers["accept-encoding"]).toBe("identity");
     expect(gzip.body.error.code).toBe("UNSUPPORTED_MEDIA_TYPE");
+    // A request without a body is not refused for its headers.
+    expect((await rawRequest(gw.url, "GET", "/v1/gate", { ...auth, "content-type": "application/json; charset=latin1" })).status).toBe(200);
     // UTF-8, named or not, is taken.
     const utf8 = await send("POST", "/v1/sessions", { ...auth, "content-type": "application/json; charset=UTF-8" }, Buffer.from(JSON.stringify({ workspace, agent: "simulated" })));
     expect(utf8.status).toBe(201);

@@ -14,7 +14,12 @@ function charsetOf(contentType: string): string | null {
   return match ? match[2].toLowerCase() : null;
 }
 
+/** A request without a body (most GETs) is not refused for what its headers say of one. */
+const hasBody = (headers: IncomingHttpHeaders) =>
+  headers["transfer-encoding"] !== undefined || (headers["content-length"] !== undefined && headers["content-length"] !== "0");
+
 export function bodyEncodingRefusal(headers: IncomingHttpHeaders): MooringError | null {
+  if (!hasBody(headers)) return null;
   const encoding = headers["content-encoding"]?.trim().toLowerCase();
   if (encoding && encoding !== "identity") {
     return new MooringError(
