@@ -175,6 +175,7 @@ export async function startGateway(
       ws: sockets.count,
       sse: sse.count,
       subscriptions: parts?.feeds.subscriberCount ?? 0,
+      strayResponses: sockets.strayResponses,
     }),
     agentProcesses: () => parts?.pool.processesByAgent() ?? new Map(),
   });

@@ -65,9 +65,13 @@ describe("with MOORING_API_TOKENS set", () => {
     for (const [method, path, body] of routes) {
       const r = await call(gw.url, method, path, body, headers);
       expect(r.status, `${method} ${path}`).toBe(401);
-      expect(r.body, `${method} ${path}`).toEqual({
-        error: { code: "UNAUTHORIZED", message: expect.any(String) },
-      });
+      expect(r.headers.get("www-authenticate"), `${method} ${path}`).toMatch(/^Bearer /);
+      // JSON-RPC answers in its own envelope, with the call's id (docs/api.md, JSON-RPC).
+      const refusal =
+        path === "/v1/rpc"
+          ? { jsonrpc: "2.0", id: 1, error: { code: -32001, message: expect.any(String), data: { code: "UNAUTHORIZED" } } }
+          : { error: { code: "UNAUTHORIZED", message: expect.any(String) } };
+      expect(r.body, `${method} ${path}`).toEqual(refusal);
     }
     expect(await count()).toBe(before);
   });

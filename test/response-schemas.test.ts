@@ -1,7 +1,8 @@
 /**
  * Every route answers what its response schema (src/transport/responses.ts) describes: real answers
  * of every route are checked with TypeBox's Value.Check, and every route in /docs/json has its
- * responses described. A field added to an answer without its schema fails here (issue 14).
+ * responses described. A field added to an answer without its schema fails here (issue 14). Every
+ * header /docs/json declares for an answer's status is on that answer (issue 31), refusals included.
  */
 import { rm } from "node:fs/promises";
 import { Value } from "typebox/value";
@@ -17,11 +18,14 @@ let db: TestDatabase;
 let gw: Gateway;
 let workspace: string;
 const checked = new Set<string>();
+/** The served OpenAPI document: the headers it declares per operation and status. */
+let doc: any;
 
 beforeAll(async () => {
   db = await createTestDatabase();
   gw = await startTestGateway(db.url);
   workspace = await tempWorkspace();
+  doc = (await call(gw.url, "GET", "/docs/json")).body;
 });
 
 afterAll(async () => {
@@ -53,6 +57,11 @@ async function answer(
     const errors = [...Value.Errors(schema, value)].slice(0, 5);
     throw new Error(`${route} ${a.status} answered a shape its schema does not describe: ${JSON.stringify(errors)}\n${JSON.stringify(value).slice(0, 2000)}`);
   }
+  const [, template] = route.split(" ");
+  const op = doc.paths[template.replace(/:(\w+)/g, "{$1}")][method.toLowerCase()];
+  const declared = op.responses[String(a.status)] ?? op.responses[`${String(a.status)[0]}XX`];
+  const missing = Object.keys(declared?.headers ?? {}).filter((h) => a.headers.get(h) === null);
+  if (missing.length > 0) throw new Error(`${route} ${a.status} lacks the headers /docs/json declares: ${missing.join(", ")}`);
   checked.add(route);
   return a;
 }
@@ -72,6 +81,8 @@ it("every route answers the shapes its schemas describe", async () => {
   expect(created.body.metadata).toEqual({ free: { form: [1, 2] } });
   expect((await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated", idempotencyKey: "schema-1" })).status).toBe(200);
   expect((await answer("POST /v1/sessions", "/v1/sessions", { workspace: "relative", agent: "simulated" })).status).toBe(400);
+  const latin1 = { "content-type": "application/json; charset=latin1" };
+  expect((await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated" }, latin1)).status).toBe(415);
   const id = created.body.id;
 
   const task = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, {
@@ -116,6 +127,9 @@ it("every route answers the shapes its schemas describe", async () => {
     { jsonrpc: "2.0", id: 2, method: "nope" },
   ]);
   expect((await answer("POST /v1/rpc", "/v1/rpc", { jsonrpc: "2.0", method: "gate.status" })).status).toBe(204);
+  // Refusals of the whole request are JSON-RPC envelopes too (docs/api.md, JSON-RPC).
+  const text = { "content-type": "text/plain" };
+  expect((await answer("POST /v1/rpc", "/v1/rpc", '{"jsonrpc":"2.0","id":1,"method":"ping"}', text)).status).toBe(415);
 
   // A turn waiting on a permission request (issue 13): the snapshot with it, an answer, a 409.
   const asking = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "[ask bash]" });

@@ -167,11 +167,11 @@ it("startup order: /healthz answers at once, /readyz and the API say NOT_READY u
     expect(create.headers.get("retry-after")).toBe("1");
     const rpc = await call(gw.url, "POST", "/v1/rpc", { jsonrpc: "2.0", id: 1, method: "gate.status" });
     expect(rpc.status).toBe(503);
-    // A JSON-RPC client gets a JSON-RPC error envelope, with the spec's code in data.
+    // A JSON-RPC client gets a JSON-RPC error envelope for its call's id, with the spec's code in data.
     expect(rpc.body).toEqual({
       jsonrpc: "2.0",
-      id: null,
-      error: { code: -32003, message: expect.any(String), data: { code: "NOT_READY" } },
+      id: 1,
+      error: { code: -32003, message: expect.any(String), data: { code: "NOT_READY", retryAfterSeconds: 1 } },
     });
     // It keeps retrying the database rather than crashing.
     await eventually(async () => logsWith(gw, "database unreachable at startup").length >= 2);

@@ -210,11 +210,19 @@ describe("unknown sessions and routes", () => {
   it.each([
     ["GET", "/v1/nothing-here"],
     ["GET", "/nothing"],
-    ["PUT", "/v1/sessions"],
-    ["PATCH", `/v1/sessions/${UNKNOWN_ID}`],
   ])("%s %s answers 404 in the same error shape", async (method, path) => {
     const r = await call(gw.url, method, path);
     expectError(r, 404, "NOT_FOUND");
+    expect(r.body.error.message).toContain(path);
+  });
+
+  it.each([
+    ["PUT", "/v1/sessions", "GET, HEAD, POST"],
+    ["PATCH", `/v1/sessions/${UNKNOWN_ID}`, "DELETE, GET, HEAD"],
+  ])("%s %s (a known path) answers 405 with Allow in the same error shape", async (method, path, allow) => {
+    const r = await call(gw.url, method, path);
+    expectError(r, 405, "METHOD_NOT_ALLOWED");
+    expect(r.headers.get("allow")).toBe(allow);
     expect(r.body.error.message).toContain(path);
   });
 
@@ -257,9 +265,12 @@ describe("GET /v1/sessions", () => {
     ["limit=201", "limit"],
     ["limit=ten", "limit"],
     ["status=sleeping", "status"],
-    ["colour=blue", "colour"],
   ])("refuses ?%s", async (query, field) => {
     expectError(await call(gw.url, "GET", `/v1/sessions?${query}`), 400, "INVALID_REQUEST", field);
+  });
+
+  it("ignores a query parameter it does not name (docs/api.md, Routes)", async () => {
+    expect((await call(gw.url, "GET", "/v1/sessions?colour=blue")).status).toBe(200);
   });
 
   it("refuses a relative workspace filter", async () => {

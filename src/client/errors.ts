@@ -58,6 +58,9 @@ export class HostNotAllowedError extends MooringApiError {}
 export class PermissionNotFoundError extends MooringApiError {}
 export class PermissionResolvedError extends MooringApiError {}
 export class TenantBusyError extends MooringApiError {}
+/** The path exists but not with this method (the gateway's `Allow` header lists those it takes). */
+export class MethodNotAllowedError extends MooringApiError {}
+export class UpgradeRequiredError extends MooringApiError {}
 
 type ApiErrorClass = new (code: string, message: string, init?: ApiErrorInit) => MooringApiError;
 
@@ -84,6 +87,8 @@ export const errorClasses: Record<string, ApiErrorClass> = {
   PERMISSION_NOT_FOUND: PermissionNotFoundError,
   PERMISSION_RESOLVED: PermissionResolvedError,
   TENANT_BUSY: TenantBusyError,
+  METHOD_NOT_ALLOWED: MethodNotAllowedError,
+  UPGRADE_REQUIRED: UpgradeRequiredError,
 };
 
 export function apiError(code: string, message: string, init: ApiErrorInit = {}): MooringApiError {

@@ -19,7 +19,7 @@ export interface MetricSources {
   /** Global gate counts from the database; null when it cannot be read (not started, unreachable). */
   gate(): Promise<{ active: number; queued: number } | null>;
   /** Open WebSockets, SSE streams and event subscriptions of this instance. */
-  connections(): { ws: number; sse: number; subscriptions: number };
+  connections(): { ws: number; sse: number; subscriptions: number; strayResponses: number };
   /** Live agent processes of this instance by agent name. */
   agentProcesses(): Map<string, number>;
 }
@@ -79,6 +79,16 @@ export class GatewayMetrics implements MetricsReporter {
     connection("mooring_ws_connections", "Open WebSocket connections on this instance.", (c) => c.ws);
     connection("mooring_sse_connections", "Open SSE streams on this instance.", (c) => c.sse);
     connection("mooring_subscriptions", "Event subscriptions (sockets and SSE) on this instance.", (c) => c.subscriptions);
+    new Counter({
+      name: "mooring_ws_stray_responses_total",
+      help: "JSON-RPC responses WebSocket peers sent to no call of the gateway's, dropped unanswered.",
+      registers,
+      collect: function (this: Counter) {
+        // The hub counts; the counter shows its figure (it only grows).
+        this.reset();
+        this.inc(sources.connections().strayResponses);
+      },
+    });
     new Gauge({
       name: "mooring_agent_processes",
       help: "Live agent processes on this instance (running a turn or warm), by agent.",

@@ -211,9 +211,10 @@ export const Readiness = Type.Object(
   {
     ready: Type.Boolean(),
     error: Type.Optional(Type.Object({ code: Type.String(), message: Type.Optional(Type.String()) })),
-    instanceId: Type.String(),
-    bootId: Type.String(),
-    version: Type.String(),
+    // A tokened gateway tells a caller without a token only `ready` (docs/api.md, Routes).
+    instanceId: Type.Optional(Type.String()),
+    bootId: Type.Optional(Type.String()),
+    version: Type.Optional(Type.String()),
     host: Type.Optional(Type.String()),
     pid: Type.Optional(Type.Integer()),
   },
@@ -264,6 +265,10 @@ const Failure = Type.Object(
 );
 
 const failures = { "4xx": Failure, "5xx": Failure };
+/** The API's refusals: named where a header goes with them (401, 503: OpenAPI headers), then by class. */
+const apiFailures = { 401: Failure, 503: Failure, ...failures };
+/** On POST /v1/rpc every answer is a JSON-RPC envelope, refusals included (docs/api.md, JSON-RPC). */
+const rpcFailures = { 401: JsonRpcAnswer, 503: JsonRpcAnswer, "4xx": JsonRpcAnswer, "5xx": JsonRpcAnswer };
 
 /** Socket notifications (not routes; the SDK reads them). */
 export const Hello = Type.Object({
@@ -275,26 +280,27 @@ export const Hello = Type.Object({
 
 /** Each route's answers by status, keyed `METHOD path` as fastify registers it. */
 export const routeResponses = {
-  "GET /healthz": { 200: Type.Object({ ok: Type.Boolean() }, { additionalProperties: false }) },
-  "GET /readyz": { 200: Readiness, 503: Readiness },
+  "GET /healthz": { 200: Type.Object({ ok: Type.Boolean() }, { additionalProperties: false }), 403: Failure },
+  "GET /readyz": { 200: Readiness, 503: Readiness, 403: Failure },
   "GET /metrics": {
     200: {
       description: "Prometheus text exposition format (docs/metrics.md)",
       content: { "text/plain": { schema: Type.String() } },
     },
+    401: Failure,
     ...failures,
   },
-  "POST /v1/sessions": { 201: Session, 200: Session, ...failures },
-  "GET /v1/sessions": { 200: SessionPage, ...failures },
-  "GET /v1/sessions/:id": { 200: SessionWithTurns, ...failures },
-  "DELETE /v1/sessions/:id": { 200: Session, ...failures },
-  "POST /v1/sessions/:id/turns": { 202: Task, 200: Task, ...failures },
-  "GET /v1/tasks/:id": { 200: Task, ...failures },
-  "GET /v1/tasks": { 200: TaskPage, ...failures },
-  "POST /v1/tasks/:id/cancel": { 200: Task, ...failures },
-  "POST /v1/tasks/:id/permissions/:requestId": { 200: PermissionResolution, ...failures },
-  "GET /v1/gate": { 200: GateStatus, ...failures },
-  "GET /v1/instances": { 200: InstanceList, ...failures },
+  "POST /v1/sessions": { 201: Session, 200: Session, ...apiFailures },
+  "GET /v1/sessions": { 200: SessionPage, ...apiFailures },
+  "GET /v1/sessions/:id": { 200: SessionWithTurns, ...apiFailures },
+  "DELETE /v1/sessions/:id": { 200: Session, ...apiFailures },
+  "POST /v1/sessions/:id/turns": { 202: Task, 200: Task, 429: Failure, ...apiFailures },
+  "GET /v1/tasks/:id": { 200: Task, ...apiFailures },
+  "GET /v1/tasks": { 200: TaskPage, ...apiFailures },
+  "POST /v1/tasks/:id/cancel": { 200: Task, ...apiFailures },
+  "POST /v1/tasks/:id/permissions/:requestId": { 200: PermissionResolution, ...apiFailures },
+  "GET /v1/gate": { 200: GateStatus, ...apiFailures },
+  "GET /v1/instances": { 200: InstanceList, ...apiFailures },
   "GET /v1/sessions/:id/events": {
     200: {
       description: "JSON (a page) when the request accepts application/json, else Server-Sent Events",
@@ -303,13 +309,13 @@ export const routeResponses = {
         "text/event-stream": { schema: Type.String({ description: "`id: <seq>` / `data: <Event JSON>` records" }) },
       },
     },
-    ...failures,
+    ...apiFailures,
   },
-  "GET /v1/sessions/:id/events/:seq/payload": { 200: EventPayload, ...failures },
+  "GET /v1/sessions/:id/events/:seq/payload": { 200: EventPayload, ...apiFailures },
   "POST /v1/rpc": {
     200: Type.Union([JsonRpcAnswer, Type.Array(JsonRpcAnswer)]),
     204: Type.Null({ description: "only notifications were sent" }),
-    ...failures,
+    ...rpcFailures,
   },
 } satisfies Record<string, Record<string | number, unknown>>;
 

@@ -157,7 +157,13 @@ export const rpcParams = {
   ping: Type.Object({}, { additionalProperties: false }),
   "instances.list": Type.Object({}, { additionalProperties: false }),
   "events.subscribe": Type.Object(
-    { sessionId: Uuid, afterSeq: Type.Optional(Seq(0)) },
+    {
+      sessionId: Uuid,
+      afterSeq: Type.Optional(Seq(0)),
+      batch: Type.Optional(
+        Type.Boolean({ description: "false: one `event` notification per frame, never a JSON-RPC batch array" }),
+      ),
+    },
     { additionalProperties: false },
   ),
   "events.unsubscribe": Type.Object({ sessionId: Uuid }, { additionalProperties: false }),

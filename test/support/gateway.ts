@@ -1,6 +1,7 @@
 /** Start a gateway for a test: in this process (fast) or as a real child process (restart tests). */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
+import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { loadConfig } from "../../src/config.js";
@@ -150,4 +151,18 @@ export async function eventually<T>(fn: () => Promise<T | null | undefined | fal
     if (Date.now() > deadline) throw new Error(`condition not met in ${timeoutMs} ms${last ? `: ${String(last)}` : ""}`);
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
+}
+
+/**
+ * A gateway whose database never answers (a closed port): live, never ready, for tests of what a
+ * not-ready gateway answers. Stop it as any other.
+ */
+export async function startUnreadyGateway(): Promise<Gateway> {
+  const port = await new Promise<number>((resolve) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+  return startGateway(loadConfig(testEnv(`postgres://nobody@127.0.0.1:${port}/none`)), pino({ level: "silent" }));
 }

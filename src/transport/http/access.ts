@@ -6,6 +6,7 @@ import cors from "@fastify/cors";
 import type { FastifyInstance, FastifyReply } from "fastify";
 import type { Config } from "../../config.js";
 import { MooringError } from "../../errors.js";
+import { sendError } from "./error-answer.js";
 import { accessPolicy, hostAllowed, originAllowed, originListed } from "../access-policy.js";
 
 /** Headers a browser page may read from a cross-origin answer. */
@@ -55,7 +56,5 @@ export async function registerAccessChecks(app: FastifyInstance, config: Config)
  */
 export function refuse(reply: FastifyReply, error: MooringError): FastifyReply {
   reply.log.debug({ code: error.code, msg: error.message }, "request refused");
-  // Every answer names its request, refusals before the auth hook included.
-  reply.header("x-request-id", reply.request.id);
-  return reply.status(error.httpStatus).send({ error: error.toBody() });
+  return sendError(reply, error);
 }

@@ -5,7 +5,13 @@
 import { AsyncResource } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import websocket from "@fastify/websocket";
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from "fastify";
 import type { Logger } from "pino";
 import type { Config } from "../../config.js";
 import { MooringError, toMooringError } from "../../errors.js";
@@ -14,7 +20,11 @@ import type { Services } from "../services.js";
 import { describeError, fieldOf } from "../validate.js";
 import { refuse, registerAccessChecks } from "./access.js";
 import { callerForLog, callerOf, rawCallerOf, resolveRawCaller, takeQueryToken } from "./auth.js";
+import { ACCEPTED_CONTENT_TYPE, bodyEncodingRefusal } from "./body-encoding.js";
 import { registerCompression } from "./compression.js";
+import { pathOf, RPC_PATH, sendError } from "./error-answer.js";
+import { completeOpenApi } from "./openapi-document.js";
+import { trackRouteMethods } from "./route-methods.js";
 import { isConsolePath, registerConsoleRoutes } from "./routes/console.js";
 import { registerDocsRoutes } from "./routes/docs.js";
 import { registerEventRoutes, SseStreams } from "./routes/events.js";
@@ -27,7 +37,7 @@ import { registerTaskRoutes } from "./routes/tasks.js";
 import { quietPolledRoutes } from "./poll-log-level.js";
 import { validatorCompiler } from "./validator.js";
 import { SocketErrorLog } from "../ws/protocol-errors.js";
-import { registerSocketRoute, type SocketHub } from "../ws/socket.js";
+import { registerSocketRoute, type SocketHub, WS_SUBPROTOCOL } from "../ws/socket.js";
 
 const openRoutes = new Set(["/healthz", "/readyz"]);
 
@@ -50,6 +60,11 @@ export async function buildHttpApp(
   health: { readyz(view: ReadyzView): Promise<{ ok: boolean; body: unknown }> },
   metrics: MetricsSource,
 ): Promise<HttpApp> {
+  const identify = (reply: FastifyReply, reqId: string) => {
+    reply.header("x-request-id", reqId);
+    // Which boot answered: a client on REST or SSE tells a restart from a network flap by it.
+    reply.header("x-mooring-boot-id", services.identity.bootId);
+  };
   const app: FastifyInstance = Fastify({
     // Request lines log no headers and no access_token (log.ts).
     loggerInstance: log.child({}, { serializers: { req: requestForLog } }) as unknown as FastifyBaseLogger,
@@ -71,14 +86,16 @@ export async function buildHttpApp(
     },
     // The router refuses a malformed or overlong path segment (bad percent-encoding, a parameter
     // past 100 characters) before any route runs; answer it in the one error shape, not fastify's.
-    frameworkErrors: (error, _req, reply) => {
+    frameworkErrors: (error, req, reply) => {
       const refused = new MooringError(
         "INVALID_REQUEST",
         error.code === "FST_ERR_MAX_PARAM_LENGTH"
           ? "a path parameter is longer than 100 characters"
           : "the URL is not valid (bad percent-encoding)",
       );
-      (reply as FastifyReply).status(refused.httpStatus).send({ error: refused.toBody() });
+      // No hook runs for a request the router refused: it names itself and its boot here.
+      identify(reply as FastifyReply, req.id);
+      sendError(reply as FastifyReply, refused);
     },
   });
   // Bodies are JSON only: without fastify's default text/plain parser, any other type answers 415.
@@ -101,26 +118,44 @@ export async function buildHttpApp(
     else done();
   });
 
+  // First of all hooks: every answer names its request and boot, refusals and preflights included.
+  app.addHook("onRequest", async (req, reply) => {
+    identify(reply, req.id);
+  });
+  // Before the routes: the not-found handler tells 405 from 404 by them.
+  const methodsOf = trackRouteMethods(app);
+
   await registerAccessChecks(app, config);
 
+  const unauthorized = (req: FastifyRequest): MooringError | null => {
+    const path = pathOf(req.url);
+    if (openRoutes.has(path)) return null;
+    // The console's pages and scripts hold no data; the API calls they make carry the token.
+    if ((req.method === "GET" || req.method === "HEAD") && isConsolePath(path)) return null;
+    // Scrapers on a private network may be let in without a token (MOORING_METRICS_PUBLIC).
+    if (path === "/metrics" && config.metricsPublic) return null;
+    if (callerOf(req)) return null;
+    return new MooringError("UNAUTHORIZED", "a valid bearer token is required (Authorization: Bearer <token>)");
+  };
+
   app.addHook("onRequest", async (req, reply) => {
-    reply.header("x-request-id", req.id);
-    // Which boot answered: a client on REST or SSE tells a restart from a network flap by it.
-    reply.header("x-mooring-boot-id", services.identity.bootId);
     // The token left the parsed query; the caller it stands for (every request's on an open
     // gateway) was resolved when the request's logger was made (auth.ts).
     takeQueryToken(req);
     if (rawCallerOf(req.raw) === undefined) resolveRawCaller(req.raw, services.tenants);
-    const path = req.url.split("?")[0];
-    if (openRoutes.has(path)) return;
-    // The console's pages and scripts hold no data; the API calls they make carry the token.
-    if (req.method === "GET" || req.method === "HEAD") {
-      if (isConsolePath(path)) return;
+    // POST /v1/rpc refuses after reading the body, so its envelope carries the request's ids.
+    const refused = isRpcCall(req) ? null : unauthorized(req);
+    if (refused) return refuse(reply, refused);
+    const encoding = bodyEncodingRefusal(req.headers);
+    if (encoding) {
+      if (encoding.reason === "content_encoding") reply.header("accept-encoding", "identity");
+      return refuse(reply, encoding);
     }
-    // Scrapers on a private network may be let in without a token (MOORING_METRICS_PUBLIC).
-    if (path === "/metrics" && config.metricsPublic) return;
-    if (!callerOf(req)) {
-      return refuse(reply, new MooringError("UNAUTHORIZED", "a valid bearer token is required (Authorization: Bearer <token>)"));
+    // `/v1/sessions/` matches `/sessions/:id` with an empty id: a trailing slash is no route, as
+    // everywhere else (the wildcard `*` of /docs and the console may be empty).
+    const params = req.params as Record<string, string> | undefined;
+    if (params && Object.entries(params).some(([name, value]) => name !== "*" && value === "")) {
+      return refuse(reply, noRoute(req));
     }
   });
 
@@ -138,26 +173,34 @@ export async function buildHttpApp(
     const mapped = mapFastifyError(error);
     if (mapped.code === "INTERNAL") req.log.error({ err: error }, "request failed");
     else req.log.debug({ code: mapped.code, msg: mapped.message }, "request refused");
-    if (mapped.retryAfterSeconds) reply.header("retry-after", String(mapped.retryAfterSeconds));
-    reply.status(mapped.httpStatus).send({ error: mapped.toBody() });
+    sendError(reply, mapped);
   });
 
   app.setNotFoundHandler((req, reply) => {
-    reply.status(404).send({ error: { code: "NOT_FOUND", message: `no route ${req.method} ${req.url.split("?")[0]}` } });
+    const allowed = methodsOf(pathOf(req.url));
+    if (allowed.length === 0 || allowed.includes(req.method)) return sendError(reply, noRoute(req));
+    reply.header("allow", allowed.join(", "));
+    return sendError(
+      reply,
+      new MooringError("METHOD_NOT_ALLOWED", `${pathOf(req.url)} does not take ${req.method} (Allow: ${allowed.join(", ")})`),
+    );
   });
 
   // Before any route, like the docs below: probes, scrapes and the console's heartbeat log quietly.
   quietPolledRoutes(app, config.logLevel);
   // Before any route: the docs record every route's schema as it is added (routes/docs.ts).
   registerDocsRoutes(app, {
-    info: { title: "mooring", version: services.identity.version, description: "Durable gateway for AI coding-agent sessions" },
-    components: {
-      securitySchemes: {
-        bearer: { type: "http", scheme: "bearer" },
-        accessToken: { type: "apiKey", in: "query", name: "access_token" },
+    openapi: {
+      info: { title: "mooring", version: services.identity.version, description: "Durable gateway for AI coding-agent sessions" },
+      components: {
+        securitySchemes: {
+          bearer: { type: "http", scheme: "bearer" },
+          accessToken: { type: "apiKey", in: "query", name: "access_token" },
+        },
       },
     },
-    security: services.tenants.tokensRequired ? [{ bearer: [] }, { accessToken: [] }] : [],
+    transform: (doc) =>
+      completeOpenApi(doc, { tokensRequired: services.tenants.tokensRequired, metricsPublic: config.metricsPublic }),
   });
   const socketErrors = new SocketErrorLog();
   await app.register(websocket, {
@@ -168,6 +211,9 @@ export async function buildHttpApp(
     },
     options: {
       maxPayload: config.wsMaxPayloadBytes,
+      // Only the documented subprotocol is accepted; one the client offers for something else
+      // (`graphql-ws`) is not echoed back, so that client sees the server does not speak it.
+      handleProtocols: (offered) => (offered.has(WS_SUBPROTOCOL) ? WS_SUBPROTOCOL : false),
       // No context takeover either way: each message is compressed on its own, so frames under
       // the threshold (hello, small answers) go out as they are and need no zlib stream, and a
       // quiet connection's zlib stream can be freed between messages (ws/socket.ts). A zlib
@@ -192,22 +238,14 @@ export async function buildHttpApp(
   const sse = new SseStreams();
   await app.register(async (v1) => {
     // API routes answer NOT_READY until startup is done or while the database is away.
-    v1.addHook("onRequest", async (req, reply) => {
-      const r = services.readiness();
-      if (r.ready) return;
-      const error = new MooringError("NOT_READY", r.reason ?? "The gateway is starting; retry shortly.", {
+    const notReady = () =>
+      new MooringError("NOT_READY", services.readiness().reason ?? "The gateway is starting; retry shortly.", {
         retryAfterSeconds: 1,
       });
-      // A JSON-RPC client gets its own envelope, as it would from the method table.
-      if (req.url.split("?")[0] === "/v1/rpc") {
-        reply.header("retry-after", "1");
-        return reply.status(503).send({
-          jsonrpc: "2.0",
-          id: null,
-          error: { code: error.rpcCode, message: error.message, data: { code: error.code } },
-        });
-      }
-      throw error;
+    v1.addHook("onRequest", async (req) => {
+      if (services.readiness().ready) return;
+      // POST /v1/rpc refuses after reading the body, so its envelope carries the request's ids.
+      if (!isRpcCall(req)) throw notReady();
     });
     registerSessionRoutes(v1, services);
     await yieldToIo();
@@ -216,7 +254,9 @@ export async function buildHttpApp(
     registerEventRoutes(v1, services, config, sse);
     registerInstanceRoutes(v1, services);
     await yieldToIo();
-    registerRpcRoute(v1, services, log, { maxBatch: config.rpcMaxBatch });
+    registerRpcRoute(v1, services, log, { maxBatch: config.rpcMaxBatch }, (req) =>
+      unauthorized(req) ?? (services.readiness().ready ? null : notReady()),
+    );
   }, { prefix: "/v1" });
   const sockets = registerSocketRoute(app, services, config, log);
   return { app, sockets, sse };
@@ -236,6 +276,11 @@ function clientRequestId(given: string | string[] | undefined): string | null {
   return typeof given === "string" && /^[\x21-\x7e]{1,100}$/.test(given) ? given : null;
 }
 
+/** A call to the JSON-RPC route, which decides 401 and 503 itself once the body is read. */
+const isRpcCall = (req: FastifyRequest) => req.method === "POST" && pathOf(req.url) === RPC_PATH;
+
+const noRoute = (req: FastifyRequest) => new MooringError("NOT_FOUND", `no route ${req.method} ${pathOf(req.url)}`);
+
 function mapFastifyError(error: FastifyError): MooringError {
   if (error instanceof MooringError) return error;
   if (error.validation) {
@@ -248,7 +293,7 @@ function mapFastifyError(error: FastifyError): MooringError {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
       return new MooringError("PAYLOAD_TOO_LARGE", "request body is larger than the gateway accepts");
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
-      return new MooringError("UNSUPPORTED_MEDIA_TYPE", "send the body as application/json");
+      return new MooringError("UNSUPPORTED_MEDIA_TYPE", `send the body as ${ACCEPTED_CONTENT_TYPE}`);
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
       return new MooringError("INVALID_REQUEST", "the request body is empty; send a JSON object");
     case "FST_ERR_CTP_INVALID_JSON_BODY":

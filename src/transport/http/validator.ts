@@ -46,9 +46,12 @@ export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, http
     }
     let converted = value;
     if (httpPart !== "body" && typeof value === "object" && value !== null && !Array.isArray(value)) {
-      const out: Record<string, unknown> = { ...(value as Record<string, unknown>) };
-      for (const [key, raw] of Object.entries(out)) {
+      const out: Record<string, unknown> = {};
+      for (const [key, raw] of Object.entries(value as Record<string, unknown>)) {
         if (Object.hasOwn(properties, key)) out[key] = convertStrict(properties[key], raw);
+        // A query parameter no route names is ignored on every route (a cache-buster `?_=123`
+        // included; docs/api.md, Routes); a known one is still checked.
+        else if (httpPart !== "querystring") out[key] = raw;
       }
       converted = out;
     }

@@ -3,7 +3,7 @@
  * specification says; domain errors carry `data: {code, reason?}` with the spec's codes.
  */
 import type { Logger } from "pino";
-import { toMooringError } from "../../errors.js";
+import { type MooringError, toMooringError } from "../../errors.js";
 import type { Services } from "../services.js";
 import { type CallContext, callMethod, hasMethod } from "./methods.js";
 
@@ -21,6 +21,27 @@ const errorResponse = (id: JsonRpcId, code: number, message: string, data?: unkn
   id,
   error: data === undefined ? { code, message } : { code, message, data },
 });
+
+/** A MooringError as a JSON-RPC error answer: the registry's code, `data: {code, reason?, ...}`. */
+export function mooringErrorResponse(id: JsonRpcId, e: MooringError): JsonRpcResponse {
+  return errorResponse(id, e.rpcCode, e.message, errorData(e));
+}
+
+const errorData = (e: MooringError) => ({
+  code: e.code,
+  ...(e.reason ? { reason: e.reason } : {}),
+  ...(e.details ?? {}),
+  ...(e.retryAfterSeconds ? { retryAfterSeconds: e.retryAfterSeconds } : {}),
+});
+
+/**
+ * A whole message refused for `e` before anything in it ran, over HTTP (unauthorized, not ready):
+ * an answer for every call with an id, and, since an HTTP request must be answered, one with
+ * `id: null` when the message had none (notifications only, or not even JSON).
+ */
+export function refuseMessage(message: unknown, e: MooringError): JsonRpcResponse | JsonRpcResponse[] {
+  return refuseAll(message, e.rpcCode, e.message, errorData(e)) ?? mooringErrorResponse(null, e);
+}
 
 export const parseError = () => errorResponse(null, -32700, "Parse error: the message is not valid JSON");
 
@@ -117,11 +138,6 @@ async function handleOne(
     const e = toMooringError(err);
     if (e.code === "INTERNAL") log.error({ err, method: m.method }, "rpc method failed");
     if (isNotification) return null;
-    return errorResponse(id, e.rpcCode, e.message, {
-      code: e.code,
-      ...(e.reason ? { reason: e.reason } : {}),
-      ...(e.details ?? {}),
-      ...(e.retryAfterSeconds ? { retryAfterSeconds: e.retryAfterSeconds } : {}),
-    });
+    return mooringErrorResponse(id, e);
   }
 }

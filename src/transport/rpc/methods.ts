@@ -11,7 +11,7 @@ import { validate } from "../validate.js";
 
 /** What a socket adds to a call; absent over HTTP. */
 export interface CallContext {
-  subscribe?(sessionId: string, afterSeq: number | undefined): Promise<unknown>;
+  subscribe?(sessionId: string, afterSeq: number | undefined, batch: boolean): Promise<unknown>;
   unsubscribe?(sessionId: string): Promise<unknown>;
   /** Who calls, for the log (transport and peer address; never a token). */
   who?: string;
@@ -44,7 +44,7 @@ const handlers: { [K in keyof Params]: Handler<K> } = {
   "instances.list": (s) => s.instances.list(),
   "events.subscribe": (_s, p, ctx) => {
     if (!ctx.subscribe) throw socketOnly("events.subscribe");
-    return ctx.subscribe(p.sessionId, p.afterSeq);
+    return ctx.subscribe(p.sessionId, p.afterSeq, p.batch ?? true);
   },
   "events.unsubscribe": (_s, p, ctx) => {
     if (!ctx.unsubscribe) throw socketOnly("events.unsubscribe");

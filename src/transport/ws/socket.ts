@@ -27,26 +27,38 @@ import { callCount, handleJsonRpc, parseError, refuseAll } from "../rpc/jsonrpc.
 import type { Services } from "../services.js";
 
 export const CLOSE_TOO_SLOW = 4008;
+/** The one subprotocol the socket accepts when a client offers any (docs/api.md, Streaming). */
+export const WS_SUBPROTOCOL = "mooring.v1";
 export const CLOSE_GOING_AWAY = 1001;
 
 export interface SocketHub {
   readonly count: number;
   /** JSON-RPC calls received on any socket and not answered yet (closed sockets included). */
   readonly callsInFlight: number;
+  /** JSON-RPC responses peers sent (to no call of the gateway's), dropped unanswered. */
+  readonly strayResponses: number;
   closeAll(code: number, reason: string): void;
 }
 
 export function registerSocketRoute(app: FastifyInstance, s: Services, config: Config, log: Logger): SocketHub {
   const sockets = new Set<WebSocket>();
   const calls = { inFlight: 0 };
+  const strays = { count: 0 };
   app.register(async (scope) => {
-    scope.addHook("onRequest", async (_req, reply) => {
+    scope.addHook("onRequest", async () => {
       const r = s.readiness();
-      if (!r.ready) {
-        return reply.status(503).send({ error: { code: "NOT_READY", message: r.reason ?? "The gateway is starting." } });
-      }
+      if (!r.ready) throw new MooringError("NOT_READY", r.reason ?? "The gateway is starting.", { retryAfterSeconds: 1 });
     });
-    scope.get("/v1/ws", { websocket: true, schema: { hide: true } }, (socket, req) => {
+    scope.route({
+      method: "GET",
+      url: "/v1/ws",
+      schema: { hide: true },
+      // A plain GET (no upgrade) is told what the route takes, in the one error shape.
+      handler: async (_req, reply) => {
+        reply.header("upgrade", "websocket");
+        throw new MooringError("UPGRADE_REQUIRED", "GET /v1/ws takes a WebSocket upgrade (Upgrade: websocket)");
+      },
+      wsHandler: (socket, req) => {
       sockets.add(socket);
       const caller = callerOf(req) ?? s.tenants.openCaller;
       const connection = new SocketConnection(
@@ -59,11 +71,13 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
         calls,
         `ws ${describeCaller(req)}`,
         caller,
+        strays,
       );
       socket.on("close", () => {
         sockets.delete(socket);
         connection.dispose();
       });
+      },
     });
   });
   return {
@@ -72,6 +86,9 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
     },
     get callsInFlight() {
       return calls.inFlight;
+    },
+    get strayResponses() {
+      return strays.count;
     },
     closeAll(code, reason) {
       // A socket already closing (a 4008 waiting for a reader that may never read) is cut: a
@@ -82,6 +99,24 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
       }
     },
   };
+}
+
+/** A JSON-RPC response: no method, a result or an error (what a peer answers, not asks). */
+function isResponse(m: unknown): boolean {
+  return typeof m === "object" && m !== null && !Array.isArray(m) && !("method" in m) && ("result" in m || "error" in m);
+}
+
+/** How many responses a message is or holds (a batch may mix them with calls). */
+function strayResponses(message: unknown): number {
+  if (Array.isArray(message)) return message.filter(isResponse).length;
+  return isResponse(message) ? 1 : 0;
+}
+
+/** The message without its responses; null when nothing else is left. */
+function withoutResponses(message: unknown): unknown {
+  if (!Array.isArray(message)) return isResponse(message) ? null : message;
+  const calls = message.filter((m) => !isResponse(m));
+  return calls.length > 0 ? calls : null;
 }
 
 /** A delivered run's frame, keyed by its first event object (runs share the feed's event objects). */
@@ -202,6 +237,8 @@ class SocketConnection {
     private readonly who: string,
     /** The tenant the connecting token stands for; every call on the socket acts for it. */
     private readonly caller: Caller,
+    /** The hub's count of stray responses dropped on all sockets. */
+    private readonly strays: { count: number },
   ) {
     // Only what the contract names: host and pid tell a page nothing it needs (and an attacker much).
     const { instanceId, bootId, version } = s.identity;
@@ -236,6 +273,14 @@ class SocketConnection {
       this.send(parseError());
       return;
     }
+    // A peer's JSON-RPC responses (to calls the gateway never made) are dropped, not answered
+    // with errors: two peers answering each other's errors would bounce forever. Counted.
+    const strays = strayResponses(message);
+    if (strays > 0) {
+      this.strays.count += strays;
+      message = withoutResponses(message);
+      if (message === null) return;
+    }
     // A client may not queue unbounded work: past the cap the whole message is refused, unrun.
     const calls = callCount(message, { maxBatch: this.config.rpcMaxBatch });
     if (calls > 0 && this.inFlight + calls > this.config.wsMaxInFlight) {
@@ -265,8 +310,8 @@ class SocketConnection {
       message,
       this.s,
       {
-        subscribe: async (sessionId, afterSeq) => {
-          const result = await this.subscribe(sessionId, afterSeq ?? 0);
+        subscribe: async (sessionId, afterSeq, batch) => {
+          const result = await this.subscribe(sessionId, afterSeq ?? 0, batch);
           released.push(sessionId);
           return result;
         },
@@ -286,7 +331,7 @@ class SocketConnection {
     for (const sessionId of released) this.release(sessionId);
   }
 
-  private async subscribe(sessionId: string, afterSeq: number) {
+  private async subscribe(sessionId: string, afterSeq: number, batch: boolean) {
     const opened = await this.s.events.openSubscription(sessionId, afterSeq, this.caller.tenant);
     // The socket closed while the subscription was being opened: nobody would ever end it.
     if (this.closed) return { sessionId, headSeq: opened.headSeq, session: opened.session };
@@ -295,8 +340,10 @@ class SocketConnection {
       cursor: afterSeq,
       paused: this.drainTimer !== null,
       deliver: (events) => {
-        if (subscription.held) subscription.held.push(events);
-        else this.sendEvents(events);
+        // `batch: false`: a run goes out as one notification per frame (docs/api.md, Streaming).
+        const frames = batch ? [events] : events.map((e) => [e]);
+        if (subscription.held) subscription.held.push(...frames);
+        else for (const frame of frames) this.sendEvents(frame);
       },
     };
     const subscription: Subscription = { unsubscribe: () => {}, subscriber, held: [] };

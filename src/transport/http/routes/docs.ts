@@ -16,10 +16,16 @@ import Fastify, {
   type FastifyRequest,
   type RouteOptions,
 } from "fastify";
+import { MooringError } from "../../../errors.js";
+import { pathOf, sendError } from "../error-answer.js";
 import { importModule } from "../../../lib/import-module.js";
 
-/** The `openapi` option of @fastify/swagger: info, components, security. */
-export type OpenApiOptions = Record<string, unknown>;
+/** The `openapi` option of @fastify/swagger (info, components), and what completes its document. */
+export interface OpenApiOptions {
+  openapi: Record<string, unknown>;
+  /** Adds what route schemas cannot say (http/openapi-document.ts). */
+  transform: (doc: Record<string, any>) => Record<string, any>;
+}
 
 const PREFIX = "/docs";
 /** Request headers that matter to what the docs app answers (caching); the rest stays here. */
@@ -52,6 +58,10 @@ export function registerDocsRoutes(app: FastifyInstance, openapi: OpenApiOptions
       url: req.url,
       headers: Object.fromEntries(FORWARDED.flatMap((h) => (req.headers[h] ? [[h, req.headers[h]]] : []))),
     });
+    // A path the docs app does not have is answered as any unknown path is, in the one error shape.
+    if (answer.statusCode === 404) {
+      return sendError(reply, new MooringError("NOT_FOUND", `no route ${req.method} ${pathOf(req.url)}`));
+    }
     reply.status(answer.statusCode);
     for (const [name, value] of Object.entries(answer.headers)) {
       if (!DROPPED.has(name) && value !== undefined) reply.header(name, value);
@@ -71,7 +81,10 @@ async function buildDocsApp(routes: RouteOptions[], openapi: OpenApiOptions): Pr
   // Nothing is validated or serialized here: the schemas are only read.
   docs.setValidatorCompiler(() => () => true);
   docs.setSerializerCompiler(() => (data) => JSON.stringify(data));
-  await docs.register(swagger.default, { openapi });
+  await docs.register(swagger.default, {
+    openapi: openapi.openapi,
+    transformObject: (documents) => openapi.transform("openapiObject" in documents ? documents.openapiObject : documents.swaggerObject),
+  });
   await docs.register(swaggerUi.default, { routePrefix: PREFIX });
   for (const route of routes) {
     docs.route({ method: route.method, url: route.url, schema: route.schema, handler: async () => null });

@@ -11,6 +11,13 @@ import { tenantOf } from "../auth.js";
 
 const SSE_RETRY_MS = 2_000;
 
+const SSE_HEADERS = {
+  "content-type": "text/event-stream; charset=utf-8",
+  "cache-control": "no-cache, no-transform",
+  connection: "keep-alive",
+  "x-accel-buffering": "no",
+};
+
 /** Open SSE streams, so shutdown can end them (a hijacked response would hold `app.close()` open). */
 export class SseStreams {
   private readonly closers = new Set<() => void>();
@@ -75,16 +82,15 @@ export function registerEventRoutes(
         afterSeq = Math.max(afterSeq, n);
       }
       const { headSeq } = await s.events.openSubscription(req.params.id, afterSeq, tenantOf(req, s.tenants));
+      // HEAD (health checkers, proxies): what a GET would get, checks and headers, and no stream.
+      if (req.method === "HEAD") return reply.headers(SSE_HEADERS).status(200).send();
       reply.hijack();
       const res = reply.raw;
       res.writeHead(200, {
         // Headers hooks set (CORS for a listed origin) are fastify's until sent: a hijacked reply
         // must carry them itself, or a browser page of that origin cannot read the stream.
         ...(reply.getHeaders() as OutgoingHttpHeaders),
-        "content-type": "text/event-stream; charset=utf-8",
-        "cache-control": "no-cache, no-transform",
-        connection: "keep-alive",
-        "x-accel-buffering": "no",
+        ...SSE_HEADERS,
       });
       res.write(`retry: ${SSE_RETRY_MS}\n\n`);
       let closed = false;

@@ -15,6 +15,8 @@ export function registerHealthRoutes(
   app.get("/healthz", { schema: { summary: "Liveness", tags: ["health"], response: routeResponses["GET /healthz"] } }, async () => ({ ok: true }));
   app.get("/readyz", { schema: { summary: "Readiness: database reachable, startup reconcile done", tags: ["health"], response: routeResponses["GET /readyz"] } }, async (req, reply) => {
     const { ok, body } = await health.readyz(viewOf(req));
+    // As every NOT_READY answer: a probe or a load balancer knows when to look again.
+    if (!ok) reply.header("retry-after", "1");
     return reply.status(ok ? 200 : 503).send(body);
   });
 }

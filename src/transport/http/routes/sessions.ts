@@ -11,6 +11,7 @@ export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
     { schema: { summary: "Create a session", tags: ["sessions"], body: CreateSessionBody, response: routeResponses["POST /v1/sessions"] } },
     async (req, reply) => {
       const { session, created } = await s.sessions.create(req.body, tenantOf(req, s.tenants));
+      reply.header("location", `/v1/sessions/${session.id}`);
       return reply.status(created ? 201 : 200).send(session);
     },
   );
