@@ -43,7 +43,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await down?.close();
+  await down?.stop();
   await upstream?.close();
   await db?.drop();
 });

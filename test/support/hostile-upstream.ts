@@ -128,12 +128,19 @@ export class HostileUpstream {
     const chunk = Buffer.alloc(64 * 1024, "x");
     res.write('{"pad":"');
     let closed = false;
+    let wake = () => {};
     res.on("close", () => {
       closed = true;
+      wake();
     });
+    res.on("drain", () => wake());
     while (!closed && this.bodyBytesWritten < this.bytes) {
       this.bodyBytesWritten += chunk.length;
-      if (!res.write(chunk)) await Promise.race([once(res, "drain"), once(res, "close")]);
+      if (!res.write(chunk)) {
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+      }
     }
     if (!closed) res.end('"}');
   }
