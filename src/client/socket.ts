@@ -51,6 +51,8 @@ export interface SocketOptions {
   onClose(close: SocketClose): void;
 }
 
+declare const __mooringImport: ((specifier: string) => Promise<unknown>) | undefined;
+
 const isNode = typeof process !== "undefined" && !!process.versions?.node;
 const DEAD_MARGIN_MS = 4000;
 
@@ -64,7 +66,10 @@ async function createWebSocket(
   if (isNode) {
     // A name bundlers do not follow: a browser build never tries to resolve `ws`.
     const wsPackage = ["w", "s"].join("");
-    const mod = (await import(/* @vite-ignore */ wsPackage)) as { WebSocket?: unknown; default?: unknown };
+    // Inside the gateway's `npm start` bundle a plain import() fails (code cache, Node 20): the
+    // bundle passes its own as `__mooringImport` (src/lib/import-module.ts); anywhere else it is undeclared.
+    const load = typeof __mooringImport === "function" ? __mooringImport : (name: string) => import(/* @vite-ignore */ name);
+    const mod = (await load(wsPackage)) as { WebSocket?: unknown; default?: unknown };
     const WS = (mod.WebSocket ?? mod.default) as new (url: string, options: unknown) => WebSocketLike;
     return new WS(base, { headers: token ? { authorization: `Bearer ${token}` } : {} });
   }
