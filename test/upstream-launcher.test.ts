@@ -50,7 +50,7 @@ it("follows the upstream turn over WebSocket when the downstream runs under npm 
   const down = await procs.spawn(env, "npm-start");
   await down.waitReady();
   const sessionId = await createSession(down.url, workspace, { agent: "up" });
-  const task = await submitPrompt(down.url, sessionId, "[deltas 3]");
+  const task = await submitPrompt(down.url, sessionId, "[deltas 2][sleep 3000][deltas 2]");
   const done = await waitTerminal(down.url, task.id, 120_000);
   expect(done.status, JSON.stringify(done.error)).toBe("completed");
 
