@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { startTestGateway } from "./support/gateway.js";
+import { eventually, startTestGateway } from "./support/gateway.js";
 import { HostileUpstream } from "./support/hostile-upstream.js";
 import { createSession, submitOk, tempWorkspace, waitTerminal } from "./support/turns.js";
 
@@ -71,6 +71,9 @@ describe("a downstream gateway bounds what its upstream sends", () => {
     expect(done.error).toMatchObject({ code: "UPSTREAM_FAILED", reason: "upstream_message_too_large" });
     expect(upstream.wsBytesOnWire).toBeGreaterThan(0);
     expect(upstream.wsBytesOnWire).toBeLessThan(MAX_MESSAGE);
+    // The socket is closed at the first such message: a flood of them ends there.
+    await eventually(async () => upstream.wsClosed === 1);
+    expect(upstream.count(/^GET \/v1\/ws/)).toBe(1);
     // Nothing of it was stored or relayed.
     const [{ n }] = await db.sql<{ n: number }[]>`
       select count(*)::int as n from events where type = 'message.delta' and task_id = ${done.id}`;

@@ -29,6 +29,8 @@ export class HostileUpstream {
   bodyBytesWritten = 0;
   /** Bytes the last WebSocket wrote on the wire (after compression). */
   wsBytesOnWire = 0;
+  /** WebSockets the downstream closed (or cut). */
+  wsClosed = 0;
   mode: HostileMode = "ws-oversize";
   bytes = 0;
   private readonly wss = new WebSocketServer({ noServer: true, perMessageDeflate: { threshold: 0 } });
@@ -65,6 +67,7 @@ export class HostileUpstream {
     this.requests.length = 0;
     this.bodyBytesWritten = 0;
     this.wsBytesOnWire = 0;
+    this.wsClosed = 0;
   }
 
   /** Requests so far whose line matches. */
@@ -146,6 +149,7 @@ export class HostileUpstream {
   }
 
   private speak(ws: WebSocket): void {
+    ws.on("close", () => this.wsClosed++);
     const send = (message: unknown, compress = false) => ws.send(JSON.stringify(message), { compress });
     send({ jsonrpc: "2.0", method: "hello", params: { instanceId: "hostile", bootId: "b1", version: "0", pingMs: 15_000 } });
     ws.on("message", (data) => {
