@@ -30,6 +30,19 @@ export interface Config {
   agentIdleMs: number;
   /** A chained turn (driver `mooring`) with no successful contact with its upstream gateway for this long fails UPSTREAM_LOST. Default 600000. */
   upstreamSilentMs: number;
+  /**
+   * Largest WebSocket message (a frame, a fragmented message, and what a compressed one inflates
+   * to) a downstream gateway takes from an upstream; larger fails the chained turn
+   * UPSTREAM_FAILED (reason upstream_message_too_large). Default 4194304: a replay batch holds up
+   * to 500 events, so it is larger than MOORING_WS_MAX_PAYLOAD_BYTES.
+   */
+  upstreamMaxMessageBytes: number;
+  /** Largest event (its `data` as JSON, UTF-8) taken from an upstream; larger fails the chained turn UPSTREAM_FAILED (reason upstream_event_too_large). Default 1048576. */
+  upstreamMaxEventBytes: number;
+  /** Largest REST answer body (decoded) taken from an upstream, read as a stream and cut past it; larger fails the chained turn UPSTREAM_FAILED (reason upstream_body_too_large). Default 8388608. */
+  upstreamMaxBodyBytes: number;
+  /** While following an upstream turn by polling: the shortest time between two polls, doubling (to the entry's reconnectMaxMs) while the upstream answers early with nothing new. Default 250. */
+  upstreamPollMinMs: number;
   /** Context window in tokens for the context indicator (`[1m]` models use 1000000). Default 200000. */
   contextWindow: number;
   /** On SIGTERM, running turns may finish this long before they are interrupted. Default 20000. */
@@ -221,6 +234,14 @@ function read<T>(env: NodeJS.ProcessEnv, name: string, parse: Parser<T>, fallbac
   return raw === undefined || raw === "" ? fallback : parse(name, raw);
 }
 
+/** The defaults of the MOORING_UPSTREAM_* bounds (also what a chained conversation uses when given none). */
+export const upstreamLimitDefaults = {
+  maxMessageBytes: 4_194_304,
+  maxEventBytes: 1_048_576,
+  maxBodyBytes: 8_388_608,
+  pollMinMs: 250,
+};
+
 /** Build the configuration from an environment (default `process.env`). Throws ConfigError. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const config: Config = {
@@ -235,6 +256,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sweepMs: read(env, "MOORING_SWEEP_MS", integer(10), 10_000),
     agentIdleMs: read(env, "MOORING_AGENT_IDLE_MS", integer(1), 900_000),
     upstreamSilentMs: read(env, "MOORING_UPSTREAM_SILENT_MS", integer(1), 600_000),
+    upstreamMaxMessageBytes: read(env, "MOORING_UPSTREAM_MAX_MESSAGE_BYTES", integer(1024), upstreamLimitDefaults.maxMessageBytes),
+    upstreamMaxEventBytes: read(env, "MOORING_UPSTREAM_MAX_EVENT_BYTES", integer(1024), upstreamLimitDefaults.maxEventBytes),
+    upstreamMaxBodyBytes: read(env, "MOORING_UPSTREAM_MAX_BODY_BYTES", integer(1024), upstreamLimitDefaults.maxBodyBytes),
+    upstreamPollMinMs: read(env, "MOORING_UPSTREAM_POLL_MIN_MS", integer(10), upstreamLimitDefaults.pollMinMs),
     contextWindow: read(env, "MOORING_CONTEXT_WINDOW", integer(1), 200_000),
     shutdownGraceMs: read(env, "MOORING_SHUTDOWN_GRACE_MS", integer(0), 20_000),
     recovery: read(env, "MOORING_RECOVERY", oneOf("fail", "continue"), "fail"),

@@ -372,7 +372,17 @@ function assemble(
     config.agentIdleMs,
     config.contextWindow,
     log,
-    { workspaceRoots, agentEnvDeny: config.agentEnvDeny, upstreamSilentMs: config.upstreamSilentMs },
+    {
+      workspaceRoots,
+      agentEnvDeny: config.agentEnvDeny,
+      upstreamSilentMs: config.upstreamSilentMs,
+      upstreamLimits: {
+        maxMessageBytes: config.upstreamMaxMessageBytes,
+        maxEventBytes: config.upstreamMaxEventBytes,
+        maxBodyBytes: config.upstreamMaxBodyBytes,
+        pollMinMs: config.upstreamPollMinMs,
+      },
+    },
     metrics,
   );
   const recovery = new Recovery(rt);

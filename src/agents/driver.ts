@@ -174,6 +174,14 @@ export class AgentFailure extends Error {
   }
 }
 
+/** What a downstream gateway takes from an upstream one (driver `mooring`; MOORING_UPSTREAM_* in config.ts). */
+export interface UpstreamLimits {
+  maxMessageBytes: number;
+  maxEventBytes: number;
+  maxBodyBytes: number;
+  pollMinMs: number;
+}
+
 /** Everything a driver needs to open a conversation for one mooring session. */
 export interface OpenConversationOptions {
   /** mooring session id (for logs and per-session state). */
@@ -196,7 +204,7 @@ export interface OpenConversationOptions {
   /** The resume cursor stored on the session. */
   cursor: ResumeCursor;
   /** Gateway-wide settings drivers need. */
-  settings: { contextWindow: number; upstreamSilentMs?: number };
+  settings: { contextWindow: number; upstreamSilentMs?: number; upstreamLimits?: UpstreamLimits };
   log: Logger;
 }
 

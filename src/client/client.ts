@@ -6,6 +6,7 @@ import { type Clock, systemClock } from "./clock.js";
 import { type FollowOptions, Follower, type FollowSettings, type Transport } from "./follow.js";
 import { type FetchLike, Http } from "./http.js";
 import { Run } from "./run.js";
+import type { WebSocketFactory } from "./socket.js";
 import type {
   CreateSessionInput,
   GateStatus,
@@ -42,6 +43,10 @@ export interface MooringClientOptions {
   streamRetryMs?: number;
   /** The wait of each task long-poll. Default 25 s. */
   longPollMs?: number;
+  /** The shortest time between two polling rounds, doubling (to backoffMaxMs) while rounds bring nothing. Default 0. */
+  minPollIntervalMs?: number;
+  /** Node: opens the WebSocket (default: the `ws` package, imported at run time). */
+  webSocket?: WebSocketFactory;
   /** The bound of a run's buffer for a slow consumer. Defaults 256 events, 1 MiB. */
   maxBufferedEvents?: number;
   maxBufferedBytes?: number;
@@ -97,6 +102,8 @@ export class MooringClient {
       pollAfterFailures: options.pollAfterFailures ?? 3,
       streamRetryMs: options.streamRetryMs ?? 30_000,
       longPollMs: options.longPollMs ?? 25_000,
+      minPollMs: options.minPollIntervalMs ?? 0,
+      webSocket: options.webSocket,
       maxBufferedEvents: options.maxBufferedEvents ?? 256,
       maxBufferedBytes: options.maxBufferedBytes ?? 1024 * 1024,
     };

@@ -32,6 +32,7 @@ import {
 } from "./errors.js";
 import { RunBuffer } from "./buffer.js";
 import type { FetchLike, Http } from "./http.js";
+import type { WebSocketFactory } from "./socket.js";
 import { Disconnect, type StreamHost, streamSse, streamWs } from "./stream.js";
 import {
   type EventPage,
@@ -69,6 +70,9 @@ export interface FollowSettings {
   pollAfterFailures: number;
   streamRetryMs: number;
   longPollMs: number;
+  /** The shortest time between two polling rounds; doubles after each round that brought nothing, up to backoffMaxMs. */
+  minPollMs: number;
+  webSocket?: WebSocketFactory;
   maxBufferedEvents: number;
   maxBufferedBytes: number;
 }
@@ -128,6 +132,8 @@ export class Follower implements StreamHost {
   private endedBy = "";
   private terminalEvent: MooringEvent | null = null;
   private failures = 0;
+  /** Polling rounds in a row that brought no event and no change of the task (the poll backoff). */
+  private emptyPolls = 0;
   private outcome: { task?: Task; error?: unknown } | null = null;
   private readonly stop = new AbortController();
   private readonly closers = new Set<() => void>();
@@ -399,6 +405,7 @@ export class Follower implements StreamHost {
    */
   private async pollOnce(): Promise<void> {
     const task = this.task!;
+    const cursorBefore = this.cursor;
     if ((task.lastSeq ?? Number.POSITIVE_INFINITY) > this.cursor || isTerminalStatus(task.status)) {
       await this.catchUp();
       if (this.terminal) return;
@@ -408,9 +415,15 @@ export class Follower implements StreamHost {
     const next = await this.getTask(waitMs);
     this.task = next;
     const unchanged = next.status === task.status && (next.lastSeq ?? 0) <= this.cursor;
-    if (unchanged && this.settings.clock.now() - asked < waitMs / 2) {
-      await sleep(this.settings.clock, next.pollAfterMs ?? 1000, this.stop.signal);
-    }
+    const took = this.settings.clock.now() - asked;
+    let pause = unchanged && took < waitMs / 2 ? (next.pollAfterMs ?? 1000) : 0;
+    // A gateway that answers every long-poll at once (overloaded, or hostile) is polled no more
+    // often than minPollMs, doubling while its early answers bring no event and no new status.
+    const progressed = this.cursor !== cursorBefore || next.status !== task.status;
+    this.emptyPolls = !progressed && took < waitMs / 2 ? this.emptyPolls + 1 : 0;
+    const floor = Math.min(this.settings.minPollMs * 2 ** Math.min(this.emptyPolls, 20), this.settings.backoffMaxMs);
+    pause = Math.max(pause, floor - took);
+    if (pause > 0) await sleep(this.settings.clock, pause, this.stop.signal);
   }
 
   private getTask(waitMs: number, timeoutMs?: number): Promise<Task> {

@@ -13,7 +13,7 @@ import { apiError, ConnectionError, MooringApiError } from "./errors.js";
 import type { Hello, MooringEvent } from "./types.js";
 
 /** What `WebSocket` offers in both worlds (the `ws` package implements the same surface). */
-interface WebSocketLike {
+export interface WebSocketLike {
   readyState: number;
   onopen: ((ev: unknown) => void) | null;
   onmessage: ((ev: { data: unknown }) => void) | null;
@@ -23,6 +23,13 @@ interface WebSocketLike {
   close(code?: number, reason?: string): void;
   terminate?: () => void;
 }
+
+/**
+ * Opens the socket in Node instead of the run-time `import("ws")`: for a host whose loader cannot
+ * import at run time (the gateway's code-cached bundle), or that wants its own `ws` options
+ * (limits). `headers` carry the token.
+ */
+export type WebSocketFactory = (url: string, headers: Record<string, string>) => WebSocketLike;
 
 export interface SocketClose {
   code: number;
@@ -39,19 +46,30 @@ export interface SocketOptions {
   clock: Clock;
   /** Used until `hello` says the gateway's interval. */
   pingMs: number;
+  webSocket?: WebSocketFactory;
   onEvents(events: MooringEvent[]): void;
   onClose(close: SocketClose): void;
 }
 
+declare const __mooringImport: ((specifier: string) => Promise<unknown>) | undefined;
+
 const isNode = typeof process !== "undefined" && !!process.versions?.node;
 const DEAD_MARGIN_MS = 4000;
 
-async function createWebSocket(url: string, token: string | undefined): Promise<WebSocketLike> {
+async function createWebSocket(
+  url: string,
+  token: string | undefined,
+  factory: WebSocketFactory | undefined,
+): Promise<WebSocketLike> {
   const base = `${url.replace(/^http/, "ws")}/v1/ws`;
+  if (factory) return factory(base, token ? { authorization: `Bearer ${token}` } : {});
   if (isNode) {
     // A name bundlers do not follow: a browser build never tries to resolve `ws`.
     const wsPackage = ["w", "s"].join("");
-    const mod = (await import(/* @vite-ignore */ wsPackage)) as { WebSocket?: unknown; default?: unknown };
+    // Inside the gateway's `npm start` bundle a plain import() fails (code cache, Node 20): the
+    // bundle passes its own as `__mooringImport` (src/lib/import-module.ts); anywhere else it is undeclared.
+    const load = typeof __mooringImport === "function" ? __mooringImport : (name: string) => import(/* @vite-ignore */ name);
+    const mod = (await load(wsPackage)) as { WebSocket?: unknown; default?: unknown };
     const WS = (mod.WebSocket ?? mod.default) as new (url: string, options: unknown) => WebSocketLike;
     return new WS(base, { headers: token ? { authorization: `Bearer ${token}` } : {} });
   }
@@ -82,7 +100,7 @@ export class RpcSocket {
   }
 
   private async connect(signal?: AbortSignal): Promise<void> {
-    const ws = await createWebSocket(this.options.url, this.options.token);
+    const ws = await createWebSocket(this.options.url, this.options.token, this.options.webSocket);
     this.ws = ws;
     let opened = false;
     let refusedStatus: number | undefined;

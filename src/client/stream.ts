@@ -10,7 +10,7 @@ import { MooringApiError } from "./errors.js";
 import type { Clock } from "./clock.js";
 import type { FetchLike } from "./http.js";
 import { errorOf } from "./http.js";
-import { RpcSocket } from "./socket.js";
+import { RpcSocket, type WebSocketFactory } from "./socket.js";
 import { sseRecords } from "./sse.js";
 import type { MooringEvent } from "./types.js";
 
@@ -21,6 +21,7 @@ export interface StreamSettings {
   fetch: FetchLike;
   clock: Clock;
   pingMs: number;
+  webSocket?: WebSocketFactory;
 }
 
 /** What a transport needs of the run it streams for (the Follower). */
@@ -84,6 +85,7 @@ export async function streamWs(host: StreamHost): Promise<void> {
         token: host.settings.token,
         clock: host.settings.clock,
         pingMs: host.settings.pingMs,
+        webSocket: host.settings.webSocket,
         onEvents: (events) => {
           if (!subscribed) return;
           for (const e of events) {

@@ -10,7 +10,13 @@
  */
 import { type MetricsReporter, noMetrics } from "../metrics/reporter.js";
 import type { Logger } from "pino";
-import type { AgentConversation, AgentDriver, ResumeCursor, RunTurnOptions } from "../agents/driver.js";
+import type {
+  AgentConversation,
+  AgentDriver,
+  ResumeCursor,
+  RunTurnOptions,
+  UpstreamLimits,
+} from "../agents/driver.js";
 import { agentEnvironment } from "../agents/agent-env.js";
 import type { AgentEntry } from "../agents/registry.js";
 import { storable } from "../agents/storable-text.js";
@@ -23,6 +29,8 @@ export interface LaunchPolicy {
   agentEnvDeny: readonly string[];
   /** MOORING_UPSTREAM_SILENT_MS, for chained turns (driver `mooring`). */
   upstreamSilentMs?: number;
+  /** MOORING_UPSTREAM_MAX_* and MOORING_UPSTREAM_POLL_MIN_MS, for chained turns. */
+  upstreamLimits?: UpstreamLimits;
 }
 
 /** The cursor fields that identify where a conversation stands. */
@@ -94,7 +102,11 @@ export class ConversationPool {
         lastAssistantMessageId: session.lastAssistantMessageId,
         pastAgentSessionIds: session.pastAgentSessionIds,
       },
-      settings: { contextWindow: this.contextWindow, upstreamSilentMs: this.launch.upstreamSilentMs },
+      settings: {
+        contextWindow: this.contextWindow,
+        upstreamSilentMs: this.launch.upstreamSilentMs,
+        upstreamLimits: this.launch.upstreamLimits,
+      },
       log: this.log.child({ sessionId: session.id, agent: session.agent }),
     });
     const warm: Warm = {

@@ -59,11 +59,22 @@ export interface GatewayProcess {
 }
 
 /**
- * A real gateway process (`node --import tsx src/main.ts`). Its URL is read from the "listening"
- * log line, so PORT=0 works.
+ * How a spawned gateway runs: `tsx` (`node --import tsx src/main.ts`, the default) or `npm-start`
+ * (what `npm start` runs: scripts/start.mjs, the code-cached bundle of dist/).
  */
-export async function spawnGateway(env: Record<string, string>): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+export type Launcher = "tsx" | "npm-start";
+
+const launcherArgs: Record<Launcher, string[]> = {
+  tsx: ["--import", "tsx", "src/main.ts"],
+  "npm-start": ["scripts/start.mjs"],
+};
+
+/**
+ * A real gateway process, run by `launcher`. Its URL is read from the "listening" log line, so
+ * PORT=0 works.
+ */
+export async function spawnGateway(env: Record<string, string>, launcher: Launcher = "tsx"): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, launcherArgs[launcher], {
     cwd: repoRoot,
     env: { ...process.env, MOORING_LOG_FORMAT: "json", LOG_LEVEL: "info", ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -19,10 +19,13 @@ import {
   type RunTurnOptions,
   type TurnOutcome,
   type TurnSink,
+  type UpstreamLimits,
 } from "../driver.js";
 import { mapWorkspace, type UpstreamEntry } from "./entry.js";
 import { relayEvent } from "./events.js";
+import { upstreamLimitDefaults } from "../../config.js";
 import { callUpstream, refusalFailure, SilenceWatch, upstreamClient } from "./link.js";
+import { eventFits, LinkGuard } from "./limits.js";
 
 /** How long a cancel may take upstream before the downstream turn ends anyway. */
 const CANCEL_WAIT_MS = 2_000;
@@ -40,13 +43,17 @@ export class UpstreamConversation implements AgentConversation {
   private readonly client: MooringClient;
   private readonly log: Logger;
   private readonly silentMs: number;
+  private readonly limits: UpstreamLimits;
+  /** The running turn's bounds (limits.ts); the client's socket and fetch report to it. */
+  private guard = new LinkGuard();
   private cursor: ResumeCursor;
   private closed = false;
 
   constructor(private readonly options: OpenConversationOptions) {
     if (!options.entry.upstream) throw new Error(`agent ${options.entry.name} has no upstream`);
     this.entry = options.entry.upstream;
-    this.client = upstreamClient(this.entry);
+    this.limits = options.settings.upstreamLimits ?? upstreamLimitDefaults;
+    this.client = upstreamClient(this.entry, this.limits, () => this.guard);
     this.cursor = structuredClone(options.cursor);
     this.silentMs = options.settings.upstreamSilentMs ?? 600_000;
     this.log = options.log.child({
@@ -69,12 +76,15 @@ export class UpstreamConversation implements AgentConversation {
     const watch = new SilenceWatch(this.silentMs);
     const stop = new AbortController();
     const onAbort = () => stop.abort();
+    const guard = new LinkGuard(() => stop.abort());
+    this.guard = guard;
     if (signal.aborted) stop.abort();
     else signal.addEventListener("abort", onAbort, { once: true });
     let upstreamTaskId: string | null = null;
     try {
       const link: Link = {
         signal: stop.signal,
+        guard,
         watch,
         entry: this.entry,
         onBusy: (retryAt) =>
@@ -103,6 +113,12 @@ export class UpstreamConversation implements AgentConversation {
       return this.conclude(done, sink);
     } catch (err) {
       if (signal.aborted) return this.stopped(upstreamTaskId, sink);
+      if (guard.failure) {
+        this.log.warn({ reason: guard.failure.reason, upstreamTaskId }, "upstream exceeded a bound; turn failed");
+        // Nothing more is read from it; its turn is let go of now (else by the orphan round).
+        if (upstreamTaskId) await this.cancelUpstream(upstreamTaskId, sink);
+        throw guard.failure;
+      }
       if (err instanceof AgentFailure) {
         this.log.warn({ code: err.code, reason: err.reason, upstreamTaskId }, "upstream turn failed");
       }
@@ -167,8 +183,15 @@ export class UpstreamConversation implements AgentConversation {
   private async follow(task: Task, sink: TurnSink, watch: SilenceWatch, signal: AbortSignal): Promise<Task> {
     const lost = new AbortController();
     const run: Run = this.client.tasks.follow(task.id, { signal: AbortSignal.any([signal, lost.signal]) });
+    // Heard as each event is taken, before it is buffered: one too large stops the follower.
+    run.on("event", (event) => eventFits(event, this.limits, this.guard));
+    let saidPolling = false;
     run.on("state", (change) => {
       if (change.state === "restart") return watch.contact();
+      if (change.state === "polling" && !saidPolling) {
+        saidPolling = true;
+        this.log.warn({ upstreamTaskId: task.id, why: change.reason }, "following the upstream turn by polling");
+      }
       watch.setConnected(
         change.state === "streaming" || change.state === "polling" || change.state === "settling",
       );
@@ -182,6 +205,7 @@ export class UpstreamConversation implements AgentConversation {
     try {
       for await (const item of run) {
         watch.contact();
+        if (this.guard.failure) throw new AbortError();
         if (isResyncItem(item)) continue;
         const relayed = relayEvent(item, run.task ?? task);
         if (relayed) sink.emit(relayed);
@@ -231,18 +255,20 @@ export class UpstreamConversation implements AgentConversation {
 
   /** The downstream turn was stopped (cancel, deadline, shutdown): cancel the upstream turn too. */
   private async stopped(upstreamTaskId: string | null, sink: TurnSink): Promise<TurnOutcome> {
-    if (upstreamTaskId) {
-      try {
-        await this.client.http.once("POST", `/v1/tasks/${upstreamTaskId}/cancel`, {
-          timeoutMs: CANCEL_WAIT_MS,
-        });
-        this.log.info({ upstreamTaskId }, "upstream turn cancelled");
-        sink.emit({ type: "upstream.state", upstreamTaskId, waiting: null, released: true });
-      } catch (err) {
-        // Left unreleased: the orphan round cancels it later (domain/upstream-orphans.ts).
-        this.log.warn({ upstreamTaskId, err: String(err) }, "could not cancel the upstream turn yet");
-      }
-    }
+    if (upstreamTaskId) await this.cancelUpstream(upstreamTaskId, sink);
     return { text: "", stopReason: "cancelled", usage: null };
+  }
+
+  private async cancelUpstream(upstreamTaskId: string, sink: TurnSink): Promise<void> {
+    try {
+      await this.client.http.once("POST", `/v1/tasks/${upstreamTaskId}/cancel`, {
+        timeoutMs: CANCEL_WAIT_MS,
+      });
+      this.log.info({ upstreamTaskId }, "upstream turn cancelled");
+      sink.emit({ type: "upstream.state", upstreamTaskId, waiting: null, released: true });
+    } catch (err) {
+      // Left unreleased: the orphan round cancels it later (domain/upstream-orphans.ts).
+      this.log.warn({ upstreamTaskId, err: String(err) }, "could not cancel the upstream turn yet");
+    }
   }
 }

@@ -15,13 +15,23 @@
 import { backoffMs, sleep, systemClock } from "../../client/clock.js";
 import { MooringClient } from "../../client/client.js";
 import { AbortError, ConnectionError, MooringApiError } from "../../client/errors.js";
-import { AgentFailure } from "../driver.js";
+import { upstreamLimitDefaults } from "../../config.js";
+import { AgentFailure, type UpstreamLimits } from "../driver.js";
 import type { UpstreamEntry } from "./entry.js";
+import { boundedFetch, boundedWebSocket, LinkGuard } from "./limits.js";
 
 /** How long one call may take before it counts as a failed attempt. */
 const CALL_TIMEOUT_MS = 30_000;
 
-export function upstreamClient(entry: UpstreamEntry): MooringClient {
+/**
+ * A client held to `limits` (limits.ts); an exceeded bound trips the guard `guard()` returns (the
+ * current turn's).
+ */
+export function upstreamClient(
+  entry: UpstreamEntry,
+  limits: UpstreamLimits = upstreamLimitDefaults,
+  guard: () => LinkGuard = () => new LinkGuard(),
+): MooringClient {
   return new MooringClient({
     url: entry.url,
     token: entry.token?.reveal(),
@@ -29,6 +39,9 @@ export function upstreamClient(entry: UpstreamEntry): MooringClient {
     readyTimeoutMs: 0,
     backoffBaseMs: entry.reconnectBaseMs,
     backoffMaxMs: entry.reconnectMaxMs,
+    minPollIntervalMs: limits.pollMinMs,
+    webSocket: boundedWebSocket(limits, guard),
+    fetch: boundedFetch(limits, guard),
   });
 }
 
@@ -86,6 +99,8 @@ export function refusalFailure(err: unknown): AgentFailure | null {
 
 export interface CallOptions {
   signal: AbortSignal;
+  /** The turn's bounds: an exceeded one ends the call with its failure, unretried. */
+  guard?: LinkGuard;
   watch: SilenceWatch;
   entry: UpstreamEntry;
   /** The upstream gate answered 429: the next try is at `retryAt`. */
@@ -95,9 +110,10 @@ export interface CallOptions {
 /** Runs one upstream call by the rules above. Rejects with AgentFailure, or AbortError once `signal` aborts. */
 export async function callUpstream<T>(
   call: (attemptSignal: AbortSignal) => Promise<T>,
-  { signal, watch, entry, onBusy }: CallOptions,
+  { signal, watch, entry, onBusy, guard }: CallOptions,
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
+    if (guard?.failure) throw guard.failure;
     if (signal.aborted) throw new AbortError();
     const attemptStop = AbortSignal.any([signal, AbortSignal.timeout(CALL_TIMEOUT_MS)]);
     try {
@@ -105,6 +121,7 @@ export async function callUpstream<T>(
       watch.contact();
       return answer;
     } catch (err) {
+      if (guard?.failure) throw guard.failure;
       if (signal.aborted) throw new AbortError();
       if (err instanceof MooringApiError && err.status === 429) {
         watch.contact();
