@@ -58,11 +58,22 @@ export interface GatewayProcess {
 }
 
 /**
- * A real gateway process (`node --import tsx src/main.ts`). Its URL is read from the "listening"
- * log line, so PORT=0 works.
+ * How a gateway process is started: from the sources through tsx (the default), as `npm start`
+ * does (scripts/start.mjs: the compiled bundle), or as `npx mooring serve` does (bin/mooring.js).
  */
-export async function spawnGateway(env: Record<string, string>): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+export const gatewayCommands = {
+  tsx: ["--import", "tsx", "src/main.ts"],
+  npmStart: ["scripts/start.mjs"],
+  serve: ["bin/mooring.js", "serve"],
+} as const;
+export type GatewayCommand = keyof typeof gatewayCommands;
+
+/**
+ * A real gateway process (`node --import tsx src/main.ts`, or `command`). Its URL is read from the
+ * "listening" log line, so PORT=0 works.
+ */
+export async function spawnGateway(env: Record<string, string>, command: GatewayCommand = "tsx"): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, [...gatewayCommands[command]], {
     cwd: repoRoot,
     env: { ...process.env, MOORING_LOG_FORMAT: "json", LOG_LEVEL: "info", ...env },
     stdio: ["ignore", "pipe", "pipe"],
