@@ -9,7 +9,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstanc
 import type { Logger } from "pino";
 import type { Config } from "../../config.js";
 import { MooringError, toMooringError } from "../../errors.js";
-import { requestContext, requestForLog } from "../../log.js";
+import { isPrettyLog, requestContext, requestForLog } from "../../log.js";
 import type { Services } from "../services.js";
 import { describeError, fieldOf } from "../validate.js";
 import { refuse, registerAccessChecks } from "./access.js";
@@ -25,6 +25,7 @@ import { registerRpcRoute } from "./routes/rpc.js";
 import { registerSessionRoutes } from "./routes/sessions.js";
 import { registerTaskRoutes } from "./routes/tasks.js";
 import { quietPolledRoutes } from "./poll-log-level.js";
+import { registerRequestLines } from "./request-lines.js";
 import { validatorCompiler } from "./validator.js";
 import { SocketErrorLog } from "../ws/protocol-errors.js";
 import { registerSocketRoute, type SocketHub } from "../ws/socket.js";
@@ -50,9 +51,12 @@ export async function buildHttpApp(
   health: { readyz(view: ReadyzView): Promise<{ ok: boolean; body: unknown }> },
   metrics: MetricsSource,
 ): Promise<HttpApp> {
+  const onePerRequest = isPrettyLog(config.logFormat);
   const app: FastifyInstance = Fastify({
     // Request lines log no headers and no access_token (log.ts).
     loggerInstance: log.child({}, { serializers: { req: requestForLog } }) as unknown as FastifyBaseLogger,
+    // Read by a person: one line per request instead (request-lines.ts).
+    disableRequestLogging: onePerRequest,
     bodyLimit: config.bodyLimitBytes,
     // The gateway's own id correlates the logs; a client's id could name another request's.
     genReqId: () => randomUUID(),
@@ -148,6 +152,7 @@ export async function buildHttpApp(
 
   // Before any route, like the docs below: probes, scrapes and the console's heartbeat log quietly.
   quietPolledRoutes(app, config.logLevel);
+  if (onePerRequest) registerRequestLines(app);
   // Before any route: the docs record every route's schema as it is added (routes/docs.ts).
   registerDocsRoutes(app, {
     info: { title: "mooring", version: services.identity.version, description: "Durable gateway for AI coding-agent sessions" },
