@@ -10,6 +10,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { isRunning } from "./support/agent-gateway.js";
 import { call, eventually, type GatewayCommand, type GatewayProcess, spawnGateway } from "./support/gateway.js";
 import { runGatewayToExit } from "./support/run-to-exit.js";
 
@@ -33,7 +34,7 @@ afterEach(async () => {
 
 afterAll(async () => {
   const pid = postmasterPid();
-  if (pid !== null && running(pid)) process.kill(pid, "SIGKILL");
+  if (pid !== null && isRunning(pid)) process.kill(pid, "SIGKILL");
   await rm(dataDir, { recursive: true, force: true });
   await rm(workspace, { recursive: true, force: true });
 });
@@ -49,15 +50,6 @@ const env = (port = "0") => ({
 function postmasterPid(): number | null {
   const file = join(dataDir, "pg", "postmaster.pid");
   return existsSync(file) ? Number(readFileSync(file, "utf8").split("\n")[0]) : null;
-}
-
-function running(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function startOwner(command: GatewayCommand): Promise<GatewayProcess> {
@@ -94,7 +86,7 @@ describe.each([
       ]);
       expect(refused.stdout).not.toContain("stopping a postmaster left behind");
       expect(refused.stdout).not.toContain('"msg":"listening"');
-      expect(running(postmaster!)).toBe(true);
+      expect(isRunning(postmaster!)).toBe(true);
       expect(postmasterPid()).toBe(postmaster);
       await expectServing(owner, session.body.id);
     }
@@ -108,10 +100,10 @@ it("after a kill -9 of the owner the next start takes the folder over, its postm
   const leftover = postmasterPid();
   owner.kill("SIGKILL");
   expect(await owner.exited).toBe("SIGKILL");
-  expect(running(leftover!)).toBe(true);
+  expect(isRunning(leftover!)).toBe(true);
 
   const next = await startOwner("serve");
   expect(next.output()).toContain("stopping a postmaster left behind by an earlier gateway");
-  await eventually(async () => !running(leftover!));
+  await eventually(async () => !isRunning(leftover!));
   await expectServing(next, session.body.id);
 });
