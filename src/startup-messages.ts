@@ -10,7 +10,9 @@ import { portHolder } from "./lib/port-holder.js";
 /** The line for a start refused by its environment, or null when `err` is something else. */
 export function startRefusal(err: unknown, config: Pick<Config, "host" | "port">): string | null {
   if (err instanceof DataDirBusy) return err.message;
-  const code = (err as NodeJS.ErrnoException | null)?.code;
+  // Only the HTTP server's own listen: an EACCES reading a workspace root is no port problem.
+  const { code, syscall } = (err ?? {}) as NodeJS.ErrnoException;
+  if (syscall !== "listen") return null;
   const where = `${config.host}:${config.port}`;
   const pick = "pick another with PORT=<port> (PORT=0 picks a free one)";
   if (code === "EADDRINUSE") {

@@ -39,4 +39,6 @@ it("writes one line per request, none for polled routes", async () => {
   for (const line of lines.slice(0, 3)) expect(line).toMatch(/ INFO .*: GET \/v1\/sessions\?limit=1 200 \d+ ms/);
   expect(lines[3]).toMatch(/ INFO .*: GET \/v1\/no-such-route 404 \d+ ms/);
   expect(plain(gw.output())).not.toContain("incoming request");
+  expect(gw.output()).not.toContain("Deprecation"); // fastify's deprecated option is not used
+
 });

@@ -5,7 +5,7 @@
 import { AsyncResource } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import websocket from "@fastify/websocket";
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
 import type { Logger } from "pino";
 import type { Config } from "../../config.js";
 import { MooringError, toMooringError } from "../../errors.js";
@@ -56,7 +56,7 @@ export async function buildHttpApp(
     // Request lines log no headers and no access_token (log.ts).
     loggerInstance: log.child({}, { serializers: { req: requestForLog } }) as unknown as FastifyBaseLogger,
     // Read by a person: one line per request instead (request-lines.ts).
-    disableRequestLogging: onePerRequest,
+    ...(onePerRequest ? { logController: new LogController({ disableRequestLogging: true }) } : {}),
     bodyLimit: config.bodyLimitBytes,
     // The gateway's own id correlates the logs; a client's id could name another request's.
     genReqId: () => randomUUID(),
