@@ -19,7 +19,10 @@
  * Plain JavaScript, so it starts without a compiler. `--root <dir>` (for the tests) builds and runs
  * another tree with the same layout; `--build-only` builds (if needed) without starting.
  */
+import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
+import { once } from "node:events";
+import { setPriority } from "node:os";
 import { existsSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import vm from "node:vm";
@@ -187,21 +190,57 @@ async function readStamp(outDir) {
 }
 
 /**
- * Compile `root`/src to `root`/dist when the sources differ from the last build's stamp.
+ * The client SDK's type declarations (dist/client/*.d.ts, what `mooring/client` exports as its
+ * types), so that `npm start` ships them as `npm run build` does. esbuild writes no declarations:
+ * tsc does, for src/client and the types it imports only (tsconfig.client-types.json), about 4 s.
+ * After a start's build it runs in the background at low priority, not delaying the gateway;
+ * with `--build-only` it is waited for. Skipped for a tree without that tsconfig or without tsc.
+ */
+function emitClientTypes(root, wait) {
+  const config = join(root, "tsconfig.client-types.json");
+  if (!existsSync(config)) return null;
+  let tsc;
+  try {
+    tsc = createRequire(join(root, "package.json")).resolve("typescript/bin/tsc");
+  } catch {
+    return null;
+  }
+  const child = spawn(process.execPath, [tsc, "-p", config], { cwd: root, stdio: "ignore", detached: !wait });
+  child.on("error", () => {});
+  try {
+    if (child.pid) setPriority(child.pid, 10);
+  } catch {}
+  if (wait) return once(child, "exit");
+  child.unref();
+  return null;
+}
+
+/**
+ * Compile `root`/src to `root`/dist when the sources differ from the last build's stamp, the
+ * client's declarations too (emitClientTypes; awaited when `waitForTypes`).
  * Resolves `{ built }`; `built` is null when esbuild is not installed (nothing compiled).
  */
-export async function ensureBuilt(root) {
+export async function ensureBuilt(root, { waitForTypes = false } = {}) {
   const srcDir = join(root, "src");
   const outDir = join(root, "dist");
   const files = await sources(srcDir);
   const stamp = await readStamp(outDir);
   const checkedAt = Date.now();
   const { stats, racy } = await statPrint(root, files, stamp?.checkedAt ?? 0);
-  if (stamp?.stats === stats && !racy) return { built: false };
+  // Declarations a background run did not finish (the process was killed): made again.
+  const typesMissing = () =>
+    files.includes("client/index.ts") && !existsSync(join(outDir, "client", "index.d.ts"))
+      ? emitClientTypes(root, waitForTypes)
+      : null;
+  if (stamp?.stats === stats && !racy) {
+    await typesMissing();
+    return { built: false };
+  }
   const hash = await fingerprint(root, files);
   if (stamp?.hash === hash) {
     // Touched, not changed: remember the new stats so the next start skips the hash again.
     await writeFile(join(outDir, STAMP), JSON.stringify({ ...stamp, stats, checkedAt }));
+    await typesMissing();
     return { built: false };
   }
   let esbuild;
@@ -240,13 +279,14 @@ export async function ensureBuilt(root) {
   await mkdir(outDir, { recursive: true });
   // Written last: an interrupted build leaves no stamp and is redone on the next start.
   await writeFile(join(outDir, STAMP), JSON.stringify({ hash, outputs, stats, checkedAt }));
+  await emitClientTypes(root, waitForTypes);
   return { built: true };
 }
 
 async function main(argv) {
   const at = argv.indexOf("--root");
   const root = at >= 0 ? argv[at + 1] : dirname(dirname(fileURLToPath(import.meta.url)));
-  const { built } = await ensureBuilt(root);
+  const { built } = await ensureBuilt(root, { waitForTypes: argv.includes("--build-only") });
   if (built) process.stderr.write("mooring: sources changed; compiled src/ to dist/\n");
   if (argv.includes("--build-only")) return;
   if (built === null) {

@@ -336,3 +336,65 @@ export function checkStartupConfig(config: Config): void {
     );
   }
 }
+
+/**
+ * MOORING_* variables read by the `mooring` command line (docs/cli.md), not by the gateway: set in
+ * a shell that also starts the gateway, they are not typos.
+ */
+const CLI_VARIABLES = ["MOORING_URL", "MOORING_TOKEN", "MOORING_CONNECT_TIMEOUT_MS", "MOORING_AGENT"];
+
+/**
+ * Every variable loadConfig reads, found by letting it read an empty environment that records
+ * each name asked for: the list cannot drift from the reads above.
+ */
+function optionNames(): string[] {
+  const names = new Set<string>();
+  const recorder = new Proxy({} as NodeJS.ProcessEnv, {
+    get: (_target, name) => {
+      if (typeof name === "string") names.add(name);
+      return undefined;
+    },
+  });
+  loadConfig(recorder);
+  return [...names];
+}
+
+export interface UnknownVariable {
+  name: string;
+  /** The known option nearest to it in spelling, when one is near enough to be the intended one. */
+  closest: string | null;
+}
+
+/** MOORING_* variables in `env` that neither the gateway nor the CLI reads: typos, mostly (issue 34). */
+export function unknownVariables(env: NodeJS.ProcessEnv = process.env): UnknownVariable[] {
+  // HOST, PORT, LOG_LEVEL and DATABASE_URL too: MOORING_PORT is nearest to PORT.
+  const options = optionNames();
+  const known = new Set([...options, ...CLI_VARIABLES]);
+  const stem = (option: string) => option.replace(/^MOORING_/, "");
+  return Object.keys(env)
+    .filter((name) => name.startsWith("MOORING_") && !known.has(name))
+    .sort()
+    .map((name) => {
+      let closest: string | null = null;
+      let best = Number.POSITIVE_INFINITY;
+      for (const option of options) {
+        const d = editDistance(stem(name), stem(option));
+        if (d < best) [best, closest] = [d, option];
+      }
+      // Near enough: at most a third of the name's own letters differ (MOORING_MAXACTIVE: 1).
+      return { name, closest: best <= Math.max(2, Math.floor(stem(name).length / 3)) ? closest : null };
+    });
+}
+
+/** Levenshtein distance: insertions, deletions and substitutions. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length];
+}

@@ -13,6 +13,7 @@ import { loadAgentRegistry } from "./agents/registry.js";
 import { type Config, checkStartupConfig, tokensRequired } from "./config.js";
 import { TenantDirectory } from "./domain/tenants.js";
 import { connect, type Database } from "./db/client.js";
+import { DataDirBusy } from "./db/data-dir-lock.js";
 import { type EmbeddedDatabase, type EmbeddedLaunch, launchConfiguredPostgres } from "./db/embedded.js";
 import { applyMigrations } from "./db/migrate.js";
 import { packageRoot } from "./package-root.js";
@@ -182,7 +183,11 @@ export async function startGateway(
   // The embedded Postgres starts while the HTTP side is put together: building the app is CPU
   // work that would hold back spawning initdb/postgres, so it waits until they run (milliseconds).
   const launch = config.databaseUrl ? null : (launched ?? launchConfiguredPostgres(config, log));
-  await launch?.launched.catch(() => {});
+  // A data folder another gateway owns stops this start before it listens (db/data-dir-lock.ts);
+  // any other failure of the launch is reported by the startup below.
+  await launch?.launched.catch((err) => {
+    if (err instanceof DataDirBusy) throw err;
+  });
   let embedded: EmbeddedDatabase | null = null;
   const t0 = Date.now();
   // Connecting and migrating need only the database: they go on while the app is built and starts
@@ -224,6 +229,7 @@ export async function startGateway(
   const port = typeof address === "object" && address ? address.port : config.port;
   const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
   log.info({ url, instanceId: identity.instanceId, bootId: identity.bootId, version }, "listening");
+  launch?.announce(url);
 
   const started = (async () => {
     const db = await migrated;

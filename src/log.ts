@@ -28,11 +28,17 @@ export function requestIdMixin(_merge: object, _level: number, logger: Logger): 
  */
 function prettyStream(): DestinationStream {
   const build = createRequire(import.meta.url)("pino-pretty") as (options: object) => DestinationStream;
-  return build({ colorize: true, translateTime: "SYS:HH:MM:ss.l" });
+  // One line per record: a request's fields spread over a dozen lines buried everything (issue 34).
+  return build({ colorize: true, translateTime: "SYS:HH:MM:ss.l", singleLine: true });
+}
+
+/** Whether logs are the readable lines for a person (MOORING_LOG_FORMAT, `auto` on a terminal) rather than JSON. */
+export function isPrettyLog(format: "auto" | "json" | "pretty"): boolean {
+  return format === "pretty" || (format === "auto" && process.stdout.isTTY === true);
 }
 
 export function createLogger(level: string, format: "auto" | "json" | "pretty" = "auto"): Logger {
-  const pretty = format === "pretty" || (format === "auto" && process.stdout.isTTY === true);
+  const pretty = isPrettyLog(format);
   const options = {
     level,
     base: { pid: process.pid },

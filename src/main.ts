@@ -7,9 +7,16 @@
  * the other core: in the `npm start` bundle that import is a lazy initialisation, about a fifth
  * of a warm start (bench/README.md).
  */
-import { ConfigError, checkStartupConfig, loadConfig } from "./config.js";
-import { launchConfiguredPostgres } from "./db/embedded.js";
+import { ConfigError, checkStartupConfig, loadConfig, unknownVariables } from "./config.js";
+import { EmbeddedPostgresError, launchConfiguredPostgres } from "./db/embedded.js";
 import { createLogger } from "./log.js";
+import { startRefusal } from "./startup-messages.js";
+
+/** A start its environment refuses (a taken port or data folder): one line, exit 2, no stack. */
+function refuse(line: string): never {
+  process.stderr.write(`mooring: ${line}\n`);
+  process.exit(2);
+}
 
 /** How long a shutdown may take beyond MOORING_SHUTDOWN_GRACE_MS before the process just exits. */
 const SHUTDOWN_OVERRUN_MS = 15_000;
@@ -28,11 +35,20 @@ async function main(): Promise<void> {
     throw err;
   }
   const log = createLogger(config.logLevel, config.logFormat);
+  // A typo (MOORING_MAXACTIVE) would otherwise be ignored without a word.
+  for (const { name, closest } of unknownVariables()) {
+    const hint = closest ? `did you mean ${closest}?` : "see the Configuration table in README.md";
+    log.warn({ variable: name, closest }, `${name} is not a mooring option and is ignored; ${hint}`);
+  }
   const launch = config.databaseUrl ? undefined : launchConfiguredPostgres(config, log);
   launch?.ready.catch(() => {}); // awaited (and reported) by the gateway's startup
   // Until initdb or postgres runs (milliseconds of file checks): loading the gateway below is one
   // synchronous stretch that would otherwise hold the launch's next steps back until it is done.
-  await launch?.launched.catch(() => {});
+  // A data folder another gateway owns ends the start here, before anything is loaded.
+  await launch?.launched.catch((err) => {
+    const line = startRefusal(err, config);
+    if (line) refuse(line);
+  });
   const [
     { RegistryError },
     { isClosedSocketWrite, isDroppedTypeFetch, recyclePools },
@@ -84,6 +100,11 @@ async function main(): Promise<void> {
       process.stderr.write(`mooring: configuration error: ${err.message}\n`);
       process.exit(2);
     }
+    const line = startRefusal(err, config);
+    if (line) {
+      log.fatal(line);
+      refuse(line);
+    }
     throw err;
   }
   let signals = 0;
@@ -91,6 +112,8 @@ async function main(): Promise<void> {
     // Stopped while still waiting for the database: the shutdown below ends the process.
     if (signals > 0) return;
     log.fatal({ err }, "startup failed");
+    // Its own words, whole: the log's serializer shortens messages and cuts quoted values.
+    if (err instanceof EmbeddedPostgresError) process.stderr.write(`mooring: startup failed: ${err.message}\n`);
     process.exit(1);
   });
 

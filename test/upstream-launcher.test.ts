@@ -41,13 +41,13 @@ it("follows the upstream turn over WebSocket when the downstream runs under npm 
 
   // A first start builds dist/ if needed and leaves the V8 code cache on its way out; the second
   // loads the bundle from that cache, which is what broke the dynamic import.
-  const warm = await procs.spawn(env, "npm-start");
+  const warm = await procs.spawn(env, "npmStart");
   await warm.waitReady();
   warm.kill("SIGTERM");
   await exitedWithOutput(warm);
   expect(existsSync(join(repoRoot, "dist", "main.bundle.cjs.v8cache"))).toBe(true);
 
-  const down = await procs.spawn(env, "npm-start");
+  const down = await procs.spawn(env, "npmStart");
   await down.waitReady();
   const sessionId = await createSession(down.url, workspace, { agent: "up" });
   const task = await submitPrompt(down.url, sessionId, "[deltas 2][sleep 3000][deltas 2]");

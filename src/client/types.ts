@@ -10,8 +10,65 @@ export type Session = Static<typeof R.Session>;
 export type SessionWithTurns = Static<typeof R.SessionWithTurns>;
 export type Task = Static<typeof R.Task>;
 export type TaskStatus = Task["status"];
-export type MooringEvent = Static<typeof R.Event>;
-export type EventPage = Static<typeof R.EventPage>;
+/** An event as the wire schema has it: any `type`, `data` unknown. */
+export type RawEvent = Static<typeof R.Event>;
+
+/**
+ * What each event type carries in `data` (docs/api.md, Streaming). `MooringEvent` is the union of
+ * them, discriminated by `type`: `if (event.type === "message.delta") event.data.text` needs no cast.
+ */
+export interface EventData {
+  "task.queued": { position: number; turnIndex: number; continuesTaskId: string | null };
+  /** `position` in this gateway's queue, or null with `upstream` for a chained turn waiting upstream. */
+  "task.position": { position: number | null; upstream?: NonNullable<Task["upstream"]> };
+  "task.started": { attempt: number; deadlineAt: string | null };
+  "message.delta": { text: string };
+  message: { text: string };
+  /** `input` is a preview when `truncated` (the whole one at `GET …/events/:seq/payload`). */
+  "tool.call": { id: string; name: string; input: unknown; inputBytes?: number; truncated?: true };
+  "tool.result": { id: string; isError: boolean; preview: unknown; bytes: number; truncated: boolean };
+  usage: {
+    inputTokens: number;
+    outputTokens: number;
+    cacheCreationInputTokens: number;
+    cacheReadInputTokens: number;
+    contextWindow: number;
+    contextPercent: number;
+    selfReportedPercent?: number | null;
+  };
+  "task.completed": TerminalData;
+  "task.failed": TerminalData;
+  "task.cancelled": TerminalData;
+  "task.expired": TerminalData;
+  "task.interrupted": TerminalData;
+  "session.reset": { reason: "unsaved" | "resume_failed"; notice: string };
+  "session.notice": { message: string };
+  "permission.requested": Task["pendingPermissions"][number];
+  "permission.resolved": {
+    requestId: string;
+    optionId: string | null;
+    by: "client" | "timeout" | "cancel" | "restart";
+    message?: string;
+    answers?: Record<string, string>;
+  };
+}
+
+/** A terminal event's data: the task's status with its result or error. */
+export interface TerminalData {
+  status: TaskStatus;
+  result: Task["result"];
+  error: Task["error"];
+}
+
+export type EventType = keyof EventData;
+
+/** A page of `GET /v1/sessions/:id/events`, its events typed. */
+export type EventPage = Omit<Static<typeof R.EventPage>, "items"> & { items: MooringEvent[] };
+
+/** One event, typed by its `type`. */
+export type MooringEvent = {
+  [K in EventType]: Omit<RawEvent, "type" | "data"> & { type: K; data: EventData[K] };
+}[EventType];
 export type GateStatus = Static<typeof R.GateStatus>;
 export type TenantUsage = Static<typeof R.TenantUsage>;
 export type Instance = Static<typeof R.Instance>;

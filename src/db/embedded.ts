@@ -16,6 +16,7 @@ import { dirname, join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { importModule } from "../lib/import-module.js";
 import { copyTemplate, saveTemplate, templatePath } from "./cluster-template.js";
+import { type DataDirLock, lockDataDir, type Owner } from "./data-dir-lock.js";
 import { type Account, postgresAccount } from "./postgres-account.js";
 
 export interface EmbeddedDatabase {
@@ -30,6 +31,8 @@ export interface EmbeddedDatabase {
 export interface EmbeddedLaunch {
   launched: Promise<void>;
   ready: Promise<EmbeddedDatabase>;
+  /** The gateway's URL once it listens: what a second start on this data folder is told (data-dir-lock.ts). */
+  announce(url: string): void;
 }
 
 const user = "mooring";
@@ -73,13 +76,38 @@ export function launchEmbeddedPostgres(dataDir: string, log: Logger, options: Em
   const launched = new Promise<void>((resolve) => {
     onLaunched = resolve;
   });
-  const ready = start(dataDir, log, options, onLaunched);
-  return { launched: Promise.race([launched, ready.then(() => {})]), ready };
+  const owner: Owner = { pid: process.pid };
+  const ready = start(dataDir, log, options, onLaunched, owner);
+  return {
+    launched: Promise.race([launched, ready.then(() => {})]),
+    ready,
+    announce: (url) => {
+      owner.url = url;
+    },
+  };
 }
 
-async function start(dataDir: string, log: Logger, options: EmbeddedOptions, launched: () => void) {
-  const databaseDir = join(dataDir, "pg");
+async function start(dataDir: string, log: Logger, options: EmbeddedOptions, launched: () => void, owner: Owner) {
   await mkdir(dataDir, { recursive: true });
+  // Before anything looks at the folder: a live gateway's postmaster is never taken for a leftover.
+  const lock = await lockDataDir(dataDir, owner);
+  try {
+    return await startLocked(dataDir, log, options, launched, lock);
+  } catch (err) {
+    await lock.release();
+    throw err;
+  }
+}
+
+async function startLocked(
+  dataDir: string,
+  log: Logger,
+  options: EmbeddedOptions,
+  launched: () => void,
+  lock: DataDirLock,
+): Promise<EmbeddedDatabase> {
+  const databaseDir = join(dataDir, "pg");
+  // The lock is ours: a postmaster still running here belongs to a gateway that is gone.
   stopLeftoverPostmaster(databaseDir, log);
   const binaries = await binaryPaths();
   // Postgres refuses to run as root: it then runs as the `postgres` system user (created if missing).
@@ -116,6 +144,7 @@ async function start(dataDir: string, log: Logger, options: EmbeddedOptions, lau
     stop: async () => {
       await postmaster.stop();
       await sync();
+      await lock.release();
       log.info({ databaseDir }, "embedded postgres stopped");
     },
   };
@@ -216,10 +245,30 @@ async function initdb(
       child.once("error", reject);
       child.once("close", (c, s) => resolve([c, s]));
     });
-    if (code !== 0) throw new Error(`initdb failed (code ${code}, signal ${signal}): ${output.trim()}`);
+    if (code !== 0) {
+      const how = signal ? `signal ${signal}` : `exit code ${code}`;
+      throw new EmbeddedPostgresError(`initdb failed in ${databaseDir} (${how}): ${initdbCause(output)}`);
+    }
   } finally {
     await unlink(passwordFile).catch(() => {});
   }
+}
+
+/** The embedded Postgres could not be created or started: its message is its cause, in full (main.ts prints it). */
+export class EmbeddedPostgresError extends Error {}
+
+/**
+ * What went wrong, from initdb's output: its `error:` and `hint:` lines (the cause, e.g. a folder
+ * that is not empty), not the preamble about locales that comes first. Unquoted, so that the log's
+ * serializer, which cuts quoted values (log-errors.ts), keeps the paths.
+ */
+export function initdbCause(output: string): string {
+  const lines = output
+    .split("\n")
+    .map((line) => line.trim())
+    .filter((line) => /^initdb: (error|hint|detail):/.test(line))
+    .map((line) => line.replace(/^initdb: /, "").replace(/"([^"]*)"/g, "$1"));
+  return lines.length > 0 ? lines.join(" ") : output.trim().split("\n").slice(-3).join(" ");
 }
 
 interface Postmaster {
@@ -280,7 +329,9 @@ async function startPostmaster(
     exited.then(() => {
       if (!ready)
         reject(
-          new Error(`embedded postgres did not start in ${databaseDir}: ${output.trim() || "exited early"}`),
+          new EmbeddedPostgresError(
+            `embedded postgres did not start in ${databaseDir}: ${output.trim().replace(/"([^"]*)"/g, "$1") || "exited early"}`,
+          ),
         );
     });
   });

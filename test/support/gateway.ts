@@ -59,22 +59,22 @@ export interface GatewayProcess {
 }
 
 /**
- * How a spawned gateway runs: `tsx` (`node --import tsx src/main.ts`, the default) or `npm-start`
- * (what `npm start` runs: scripts/start.mjs, the code-cached bundle of dist/).
+ * How a gateway process is started: from the sources through tsx (the default), as `npm start`
+ * does (scripts/start.mjs: the compiled bundle), or as `npx mooring serve` does (bin/mooring.js).
  */
-export type Launcher = "tsx" | "npm-start";
-
-const launcherArgs: Record<Launcher, string[]> = {
+export const gatewayCommands = {
   tsx: ["--import", "tsx", "src/main.ts"],
-  "npm-start": ["scripts/start.mjs"],
-};
+  npmStart: ["scripts/start.mjs"],
+  serve: ["bin/mooring.js", "serve"],
+} as const;
+export type GatewayCommand = keyof typeof gatewayCommands;
 
 /**
- * A real gateway process, run by `launcher`. Its URL is read from the "listening" log line, so
- * PORT=0 works.
+ * A real gateway process (`node --import tsx src/main.ts`, or `command`). Its URL is read from the
+ * "listening" log line, so PORT=0 works.
  */
-export async function spawnGateway(env: Record<string, string>, launcher: Launcher = "tsx"): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, launcherArgs[launcher], {
+export async function spawnGateway(env: Record<string, string>, command: GatewayCommand = "tsx"): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, [...gatewayCommands[command]], {
     cwd: repoRoot,
     env: { ...process.env, MOORING_LOG_FORMAT: "json", LOG_LEVEL: "info", ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./db.js";
-import { type GatewayProcess, type Launcher, spawnGateway, testEnv } from "./gateway.js";
+import { type GatewayProcess, type GatewayCommand, spawnGateway, testEnv } from "./gateway.js";
 
 /**
  * The hooks every process test file needs: a fresh database and workspace before the tests, every
@@ -57,7 +57,7 @@ const outputClosed = new WeakMap<GatewayProcess, Promise<unknown>>();
 export class Processes {
   private readonly all: GatewayProcess[] = [];
 
-  async spawn(env: Record<string, string>, launcher?: Launcher): Promise<GatewayProcess> {
+  async spawn(env: Record<string, string>, launcher?: GatewayCommand): Promise<GatewayProcess> {
     const gw = await spawnGateway(env, launcher);
     outputClosed.set(gw, once(gw.child, "close"));
     this.all.push(gw);

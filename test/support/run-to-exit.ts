@@ -1,7 +1,7 @@
 /** Run the real entry point (`node --import tsx src/main.ts`) until it exits, e.g. to see it refuse a configuration. */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { repoRoot } from "./gateway.js";
+import { type GatewayCommand, gatewayCommands, repoRoot } from "./gateway.js";
 
 export interface Exit {
   code: number | null;
@@ -10,9 +10,13 @@ export interface Exit {
   stderr: string;
 }
 
-/** Runs the gateway with `env` over the current environment; kills it if it is still running after `timeoutMs`. */
-export async function runGatewayToExit(env: Record<string, string>, timeoutMs = 45_000): Promise<Exit> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+/** Runs the gateway (`command`, gateway.ts) with `env` over the current environment; kills it if it is still running after `timeoutMs`. */
+export async function runGatewayToExit(
+  env: Record<string, string>,
+  timeoutMs = 45_000,
+  command: GatewayCommand = "tsx",
+): Promise<Exit> {
+  const child = spawn(process.execPath, [...gatewayCommands[command]], {
     cwd: repoRoot,
     env: { ...process.env, MOORING_LOG_FORMAT: "json", ...env },
     stdio: ["ignore", "pipe", "pipe"],

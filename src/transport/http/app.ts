@@ -6,6 +6,7 @@ import { AsyncResource } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import websocket from "@fastify/websocket";
 import Fastify, {
+  LogController,
   type FastifyBaseLogger,
   type FastifyError,
   type FastifyInstance,
@@ -15,7 +16,7 @@ import Fastify, {
 import type { Logger } from "pino";
 import type { Config } from "../../config.js";
 import { MooringError, toMooringError } from "../../errors.js";
-import { requestContext, requestForLog } from "../../log.js";
+import { isPrettyLog, requestContext, requestForLog } from "../../log.js";
 import type { Services } from "../services.js";
 import { describeError, fieldOf } from "../validate.js";
 import { refuse, registerAccessChecks } from "./access.js";
@@ -35,6 +36,7 @@ import { registerRpcRoute } from "./routes/rpc.js";
 import { registerSessionRoutes } from "./routes/sessions.js";
 import { registerTaskRoutes } from "./routes/tasks.js";
 import { quietPolledRoutes } from "./poll-log-level.js";
+import { registerRequestLines } from "./request-lines.js";
 import { validatorCompiler } from "./validator.js";
 import { SocketErrorLog } from "../ws/protocol-errors.js";
 import { registerSocketRoute, type SocketHub, WS_SUBPROTOCOL } from "../ws/socket.js";
@@ -65,9 +67,12 @@ export async function buildHttpApp(
     // Which boot answered: a client on REST or SSE tells a restart from a network flap by it.
     reply.header("x-mooring-boot-id", services.identity.bootId);
   };
+  const onePerRequest = isPrettyLog(config.logFormat);
   const app: FastifyInstance = Fastify({
     // Request lines log no headers and no access_token (log.ts).
     loggerInstance: log.child({}, { serializers: { req: requestForLog } }) as unknown as FastifyBaseLogger,
+    // Read by a person: one line per request instead (request-lines.ts).
+    ...(onePerRequest ? { logController: new LogController({ disableRequestLogging: true }) } : {}),
     bodyLimit: config.bodyLimitBytes,
     // The gateway's own id correlates the logs; a client's id could name another request's.
     genReqId: () => randomUUID(),
@@ -188,6 +193,7 @@ export async function buildHttpApp(
 
   // Before any route, like the docs below: probes, scrapes and the console's heartbeat log quietly.
   quietPolledRoutes(app, config.logLevel);
+  if (onePerRequest) registerRequestLines(app);
   // Before any route: the docs record every route's schema as it is added (routes/docs.ts).
   registerDocsRoutes(app, {
     openapi: {
