@@ -75,14 +75,30 @@ export function isInsideRoots(workspace: string, roots: readonly string[]): bool
 }
 
 /**
+ * The kernel's pseudo-filesystems: never a workspace, whatever the roots say. `/proc/self/cwd`
+ * resolves to the gateway's own folder and `/proc/self/fd/1` to its log, so both the path as sent
+ * and the path it resolves to are checked.
+ */
+export const SYSTEM_FOLDERS: readonly string[] = ["/proc", "/sys", "/dev"];
+
+const inSystemFolder = (...paths: string[]) => paths.some((p) => SYSTEM_FOLDERS.some((d) => isInsideRoots(p, [d])));
+
+/**
  * Normalize a client's workspace and check it against the roots. Logs when the input changed. A
  * refusal names only what the client sent, never what it resolved to (`/proc/self/cwd` would
- * otherwise tell a client the gateway's folder).
+ * otherwise tell a client the gateway's folder). A path that does not exist yet is accepted (the
+ * folder may be made later; the turn fails at start while it is missing), one that exists must be
+ * a folder.
  */
 export async function acceptWorkspace(input: string, roots: string[], log: Logger): Promise<string> {
   const workspace = await normalizeWorkspace(input);
+  if (inSystemFolder(stripTrailingSeparator(normalize(input)), workspace)) {
+    throw invalidWorkspace(`workspace ${JSON.stringify(input)} is inside ${SYSTEM_FOLDERS.join(", ")}, which are never workspaces`);
+  }
   if (workspace !== input) log.debug({ original: input, normalized: workspace }, "workspace path normalized");
   if (!isInsideRoots(workspace, roots)) throw workspaceNotAllowed(input);
+  const info = await stat(workspace).catch(() => null);
+  if (info && !info.isDirectory()) throw invalidWorkspace(`workspace ${JSON.stringify(input)} is not a folder`);
   return workspace;
 }
 
@@ -96,18 +112,23 @@ export function workspaceNotAllowed(input: string): MooringError {
 /**
  * The folder an agent may run in now: the stored workspace resolved again (it may have been
  * replaced by a symlink, or created as one, since the session was made) and checked against the
- * roots. Called at every turn and right before every spawn; the agent runs in the path returned.
- * A turn fails with WORKSPACE_NOT_ALLOWED when it now resolves outside the roots, and with
+ * global roots and the session's tenant's roots (either empty: no bound of that kind). Called at
+ * every turn and right before every spawn; the agent runs in the path returned. A turn fails with
+ * WORKSPACE_NOT_ALLOWED when it now resolves outside the roots or into a system folder, and with
  * AGENT_START_FAILED when it is not an existing folder. Messages name the stored path only.
  */
-export async function resolveWorkspaceForSpawn(stored: string, roots: readonly string[]): Promise<string> {
+export async function resolveWorkspaceForSpawn(
+  stored: string,
+  roots: readonly string[],
+  tenantRoots: readonly string[] = [],
+): Promise<string> {
   let real: string;
   try {
     real = await realpath(stored);
   } catch {
     throw new AgentFailure("AGENT_START_FAILED", `The workspace ${stored} does not exist.`, "workspace_missing");
   }
-  if (!isInsideRoots(real, roots)) {
+  if (!isInsideRoots(real, roots) || !isInsideRoots(real, tenantRoots) || inSystemFolder(stored, real)) {
     throw new AgentFailure(
       "WORKSPACE_NOT_ALLOWED",
       `The workspace ${stored} now resolves outside the allowed roots; the agent was not started there.`,
