@@ -93,7 +93,7 @@ const MAX_LINK_HOPS = 40;
  */
 async function passesSystemFolder(path: string): Promise<boolean> {
   let pending = path.split(sep).filter(Boolean);
-  let done = sep;
+  let done: string = sep;
   for (let hops = 0; pending.length > 0; ) {
     const next = join(done, pending[0] as string);
     if (inSystemFolder(next)) return true;

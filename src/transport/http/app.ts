@@ -2,6 +2,7 @@
  * The HTTP edge: fastify with auth, readiness, one error shape for everything, OpenAPI at /docs,
  * and the REST, JSON-RPC, SSE and WebSocket routes. No business rules live here.
  */
+import { boundConnections, serverTimeouts } from "./connection-bounds.js";
 import { AsyncResource } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import websocket from "@fastify/websocket";
@@ -54,6 +55,7 @@ export async function buildHttpApp(
     // Request lines log no headers and no access_token (log.ts).
     loggerInstance: log.child({}, { serializers: { req: requestForLog } }) as unknown as FastifyBaseLogger,
     bodyLimit: config.bodyLimitBytes,
+    ...serverTimeouts(config),
     // The gateway's own id correlates the logs; a client's id could name another request's.
     genReqId: () => randomUUID(),
     childLoggerFactory: (logger, bindings, options, raw) => {
@@ -219,6 +221,7 @@ export async function buildHttpApp(
     registerRpcRoute(v1, services, log, { maxBatch: config.rpcMaxBatch });
   }, { prefix: "/v1" });
   const sockets = registerSocketRoute(app, services, config, log);
+  boundConnections(app.server, config);
   return { app, sockets, sse };
 }
 
