@@ -73,6 +73,16 @@ export interface Config {
   logFormat: "auto" | "json" | "pretty";
   /** Largest accepted request body in bytes; larger answers 413. Default 1048576. */
   bodyLimitBytes: number;
+  /** Milliseconds a connection may take to send a request's headers (slowloris). Default 10000. */
+  headersTimeoutMs: number;
+  /** Milliseconds a connection may take to send a whole request, body included. Default 30000. */
+  requestTimeoutMs: number;
+  /** Milliseconds an idle keep-alive connection is held between requests. Default 5000. */
+  keepAliveTimeoutMs: number;
+  /** Open HTTP connections at once (WebSockets and streams included); more are closed. Default 4096. */
+  maxConnections: number;
+  /** Connections of one address that have not finished a request yet; a new one closes its oldest. Default 64. */
+  maxPendingPerAddress: number;
   /** Largest accepted prompt in characters. Default 200000. */
   maxPromptChars: number;
   /** Events kept per session; older ones are pruned by the sweep and a cursor before them gets RESYNC_REQUIRED. Default 0 (keep all). */
@@ -280,6 +290,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     ),
     logFormat: read(env, "MOORING_LOG_FORMAT", oneOf("auto", "json", "pretty"), "auto"),
     bodyLimitBytes: read(env, "MOORING_BODY_LIMIT_BYTES", integer(1024), 1_048_576),
+    headersTimeoutMs: read(env, "MOORING_HEADERS_TIMEOUT_MS", integer(100, 600_000), 10_000),
+    requestTimeoutMs: read(env, "MOORING_REQUEST_TIMEOUT_MS", integer(100, 3_600_000), 30_000),
+    keepAliveTimeoutMs: read(env, "MOORING_KEEP_ALIVE_TIMEOUT_MS", integer(100, 600_000), 5_000),
+    maxConnections: read(env, "MOORING_MAX_CONNECTIONS", integer(16, 1_000_000), 4096),
+    maxPendingPerAddress: read(env, "MOORING_MAX_PENDING_PER_ADDRESS", integer(1, 100_000), 64),
     maxPromptChars: read(env, "MOORING_MAX_PROMPT_CHARS", integer(1), 200_000),
     eventRetention: read(env, "MOORING_EVENT_RETENTION", integer(0), 0),
     eventFlushMs: read(env, "MOORING_EVENT_FLUSH_MS", integer(1, 1000), 2),

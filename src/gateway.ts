@@ -29,6 +29,7 @@ import { Sweeper } from "./domain/sweeper.js";
 import { TaskService } from "./domain/tasks.js";
 import { UpstreamOrphans } from "./domain/upstream-orphans.js";
 import { Worker } from "./domain/worker.js";
+import { TenantRoots } from "./domain/tenant-roots.js";
 import { normalizeRoots } from "./domain/workspace.js";
 import type { ReadyzView } from "./transport/http/routes/health.js";
 import { heartbeatInstance, markInstanceStopped, registerInstance } from "./sql/instances.js";
@@ -372,7 +373,8 @@ function assemble(
   );
   const rt: Runtime = { config, db, log, bus, eventLog, identity, metrics, committer, tenants };
   const listener = new PgListener(db.url, `mooring-listen:${identity.instanceId}`, bus, log);
-  const sessions = new SessionService(rt, registry, drivers, workspaceRoots);
+  const tenantRoots = new TenantRoots(tenants);
+  const sessions = new SessionService(rt, registry, drivers, workspaceRoots, tenantRoots);
   const events = new EventService(db, sessions);
   const pool = new ConversationPool(
     config.agentIdleMs,
@@ -380,6 +382,7 @@ function assemble(
     log,
     {
       workspaceRoots,
+      tenantRoots: (tenant) => tenantRoots.of(tenant),
       agentEnvDeny: config.agentEnvDeny,
       upstreamSilentMs: config.upstreamSilentMs,
       upstreamLimits: {

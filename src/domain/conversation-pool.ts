@@ -26,6 +26,8 @@ import { resolveWorkspaceForSpawn } from "./workspace.js";
 /** What every agent launch is held to (MOORING_WORKSPACE_ROOTS normalized, MOORING_AGENT_ENV_DENY). */
 export interface LaunchPolicy {
   workspaceRoots: readonly string[];
+  /** The normalized roots of a session's tenant (domain/tenant-roots.ts); absent: none of their own. */
+  tenantRoots?: (tenant: string) => Promise<readonly string[]>;
   agentEnvDeny: readonly string[];
   /** MOORING_UPSTREAM_SILENT_MS, for chained turns (driver `mooring`). */
   upstreamSilentMs?: number;
@@ -92,7 +94,14 @@ export class ConversationPool {
     const conversation = driver.open({
       sessionId: session.id,
       workspace: session.workspace,
-      resolveWorkspace: () => resolveWorkspaceForSpawn(session.workspace, this.launch.workspaceRoots),
+      // The tenant's roots as well as the global ones, at every start: checked only at create, a
+      // path made a symlink into another tenant's root later would get an agent there.
+      resolveWorkspace: async () =>
+        resolveWorkspaceForSpawn(
+          session.workspace,
+          this.launch.workspaceRoots,
+          (await this.launch.tenantRoots?.(session.tenant)) ?? [],
+        ),
       env: agentEnvironment(entry, this.launch.agentEnvDeny),
       entry,
       agentConfig: session.agentConfig,

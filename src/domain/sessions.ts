@@ -21,13 +21,8 @@ import { listedTenant, type Tenant, visibleTenant } from "./tenants.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
 import { taskExtras } from "./task-extras.js";
 import { compactTurn, type SessionRow, type SessionStatus, sessionView } from "./views.js";
-import {
-  acceptWorkspace,
-  isInsideRoots,
-  normalizeRoots,
-  normalizeWorkspace,
-  workspaceNotAllowed,
-} from "./workspace.js";
+import type { TenantRoots } from "./tenant-roots.js";
+import { acceptWorkspace, isInsideRoots, normalizeWorkspace, workspaceNotAllowed } from "./workspace.js";
 
 export interface CreateSessionInput {
   workspace: string;
@@ -47,14 +42,14 @@ export class SessionService {
   private readonly log: Logger;
   /** Bytes of items a list page may carry (MOORING_LIST_PAGE_BYTES). */
   private readonly listPageBytes: number;
-  /** Each tenant's own workspace roots, normalized once (as the global ones are at start). */
-  private readonly tenantRoots = new Map<string, Promise<string[]>>();
 
   constructor(
     private readonly rt: Runtime,
     private readonly registry: AgentRegistry,
     private readonly drivers: Record<DriverName, AgentDriver>,
     private readonly workspaceRoots: string[],
+    /** Each tenant's own workspace roots (also checked at every agent start). */
+    private readonly tenantRoots: TenantRoots,
   ) {
     this.db = rt.db;
     this.log = rt.log;
@@ -77,7 +72,7 @@ export class SessionService {
     if (!checked.ok) throw invalid(checked.problem, "agentConfig");
     const workspace = await acceptWorkspace(input.workspace, this.workspaceRoots, this.log);
     // Then the tenant's own roots (inside the global ones, checked at start), with the same refusal.
-    if (!isInsideRoots(workspace, await this.rootsOf(tenant))) throw workspaceNotAllowed(input.workspace);
+    if (!isInsideRoots(workspace, await this.tenantRoots.of(tenant.name))) throw workspaceNotAllowed(input.workspace);
     const { id, created } = await insertSession(this.db.sql, {
       tenant: tenant.name,
       workspace,
@@ -89,16 +84,6 @@ export class SessionService {
     });
     if (created) this.log.info({ sessionId: id, workspace, agent: input.agent, tenant: tenant.name }, "session created");
     return { session: await this.get(id, tenant, { withTurns: false }), created };
-  }
-
-  /** A tenant's own roots, normalized on first use (empty: the global roots alone apply). */
-  private rootsOf(tenant: Tenant): Promise<string[]> {
-    let roots = this.tenantRoots.get(tenant.name);
-    if (!roots) {
-      roots = normalizeRoots(tenant.workspaceRoots);
-      this.tenantRoots.set(tenant.name, roots);
-    }
-    return roots;
   }
 
   /**

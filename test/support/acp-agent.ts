@@ -15,7 +15,7 @@
  * ACP_TEST_ENV_FILE (write the whole environment it started with there, as JSON).
  */
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Readable, Writable } from "node:stream";
 import {
@@ -151,6 +151,8 @@ class Turn {
         return this.badBytes();
       case "cwd":
         return this.say(`cwd: ${process.cwd()} session-cwd: ${this.session.cwd}`);
+      case "ls":
+        return this.say(`ls: ${readdirSync(process.cwd()).sort().join(" ")}`);
       case "env":
         return this.say(`env ${args[0]}: ${process.env[args[0] ?? ""] ?? "(unset)"}`);
       case "argv":

@@ -2,6 +2,7 @@
  * The HTTP edge: fastify with auth, readiness, one error shape for everything, OpenAPI at /docs,
  * and the REST, JSON-RPC, SSE and WebSocket routes. No business rules live here.
  */
+import { boundConnections, serverTimeouts } from "./connection-bounds.js";
 import { AsyncResource } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import websocket from "@fastify/websocket";
@@ -74,6 +75,7 @@ export async function buildHttpApp(
     // Read by a person: one line per request instead (request-lines.ts).
     ...(onePerRequest ? { logController: new LogController({ disableRequestLogging: true }) } : {}),
     bodyLimit: config.bodyLimitBytes,
+    ...serverTimeouts(config),
     // The gateway's own id correlates the logs; a client's id could name another request's.
     genReqId: () => randomUUID(),
     childLoggerFactory: (logger, bindings, options, raw) => {
@@ -265,6 +267,7 @@ export async function buildHttpApp(
     );
   }, { prefix: "/v1" });
   const sockets = registerSocketRoute(app, services, config, log);
+  boundConnections(app.server, config);
   return { app, sockets, sse };
 }
 
