@@ -10,7 +10,14 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { startTestGateway } from "./support/gateway.js";
-import { cancelOpenTasks, createSession, submit, submitOk, tempWorkspace, waitTask } from "./support/turns.js";
+import {
+  cancelOpenTasks,
+  createSession,
+  submit,
+  submitOk,
+  tempWorkspace,
+  waitTask,
+} from "./support/turns.js";
 
 const TENANTS = JSON.stringify({
   a: { tokens: ["token-a"], maxActive: 1, maxQueued: 1 },
@@ -38,7 +45,8 @@ beforeAll(async () => {
     {
       logLevel: "debug",
       onLog: (record) => {
-        if (record.msg === "admission committed") batches.push({ submits: record.submits, refused: record.refused });
+        if (record.msg === "admission committed")
+          batches.push({ submits: record.submits, refused: record.refused });
         if (record.msg === "batched admission failed; admitting one by one") retriedOneByOne++;
       },
     },
@@ -68,7 +76,8 @@ async function measureB(sessions: string[]): Promise<number[]> {
     expect(answer.status).toBe(202);
     ids.push(answer.body.id);
   }
-  for (const id of ids) expect((await waitTask(gw.url, id, undefined, 30_000, auth("b"))).status).toBe("completed");
+  for (const id of ids)
+    expect((await waitTask(gw.url, id, undefined, 30_000, auth("b"))).status).toBe("completed");
   return latencies;
 }
 

@@ -339,7 +339,7 @@ export class AdmissionQueue {
     const claimed: TaskRow[] = [];
     const results: BatchAnswer[] = [];
     const cancel: string[] = [];
-    for (const [i, { request }] of batch.entries()) {
+    for (const i of batch.keys()) {
       const failed = SUBMIT_STATEMENTS.map((name) => answers[`${name}${i}`]).find((a) => a instanceof Failed);
       if (failed) {
         results.push({ created: null, existing: null, interrupted: null, refused: failed.err });

@@ -24,7 +24,11 @@ export function openSubmit(q: Tx): Promise<unknown> {
 }
 
 /** The three statements after a submit (see above), in order. */
-export function closeSubmit(q: Tx): { kept: Promise<unknown>; undo: Promise<unknown>; release: Promise<unknown> } {
+export function closeSubmit(q: Tx): {
+  kept: Promise<unknown>;
+  undo: Promise<unknown>;
+  release: Promise<unknown>;
+} {
   const kept = q`savepoint submit`;
   const undo = q`rollback to savepoint submit`;
   const release = q`release savepoint submit`;
