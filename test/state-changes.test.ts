@@ -183,10 +183,11 @@ it("admission: ifBusy=reject on a busy session is refused SESSION_BUSY with noth
   const before = await written();
   const queue = new AdmissionQueue(rt, claimLimit(1));
 
-  const direct = rt.committer.pipelined(
+  // Refused in SQL: the submit rolls back to its savepoint, answered from the committed batch.
+  const [direct] = await rt.committer.pipelined(
     queue.change([{ id: randomUUID(), request: request(session, { ifBusy: "reject" }) }]),
   );
-  await expect(direct).rejects.toSatisfy(isSessionBusy);
+  expect(direct.refused).toSatisfy(isSessionBusy);
   const admitted = queue.admit(request(session, { ifBusy: "reject" }));
   await expect(admitted).rejects.toSatisfy(
     (err) => err instanceof MooringError && err.code === "SESSION_BUSY",
@@ -266,9 +267,8 @@ it("admission: a submit that would overfill the queue is refused GATEWAY_BUSY wi
   const before = await written();
   const queue = new AdmissionQueue(rt, claimLimit(0));
 
-  await expect(
-    rt.committer.pipelined(queue.change([{ id: randomUUID(), request: request(session) }])),
-  ).rejects.toSatisfy(isQueueFull);
+  const [direct] = await rt.committer.pipelined(queue.change([{ id: randomUUID(), request: request(session) }]));
+  expect(direct.refused).toSatisfy(isQueueFull);
   await expect(queue.admit(request(session))).rejects.toSatisfy(
     (err) => err instanceof MooringError && err.code === "GATEWAY_BUSY",
   );

@@ -10,22 +10,26 @@
  * Every admission takes the gate lock, so admissions are serial across all instances. Instead of
  * one transaction per submit, the submits that arrive while an admission transaction is in flight
  * wait and then go in together, in one pipelined transaction (db/pipeline.ts): lock the gate, lock
- * their session rows, and for each submit look up its idempotency key, decide its ifBusy rule,
- * insert it and append its `task.queued`; then one claim starts whatever can run, and one check
- * refuses the whole batch if the queue now overflows. Like a group commit: nothing waits on a
- * timer, a lone submit goes at once, and under load one commit, one gate lock and one claim serve
- * many submits.
+ * their session rows, and then for each submit, in its own savepoint (sql/submit-savepoint.ts):
+ * look up its idempotency key, decide its ifBusy rule, insert it and append its `task.queued`,
+ * claim whatever can run, and check the queue limits for it. Like a group commit: nothing waits on
+ * a timer, a lone submit goes at once, and under load one commit and one gate lock serve many
+ * submits.
  *
- * Why the gate stays exact: the batch commits as one step under the gate lock, so what other
- * transactions can see is the state before it and the state after it. If the state after it is
- * within the limits, admitting the same submits one at a time in the same order would have
- * accepted each of them too: within a batch every submit adds at most one queued task and the
- * claims only fill free slots (which the batch itself never frees: an interrupt makes a turn
- * `cancelling`, which still holds its slot), so the queued count after each submit is at most the
- * count after the whole batch; and each busy rule sees the submits before it in the batch, as it
- * would one at a time. If the batch would overflow the queue, a reject finds its session busy, or
- * it fails for any other reason, it rolls back and its submits are admitted one at a time, each
- * deciding for itself, exactly as without batching.
+ * A refusal costs the refused submit only (issue 23: one tenant's refusals once stalled every
+ * other tenant). A submit whose statements raise (MG409 busy, MG429 / MG430 queue full) rolls back
+ * to its savepoint and is answered from the same round trip; the batch's other submits commit.
+ * Before, a refused submit rolled back the whole batch and its submits were retried one by one in
+ * series, each later submit waiting behind them: a tenant flooding refused submits made every
+ * other tenant's submit take seconds. Only a transaction that fails as a whole (not a refusal)
+ * still sends its submits one at a time.
+ *
+ * Why the gate stays exact: the transaction holds the gate lock and the batch's session rows until
+ * it commits, so no other transaction can act between its submits, and each submit runs the very
+ * statements it would run alone (insert, claim, check of its own task), after the submits before it
+ * in the batch, seeing what they wrote. A refused submit is rolled back to its savepoint with its
+ * claim, as its own transaction would have been. So a batch commits exactly what admitting its
+ * submits one at a time in the same order would have committed.
  *
  * Tenants' limits (README, Tenants: Quotas and fairness) are decided by the same statements, so
  * they are exact the same way: the claim caps each tenant at its maxActive as it picks, and the
@@ -33,9 +37,8 @@
  * maxQueued, after the global check (GATEWAY_BUSY first). A turn counts against the tenant of its
  * session (the stored `tasks.tenant`), so continuations, which carry no `request.tenant`, count
  * against theirs too, and the limits come from the directory (`rt.tenants.limitsJson`), not from
- * the request. No committed state is ever over a tenant's limits: what a batch commits is checked
- * as a whole. A batch's one fair claim may pick other tenants' turns than claims after each submit
- * would; that changes who starts first, never whether a limit holds.
+ * the request. No committed state is ever over a tenant's limits: each submit is checked after its
+ * own claim, as alone.
  */
 import { randomUUID } from "node:crypto";
 import type { Tx } from "../db/client.js";
@@ -46,6 +49,7 @@ import { isQueueFull, isTenantQueueFull, refuseIfQueueOverflows } from "../sql/g
 import { lockGate } from "../sql/gate-lock.js";
 import { findTaskByIdempotencyKey, insertQueuedTask } from "../sql/insert-task.js";
 import { lockSessionRows } from "../sql/lock-session.js";
+import { closeSubmit, openSubmit } from "../sql/submit-savepoint.js";
 import { isSessionBusy, refuseIfSessionBusy } from "../sql/session-busy.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { type ClaimLimit, claimAndStart } from "./claim.js";
@@ -176,9 +180,41 @@ export interface BatchEntry {
   request: AdmissionRequest;
 }
 
+/**
+ * What the batch's transaction answered for one submit: what admission did, or `refused`, the
+ * error its own statements raised (rolled back to its savepoint; null when admitted).
+ */
+export interface BatchAnswer extends Admitted {
+  refused: unknown;
+}
+
 interface Waiting extends BatchEntry {
   resolve: (admitted: Admitted) => void;
   reject: (err: unknown) => void;
+}
+
+/** The statements of one submit inside its savepoint, in order; the first that fails is the cause. */
+const SUBMIT_STATEMENTS = ["existing", "busy", "interrupted", "inserted", "claim", "check"] as const;
+
+/** A statement Postgres itself failed (a refusal or any SQL error): its submit's savepoint undoes it. */
+function isServerError(err: unknown): boolean {
+  return (err as { name?: string })?.name === "PostgresError";
+}
+
+/**
+ * The statement's answer, or `{ failed }` when Postgres failed it: the submit's savepoint contains
+ * it, so it must not fail the transaction. Anything else (the connection lost, a value that could
+ * not be sent) still rejects, and the whole batch fails as before.
+ */
+function contained(statement: Promise<unknown>): Promise<unknown> {
+  return statement.then(
+    (value) => value,
+    (err) => (isServerError(err) ? new Failed(err) : Promise.reject(err)),
+  );
+}
+
+class Failed {
+  constructor(readonly err: unknown) {}
 }
 
 export class AdmissionQueue {
@@ -191,8 +227,8 @@ export class AdmissionQueue {
   ) {}
 
   /**
-   * Admit one submit; resolves once its transaction committed, rejects with GATEWAY_BUSY when the
-   * queue is full and SESSION_BUSY when ifBusy=reject found the session busy.
+   * Admit one submit; resolves once its transaction committed, rejects with GATEWAY_BUSY or
+   * TENANT_BUSY when a queue is full and SESSION_BUSY when ifBusy=reject found the session busy.
    */
   admit(request: AdmissionRequest): Promise<Admitted> {
     return new Promise((resolve, reject) => {
@@ -204,61 +240,53 @@ export class AdmissionQueue {
   private async drain(): Promise<void> {
     this.draining = true;
     try {
-      while (this.waiting.length > 0) {
-        const batch = this.waiting.splice(0, MAX_BATCH);
-        if (batch.length === 1) await this.admitOne(batch[0]);
-        else await this.admitBatch(batch);
-      }
+      while (this.waiting.length > 0) await this.admitBatch(this.waiting.splice(0, MAX_BATCH));
     } finally {
       this.draining = false;
     }
   }
 
-  /** The batch in one transaction; if it cannot commit as a whole, each submit on its own. */
+  /**
+   * The batch in one transaction, each submit answered from it: admitted, or refused on its own.
+   * Only when the transaction as a whole fails (not a refusal: those stay inside their submit's
+   * savepoint) does each submit go on its own, so a bad batch costs nobody a wrong answer.
+   */
   private async admitBatch(batch: Waiting[]): Promise<void> {
-    let results: Admitted[];
+    let results: BatchAnswer[];
     try {
       results = await this.rt.committer.pipelined(this.change(batch));
     } catch (err) {
-      if (isDatabaseUnavailable(err)) {
-        // One at a time would only fail the same way, each after its own connection wait.
+      // One at a time would only fail the same way, each after its own connection wait.
+      if (batch.length === 1 || isDatabaseUnavailable(err)) {
         for (const waiting of batch) waiting.reject(err);
         return;
       }
-      if (!isQueueFull(err) && !isTenantQueueFull(err) && !isSessionBusy(err)) {
-        this.rt.log.debug(
-          { err: String(err), submits: batch.length },
-          "batched admission failed; admitting one by one",
-        );
-      }
-      for (const waiting of batch) await this.admitOne(waiting);
+      this.rt.log.debug({ err: String(err), submits: batch.length }, "batched admission failed; admitting one by one");
+      for (const waiting of batch) await this.admitBatch([waiting]);
       return;
     }
-    for (const [i, waiting] of batch.entries()) waiting.resolve(results[i]);
+    for (const [i, waiting] of batch.entries()) {
+      const { refused, ...admitted } = results[i];
+      if (refused === null) waiting.resolve(admitted);
+      else waiting.reject(this.refusal(waiting.request, refused));
+    }
   }
 
-  private async admitOne(waiting: Waiting): Promise<void> {
-    let results: Admitted[];
-    const { sessionId } = waiting.request;
-    try {
-      results = await this.rt.committer.pipelined(this.change([waiting]));
-    } catch (err) {
-      if (isQueueFull(err)) {
-        this.rt.log.info({ sessionId, maxQueued: this.rt.config.maxQueued }, "gate refusal: queue full");
-        waiting.reject(gatewayBusy());
-      } else if (isTenantQueueFull(err)) {
-        const tenant = this.tenantOf(waiting.request);
-        this.rt.log.info({ sessionId, tenant: tenant.name, maxQueued: tenant.maxQueued }, "gate refusal: tenant queue full");
-        // An admin may submit into any tenant's session: the limit that was hit is that tenant's.
-        waiting.reject(tenantBusy(waiting.request.tenant?.admin ? undefined : tenant.maxQueued));
-      } else if (isSessionBusy(err)) {
-        waiting.reject(new MooringError("SESSION_BUSY", `session ${sessionId} is running a turn (ifBusy=reject)`));
-      } else {
-        waiting.reject(err);
-      }
-      return;
+  /** The client's answer for a submit its statements refused. */
+  private refusal(request: AdmissionRequest, err: unknown): unknown {
+    const { sessionId } = request;
+    if (isQueueFull(err)) {
+      this.rt.log.info({ sessionId, maxQueued: this.rt.config.maxQueued }, "gate refusal: queue full");
+      return gatewayBusy();
     }
-    waiting.resolve(results[0]);
+    if (isTenantQueueFull(err)) {
+      const tenant = this.tenantOf(request);
+      this.rt.log.info({ sessionId, tenant: tenant.name, maxQueued: tenant.maxQueued }, "gate refusal: tenant queue full");
+      // An admin may submit into any tenant's session: the limit that was hit is that tenant's.
+      return tenantBusy(request.tenant?.admin ? undefined : tenant.maxQueued);
+    }
+    if (isSessionBusy(err)) return new MooringError("SESSION_BUSY", `session ${sessionId} is running a turn (ifBusy=reject)`);
+    return err;
   }
 
   /** The limits a refusal names: the submitting tenant's (a continuation's never reaches here). */
@@ -267,13 +295,15 @@ export class AdmissionQueue {
   }
 
   /**
-   * The batch as one state change. The statements, in order: gate lock; the batch's session rows,
+   * The batch as one state change, each submit as it would be admitted alone, in one savepoint
+   * (sql/submit-savepoint.ts). The statements, in order: gate lock; the batch's session rows,
    * locked in id order (the order the event log's flush locks them in, so the two never deadlock);
-   * each submit's admission statements (nothing inserted when the key is taken or the session is
-   * not open); the claim; the queue check, which aborts the whole transaction when the queue would
-   * overflow. Its effects: the queued and started events, their notifications after the commit,
-   * the claimed turns, the interrupted turns, the queue moved. Public for its direct test
-   * (test/state-changes.test.ts); everything else admits through `admit`.
+   * then per submit, inside its savepoint: its admission statements (nothing inserted when the key
+   * is taken or the session is not open), a claim, and the queue check of its own task. A refusal
+   * (or any SQL error) rolls back to the submit's savepoint and answers that submit alone. Its
+   * effects: the queued and started events of the submits that went in, their notifications after
+   * the commit, the claimed turns, the interrupted turns, the queue moved. Public for its direct
+   * test (test/state-changes.test.ts); everything else admits through `admit`.
    */
   change(batch: BatchEntry[]) {
     const { config } = this.rt;
@@ -284,60 +314,64 @@ export class AdmissionQueue {
         gate: lockGate(q),
         sessions: lockSessionRows(q, sessionIds),
         ...Object.fromEntries(
-          batch.flatMap(({ id, request }, i) =>
-            Object.entries(admissionStatements(q, id, request, config.queueTimeoutMs).named).map(
-              ([name, statement]) => [`${name}${i}`, statement],
-            ),
-          ),
-        ),
-        claim: claimAndStart(q, this.rt, limit),
-        check: refuseIfQueueOverflows(
-          q,
-          batch.map((w) => w.id),
-          config.maxQueued,
-          this.rt.tenants.limitsJson,
+          batch.flatMap(({ id, request }, i) => {
+            const open = openSubmit(q);
+            const submit = {
+              ...admissionStatements(q, id, request, config.queueTimeoutMs).named,
+              claim: claimAndStart(q, this.rt, limit),
+              check: refuseIfQueueOverflows(q, [id], config.maxQueued, this.rt.tenants.limitsJson),
+            };
+            const { kept, undo, release } = closeSubmit(q);
+            return Object.entries({ open, ...submit, kept, undo, release }).map(([name, statement]) => [
+              `${name}${i}`,
+              name === "open" || name === "undo" || name === "release" ? statement : contained(statement),
+            ]);
+          }),
         ),
       }),
       outcome: (answers: Record<string, unknown>) => this.outcome(batch, answers),
     };
   }
 
-  private outcome(batch: BatchEntry[], answers: Record<string, unknown>): { value: Admitted[]; effects: Effects } {
-    const claim = answers.claim as Awaited<ReturnType<typeof claimAndStart>>;
-    const claimedById = new Map(claim.rows.map((r) => [r.id, r]));
+  private outcome(batch: BatchEntry[], answers: Record<string, unknown>): { value: BatchAnswer[]; effects: Effects } {
     const heads = new Map<string, number>();
     const events: StoredEvent[] = [];
-    const results: Admitted[] = [];
+    const claimed: TaskRow[] = [];
+    const results: BatchAnswer[] = [];
     const cancel: string[] = [];
-    for (const [i, { request }] of batch.entries()) {
+    for (const i of batch.keys()) {
+      const failed = SUBMIT_STATEMENTS.map((name) => answers[`${name}${i}`]).find((a) => a instanceof Failed);
+      if (failed) {
+        results.push({ created: null, existing: null, interrupted: null, refused: failed.err });
+        continue;
+      }
       const existing = answers[`existing${i}`] as TaskRow | null;
       const inserted = answers[`inserted${i}`] as Awaited<AdmissionStatements["inserted"]>;
       const interrupted = answers[`interrupted${i}`] as TaskRow | null;
+      const claim = answers[`claim${i}`] as Awaited<ReturnType<typeof claimAndStart>>;
       const row = inserted?.row ?? null;
-      if (inserted) {
-        heads.set(request.sessionId, inserted.queued.seq);
-        events.push(inserted.queued);
-      }
+      // In the order they were written: per session, seqs go out in order.
+      if (inserted) events.push(inserted.queued);
+      events.push(...claim.events);
+      for (const event of [...(inserted ? [inserted.queued] : []), ...claim.events]) heads.set(event.sessionId, event.seq);
+      claimed.push(...claim.rows);
       // A turn this instance runs stops at once; another instance's owner hears mooring_cancel.
       if (interrupted) cancel.push(interrupted.id);
-      results.push({
-        created: row ? (claimedById.get(row.id) ?? row) : null,
-        existing: row ? null : existing,
-        interrupted,
-      });
+      results.push({ created: row, existing: row ? null : existing, interrupted, refused: null });
     }
-    // Started events follow the queued ones: per session, seqs go out in order.
-    for (const [sessionId, seq] of claim.heads) heads.set(sessionId, seq);
-    events.push(...claim.events);
-    this.rt.log.debug({ submits: batch.length, claimed: claim.rows.length }, "admission committed");
+    // A submit's turn may be started by its own claim or a later submit's: answer it as it is now.
+    const claimedById = new Map(claimed.map((r) => [r.id, r]));
+    for (const r of results) if (r.created) r.created = claimedById.get(r.created.id) ?? r.created;
+    const refused = results.filter((r) => r.refused !== null).length;
+    this.rt.log.debug({ submits: batch.length, refused, claimed: claimed.length }, "admission committed");
     return {
       value: results,
       effects: {
         events,
         notify: { heads, gate: heads.size > 0 },
-        claimed: claim.rows,
+        claimed,
         cancel,
-        queueMoved: results.some((r) => r.created) || claim.rows.length > 0,
+        queueMoved: results.some((r) => r.created) || claimed.length > 0,
       },
     };
   }

@@ -158,9 +158,9 @@ export async function cancelTask(
 }
 
 /** Cancel every open task and wait for each to end (so a failed test does not hold slots for the next). */
-export async function cancelOpenTasks(base: string, sql: postgres.Sql): Promise<void> {
+export async function cancelOpenTasks(base: string, sql: postgres.Sql, headers: Record<string, string> = {}): Promise<void> {
   const open = await sql<
     { id: string }[]
   >`select id from tasks where status in ('queued', 'running', 'cancelling')`;
-  await Promise.all(open.map((t) => cancelTask(base, t.id)));
+  await Promise.all(open.map((t) => cancelTask(base, t.id, headers)));
 }
