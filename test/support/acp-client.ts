@@ -16,7 +16,12 @@ import {
 } from "@agentclientprotocol/sdk";
 import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
 import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
+import { type ChildProcess, spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import { ndJsonStream } from "@agentclientprotocol/sdk";
 import { WebSocket } from "ws";
+import { cliBin, spawned } from "./cli.js";
+import { repoRoot } from "./gateway.js";
 import { Recorded } from "./recorded.js";
 
 export interface PendingAsk {
@@ -67,6 +72,28 @@ export class AcpTestClient {
         headers: token ? { authorization: `Bearer ${token}` } : {},
       }),
     );
+  }
+
+  /** `mooring acp <args>` as a child process (killed by cli.ts's killAllClis), spoken to over its stdio. */
+  static stdio(args: string[], env: Record<string, string> = {}): AcpTestClient & { child: ChildProcess; stderr: () => string } {
+    const child = spawn(process.execPath, [cliBin, "acp", ...args], {
+      cwd: repoRoot,
+      env: { ...process.env, ...env },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    spawned.add(child);
+    child.once("exit", () => spawned.delete(child));
+    let stderr = "";
+    child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
+      stderr += chunk;
+    });
+    const c = new AcpTestClient(
+      ndJsonStream(
+        Writable.toWeb(child.stdin!) as WritableStream<Uint8Array>,
+        Readable.toWeb(child.stdout!) as ReadableStream<Uint8Array>,
+      ),
+    );
+    return Object.assign(c, { child, stderr: () => stderr });
   }
 
   get agent(): ClientContext {
