@@ -15,7 +15,7 @@ import { describeError, fieldOf } from "../validate.js";
 import { refuse, registerAccessChecks } from "./access.js";
 import { callerForLog, callerOf, rawCallerOf, resolveRawCaller, takeQueryToken } from "./auth.js";
 import { registerCompression } from "./compression.js";
-import { registerAcpRoute } from "./routes/acp.js";
+import { type AcpRoute, registerAcpRoute } from "./routes/acp.js";
 import { isConsolePath, registerConsoleRoutes } from "./routes/console.js";
 import { registerDocsRoutes } from "./routes/docs.js";
 import { registerEventRoutes, SseStreams } from "./routes/events.js";
@@ -42,6 +42,7 @@ export interface HttpApp {
   app: FastifyInstance;
   sockets: SocketHub;
   sse: SseStreams;
+  acp: AcpRoute;
 }
 
 export async function buildHttpApp(
@@ -220,12 +221,9 @@ export async function buildHttpApp(
     registerRpcRoute(v1, services, log, { maxBatch: config.rpcMaxBatch });
   }, { prefix: "/v1" });
   const sockets = registerSocketRoute(app, services, config, log);
-  // ACP clients (docs/acp-server.md); their connections end before the server closes.
+  // ACP clients (docs/acp-server.md): the gateway's stop ends their connections first.
   const acp = registerAcpRoute(app, services, config, log);
-  app.addHook("preClose", async () => {
-    await acp.close();
-  });
-  return { app, sockets, sse };
+  return { app, sockets, sse, acp };
 }
 
 /**

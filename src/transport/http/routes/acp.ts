@@ -37,6 +37,8 @@ export function registerAcpRoute(app: FastifyInstance, s: Services, config: Conf
     maxIdLength: 200,
   });
   const owners = new Map<string, string>();
+  /** The SSE responses open now: a shutdown ends them (a client gone without a word keeps its socket). */
+  const streams = new Set<FastifyReply["raw"]>();
 
   /** This gateway as its loopback clients reach it (a wildcard listen address is reached on loopback). */
   const selfUrl = (): string => {
@@ -99,7 +101,7 @@ export function registerAcpRoute(app: FastifyInstance, s: Services, config: Conf
         owners.set(opened, owner);
       }
       if (req.method === "DELETE" && response.status === 202 && typeof connectionId === "string") owners.delete(connectionId);
-      return send(reply, response);
+      return send(reply, response, streams);
     };
 
     scope.route({ method: ["POST", "DELETE"], url: "/acp", schema: { hide: true }, handler: http });
@@ -115,11 +117,16 @@ export function registerAcpRoute(app: FastifyInstance, s: Services, config: Conf
     });
   });
 
-  return { close: () => server.close() };
+  return {
+    close: async () => {
+      await server.close();
+      for (const raw of streams) raw.destroy();
+    },
+  };
 }
 
 /** A Web Response onto fastify's reply: the SSE streams as a stream, the rest as it is. */
-async function send(reply: FastifyReply, response: Response): Promise<FastifyReply> {
+async function send(reply: FastifyReply, response: Response, streams: Set<FastifyReply["raw"]>): Promise<FastifyReply> {
   reply.status(response.status);
   response.headers.forEach((value, name) => {
     reply.header(name, value);
@@ -132,7 +139,11 @@ async function send(reply: FastifyReply, response: Response): Promise<FastifyRep
     reply.raw.writeHead(response.status, reply.getHeaders() as Record<string, string>);
     reply.raw.flushHeaders();
     const body = Readable.fromWeb(response.body as never);
-    reply.raw.once("close", () => body.destroy());
+    streams.add(reply.raw);
+    reply.raw.once("close", () => {
+      streams.delete(reply.raw);
+      body.destroy();
+    });
     body.on("error", () => reply.raw.destroy());
     body.pipe(reply.raw);
     return reply;
