@@ -218,6 +218,9 @@ describe("bad ACP input", () => {
     expect((await batch.json()).error.code).toBe(-32600);
     const scalar = await post("42");
     expect(scalar.status).toBe(400);
+    const oversized = await post(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { pad: "x".repeat(2_000_000) } }));
+    expect(oversized.status).toBe(413);
+    expect((await oversized.json()).error.code).toBe("PAYLOAD_TOO_LARGE");
     const unknown = await post(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "session/list", params: {} }), {
       "acp-connection-id": "no-such-connection",
     });
@@ -246,5 +249,11 @@ describe("bad ACP input", () => {
     expect((await c.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "[deltas 1]" }] })).stopReason).toBe(
       "end_turn",
     );
+    const archived = await fetch(`${gw.url}/v1/sessions/${sessionId}`, { method: "DELETE", headers: { authorization: `Bearer ${A}` } });
+    expect(archived.status).toBe(200);
+    const refused = await errorOf(
+      c.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "[deltas 1]" }] }),
+    );
+    expect(refused.data).toMatchObject({ code: "SESSION_ARCHIVED" });
   });
 });
