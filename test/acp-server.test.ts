@@ -6,6 +6,8 @@
  * twice), tenants (B's token on A's session answers exactly what a missing id answers; B cannot
  * use A's connection), and bad input answered with JSON-RPC errors, never a 500.
  */
+import { createRequire } from "node:module";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { AcpTestClient, agentText, seqOf } from "./support/acp-client.js";
@@ -16,6 +18,11 @@ import { tempWorkspace } from "./support/turns.js";
 const A = "acp-tenant-alpha-token-1111";
 const B = "acp-tenant-beta-token-2222";
 const MISSING = "00000000-0000-4000-8000-00000000dead";
+const agentScript = fileURLToPath(new URL("./support/acp-agent.ts", import.meta.url));
+const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+const agents = {
+  "acp-test": { driver: "acp", command: process.execPath, args: ["--import", tsxLoader, agentScript], permissions: "deny" },
+};
 
 let db: TestDatabase;
 let gw: Gateway;
@@ -55,7 +62,11 @@ beforeAll(async () => {
   db = await createTestDatabase();
   workspace = await tempWorkspace();
   const tenants = { alpha: { tokens: [A] }, beta: { tokens: [B] } };
-  gw = await startTestGateway(db.url, { MOORING_TENANTS: JSON.stringify(tenants), MOORING_ACP_AGENT: "simulated" });
+  gw = await startTestGateway(db.url, {
+    MOORING_TENANTS: JSON.stringify(tenants),
+    MOORING_ACP_AGENT: "simulated",
+    MOORING_AGENTS: JSON.stringify(agents),
+  });
 });
 afterEach(() => {
   for (const c of clients.splice(0)) c.close();
@@ -135,6 +146,20 @@ describe.each(["http", "ws"] as const)("/acp over %s", (kind) => {
     const task = await second.agent.request<any>("_mooring/tasks/get", { taskId });
     expect(task.status).toBe("completed");
     expect(agentText(first.of(sessionId)) + agentText(second.of(sessionId))).toBe(task.result.text);
+  });
+
+  it("a real ACP agent behind mooring (the test agent): its chunks and its tool call reach the client", async () => {
+    const c = await open(kind);
+    const { sessionId } = await c.agent.request("session/new", {
+      cwd: workspace,
+      mcpServers: [],
+      _meta: { mooring: { agent: "acp-test" } },
+    });
+    const answer = await c.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "[chunks 3] [tool 32]" }] });
+    expect(answer.stopReason).toBe("end_turn");
+    expect(agentText(c.of(sessionId))).toBe("chunk 1/3 chunk 2/3 chunk 3/3 ");
+    const tool = c.of(sessionId).find((n) => n.update.sessionUpdate === "tool_call")!.update as any;
+    expect(tool).toMatchObject({ title: "generate", rawInput: { bytes: 32 } });
   });
 
   it("a load without afterSeq replays the whole session, each prompt as the user's message", async () => {
