@@ -74,7 +74,8 @@ export function registerAcpRoute(app: FastifyInstance, s: Services, config: Conf
     const http = async (req: FastifyRequest, reply: FastifyReply) => {
       const connectionId = req.headers[CONNECTION_HEADER];
       const owner = ownerOf(callerOf(req));
-      if (typeof connectionId === "string" && owners.has(connectionId) && owners.get(connectionId) !== owner) {
+      // Any connection id this caller did not open is unknown to it (a made-up one is unknown to all).
+      if (typeof connectionId === "string" && owners.get(connectionId) !== owner) {
         return reply.status(404).type("text/plain").send("Unknown Acp-Connection-Id");
       }
       const slot: { id?: string } = {};
@@ -111,7 +112,16 @@ export function registerAcpRoute(app: FastifyInstance, s: Services, config: Conf
       schema: { hide: true },
       handler: http,
       wsHandler: (socket, req) => {
-        const prepared = server.prepareWebSocketUpgrade({ agent: agentFor(req, () => {}) });
+        // A WebSocket connection is in the same registry as HTTP ones: bound to its caller too,
+        // so its id cannot be used over HTTP with another token.
+        const slot: { id?: string } = {};
+        const prepared = server.prepareWebSocketUpgrade({
+          agent: agentFor(req, () => {
+            if (slot.id) owners.delete(slot.id);
+          }),
+        });
+        slot.id = prepared.connectionId;
+        owners.set(prepared.connectionId, ownerOf(callerOf(req)));
         prepared.accept(socket as never);
       },
     });
