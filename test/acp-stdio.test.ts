@@ -103,4 +103,39 @@ describe("mooring acp over stdio", () => {
       await proxy.close();
     }
   });
+
+  it("with MOORING_RECOVERY=continue, a kill -9 mid-turn: the prompt answers the continuation's completion", async () => {
+    const env = gatewayEnv(db.url, { MOORING_INSTANCE_ID: "acp-stdio-continue", MOORING_RECOVERY: "continue" });
+    const firstGw = await procs.spawn(env);
+    await firstGw.waitReady();
+    const proxy = await TcpProxy.start(firstGw.url);
+    try {
+      const c = AcpTestClient.stdio(["--url", proxy.url, "--agent", "simulated"]);
+      await c.initialize();
+      const { sessionId } = await c.agent.request("session/new", { cwd: workspace, mcpServers: [] });
+      // A finished turn saves the conversation, so the interrupted one can be continued.
+      await c.agent.request("session/prompt", { sessionId, prompt: text("hello") });
+      const answer = c.agent.request("session/prompt", { sessionId, prompt: text("[deltas 2] [hang]") });
+      const started = c.of(sessionId).length;
+      await c.updates.waitFor(
+        (n) => n.sessionId === sessionId && n.update.sessionUpdate === "agent_message_chunk" && c.of(sessionId).length > started,
+      );
+      firstGw.kill("SIGKILL");
+      await exitedWithOutput(firstGw);
+      const secondGw = await procs.spawn(env);
+      proxy.setTarget(secondGw.url);
+      const done = await answer;
+      expect(done.stopReason).toBe("end_turn");
+      const task = await c.agent.request<any>("_mooring/tasks/get", { taskId: (done._meta as any).mooring.taskId });
+      expect(task.status).toBe("completed");
+      expect(task.continuesTaskId).not.toBeNull();
+      const types = c.of(sessionId).map((n) => (n.update._meta as any)?.mooring?.type);
+      expect(types).toContain("task.interrupted");
+      expect(types.at(-1)).toBe("task.completed");
+      const seqs = c.of(sessionId).map(seqOf).filter((s) => s !== undefined) as number[];
+      expect(new Set(seqs).size).toBe(seqs.length);
+    } finally {
+      await proxy.close();
+    }
+  });
 });
