@@ -8,7 +8,9 @@
  */
 import { createRequire } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { once } from "node:events";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { WebSocket } from "ws";
 import type { Gateway } from "../src/gateway.js";
 import { AcpTestClient, agentText, seqOf } from "./support/acp-client.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
@@ -250,6 +252,26 @@ describe("bad ACP input", () => {
       "acp-connection-id": "no-such-connection",
     });
     expect(unknown.status).toBe(404);
+  });
+
+  it("over WebSocket, malformed JSON and a batch are answered with JSON-RPC errors; the socket stays open", async () => {
+    const socket = new WebSocket(`${gw.url.replace(/^http/, "ws")}/acp`, { headers: { authorization: `Bearer ${A}` } });
+    await once(socket, "open");
+    const answers: any[] = [];
+    socket.on("message", (data) => answers.push(JSON.parse(String(data))));
+    const next = async () => {
+      while (answers.length === 0) await once(socket, "message");
+      return answers.shift();
+    };
+    socket.send("{not json");
+    expect((await next()).error.code).toBe(-32700);
+    socket.send(JSON.stringify([{ jsonrpc: "2.0", id: 1, method: "initialize", params: {} }]));
+    expect((await next()).error.code).toBe(-32600);
+    socket.send(JSON.stringify({ jsonrpc: "2.0", id: 7, method: "initialize", params: { protocolVersion: 1 } }));
+    const init = await next();
+    expect(init.id).toBe(7);
+    expect(init.result.agentInfo.name).toBe("mooring");
+    socket.close();
   });
 
   it("unknown methods, bad params and refused blocks are JSON-RPC errors on a connection that stays usable", async () => {
