@@ -177,7 +177,7 @@ describe.each(["http", "ws"] as const)("/acp over %s", (kind) => {
 });
 
 describe("tenants on /acp", () => {
-  it("B's token on A's session answers what a missing id answers, for load, resume, prompt and close", async () => {
+  it("B's token on A's session answers what a missing id answers, for load, resume, prompt and close; B's cancels change nothing", async () => {
     const a = await open("http", A);
     const sessionId = await newSession(a);
     const b = await open("http", B);
@@ -199,11 +199,16 @@ describe("tenants on /acp", () => {
     expect(list.sessions.map((s) => s.sessionId)).not.toContain(sessionId);
     const own = await a.agent.request("session/list", {});
     expect(own.sessions.map((s) => s.sessionId)).toContain(sessionId);
-    // B's cancel changes nothing: A's next prompt still runs.
+    // B's cancel changes nothing: A's running turn goes on until A cancels it.
+    const running = a.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "[deltas 1] [hang]" }] });
+    const chunk = await a.updates.waitFor((n) => n.sessionId === sessionId && n.update.sessionUpdate === "agent_message_chunk");
+    const taskId = (chunk.update._meta as any).mooring.taskId;
     await b.agent.notify("session/cancel", { sessionId });
-    expect((await a.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "[deltas 1]" }] })).stopReason).toBe(
-      "end_turn",
-    );
+    expect((await errorOf(b.agent.request("_mooring/tasks/get", { taskId }))).code).toBe(-32002);
+    expect((await errorOf(b.agent.request("_mooring/tasks/cancel", { taskId }))).code).toBe(-32002);
+    expect((await a.agent.request<any>("_mooring/tasks/get", { taskId })).status).toBe("running");
+    await a.agent.notify("session/cancel", { sessionId });
+    expect((await running).stopReason).toBe("cancelled");
   });
 
   it("B cannot post to A's connection: an unknown connection to B", async () => {
