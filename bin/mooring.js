@@ -23,7 +23,7 @@ async function viaTsx(entry) {
 }
 
 async function bundledCli() {
-  const dirs = ["src/cli", "src/client"];
+  const dirs = ["src/cli", "src/client", "src/acp-server"];
   const hash = createHash("sha256");
   for (const dir of dirs) {
     for (const name of readdirSync(join(root, dir)).sort()) {

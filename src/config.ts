@@ -132,6 +132,8 @@ export interface Config {
   agentEnvDeny: string[];
   /** `true` serves GET /metrics without a token even when MOORING_API_TOKENS is set (private networks). Default false. */
   metricsPublic: boolean;
+  /** The agent of a session an ACP client creates on `/acp` without naming one (`_meta.mooring.agent`). Default claude-code. */
+  acpAgent: string;
 }
 
 type Parser<T> = (name: string, raw: string) => T;
@@ -273,6 +275,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     contextWindow: read(env, "MOORING_CONTEXT_WINDOW", integer(1), 200_000),
     shutdownGraceMs: read(env, "MOORING_SHUTDOWN_GRACE_MS", integer(0), 20_000),
     recovery: read(env, "MOORING_RECOVERY", oneOf("fail", "continue"), "fail"),
+    acpAgent: read(env, "MOORING_ACP_AGENT", text, "claude-code"),
     databaseUrl: read<string | undefined>(env, "DATABASE_URL", text, undefined),
     dataDir: resolve(read(env, "MOORING_DATA_DIR", text, "./.mooring")),
     clusterTemplateDir: offOrPath(read(env, "MOORING_CLUSTER_TEMPLATE_DIR", text, defaultClusterTemplateDir)),

@@ -225,7 +225,7 @@ export async function startGateway(
     await launch?.ready.then((e) => e.stop()).catch(() => {});
     throw err;
   }
-  const { app, sockets, sse } = http;
+  const { app, sockets, sse, acp } = http;
   const address = app.server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
   const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
@@ -296,6 +296,9 @@ export async function startGateway(
         await p.eventLog.close();
         log.info("shutdown: event log flushed");
       }
+      // ACP connections first: they follow turns through this gateway's own sockets, which would
+      // otherwise reconnect as those close below.
+      await acp.close();
       sockets.closeAll(CLOSE_GOING_AWAY, "gateway shutting down");
       sse.closeAll();
       await app.close();

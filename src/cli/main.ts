@@ -1,9 +1,10 @@
 /**
- * The `mooring` command line (docs/cli.md): `run`, `attach`, `sessions`, `tasks`, `gate`, `serve`.
+ * The `mooring` command line (docs/cli.md): `run`, `attach`, `sessions`, `tasks`, `gate`, `acp`, `serve`.
  * Usage errors exit 2; every other exit code is in exit-codes.ts.
  */
 import { Command, CommanderError, Option } from "commander";
 import { taskStatuses } from "../client/types.js";
+import { acpCommand } from "./acp-command.js";
 import { attachCommand } from "./attach-command.js";
 import { defaultUrl } from "./connection.js";
 import { ExitCode } from "./exit-codes.js";
@@ -132,6 +133,14 @@ export function buildProgram(): Command {
   withConnection(program.command("gate").description("the admission gate: running and queued tasks, limits"))
     .option("--json", "JSON")
     .action((options) => resources.gate(options));
+
+  withConnection(
+    program
+      .command("acp")
+      .description("an ACP agent on stdin/stdout for editors, relaying to the gateway (docs/acp-server.md)")
+      .option("-a, --agent <name>", "the agent of new sessions (env MOORING_ACP_AGENT, else MOORING_AGENT, default claude-code)")
+      .option("--agent-config <json>", "the agentConfig of new sessions, a JSON object"),
+  ).action((options) => acpCommand(options));
 
   program
     .command("serve")

@@ -9,6 +9,7 @@ import { Run } from "./run.js";
 import type { WebSocketFactory } from "./socket.js";
 import type {
   CreateSessionInput,
+  EventPage,
   GateStatus,
   Instance,
   ListSessionsFilter,
@@ -122,6 +123,21 @@ export class MooringClient {
     list: (filter: Omit<ListSessionsFilter, "cursor"> = {}): AsyncIterable<Session> =>
       paged((cursor) => this.json("GET", "/v1/sessions", undefined, { ...filter, cursor })),
     archive: (sessionId: string): Promise<Session> => this.json("DELETE", `/v1/sessions/${sessionId}`),
+    /** One page of sessions (for callers that hand the cursor on, as ACP's `session/list`). */
+    page: (filter: ListSessionsFilter = {}): Promise<Page<Session>> =>
+      this.json("GET", "/v1/sessions", undefined, filter),
+    /** One page of a session's events after `afterSeq` (JSON, not a stream): `{items, headSeq, nextAfterSeq}`. */
+    events: (sessionId: string, options: { afterSeq?: number; limit?: number } = {}): Promise<EventPage> =>
+      this.json("GET", `/v1/sessions/${sessionId}/events`, undefined, options),
+  };
+
+  readonly permissions = {
+    /** Answers a permission request of a running turn (first answer wins: a later one is PermissionResolvedError). */
+    respond: (
+      taskId: string,
+      requestId: string,
+      answer: { optionId: string; message?: string; answers?: Record<string, string> },
+    ): Promise<unknown> => this.json("POST", `/v1/tasks/${taskId}/permissions/${requestId}`, answer),
   };
 
   readonly turns = {

@@ -27,6 +27,7 @@ import { registerCompression } from "./compression.js";
 import { pathOf, RPC_PATH, sendError } from "./error-answer.js";
 import { completeOpenApi } from "./openapi-document.js";
 import { trackRouteMethods } from "./route-methods.js";
+import { type AcpRoute, registerAcpRoute } from "./routes/acp.js";
 import { isConsolePath, registerConsoleRoutes } from "./routes/console.js";
 import { registerDocsRoutes } from "./routes/docs.js";
 import { registerEventRoutes, SseStreams } from "./routes/events.js";
@@ -54,6 +55,7 @@ export interface HttpApp {
   app: FastifyInstance;
   sockets: SocketHub;
   sse: SseStreams;
+  acp: AcpRoute;
 }
 
 export async function buildHttpApp(
@@ -268,7 +270,9 @@ export async function buildHttpApp(
   }, { prefix: "/v1" });
   const sockets = registerSocketRoute(app, services, config, log);
   boundConnections(app.server, config);
-  return { app, sockets, sse };
+  // ACP clients (docs/acp-server.md): the gateway's stop ends their connections first.
+  const acp = registerAcpRoute(app, services, config, log);
+  return { app, sockets, sse, acp };
 }
 
 /**
