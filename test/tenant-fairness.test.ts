@@ -4,7 +4,8 @@
  * SESSION_BUSY for ifBusy=reject into its own busy session) while tenant b submits. A refusal
  * costs the refused submit only: every submit, refused or not, is answered from the one admission
  * transaction it went in with (no batch rolled back and retried one by one), batches mixing a's
- * refusals with b's submits commit b's, and b's submit latency stays close to its unloaded one.
+ * refusals with b's submits commit b's, and b's submit latency under the flood stays within 2x of
+ * its latency under an equal flood of requests admission never sees (reads), in interleaved rounds.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
@@ -25,8 +26,11 @@ const TENANTS = JSON.stringify({
 });
 const auth = (tenant: string) => ({ authorization: `Bearer token-${tenant}` });
 
-/** b's submits per measurement: enough that the p99 (here the 2nd largest of 60) is not one outlier. */
-const SAMPLES = 60;
+/** Rounds of (control flood, refusal flood), interleaved so that the machine's load, which drifts
+ * while other test files run, weighs on both alike. */
+const ROUNDS = 4;
+/** b's submits per phase of a round: 4 x 30 = 120 per kind, so the p99 is the 2nd largest. */
+const SAMPLES = 30;
 /** a's concurrent flooding clients. */
 const FLOODERS = 4;
 
@@ -81,7 +85,7 @@ async function measureB(sessions: string[]): Promise<number[]> {
   return latencies;
 }
 
-it("a's refused submits cost b nothing: answered in the same round trip, b's p99 within 2x (floor +100 ms)", async () => {
+it("a's refused submits cost b nothing: answered in the same round trip, b's p99 within 2x of b's under a flood that admission never sees", async () => {
   // a at its quota: one turn running (a's maxActive), one queued (a's maxQueued).
   const [aBusy, aQueued, aSpare] = await Promise.all(
     [0, 1, 2].map(() => createSession(gw.url, workspace, {}, auth("a"))),
@@ -89,33 +93,54 @@ it("a's refused submits cost b nothing: answered in the same round trip, b's p99
   await submitOk(gw.url, aBusy, { prompt: "[hang] a running" }, auth("a"));
   await submitOk(gw.url, aQueued, { prompt: "[hang] a queued" }, auth("a"));
   const bSessions = await Promise.all(
-    Array.from({ length: 2 * SAMPLES }, () => createSession(gw.url, workspace, {}, auth("b"))),
+    Array.from({ length: 5 + 2 * ROUNDS * SAMPLES }, () => createSession(gw.url, workspace, {}, auth("b"))),
   );
+  const nextSessions = (() => {
+    let at = 5;
+    return () => bSessions.slice(at, (at += SAMPLES));
+  })();
+  await measureB(bSessions.slice(0, 5)); // warm-up
 
-  // Warm-up, then b unloaded: the reference.
-  await measureB(bSessions.slice(0, 5));
-  const unloaded = await measureB(bSessions.slice(5, 5 + SAMPLES));
-
-  // a floods: every submit refused, half on its quota, half ifBusy=reject into its busy session.
-  batches.length = 0;
-  let flooding = true;
+  /** b's latencies while a's clients flood with `attempt` until b is done. */
+  async function underFlood(attempt: (i: number) => Promise<void>): Promise<number[]> {
+    let flooding = true;
+    const flood = Array.from({ length: FLOODERS }, async (_, i) => {
+      while (flooding) await attempt(i);
+    });
+    const latencies = await measureB(nextSessions());
+    flooding = false;
+    await Promise.all(flood);
+    return latencies;
+  }
+  // The reference: a floods as fast with reads of its own session: the same HTTP, auth and
+  // database round trip on this process's event loop and the 2 cores, but nothing admission sees.
+  // What a refusal may not add on top of that is a stall behind it.
+  const control = async () => {
+    const answer = await fetch(`${gw.url}/v1/sessions/${aSpare}`, { headers: auth("a") });
+    expect(answer.status).toBe(200);
+    await answer.arrayBuffer();
+  };
+  // a floods refusals: half on its quota, half ifBusy=reject into its busy session.
   const refusals = { TENANT_BUSY: 0, SESSION_BUSY: 0 };
-  const flood = Array.from({ length: FLOODERS }, async (_, i) => {
-    while (flooding) {
-      const answer =
-        i % 2 === 0
-          ? await submit(gw.url, aSpare, { prompt: "over quota" }, auth("a"))
-          : await submit(gw.url, aBusy, { prompt: "into busy", ifBusy: "reject" }, auth("a"));
-      const code = answer.body?.error?.code as keyof typeof refusals;
-      expect(answer.status, JSON.stringify(answer.body)).toBe(code === "TENANT_BUSY" ? 429 : 409);
-      refusals[code]++;
-    }
-  });
-  const loaded = await measureB(bSessions.slice(5 + SAMPLES, 5 + 2 * SAMPLES - 5));
-  flooding = false;
-  await Promise.all(flood);
+  const refused = async (i: number) => {
+    const answer =
+      i % 2 === 0
+        ? await submit(gw.url, aSpare, { prompt: "over quota" }, auth("a"))
+        : await submit(gw.url, aBusy, { prompt: "into busy", ifBusy: "reject" }, auth("a"));
+    const code = answer.body?.error?.code as keyof typeof refusals;
+    expect(answer.status, JSON.stringify(answer.body)).toBe(code === "TENANT_BUSY" ? 429 : 409);
+    refusals[code]++;
+  };
 
-  // Structure, independent of the machine's speed. Every submit of the flood period went into
+  batches.length = 0;
+  const reference: number[] = [];
+  const loaded: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    reference.push(...(await underFlood(control)));
+    loaded.push(...(await underFlood(refused)));
+  }
+
+  // Structure, independent of the machine's speed. Every submit of the flood periods went into
   // exactly one committed admission transaction, which answered it (refused or admitted): none
   // rolled back a batch and was sent again one by one.
   const aSubmits = refusals.TENANT_BUSY + refusals.SESSION_BUSY;
@@ -123,23 +148,21 @@ it("a's refused submits cost b nothing: answered in the same round trip, b's p99
   expect(refusals.SESSION_BUSY).toBeGreaterThan(0);
   expect(retriedOneByOne).toBe(0);
   expect(batches.reduce((n, b) => n + (b.refused ?? 0), 0)).toBe(aSubmits);
-  expect(batches.reduce((n, b) => n + b.submits, 0)).toBe(aSubmits + loaded.length);
+  expect(batches.reduce((n, b) => n + b.submits, 0)).toBe(aSubmits + reference.length + loaded.length);
   // b's submits shared transactions with a's refusals and were admitted from them.
   const mixed = batches.filter((b) => (b.refused ?? 0) > 0 && (b.refused ?? 0) < b.submits);
   expect(mixed.length).toBeGreaterThan(0);
 
-  // Latency, as a ratio to b's own unloaded p99 measured above, with a floor of unloaded + 100 ms:
-  // a's flood itself takes CPU (its HTTP requests share this process's event loop and the 2 cores
-  // with b's), measured at +30 to +65 ms on b's p99 with the fix on a loaded machine. Where the
-  // database is this close, the serial retries cost b about the same order (measured before the
-  // fix: 122 ms unloaded, 283 ms under this flood with 8 clients): what fails today's code here is
-  // the round-trip count above, which no machine's speed changes; this bound keeps b's latency from
-  // growing with the flood (a stall behind refusals does; the CPU share stays bounded).
-  const reference = percentile(unloaded, 99);
+  // Latency, as a ratio to b's p99 under the control flood (interleaved rounds, same machine, same
+  // run), with a floor of +100 ms for the scheduling noise of a loaded 2-core machine. The round-trip
+  // count above is what no machine's speed changes; this bound keeps b's latency from growing with
+  // a flood of refusals beyond what the same flood of cheap requests costs it.
+  const referenceP99 = percentile(reference, 99);
   const p99 = percentile(loaded, 99);
-  expect(p99, `b's p99 ${p99.toFixed(1)} ms loaded, ${reference.toFixed(1)} ms unloaded`).toBeLessThanOrEqual(
-    Math.max(2 * reference, reference + 100),
-  );
+  expect(
+    p99,
+    `b's p99 ${p99.toFixed(1)} ms under refusals, ${referenceP99.toFixed(1)} ms under the control flood`,
+  ).toBeLessThanOrEqual(Math.max(2 * referenceP99, referenceP99 + 100));
 
   // a's quota held throughout: its two turns, nothing more.
   const [{ n }] = await db.sql<{ n: number }[]>`select count(*)::int as n from tasks where tenant = 'a'`;
