@@ -41,6 +41,7 @@ import { isDatabaseUnavailable } from "./errors.js";
 import { retrying, retryPolicies } from "./lib/retry.js";
 import { TimedLoop } from "./lib/timed-loop.js";
 import { countPending } from "./sql/webhook-deliveries.js";
+import { DeliveriesService } from "./webhooks/deliveries-service.js";
 import { type DeliveryReporter, DeliveryWorker } from "./webhooks/delivery-worker.js";
 import { buildHttpApp } from "./transport/http/app.js";
 import { GatewayMetrics } from "./metrics/gateway-metrics.js";
@@ -132,6 +133,7 @@ export async function startGateway(
     get permissions() {
       return need(parts).permissions;
     },
+    webhookDeliveries: new DeliveriesService(() => need(parts).db),
     identity,
     tenants,
     readiness: () => {

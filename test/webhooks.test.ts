@@ -110,3 +110,44 @@ it("a receiver answering 500 forever: the delivery ends failed after its schedul
   expect(row.lastResponse).toBe("answered 500");
   expect(receivers.dead.unique).toHaveLength(0);
 });
+
+it("GET /v1/webhooks/deliveries shows the caller's tenant only (an admin all), pages, and a retry sends again", async () => {
+  const flaky = await call(gw.url, "GET", "/v1/webhooks/deliveries?status=delivered", undefined, auth("flaky"));
+  expect(flaky.status).toBe(200);
+  expect(flaky.body.items.length).toBeGreaterThan(0);
+  expect(flaky.body.items.every((d: any) => d.tenant === "flaky" && d.status === "delivered")).toBe(true);
+  expect(flaky.body.items.some((d: any) => d.attempts > 1)).toBe(true);
+  // The receiver's query (a token of its own) is never shown.
+  expect(JSON.stringify(flaky.body)).not.toContain("receiver-secret");
+  const b = await call(gw.url, "GET", "/v1/webhooks/deliveries", undefined, auth("b"));
+  expect(b.body.items).toEqual([]);
+  const all = await call(gw.url, "GET", "/v1/webhooks/deliveries?limit=1", undefined, auth("ops"));
+  expect(all.body.items).toHaveLength(1);
+  const next = await call(gw.url, "GET", `/v1/webhooks/deliveries?limit=200&cursor=${all.body.nextCursor}`, undefined, auth("ops"));
+  const both = [...all.body.items, ...next.body.items];
+  expect(new Set(both.map((d: any) => d.tenant))).toEqual(new Set(["a", "flaky", "dead"]));
+  expect(next.body.items.map((d: any) => d.id)).not.toContain(all.body.items[0].id);
+
+  const failed = await call(gw.url, "GET", "/v1/webhooks/deliveries?status=failed", undefined, auth("dead"));
+  const id = failed.body.items[0].id;
+  expect((await call(gw.url, "POST", `/v1/webhooks/deliveries/${id}/retry`, undefined, auth("a"))).status).toBe(404);
+  const retried = await call(gw.url, "POST", `/v1/webhooks/deliveries/${id}/retry`, undefined, auth("dead"));
+  expect(retried.status).toBe(200);
+  expect(retried.body.status).toBe("pending");
+  await eventually(async () => {
+    const [row] = await db.sql<{ status: string; attempts: number }[]>`select status, attempts from webhook_deliveries where id = ${id}`;
+    return row.status === "failed" && row.attempts > 5;
+  });
+  const bad = await call(gw.url, "GET", "/v1/webhooks/deliveries?status=lost", undefined, auth("a"));
+  expect(bad.status).toBe(400);
+  expect(bad.body.error.code).toBe("INVALID_REQUEST");
+});
+
+it("counts attempts by result and the backlog in the metrics", async () => {
+  const res = await fetch(`${gw.url}/metrics`, { headers: auth("ops") });
+  const text = await res.text();
+  expect(text).toMatch(/mooring_webhook_deliveries_total\{result="delivered"\} [1-9]/);
+  expect(text).toMatch(/mooring_webhook_deliveries_total\{result="retry"\} [1-9]/);
+  expect(text).toMatch(/mooring_webhook_deliveries_total\{result="failed"\} [1-9]/);
+  expect(text).toMatch(/mooring_webhook_backlog \d+/);
+});

@@ -77,8 +77,8 @@ export async function listDeliveries(
     where (${opts.tenant}::text is null or tenant = ${opts.tenant})
       and (${opts.status}::text is null or status = ${opts.status})
       and (${opts.after ? opts.after.at : null}::timestamptz is null
-           or (created_at, id) < (${opts.after ? opts.after.at : null}::timestamptz, ${opts.after ? opts.after.id : null}::uuid))
-    order by created_at desc, id desc
+           or (date_trunc('milliseconds', created_at), id) < (${opts.after ? opts.after.at : null}::timestamptz, ${opts.after ? opts.after.id : null}::uuid))
+    order by date_trunc('milliseconds', created_at) desc, id desc
     limit ${opts.limit}`;
 }
 

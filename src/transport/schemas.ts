@@ -177,3 +177,14 @@ export const ErrorResponse = Type.Object({
     field: Type.Optional(Type.String()),
   }),
 });
+
+export const ListDeliveriesQuery = Type.Object(
+  {
+    status: Type.Optional(Type.Union([Type.Literal("pending"), Type.Literal("delivered"), Type.Literal("failed")])),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+    cursor: Type.Optional(Type.String({ maxLength: 512 })),
+  },
+  { additionalProperties: false },
+);
+
+export const DeliveryIdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
