@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually, startTestGateway } from "./support/gateway.js";
-import { createSession, submitPrompt, tempWorkspace, waitPermission, waitTask } from "./support/turns.js";
+import { createSession, submit, submitOk, submitPrompt, tempWorkspace, waitPermission, waitTask } from "./support/turns.js";
 import { type Receiver, startReceiver } from "./support/webhook-receiver.js";
 
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -27,6 +27,7 @@ beforeAll(async () => {
   // Down for its first three requests (503), then up.
   receivers.flaky = await startReceiver(SECRET, () => (flakyFailures++ < 3 ? 503 : 200));
   receivers.dead = await startReceiver(SECRET, () => 500);
+  receivers.turn = await startReceiver(SECRET);
   const tenant = (name: string, extra: Record<string, unknown> = {}) => ({
     tokens: [`token-${name}`],
     webhooks: [{ url: receivers[name].url, secret: SECRET }],
@@ -39,6 +40,7 @@ beforeAll(async () => {
       flaky: tenant("flaky"),
       dead: tenant("dead"),
       ops: { tokens: ["token-ops"], admin: true },
+      t: { tokens: ["token-t"], webhookUrlPrefixes: [`${new URL(receivers.turn.url).origin}/`], webhookSecret: SECRET },
     }),
     MOORING_WEBHOOK_POLL_MS: "20",
     MOORING_WEBHOOK_RETRY_SCHEDULE_MS: "30,30,30,30",
@@ -150,4 +152,23 @@ it("counts attempts by result and the backlog in the metrics", async () => {
   expect(text).toMatch(/mooring_webhook_deliveries_total\{result="retry"\} [1-9]/);
   expect(text).toMatch(/mooring_webhook_deliveries_total\{result="failed"\} [1-9]/);
   expect(text).toMatch(/mooring_webhook_backlog \d+/);
+});
+
+it("a turn's own webhook URL inside its tenant's prefixes gets that turn's events; outside is 400 naming the field", async () => {
+  const sessionId = await createSession(gw.url, workspace, {}, auth("t"));
+  const task = await submitOk(gw.url, sessionId, { prompt: "hello", webhook: { url: receivers.turn.url } }, auth("t"));
+  await waitTask(gw.url, task.id, undefined, 60_000, auth("t"));
+  const got = await eventually(async () => receivers.turn.unique.find((r) => r.body.type === "task.completed"));
+  expect(got.body.data).toMatchObject({ tenant: "t", taskId: task.id, status: "completed" });
+  expect(receivers.turn.badSignatures).toBe(0);
+  for (const url of ["https://elsewhere.example.com/hook", `${new URL(receivers.turn.url).origin}.evil.test/hook`, "not a url"]) {
+    const refused = await submit(gw.url, sessionId, { prompt: "hello", webhook: { url } }, auth("t"));
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toMatchObject({ code: "INVALID_REQUEST", field: "webhook.url" });
+  }
+  // A tenant without prefixes may not name one at all.
+  const aSession = await createSession(gw.url, workspace, {}, auth("a"));
+  const none = await submit(gw.url, aSession, { prompt: "hello", webhook: { url: receivers.a.url } }, auth("a"));
+  expect(none.status).toBe(400);
+  expect(none.body.error.field).toBe("webhook.url");
 });
