@@ -35,10 +35,14 @@ describe("webhook configuration", () => {
 
   it("reads MOORING_WEBHOOKS as JSON or a file, secretEnv from the environment, events defaulting to all", async () => {
     const inline = loadConfig({
-      MOORING_WEBHOOKS: JSON.stringify([{ url: "http://127.0.0.1:9/hook", secretEnv: "HOOK_SECRET", events: ["task.completed"] }]),
+      MOORING_WEBHOOKS: JSON.stringify([
+        { url: "http://127.0.0.1:9/hook", secretEnv: "HOOK_SECRET", events: ["task.completed"] },
+      ]),
       HOOK_SECRET: SECRET,
     });
-    expect(inline.webhooks).toEqual([{ url: "http://127.0.0.1:9/hook", secret: SECRET, events: ["task.completed"] }]);
+    expect(inline.webhooks).toEqual([
+      { url: "http://127.0.0.1:9/hook", secret: SECRET, events: ["task.completed"] },
+    ]);
     const file = join(dir, "hooks.json");
     await writeFile(file, JSON.stringify([{ url: "https://hooks.example.com/x", secret: SECRET }]));
     const fromFile = loadConfig({ MOORING_WEBHOOKS: file, MOORING_WEBHOOK_RETRY_SCHEDULE_MS: "10,20" });
@@ -51,16 +55,22 @@ describe("webhook configuration", () => {
     expect(configError({ MOORING_WEBHOOKS: JSON.stringify([{ url: "ftp://x", secret: SECRET }]) })).toContain(
       'MOORING_WEBHOOKS[0]: "url" must be an absolute http',
     );
-    const badSecret = configError({ MOORING_WEBHOOKS: JSON.stringify([{ url: "http://a/", secret: "hunter2-hunter2" }]) });
+    const badSecret = configError({
+      MOORING_WEBHOOKS: JSON.stringify([{ url: "http://a/", secret: "hunter2-hunter2" }]),
+    });
     expect(badSecret).toContain("whsec_");
     expect(badSecret).not.toContain("hunter2");
-    expect(configError({ MOORING_WEBHOOKS: JSON.stringify([{ url: "http://a/", secretEnv: "NOPE_UNSET" }]) })).toContain(
-      "NOPE_UNSET, which is not set",
-    );
     expect(
-      configError({ MOORING_WEBHOOKS: JSON.stringify([{ url: "http://a/", secret: SECRET, events: ["task.done"] }]) }),
+      configError({ MOORING_WEBHOOKS: JSON.stringify([{ url: "http://a/", secretEnv: "NOPE_UNSET" }]) }),
+    ).toContain("NOPE_UNSET, which is not set");
+    expect(
+      configError({
+        MOORING_WEBHOOKS: JSON.stringify([{ url: "http://a/", secret: SECRET, events: ["task.done"] }]),
+      }),
     ).toContain('"events" contains "task.done"');
-    expect(configError({ MOORING_WEBHOOK_RETRY_SCHEDULE_MS: "5,x" })).toContain("MOORING_WEBHOOK_RETRY_SCHEDULE_MS");
+    expect(configError({ MOORING_WEBHOOK_RETRY_SCHEDULE_MS: "5,x" })).toContain(
+      "MOORING_WEBHOOK_RETRY_SCHEDULE_MS",
+    );
   });
 
   it("reads a tenant's webhooks and prefixes; prefixes need a secret and a whole host", () => {
@@ -74,20 +84,33 @@ describe("webhook configuration", () => {
         },
       }),
     });
-    expect(c.tenants[0]).toMatchObject({ webhookUrlPrefixes: ["https://hooks.example.com/"], webhookSecret: SECRET });
+    expect(c.tenants[0]).toMatchObject({
+      webhookUrlPrefixes: ["https://hooks.example.com/"],
+      webhookSecret: SECRET,
+    });
     expect(c.tenants[0].webhooks).toHaveLength(1);
     expect(
-      configError({ MOORING_TENANTS: JSON.stringify({ a: { tokens: ["ta"], webhookUrlPrefixes: ["https://h.example.com/"] } }) }),
+      configError({
+        MOORING_TENANTS: JSON.stringify({
+          a: { tokens: ["ta"], webhookUrlPrefixes: ["https://h.example.com/"] },
+        }),
+      }),
     ).toContain('tenant "a": "webhookUrlPrefixes" needs "webhookSecret"');
     expect(
       configError({
-        MOORING_TENANTS: JSON.stringify({ a: { tokens: ["ta"], webhooks: [{ url: "http://a/", secret: "nope" }] } }),
+        MOORING_TENANTS: JSON.stringify({
+          a: { tokens: ["ta"], webhooks: [{ url: "http://a/", secret: "nope" }] },
+        }),
       }),
     ).toContain('tenant "a": "webhooks"[0]');
   });
 
   it("stops the start with exit code 2 and the message", async () => {
-    const run = await runGatewayToExit({ DATABASE_URL: "postgres://nobody@127.0.0.1:1/none", PORT: "0", MOORING_WEBHOOKS: JSON.stringify([{ url: "http://a/" }]) });
+    const run = await runGatewayToExit({
+      DATABASE_URL: "postgres://nobody@127.0.0.1:1/none",
+      PORT: "0",
+      MOORING_WEBHOOKS: JSON.stringify([{ url: "http://a/" }]),
+    });
     expect(run.code).toBe(2);
     expect(run.stderr).toContain('give exactly one of "secret" and "secretEnv"');
   });

@@ -57,7 +57,9 @@ it("turns on two instances each produce exactly their terminal webhook, each att
   }
   expect(ended.some((t) => t.status === "failed")).toBe(true);
   // Both instances compete for the same rows: still one attempt per delivery.
-  const rows = await db.sql<{ attempts: number; status: string }[]>`select attempts, status from webhook_deliveries`;
+  const rows = await db.sql<
+    { attempts: number; status: string }[]
+  >`select attempts, status from webhook_deliveries`;
   expect(rows.every((r) => r.attempts === 1 && r.status === "delivered")).toBe(true);
   expect(receiver.requests).toBe(tasks.length);
 });
@@ -69,5 +71,8 @@ it("a cancelled turn's webhook is written by the cancel", async () => {
   expect((await call(a.url, "POST", `/v1/tasks/${task.id}/cancel`)).status).toBe(200);
   expect((await waitTerminal(a.url, task.id)).status).toBe("cancelled");
   const got = await eventually(async () => receiver.unique.find((r) => r.body.data.taskId === task.id));
-  expect(got.body).toMatchObject({ type: "task.cancelled", data: { status: "cancelled", tenant: "default" } });
+  expect(got.body).toMatchObject({
+    type: "task.cancelled",
+    data: { status: "cancelled", tenant: "default" },
+  });
 });

@@ -7,7 +7,15 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually, startTestGateway } from "./support/gateway.js";
-import { createSession, submit, submitOk, submitPrompt, tempWorkspace, waitPermission, waitTask } from "./support/turns.js";
+import {
+  createSession,
+  submit,
+  submitOk,
+  submitPrompt,
+  tempWorkspace,
+  waitPermission,
+  waitTask,
+} from "./support/turns.js";
 import { type Receiver, startReceiver } from "./support/webhook-receiver.js";
 
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -18,6 +26,7 @@ let gw: Gateway;
 let workspace: string;
 const receivers: Record<string, Receiver> = {};
 let flakyFailures = 0;
+const logLines: string[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -33,18 +42,26 @@ beforeAll(async () => {
     webhooks: [{ url: receivers[name].url, secret: SECRET }],
     ...extra,
   });
-  gw = await startTestGateway(db.url, {
-    MOORING_TENANTS: JSON.stringify({
-      a: tenant("a"),
-      b: tenant("b"),
-      flaky: tenant("flaky"),
-      dead: tenant("dead"),
-      ops: { tokens: ["token-ops"], admin: true },
-      t: { tokens: ["token-t"], webhookUrlPrefixes: [`${new URL(receivers.turn.url).origin}/`], webhookSecret: SECRET },
-    }),
-    MOORING_WEBHOOK_POLL_MS: "20",
-    MOORING_WEBHOOK_RETRY_SCHEDULE_MS: "30,30,30,30",
-  });
+  gw = await startTestGateway(
+    db.url,
+    {
+      MOORING_TENANTS: JSON.stringify({
+        a: tenant("a"),
+        b: tenant("b"),
+        flaky: tenant("flaky"),
+        dead: tenant("dead"),
+        ops: { tokens: ["token-ops"], admin: true },
+        t: {
+          tokens: ["token-t"],
+          webhookUrlPrefixes: [`${new URL(receivers.turn.url).origin}/`],
+          webhookSecret: SECRET,
+        },
+      }),
+      MOORING_WEBHOOK_POLL_MS: "20",
+      MOORING_WEBHOOK_RETRY_SCHEDULE_MS: "30,30,30,30",
+    },
+    { onLog: (record) => logLines.push(JSON.stringify(record)), logLevel: "debug" },
+  );
 });
 afterAll(async () => {
   await gw?.stop();
@@ -53,7 +70,15 @@ afterAll(async () => {
 });
 
 const deliveriesOf = (tenant: string) =>
-  db.sql<{ eventType: string; status: string; attempts: number; lastStatusCode: number | null; lastResponse: string }[]>`
+  db.sql<
+    {
+      eventType: string;
+      status: string;
+      attempts: number;
+      lastStatusCode: number | null;
+      lastResponse: string;
+    }[]
+  >`
     select event_type, status, attempts, last_status_code, last_response from webhook_deliveries
     where tenant = ${tenant} order by seq`;
 
@@ -61,7 +86,13 @@ it("a turn's permission request and its end arrive signed, once each, with the t
   const sessionId = await createSession(gw.url, workspace, {}, auth("a"));
   const task = await submitPrompt(gw.url, sessionId, "[ask bash] secret prompt text", auth("a"));
   const request = await waitPermission(gw.url, task.id, 20_000, auth("a"));
-  const answered = await call(gw.url, "POST", `/v1/tasks/${task.id}/permissions/${request.requestId}`, { optionId: "allow" }, auth("a"));
+  const answered = await call(
+    gw.url,
+    "POST",
+    `/v1/tasks/${task.id}/permissions/${request.requestId}`,
+    { optionId: "allow" },
+    auth("a"),
+  );
   expect(answered.status).toBe(200);
   const done = await waitTask(gw.url, task.id, undefined, 60_000, auth("a"));
   expect(done.status).toBe("completed");
@@ -72,7 +103,12 @@ it("a turn's permission request and its end arrive signed, once each, with the t
   expect(types.filter((t) => t === "task.completed")).toHaveLength(1);
   expect(types.filter((t) => t === "permission.requested")).toHaveLength(1);
   const requested = a.unique.find((r) => r.body.type === "permission.requested")!;
-  expect(requested.body.data).toMatchObject({ tenant: "a", sessionId, taskId: task.id, requestId: request.requestId });
+  expect(requested.body.data).toMatchObject({
+    tenant: "a",
+    sessionId,
+    taskId: task.id,
+    requestId: request.requestId,
+  });
   const completed = a.unique.find((r) => r.body.type === "task.completed")!;
   expect(completed.body.data).toMatchObject({ tenant: "a", sessionId, taskId: task.id, status: "completed" });
   expect(completed.body.data.seq).toBeGreaterThan(requested.body.data.seq as number);
@@ -114,7 +150,13 @@ it("a receiver answering 500 forever: the delivery ends failed after its schedul
 });
 
 it("GET /v1/webhooks/deliveries shows the caller's tenant only (an admin all), pages, and a retry sends again", async () => {
-  const flaky = await call(gw.url, "GET", "/v1/webhooks/deliveries?status=delivered", undefined, auth("flaky"));
+  const flaky = await call(
+    gw.url,
+    "GET",
+    "/v1/webhooks/deliveries?status=delivered",
+    undefined,
+    auth("flaky"),
+  );
   expect(flaky.status).toBe(200);
   expect(flaky.body.items.length).toBeGreaterThan(0);
   expect(flaky.body.items.every((d: any) => d.tenant === "flaky" && d.status === "delivered")).toBe(true);
@@ -125,19 +167,29 @@ it("GET /v1/webhooks/deliveries shows the caller's tenant only (an admin all), p
   expect(b.body.items).toEqual([]);
   const all = await call(gw.url, "GET", "/v1/webhooks/deliveries?limit=1", undefined, auth("ops"));
   expect(all.body.items).toHaveLength(1);
-  const next = await call(gw.url, "GET", `/v1/webhooks/deliveries?limit=200&cursor=${all.body.nextCursor}`, undefined, auth("ops"));
+  const next = await call(
+    gw.url,
+    "GET",
+    `/v1/webhooks/deliveries?limit=200&cursor=${all.body.nextCursor}`,
+    undefined,
+    auth("ops"),
+  );
   const both = [...all.body.items, ...next.body.items];
   expect(new Set(both.map((d: any) => d.tenant))).toEqual(new Set(["a", "flaky", "dead"]));
   expect(next.body.items.map((d: any) => d.id)).not.toContain(all.body.items[0].id);
 
   const failed = await call(gw.url, "GET", "/v1/webhooks/deliveries?status=failed", undefined, auth("dead"));
   const id = failed.body.items[0].id;
-  expect((await call(gw.url, "POST", `/v1/webhooks/deliveries/${id}/retry`, undefined, auth("a"))).status).toBe(404);
+  expect(
+    (await call(gw.url, "POST", `/v1/webhooks/deliveries/${id}/retry`, undefined, auth("a"))).status,
+  ).toBe(404);
   const retried = await call(gw.url, "POST", `/v1/webhooks/deliveries/${id}/retry`, undefined, auth("dead"));
   expect(retried.status).toBe(200);
   expect(retried.body.status).toBe("pending");
   await eventually(async () => {
-    const [row] = await db.sql<{ status: string; attempts: number }[]>`select status, attempts from webhook_deliveries where id = ${id}`;
+    const [row] = await db.sql<
+      { status: string; attempts: number }[]
+    >`select status, attempts from webhook_deliveries where id = ${id}`;
     return row.status === "failed" && row.attempts > 5;
   });
   const bad = await call(gw.url, "GET", "/v1/webhooks/deliveries?status=lost", undefined, auth("a"));
@@ -156,19 +208,43 @@ it("counts attempts by result and the backlog in the metrics", async () => {
 
 it("a turn's own webhook URL inside its tenant's prefixes gets that turn's events; outside is 400 naming the field", async () => {
   const sessionId = await createSession(gw.url, workspace, {}, auth("t"));
-  const task = await submitOk(gw.url, sessionId, { prompt: "hello", webhook: { url: receivers.turn.url } }, auth("t"));
+  const task = await submitOk(
+    gw.url,
+    sessionId,
+    { prompt: "hello", webhook: { url: receivers.turn.url } },
+    auth("t"),
+  );
   await waitTask(gw.url, task.id, undefined, 60_000, auth("t"));
-  const got = await eventually(async () => receivers.turn.unique.find((r) => r.body.type === "task.completed"));
+  const got = await eventually(async () =>
+    receivers.turn.unique.find((r) => r.body.type === "task.completed"),
+  );
   expect(got.body.data).toMatchObject({ tenant: "t", taskId: task.id, status: "completed" });
   expect(receivers.turn.badSignatures).toBe(0);
-  for (const url of ["https://elsewhere.example.com/hook", `${new URL(receivers.turn.url).origin}.evil.test/hook`, "not a url"]) {
+  for (const url of [
+    "https://elsewhere.example.com/hook",
+    `${new URL(receivers.turn.url).origin}.evil.test/hook`,
+    "not a url",
+  ]) {
     const refused = await submit(gw.url, sessionId, { prompt: "hello", webhook: { url } }, auth("t"));
     expect(refused.status).toBe(400);
     expect(refused.body.error).toMatchObject({ code: "INVALID_REQUEST", field: "webhook.url" });
   }
   // A tenant without prefixes may not name one at all.
   const aSession = await createSession(gw.url, workspace, {}, auth("a"));
-  const none = await submit(gw.url, aSession, { prompt: "hello", webhook: { url: receivers.a.url } }, auth("a"));
+  const none = await submit(
+    gw.url,
+    aSession,
+    { prompt: "hello", webhook: { url: receivers.a.url } },
+    auth("a"),
+  );
   expect(none.status).toBe(400);
   expect(none.body.error.field).toBe("webhook.url");
+});
+
+it("logs attempts without a secret or a URL's query", () => {
+  const attempts = logLines.filter((l) => l.includes('"webhook attempt"'));
+  expect(attempts.length).toBeGreaterThan(0);
+  const all = logLines.join("\n");
+  expect(all).not.toContain(SECRET.slice("whsec_".length));
+  expect(all).not.toContain("receiver-secret");
 });

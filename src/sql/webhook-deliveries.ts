@@ -70,7 +70,12 @@ export async function recordAttempt(
  */
 export async function listDeliveries(
   q: Queryable,
-  opts: { tenant: string | null; status: string | null; limit: number; after: { at: Date; id: string } | null },
+  opts: {
+    tenant: string | null;
+    status: string | null;
+    limit: number;
+    after: { at: Date; id: string } | null;
+  },
 ): Promise<DeliveryRow[]> {
   return q<DeliveryRow[]>`
     select * from webhook_deliveries
@@ -83,7 +88,11 @@ export async function listDeliveries(
 }
 
 /** Make a delivery due now again (any status), keeping its id and attempts; null when not visible. */
-export async function retryDelivery(q: Queryable, id: string, tenant: string | null): Promise<DeliveryRow | null> {
+export async function retryDelivery(
+  q: Queryable,
+  id: string,
+  tenant: string | null,
+): Promise<DeliveryRow | null> {
   const [row] = await q<DeliveryRow[]>`
     update webhook_deliveries set status = 'pending', next_attempt_at = now(), lease_until = null
     where id = ${id} and (${tenant}::text is null or tenant = ${tenant})
@@ -93,6 +102,8 @@ export async function retryDelivery(q: Queryable, id: string, tenant: string | n
 
 /** Deliveries still pending (the backlog gauge). */
 export async function countPending(q: Queryable): Promise<number> {
-  const [row] = await q<{ n: number }[]>`select count(*)::int as n from webhook_deliveries where status = 'pending'`;
+  const [row] = await q<
+    { n: number }[]
+  >`select count(*)::int as n from webhook_deliveries where status = 'pending'`;
   return row.n;
 }

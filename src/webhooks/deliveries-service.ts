@@ -64,11 +64,16 @@ export class DeliveriesService {
     });
     const page = rows.slice(0, limit);
     const last = page.at(-1);
-    return { items: page.map(view), nextCursor: rows.length > limit && last ? encodeCursor(last.createdAt, last.id) : null };
+    return {
+      items: page.map(view),
+      nextCursor: rows.length > limit && last ? encodeCursor(last.createdAt, last.id) : null,
+    };
   }
 
   async retry(id: string, tenant: Tenant): Promise<DeliveryView> {
-    const row = /^[0-9a-f-]{36}$/i.test(id) ? await retryDelivery(this.db().sql, id, visibleTenant(tenant)) : null;
+    const row = /^[0-9a-f-]{36}$/i.test(id)
+      ? await retryDelivery(this.db().sql, id, visibleTenant(tenant))
+      : null;
     if (!row) throw new MooringError("NOT_FOUND", `no webhook delivery ${id}`);
     return view(row);
   }

@@ -27,7 +27,10 @@ type Options = Pick<
 
 /** The id of a configured endpoint: equal on every instance with the same configuration. */
 export function endpointId(tenant: string, url: string, events: readonly string[]): string {
-  return createHash("sha256").update(JSON.stringify([tenant, url, [...events].sort()])).digest("hex").slice(0, 32);
+  return createHash("sha256")
+    .update(JSON.stringify([tenant, url, [...events].sort()]))
+    .digest("hex")
+    .slice(0, 32);
 }
 
 /** The wait before the next attempt after `attempts` failed ones, with ±20 % jitter; null: give up. */
@@ -59,8 +62,10 @@ export class DeliveryWorker {
       }
       if (tenant.webhookSecret) this.turnSecrets.set(tenant.name, tenant.webhookSecret);
     }
-    this.loop = new TimedLoop(options.webhookPollMs, () => this.poll(), (err) =>
-      log.warn({ err: String(err) }, "webhook poll failed; retrying"),
+    this.loop = new TimedLoop(
+      options.webhookPollMs,
+      () => this.poll(),
+      (err) => log.warn({ err: String(err) }, "webhook poll failed; retrying"),
     );
   }
 
@@ -95,10 +100,14 @@ export class DeliveryWorker {
   }
 
   private async attempt(delivery: DeliveryRow): Promise<void> {
-    const secret = delivery.endpointId ? this.secrets.get(delivery.endpointId) : this.turnSecrets.get(delivery.tenant);
+    const secret = delivery.endpointId
+      ? this.secrets.get(delivery.endpointId)
+      : this.turnSecrets.get(delivery.tenant);
     if (!secret) return; // claimed only when known; the lease runs out for an instance that knows it
     const result = await sendDelivery(delivery, secret, this.options.webhookTimeoutMs);
-    const retryInMs = result.ok ? null : retryDelay(this.options.webhookRetryScheduleMs, delivery.attempts + 1);
+    const retryInMs = result.ok
+      ? null
+      : retryDelay(this.options.webhookRetryScheduleMs, delivery.attempts + 1);
     try {
       await recordAttempt(this.db.sql, delivery.id, { ...result, retryInMs });
     } catch (err) {
@@ -110,7 +119,12 @@ export class DeliveryWorker {
     // The URL's query may hold a token of the receiver's: only its origin and path are logged.
     const url = new URL(delivery.url);
     this.log.debug(
-      { deliveryId: delivery.id, url: `${url.origin}${url.pathname}`, status: result.statusCode, ok: result.ok },
+      {
+        deliveryId: delivery.id,
+        url: `${url.origin}${url.pathname}`,
+        status: result.statusCode,
+        ok: result.ok,
+      },
       "webhook attempt",
     );
   }

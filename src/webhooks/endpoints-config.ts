@@ -32,7 +32,11 @@ const FIELDS = new Set(["url", "secret", "secretEnv", "events"]);
 const SECRET = /^whsec_[A-Za-z0-9+/]{16,}={0,2}$/;
 
 /** MOORING_WEBHOOKS: JSON when it starts with `[`, otherwise the path of a JSON file. */
-export function parseWebhooksOption(name: string, raw: string, env: NodeJS.ProcessEnv): WebhookEndpointSpec[] {
+export function parseWebhooksOption(
+  name: string,
+  raw: string,
+  env: NodeJS.ProcessEnv,
+): WebhookEndpointSpec[] {
   let text = raw;
   if (!raw.trimStart().startsWith("[")) {
     try {
@@ -65,7 +69,9 @@ function parseEndpoint(where: string, entry: unknown, env: NodeJS.ProcessEnv): W
   const e = entry as Record<string, unknown>;
   for (const field of Object.keys(e)) {
     if (!FIELDS.has(field)) {
-      throw new WebhookConfigError(`${where}: unknown field ${JSON.stringify(field)} (known: ${[...FIELDS].join(", ")})`);
+      throw new WebhookConfigError(
+        `${where}: unknown field ${JSON.stringify(field)} (known: ${[...FIELDS].join(", ")})`,
+      );
     }
   }
   const url = webhookUrl(where, e.url);
@@ -73,7 +79,9 @@ function parseEndpoint(where: string, entry: unknown, env: NodeJS.ProcessEnv): W
   let events: WebhookEvent[] = [...WEBHOOK_EVENTS];
   if (e.events !== undefined) {
     if (!Array.isArray(e.events) || e.events.length === 0) {
-      throw new WebhookConfigError(`${where}: "events" must be a non-empty array of ${WEBHOOK_EVENTS.join(", ")}`);
+      throw new WebhookConfigError(
+        `${where}: "events" must be a non-empty array of ${WEBHOOK_EVENTS.join(", ")}`,
+      );
     }
     for (const ev of e.events) {
       if (!WEBHOOK_EVENTS.includes(ev as WebhookEvent)) {
@@ -96,13 +104,20 @@ export function webhookUrl(where: string, value: unknown): string {
     // reported below
   }
   if (!url || (url.protocol !== "http:" && url.protocol !== "https:") || url.username || url.password) {
-    throw new WebhookConfigError(`${where}: "url" must be an absolute http:// or https:// URL without user or password`);
+    throw new WebhookConfigError(
+      `${where}: "url" must be an absolute http:// or https:// URL without user or password`,
+    );
   }
   return url.href;
 }
 
 /** `secret` inline or `secretEnv` naming the variable holding it; `whsec_` and base64 either way. */
-export function parseSecret(where: string, secret: unknown, secretEnv: unknown, env: NodeJS.ProcessEnv): string {
+export function parseSecret(
+  where: string,
+  secret: unknown,
+  secretEnv: unknown,
+  env: NodeJS.ProcessEnv,
+): string {
   if ((secret === undefined) === (secretEnv === undefined)) {
     throw new WebhookConfigError(`${where}: give exactly one of "secret" and "secretEnv"`);
   }
