@@ -15,6 +15,8 @@ export interface DeliveryRow {
   lastStatusCode: number | null;
   lastResponse: string | null;
   lastAttemptAt: Date | null;
+  /** Set while a sender holds it (the claim's lease). */
+  leaseUntil: Date | null;
   createdAt: Date;
 }
 
@@ -48,20 +50,25 @@ export async function claimDueDeliveries(
 /**
  * Record one attempt's outcome and release the lease. `retryInMs` null ends the delivery:
  * `delivered` when `ok`, else `failed` (the schedule ran out); otherwise it is due again then.
+ * Fenced by the claim's lease (compared to the millisecond, as a Date holds it): a sender whose
+ * lease ran out and was claimed again, or was reset by a retry, records nothing.
  */
 export async function recordAttempt(
   q: Queryable,
   id: string,
+  lease: Date,
   outcome: { ok: boolean; statusCode: number | null; response: string; retryInMs: number | null },
-): Promise<void> {
+): Promise<boolean> {
   const status = outcome.ok ? "delivered" : outcome.retryInMs === null ? "failed" : "pending";
-  await q`
+  const rows = await q`
     update webhook_deliveries set
       status = ${status}, attempts = attempts + 1, lease_until = null, last_attempt_at = now(),
       last_status_code = ${outcome.statusCode}, last_response = ${outcome.response},
       next_attempt_at = case when ${status} = 'pending'
                              then now() + ${outcome.retryInMs ?? 0} * interval '1 millisecond' end
-    where id = ${id}`;
+    where id = ${id} and date_trunc('milliseconds', lease_until) = ${lease}
+    returning id`;
+  return rows.length === 1;
 }
 
 /**

@@ -109,7 +109,9 @@ export class DeliveryWorker {
       ? null
       : retryDelay(this.options.webhookRetryScheduleMs, delivery.attempts + 1);
     try {
-      await recordAttempt(this.db.sql, delivery.id, { ...result, retryInMs });
+      // Fenced out (the lease ran out or a retry reset it): the attempt belongs to nobody now.
+      if (!(await recordAttempt(this.db.sql, delivery.id, delivery.leaseUntil!, { ...result, retryInMs })))
+        return;
     } catch (err) {
       // Unrecorded: the lease runs out and the delivery is sent again (at least once).
       this.log.warn({ err: String(err), deliveryId: delivery.id }, "webhook attempt not recorded");
