@@ -97,11 +97,14 @@ it("a turn's permission request and its end arrive signed, once each, with the t
   const done = await waitTask(gw.url, task.id, undefined, 60_000, auth("a"));
   expect(done.status).toBe("completed");
   const a = receivers.a;
-  await eventually(async () => a.unique.some((r) => r.body.type === "task.completed"));
+  await eventually(async () =>
+    ["task.completed", "permission.resolved"].every((type) => a.unique.some((r) => r.body.type === type)),
+  );
   expect(a.badSignatures).toBe(0);
   const types = a.unique.map((r) => r.body.type);
   expect(types.filter((t) => t === "task.completed")).toHaveLength(1);
   expect(types.filter((t) => t === "permission.requested")).toHaveLength(1);
+  expect(types.filter((t) => t === "permission.resolved")).toHaveLength(1);
   const requested = a.unique.find((r) => r.body.type === "permission.requested")!;
   expect(requested.body.data).toMatchObject({
     tenant: "a",
