@@ -6,6 +6,7 @@ import { isIPv4, isIPv6 } from "node:net";
 import { isAbsolute, join, resolve } from "node:path";
 import { packageRoot } from "./package-root.js";
 import { parseTenants, TenantConfigError, type TenantSpec } from "./tenants-config.js";
+import { parseWebhooksOption, type WebhookEndpointSpec, WebhookConfigError } from "./webhooks/endpoints-config.js";
 
 export interface Config {
   /** Tasks running at once, across all instances. Default 5. */
@@ -130,6 +131,18 @@ export interface Config {
   allowedHosts: string[];
   /** Variable names (or `PREFIX*`) kept from agents besides MOORING_*, DATABASE_URL and PG*. Default unset. */
   agentEnvDeny: string[];
+  /** Webhook endpoints of the tenant `default`: `[{url, secret | secretEnv, events}]` as JSON or a JSON file path (docs/api.md, Webhooks). Default unset. */
+  webhooks: WebhookEndpointSpec[];
+  /** Waits before each retry of a webhook delivery, in ms, comma-separated; after the last the delivery is `failed`. Default 5000,300000,1800000,7200000,18000000,36000000 (about a day). */
+  webhookRetryScheduleMs: number[];
+  /** A webhook request not answered within this counts as a failed attempt. Default 10000. */
+  webhookTimeoutMs: number;
+  /** How often each instance looks for due webhook deliveries (a commit that adds one also wakes it here). Default 1000. */
+  webhookPollMs: number;
+  /** How long a claimed delivery is held before another instance may try it; larger than the timeout. Default 60000. */
+  webhookLeaseMs: number;
+  /** Deliveries one instance sends at once (one slow endpoint holds at most this many). Default 4. */
+  webhookConcurrency: number;
   /** `true` serves GET /metrics without a token even when MOORING_API_TOKENS is set (private networks). Default false. */
   metricsPublic: boolean;
   /** The agent of a session an ACP client creates on `/acp` without naming one (`_meta.mooring.agent`). Default claude-code. */
@@ -222,14 +235,37 @@ const variableNames: Parser<string[]> = (name, raw) => {
   return values;
 };
 
-const tenantSpecs: Parser<TenantSpec[]> = (name, raw) => {
-  try {
-    return parseTenants(name, raw);
-  } catch (err) {
-    if (err instanceof TenantConfigError) throw new ConfigError(err.message);
-    throw err;
-  }
+const tenantSpecs =
+  (env: NodeJS.ProcessEnv): Parser<TenantSpec[]> =>
+  (name, raw) => {
+    try {
+      return parseTenants(name, raw, env);
+    } catch (err) {
+      if (err instanceof TenantConfigError) throw new ConfigError(err.message);
+      throw err;
+    }
+  };
+
+const webhookEndpoints =
+  (env: NodeJS.ProcessEnv): Parser<WebhookEndpointSpec[]> =>
+  (name, raw) => {
+    try {
+      return parseWebhooksOption(name, raw, env);
+    } catch (err) {
+      if (err instanceof WebhookConfigError) throw new ConfigError(err.message);
+      throw err;
+    }
+  };
+
+/** A comma-separated list of waits in ms, each from 1 to a week. */
+const delays: Parser<number[]> = (name, raw) => {
+  const parts = list(",")(name, raw);
+  if (parts.length === 0) throw new ConfigError(`${name}=${JSON.stringify(raw)} is invalid: expected ms values such as 5000,300000`);
+  return parts.map((part) => integer(1, 604_800_000)(name, part));
 };
+
+/** The default retry schedule of a webhook delivery: about a day, as the hosted peers retry. */
+export const defaultWebhookRetryScheduleMs = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000];
 
 const absolutePaths: Parser<string[]> = (name, raw) => {
   const roots = list(":")(name, raw);
@@ -282,7 +318,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: read(env, "HOST", text, "127.0.0.1"),
     port: read(env, "PORT", integer(0, 65535), 8787),
     apiTokens: read(env, "MOORING_API_TOKENS", list(","), []),
-    tenants: read(env, "MOORING_TENANTS", tenantSpecs, []),
+    tenants: read(env, "MOORING_TENANTS", tenantSpecs(env), []),
     workspaceRoots: read(env, "MOORING_WORKSPACE_ROOTS", absolutePaths, []),
     agents: read<string | undefined>(env, "MOORING_AGENTS", text, undefined),
     logLevel: read(
@@ -317,7 +353,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     allowedHosts: read(env, "MOORING_ALLOWED_HOSTS", hostNames, []),
     agentEnvDeny: read(env, "MOORING_AGENT_ENV_DENY", variableNames, []),
     metricsPublic: read(env, "MOORING_METRICS_PUBLIC", flag, false),
+    webhooks: read(env, "MOORING_WEBHOOKS", webhookEndpoints(env), []),
+    webhookRetryScheduleMs: read(env, "MOORING_WEBHOOK_RETRY_SCHEDULE_MS", delays, defaultWebhookRetryScheduleMs),
+    webhookTimeoutMs: read(env, "MOORING_WEBHOOK_TIMEOUT_MS", integer(100, 600_000), 10_000),
+    webhookPollMs: read(env, "MOORING_WEBHOOK_POLL_MS", integer(10), 1000),
+    webhookLeaseMs: read(env, "MOORING_WEBHOOK_LEASE_MS", integer(1000), 60_000),
+    webhookConcurrency: read(env, "MOORING_WEBHOOK_CONCURRENCY", integer(1, 64), 4),
   };
+  if (config.webhookLeaseMs <= config.webhookTimeoutMs) {
+    throw new ConfigError(
+      `MOORING_WEBHOOK_LEASE_MS (${config.webhookLeaseMs}) must be larger than MOORING_WEBHOOK_TIMEOUT_MS (${config.webhookTimeoutMs})`,
+    );
+  }
+  if (config.webhooks.length > 0 && config.tenants.length > 0) {
+    throw new ConfigError("MOORING_WEBHOOKS is for the single-tenant gateway: with MOORING_TENANTS give each tenant its \"webhooks\"");
+  }
   if (config.corsOrigins.includes("*") && !tokensRequired(config)) {
     throw new ConfigError(
       "MOORING_CORS_ORIGINS=* lets every website call the gateway and is accepted only with MOORING_API_TOKENS set; list the exact origins instead",

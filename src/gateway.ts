@@ -42,6 +42,9 @@ import { safeErrorSerializer } from "./log-errors.js";
 import { isDatabaseUnavailable } from "./errors.js";
 import { retrying, retryPolicies } from "./lib/retry.js";
 import { TimedLoop } from "./lib/timed-loop.js";
+import { countPending } from "./sql/webhook-deliveries.js";
+import { DeliveriesService } from "./webhooks/deliveries-service.js";
+import { type DeliveryReporter, DeliveryWorker } from "./webhooks/delivery-worker.js";
 import { buildHttpApp } from "./transport/http/app.js";
 import { GatewayMetrics } from "./metrics/gateway-metrics.js";
 import type { MetricsReporter } from "./metrics/reporter.js";
@@ -132,6 +135,7 @@ export async function startGateway(
     get permissions() {
       return need(parts).permissions;
     },
+    webhookDeliveries: new DeliveriesService(() => need(parts).db),
     identity,
     tenants,
     readiness: () => {
@@ -180,6 +184,7 @@ export async function startGateway(
       strayResponses: sockets.strayResponses,
     }),
     agentProcesses: () => parts?.pool.processesByAgent() ?? new Map(),
+    webhookBacklog: async () => (parts ? withinASecond(countPending(parts.db.sql)) : null),
   });
   // The embedded Postgres starts while the HTTP side is put together: building the app is CPU
   // work that would hold back spawning initdb/postgres, so it waits until they run (milliseconds).
@@ -261,6 +266,8 @@ export async function startGateway(
     parts.worker.start();
     parts.sweeper.start();
     parts.upstreamOrphans.start();
+    await parts.webhooks.register().catch((err) => log.error({ err: String(err) }, "webhook endpoints not published"));
+    parts.webhooks.start();
     parts.instanceBeat = new TimedLoop(config.heartbeatMs, () => heartbeatInstance(db.sql, identity.bootId));
     parts.instanceBeat.start();
     parts.tasks.accepting = true;
@@ -305,6 +312,7 @@ export async function startGateway(
       if (p) {
         await p.sweeper.stop();
         await p.upstreamOrphans.stop();
+        await p.webhooks.stop();
         await p.feeds.stop();
         p.announcer.stop();
         await p.instanceBeat?.stop();
@@ -346,6 +354,7 @@ interface Parts {
   instances: InstanceService;
   permissions: Permissions;
   upstreamOrphans: UpstreamOrphans;
+  webhooks: DeliveryWorker;
   instanceBeat?: TimedLoop;
 }
 
@@ -357,7 +366,7 @@ function assemble(
   identity: Identity,
   registry: ReturnType<typeof loadAgentRegistry>,
   workspaceRoots: string[],
-  metrics: MetricsReporter,
+  metrics: MetricsReporter & DeliveryReporter,
   tenants: TenantDirectory,
 ): Parts {
   const feeds = new SessionFeeds(db, bus, log, config.pollMs);
@@ -423,6 +432,7 @@ function assemble(
     instances,
     permissions,
     upstreamOrphans,
+    webhooks: new DeliveryWorker(db, tenants.list(), config, log, metrics),
   };
 }
 

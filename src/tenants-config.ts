@@ -5,6 +5,13 @@
  */
 import { readFileSync } from "node:fs";
 import { isAbsolute } from "node:path";
+import {
+  parseEndpoints,
+  parseSecret,
+  type WebhookEndpointSpec,
+  WebhookConfigError,
+  webhookUrl,
+} from "./webhooks/endpoints-config.js";
 
 /** One tenant as configured; limits not given take the global ones when the directory is built. */
 export interface TenantSpec {
@@ -16,17 +23,34 @@ export interface TenantSpec {
   workspaceRoots?: string[];
   agents?: string[];
   admin: boolean;
+  /** Its webhook endpoints (docs/api.md, Webhooks). Default none. */
+  webhooks: WebhookEndpointSpec[];
+  /** URL prefixes a turn's own `webhook.url` must begin with; none: per-turn webhooks refused. */
+  webhookUrlPrefixes: string[];
+  /** The secret per-turn webhooks are signed with (`webhookSecret` or `webhookSecretEnv`); needed with prefixes. */
+  webhookSecret?: string;
 }
 
 /** Thrown for a bad MOORING_TENANTS; config.ts turns it into its ConfigError. */
 export class TenantConfigError extends Error {}
 
-const FIELDS = new Set(["tokens", "maxActive", "maxQueued", "workspaceRoots", "agents", "admin"]);
+const FIELDS = new Set([
+  "tokens",
+  "maxActive",
+  "maxQueued",
+  "workspaceRoots",
+  "agents",
+  "admin",
+  "webhooks",
+  "webhookUrlPrefixes",
+  "webhookSecret",
+  "webhookSecretEnv",
+]);
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
 
 /** Parse the raw value: JSON when it starts with `{`, otherwise the path of a JSON file. */
-export function parseTenants(name: string, raw: string): TenantSpec[] {
+export function parseTenants(name: string, raw: string, env: NodeJS.ProcessEnv = process.env): TenantSpec[] {
   const text = raw.trimStart().startsWith("{") ? raw : readTenantsFile(name, raw);
   let parsed: unknown;
   try {
@@ -35,7 +59,14 @@ export function parseTenants(name: string, raw: string): TenantSpec[] {
     throw new TenantConfigError(`${name} is not valid JSON: ${(err as Error).message}`);
   }
   if (!isObject(parsed)) throw new TenantConfigError(`${name} must be a JSON object of tenants`);
-  return Object.entries(parsed).map(([tenant, value]) => parseTenant(name, tenant, value));
+  return Object.entries(parsed).map(([tenant, value]) => {
+    try {
+      return parseTenant(name, tenant, value, env);
+    } catch (err) {
+      if (err instanceof WebhookConfigError) throw new TenantConfigError(err.message);
+      throw err;
+    }
+  });
 }
 
 function readTenantsFile(name: string, path: string): string {
@@ -48,7 +79,7 @@ function readTenantsFile(name: string, path: string): string {
   }
 }
 
-function parseTenant(name: string, tenant: string, value: unknown): TenantSpec {
+function parseTenant(name: string, tenant: string, value: unknown, env: NodeJS.ProcessEnv): TenantSpec {
   const where = `${name}: tenant ${JSON.stringify(tenant)}`;
   if (!NAME.test(tenant)) {
     throw new TenantConfigError(
@@ -78,7 +109,7 @@ function parseTenant(name: string, tenant: string, value: unknown): TenantSpec {
       );
     }
   });
-  const spec: TenantSpec = { name: tenant, tokens, admin: false };
+  const spec: TenantSpec = { name: tenant, tokens, admin: false, webhooks: [], webhookUrlPrefixes: [] };
   if (value.maxActive !== undefined) spec.maxActive = count(where, "maxActive", value.maxActive, 1);
   if (value.maxQueued !== undefined) spec.maxQueued = count(where, "maxQueued", value.maxQueued, 0);
   if (value.workspaceRoots !== undefined) {
@@ -96,6 +127,27 @@ function parseTenant(name: string, tenant: string, value: unknown): TenantSpec {
     if (typeof value.admin !== "boolean")
       throw new TenantConfigError(`${where}: "admin" must be true or false`);
     spec.admin = value.admin;
+  }
+  if (value.webhooks !== undefined) spec.webhooks = parseEndpoints(`${where}: "webhooks"`, value.webhooks, env);
+  if (value.webhookUrlPrefixes !== undefined) {
+    const prefixes = strings(where, "webhookUrlPrefixes", value.webhookUrlPrefixes);
+    // A prefix is a whole URL up to its path, so `https://hooks.example.com` cannot admit
+    // `https://hooks.example.com.evil.test`: the parsed form must end in `/`.
+    spec.webhookUrlPrefixes = prefixes.map((p) => {
+      const url = webhookUrl(`${where}: "webhookUrlPrefixes"`, p);
+      if (!url.endsWith("/") || url.includes("?")) {
+        throw new TenantConfigError(
+          `${where}: "webhookUrlPrefixes" contains ${JSON.stringify(p)}: a prefix must end its host or path with / and hold no query`,
+        );
+      }
+      return url;
+    });
+  }
+  if (value.webhookSecret !== undefined || value.webhookSecretEnv !== undefined) {
+    spec.webhookSecret = parseSecret(`${where} (webhookSecret)`, value.webhookSecret, value.webhookSecretEnv, env);
+  }
+  if (spec.webhookUrlPrefixes.length > 0 && !spec.webhookSecret) {
+    throw new TenantConfigError(`${where}: "webhookUrlPrefixes" needs "webhookSecret" or "webhookSecretEnv" to sign per-turn webhooks`);
   }
   return spec;
 }

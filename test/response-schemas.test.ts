@@ -142,6 +142,10 @@ it("every route answers the shapes its schemas describe", async () => {
   expect((await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, { optionId: "deny" })).status).toBe(409);
   await waitTask(gw.url, asking.body.id);
 
+  // The webhook outbox (no endpoints here: an empty page; a retry of no delivery is 404).
+  await answer("GET /v1/webhooks/deliveries", "/v1/webhooks/deliveries?status=pending&limit=5");
+  expect((await answer("POST /v1/webhooks/deliveries/:id/retry", "/v1/webhooks/deliveries/00000000-0000-0000-0000-000000000000/retry")).status).toBe(404);
+
   await answer("DELETE /v1/sessions/:id", `/v1/sessions/${id}`);
   expect((await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "late" })).status).toBe(409);
 

@@ -95,10 +95,12 @@ it("a's refused submits cost b nothing: answered in the same round trip, b's p99
   const bSessions = await Promise.all(
     Array.from({ length: 5 + 2 * ROUNDS * SAMPLES }, () => createSession(gw.url, workspace, {}, auth("b"))),
   );
-  const nextSessions = (() => {
-    let at = 5;
-    return () => bSessions.slice(at, (at += SAMPLES));
-  })();
+  let nextSession = 5;
+  const nextSessions = () => {
+    const sessions = bSessions.slice(nextSession, nextSession + SAMPLES);
+    nextSession += SAMPLES;
+    return sessions;
+  };
   await measureB(bSessions.slice(0, 5)); // warm-up
 
   /** b's latencies while a's clients flood with `attempt` until b is done. */

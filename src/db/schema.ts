@@ -107,6 +107,8 @@ export const tasks = pgTable(
      * retryAt?, released?}`, written by the owner as the upstream reports it (sql/save-upstream.ts).
      */
     upstream: jsonb("upstream"),
+    /** A turn's own webhook URL (`webhook.url` of its submit, inside its tenant's prefixes), or null. */
+    webhookUrl: text("webhook_url"),
     version: integer("version").notNull().default(0),
   },
   (t) => [
@@ -219,5 +221,55 @@ export const permissionRequests = pgTable(
     index("permission_requests_pending_idx")
       .on(t.taskId)
       .where(sql`resolved_at is null`),
+  ],
+);
+
+/**
+ * The webhook endpoints configured on the instances (MOORING_WEBHOOKS, a tenant's `webhooks`),
+ * written at start (sql/webhook-endpoints.ts) so that the outbox trigger can match events to
+ * them inside the committing transaction. No secret is stored: the sender holds them in memory.
+ */
+export const webhookEndpoints = pgTable("webhook_endpoints", {
+  /** sha256 of tenant, url and events: the same configuration on every instance has the same id. */
+  id: text("id").primaryKey(),
+  tenant: text("tenant").notNull(),
+  url: text("url").notNull(),
+  events: text("events").array().notNull(),
+  updatedAt: ts("updated_at").notNull().defaultNow(),
+});
+
+/**
+ * The webhook outbox: one row per (endpoint or turn URL, event), inserted by the trigger on
+ * `events` in the transaction that appends the event (migrations/0010_webhook_outbox.sql), and
+ * sent by any instance (sql/webhook-deliveries.ts). Its id is the `webhook-id` of every attempt.
+ */
+export const webhookDeliveries = pgTable(
+  "webhook_deliveries",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    tenant: text("tenant").notNull(),
+    /** The configured endpoint, or null for a turn's own `webhook.url`. */
+    endpointId: text("endpoint_id"),
+    url: text("url").notNull(),
+    eventType: text("event_type").notNull(),
+    sessionId: uuid("session_id").notNull(),
+    seq: bigint("seq", { mode: "number" }).notNull(),
+    /** The thin body `{type, timestamp, data}` exactly as it is signed and sent. */
+    body: text("body").notNull(),
+    /** `pending` (due at next_attempt_at), `delivered` or `failed` (its schedule ran out). */
+    status: text("status").notNull().default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    nextAttemptAt: ts("next_attempt_at").defaultNow(),
+    /** Held by the instance sending it until then (a crashed sender's claim runs out). */
+    leaseUntil: ts("lease_until"),
+    lastStatusCode: integer("last_status_code"),
+    /** The first bytes of the receiver's answer, or what went wrong (timeout, refused, redirect). */
+    lastResponse: text("last_response"),
+    lastAttemptAt: ts("last_attempt_at"),
+    createdAt: ts("created_at").notNull().defaultNow(),
+  },
+  (t) => [
+    index("webhook_deliveries_due_idx").on(t.nextAttemptAt).where(sql`status = 'pending'`),
+    index("webhook_deliveries_tenant_idx").on(t.tenant, t.createdAt, t.id),
   ],
 );

@@ -75,6 +75,8 @@ export interface AdmissionRequest {
    * admissions (a continuation), which act for the session's tenant.
    */
   tenant?: Tenant;
+  /** The turn's own webhook URL (checked against the tenant's prefixes), or none. */
+  webhookUrl?: string | null;
 }
 
 /**
@@ -157,6 +159,7 @@ export function admissionStatements(q: Tx, id: string, request: AdmissionRequest
     queueTimeoutMs,
     continuesTaskId,
     tenant: owner,
+    webhookUrl: request.webhookUrl ?? null,
   });
   return { named: { existing, busy, interrupted, inserted }, existing, interrupted, inserted };
 }

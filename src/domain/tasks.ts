@@ -32,6 +32,8 @@ export interface SubmitInput {
   ifBusy?: IfBusy;
   loadClass?: LoadClass;
   timeoutMs?: number;
+  /** This turn's own webhook; its URL must begin with one of the tenant's webhookUrlPrefixes. */
+  webhook?: { url: string };
 }
 
 export class TaskService {
@@ -83,6 +85,7 @@ export class TaskService {
     if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS) {
       throw invalid(`timeoutMs must be an integer from 1 to ${MAX_TIMEOUT_MS}`, "timeoutMs");
     }
+    const webhookUrl = input.webhook === undefined ? null : turnWebhookUrl(input.webhook, tenant);
     const ifBusy = input.ifBusy ?? "enqueue";
     if (!isUuid(sessionId))
       throw new MooringError("SESSION_NOT_FOUND", `session ${sessionId} does not exist`);
@@ -97,6 +100,7 @@ export class TaskService {
       timeoutMs,
       ifBusy,
       tenant,
+      webhookUrl,
     });
     if (admitted.created) return { task: await this.view(admitted.created), created: true };
     if (admitted.existing) return { task: await this.view(admitted.existing), created: false };
@@ -207,4 +211,28 @@ export class TaskService {
       ...(all ? { tenants: all.map(usage) } : {}),
     };
   }
+}
+
+/**
+ * A turn's own webhook URL, accepted only when it begins with one of its tenant's
+ * `webhookUrlPrefixes` (compared in the URL's parsed form, so `https://h.example.com/` does not
+ * admit `https://h.example.com.evil.test/`); anything else is INVALID_REQUEST naming the field.
+ */
+function turnWebhookUrl(webhook: { url: string }, tenant: Tenant): string {
+  let href: string | null = null;
+  try {
+    const url = new URL(webhook.url);
+    if ((url.protocol === "http:" || url.protocol === "https:") && !url.username && !url.password) href = url.href;
+  } catch {
+    // refused below
+  }
+  if (!href || !tenant.webhookUrlPrefixes.some((prefix) => href.startsWith(prefix))) {
+    throw invalid(
+      tenant.webhookUrlPrefixes.length === 0
+        ? "webhook.url is not allowed: this tenant has no webhookUrlPrefixes"
+        : "webhook.url must be an http(s) URL beginning with one of the tenant's webhookUrlPrefixes",
+      "webhook.url",
+    );
+  }
+  return href;
 }

@@ -7,6 +7,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { isAbsolute, relative } from "node:path";
 import { type Config, ConfigError, tokensRequired } from "../config.js";
+import type { WebhookEndpointSpec } from "../webhooks/endpoints-config.js";
 
 export const DEFAULT_TENANT = "default";
 
@@ -22,10 +23,25 @@ export interface Tenant {
   agents: string[] | null;
   /** Sees every tenant's resources (ops). */
   admin: boolean;
+  /** Its webhook endpoints (MOORING_WEBHOOKS for `default`). */
+  webhooks: WebhookEndpointSpec[];
+  /** Prefixes a turn's own `webhook.url` must begin with; empty: per-turn webhooks refused. */
+  webhookUrlPrefixes: string[];
+  /** What per-turn webhooks are signed with. */
+  webhookSecret?: string;
 }
 
 /** The tenant of no one: owns nothing, sees nothing, may use nothing. */
-const NOBODY: Tenant = { name: "", maxActive: 0, maxQueued: 0, workspaceRoots: [], agents: [], admin: false };
+const NOBODY: Tenant = {
+  name: "",
+  maxActive: 0,
+  maxQueued: 0,
+  workspaceRoots: [],
+  agents: [],
+  admin: false,
+  webhooks: [],
+  webhookUrlPrefixes: [],
+};
 
 /** Who a request or socket acts for: the tenant, and a label for logs (never a token or its hash). */
 export interface Caller {
@@ -90,7 +106,8 @@ export class TenantDirectory {
    * twice, a tenant named twice, limits above the global ones' kind, or roots outside the global roots.
    */
   static fromConfig(
-    config: Pick<Config, "apiTokens" | "tenants" | "maxActive" | "maxQueued" | "workspaceRoots">,
+    config: Pick<Config, "apiTokens" | "tenants" | "maxActive" | "maxQueued" | "workspaceRoots"> &
+      Partial<Pick<Config, "webhooks">>,
     registeredAgents?: readonly string[],
   ): TenantDirectory {
     const specs = [...config.tenants];
@@ -100,7 +117,13 @@ export class TenantDirectory {
           `MOORING_TENANTS: tenant "${DEFAULT_TENANT}" is made of MOORING_API_TOKENS; move those tokens into MOORING_TENANTS or give that tenant another name`,
         );
       }
-      specs.push({ name: DEFAULT_TENANT, tokens: config.apiTokens, admin: false });
+      specs.push({
+        name: DEFAULT_TENANT,
+        tokens: config.apiTokens,
+        admin: false,
+        webhooks: config.webhooks ?? [],
+        webhookUrlPrefixes: [],
+      });
     }
     const tenants: Tenant[] = [];
     const entries: TokenEntry[] = [];
@@ -130,6 +153,9 @@ export class TenantDirectory {
         workspaceRoots: roots,
         agents: spec.agents ?? null,
         admin: spec.admin,
+        webhooks: spec.webhooks,
+        webhookUrlPrefixes: spec.webhookUrlPrefixes,
+        webhookSecret: spec.webhookSecret,
       };
       tenants.push(tenant);
       spec.tokens.forEach((token, i) => {
@@ -152,6 +178,8 @@ export class TenantDirectory {
         workspaceRoots: config.workspaceRoots,
         agents: null,
         admin: true,
+        webhooks: config.webhooks ?? [],
+        webhookUrlPrefixes: [],
       });
     }
     return new TenantDirectory(tenants, entries, tokensRequired(config));

@@ -5,6 +5,7 @@
  * read from their sources when scraped.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { DeliveryReporter } from "../webhooks/delivery-worker.js";
 import type { MetricsReporter, SpawnKind } from "./reporter.js";
 
 /** Terminal task statuses: a `task.<status>` event marks the settlement. */
@@ -22,9 +23,11 @@ export interface MetricSources {
   connections(): { ws: number; sse: number; subscriptions: number; strayResponses: number };
   /** Live agent processes of this instance by agent name. */
   agentProcesses(): Map<string, number>;
+  /** Webhook deliveries pending across all instances; null when unreadable. */
+  webhookBacklog?(): Promise<number | null>;
 }
 
-export class GatewayMetrics implements MetricsReporter {
+export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
   readonly registry = new Registry();
   private gateRead: { at: number; value: Promise<{ active: number; queued: number } | null> } | null = null;
 
@@ -35,6 +38,7 @@ export class GatewayMetrics implements MetricsReporter {
   private readonly flushSeconds: Histogram;
   private readonly appended: Counter;
   private readonly spawns: Counter<"agent" | "kind">;
+  private readonly webhookAttempts: Counter<"result">;
 
   constructor(private readonly sources: MetricSources) {
     const registers = [this.registry];
@@ -51,6 +55,21 @@ export class GatewayMetrics implements MetricsReporter {
         },
       });
     const metrics = this;
+    this.webhookAttempts = new Counter({
+      name: "mooring_webhook_deliveries_total",
+      help: "Webhook delivery attempts this instance made, by result: delivered, retry (due again later), failed (schedule over).",
+      labelNames: ["result"],
+      registers,
+    });
+    new Gauge({
+      name: "mooring_webhook_backlog",
+      help: "Webhook deliveries pending across all instances (global, from the database).",
+      registers,
+      collect: async function (this: Gauge) {
+        const n = await sources.webhookBacklog?.().catch(() => null);
+        if (typeof n === "number") this.set(n);
+      },
+    });
     gateGauge("mooring_gate_active", "Tasks running across all instances (global, from the database).", (g) => g.active);
     gateGauge("mooring_gate_queued", "Tasks queued across all instances (global, from the database).", (g) => g.queued);
     new Gauge({ name: "mooring_gate_max_active", help: "MOORING_MAX_ACTIVE: tasks allowed to run at once.", registers }).set(
@@ -184,5 +203,9 @@ export class GatewayMetrics implements MetricsReporter {
 
   agentSpawned(agent: string, kind: SpawnKind): void {
     this.spawns.inc({ agent, kind });
+  }
+
+  webhookAttempt(result: "delivered" | "retry" | "failed"): void {
+    this.webhookAttempts.inc({ result });
   }
 }

@@ -19,6 +19,8 @@ export interface TaskToInsert {
    * Null: any session (the gateway's own continuations, an admin).
    */
   tenant: string | null;
+  /** The turn's own webhook URL (tasks.webhook_url; the outbox trigger reads it). */
+  webhookUrl?: string | null;
 }
 
 /**
@@ -52,11 +54,11 @@ export async function insertQueuedTask(
       returning next_turn_index - 1 as turn_index, last_seq as seq, tenant
     ), inserted as (
       insert into tasks (id, session_id, tenant, turn_index, status, prompt, idempotency_key, jumps_queue, load_class,
-                         timeout_ms, queue_deadline_at, continues_task_id, first_seq, last_seq)
+                         timeout_ms, queue_deadline_at, continues_task_id, first_seq, last_seq, webhook_url)
       select coalesce(${task.id ?? null}::uuid, gen_random_uuid()), ${task.sessionId}, turn.tenant, turn.turn_index, 'queued',
              ${task.prompt}, ${task.idempotencyKey}, ${task.jumpsQueue}, ${task.loadClass}, ${task.timeoutMs},
              now() + make_interval(secs => ${task.queueTimeoutMs} / 1000.0), ${task.continuesTaskId},
-             turn.seq, turn.seq
+             turn.seq, turn.seq, ${task.webhookUrl ?? null}::text
       from turn
       returning *
     ), tenants as (

@@ -266,6 +266,30 @@ const Failure = Type.Object(
 
 const failures = { "4xx": Failure, "5xx": Failure };
 /** The API's refusals: named where a header goes with them (401, 503: OpenAPI headers), then by class. */
+/** One webhook delivery of the outbox (docs/api.md, Webhooks). */
+const WebhookDelivery = Type.Object(
+  {
+    id: Type.String(),
+    tenant: Type.String(),
+    url: Type.String({ description: "without its query" }),
+    eventType: Type.String(),
+    sessionId: Type.String(),
+    seq: Type.Integer(),
+    status: Type.Union([Type.Literal("pending"), Type.Literal("delivered"), Type.Literal("failed")]),
+    attempts: Type.Integer(),
+    lastStatusCode: Type.Union([Type.Integer(), Type.Null()]),
+    lastResponse: Type.Union([Type.String(), Type.Null()]),
+    lastAttemptAt: Type.Union([Type.String(), Type.Null()]),
+    nextAttemptAt: Type.Union([Type.String(), Type.Null()]),
+    createdAt: Type.String(),
+  },
+  { additionalProperties: false },
+);
+const WebhookDeliveryPage = Type.Object(
+  { items: Type.Array(WebhookDelivery), nextCursor: Type.Union([Type.String(), Type.Null()]) },
+  { additionalProperties: false },
+);
+
 const apiFailures = { 401: Failure, 503: Failure, ...failures };
 /** On POST /v1/rpc every answer is a JSON-RPC envelope, refusals included (docs/api.md, JSON-RPC). */
 const rpcFailures = { 401: JsonRpcAnswer, 503: JsonRpcAnswer, "4xx": JsonRpcAnswer, "5xx": JsonRpcAnswer };
@@ -301,6 +325,8 @@ export const routeResponses = {
   "POST /v1/tasks/:id/permissions/:requestId": { 200: PermissionResolution, ...apiFailures },
   "GET /v1/gate": { 200: GateStatus, ...apiFailures },
   "GET /v1/instances": { 200: InstanceList, ...apiFailures },
+  "GET /v1/webhooks/deliveries": { 200: WebhookDeliveryPage, ...apiFailures },
+  "POST /v1/webhooks/deliveries/:id/retry": { 200: WebhookDelivery, ...apiFailures },
   "GET /v1/sessions/:id/events": {
     200: {
       description: "JSON (a page) when the request accepts application/json, else Server-Sent Events",

@@ -81,6 +81,12 @@ export const SubmitTurnBody = Type.Object(
     ifBusy: Type.Optional(Type.Union([Type.Literal("enqueue"), Type.Literal("reject"), Type.Literal("interrupt")])),
     loadClass: Type.Optional(Type.Union([Type.Literal("short"), Type.Literal("long"), Type.Literal("complex")])),
     timeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
+    webhook: Type.Optional(
+      Type.Object(
+        { url: Type.String({ minLength: 1, maxLength: 2048, description: "must begin with one of the tenant's webhookUrlPrefixes" }) },
+        { additionalProperties: false, description: "this turn's own webhook (docs/api.md, Webhooks)" },
+      ),
+    ),
   },
   { additionalProperties: false },
 );
@@ -177,3 +183,14 @@ export const ErrorResponse = Type.Object({
     field: Type.Optional(Type.String()),
   }),
 });
+
+export const ListDeliveriesQuery = Type.Object(
+  {
+    status: Type.Optional(Type.Union([Type.Literal("pending"), Type.Literal("delivered"), Type.Literal("failed")])),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+    cursor: Type.Optional(Type.String({ maxLength: 512 })),
+  },
+  { additionalProperties: false },
+);
+
+export const DeliveryIdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });

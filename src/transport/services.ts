@@ -7,6 +7,7 @@ import type { SessionService } from "../domain/sessions.js";
 import type { TaskService } from "../domain/tasks.js";
 import type { TenantDirectory } from "../domain/tenants.js";
 import type { SessionFeeds } from "../stream/session-feeds.js";
+import type { DeliveriesService } from "../webhooks/deliveries-service.js";
 
 export interface Services {
   sessions: SessionService;
@@ -16,6 +17,8 @@ export interface Services {
   instances: InstanceService;
   /** Interactive approvals: clients answer agents' permission requests. */
   permissions: Permissions;
+  /** The webhook outbox as operators see it. */
+  webhookDeliveries: DeliveriesService;
   identity: Identity;
   /** Tokens → tenants: who a request acts for. */
   tenants: TenantDirectory;

@@ -34,6 +34,7 @@ import { registerEventRoutes, SseStreams } from "./routes/events.js";
 import { type ReadyzView, registerHealthRoutes } from "./routes/health.js";
 import { type MetricsSource, registerMetricsRoute } from "./routes/metrics.js";
 import { registerInstanceRoutes } from "./routes/instances.js";
+import { registerWebhookRoutes } from "./routes/webhooks.js";
 import { registerRpcRoute } from "./routes/rpc.js";
 import { registerSessionRoutes } from "./routes/sessions.js";
 import { registerTaskRoutes } from "./routes/tasks.js";
@@ -263,6 +264,7 @@ export async function buildHttpApp(
     await yieldToIo();
     registerEventRoutes(v1, services, config, sse);
     registerInstanceRoutes(v1, services);
+    registerWebhookRoutes(v1, services);
     await yieldToIo();
     registerRpcRoute(v1, services, log, { maxBatch: config.rpcMaxBatch }, (req) =>
       unauthorized(req) ?? (services.readiness().ready ? null : notReady()),

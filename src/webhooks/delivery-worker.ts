@@ -1,0 +1,133 @@
+/**
+ * Sends the webhook outbox (docs/api.md, Webhooks). Every instance runs one: each poll claims due
+ * deliveries it can sign (sql/webhook-deliveries.ts: SKIP LOCKED and a lease, so an attempt is
+ * made by one instance at a time and a crashed sender's claim runs out), up to its free
+ * concurrency, and sends them without awaiting them in the poll: a slow receiver holds at most
+ * its own slots, and nothing of the gateway's own work ever waits on a delivery.
+ */
+import { createHash } from "node:crypto";
+import type { Logger } from "pino";
+import type { Config } from "../config.js";
+import type { Database } from "../db/client.js";
+import type { Tenant } from "../domain/tenants.js";
+import { TimedLoop } from "../lib/timed-loop.js";
+import { claimDueDeliveries, type DeliveryRow, recordAttempt } from "../sql/webhook-deliveries.js";
+import { type EndpointRow, syncWebhookEndpoints } from "../sql/webhook-endpoints.js";
+import { sendDelivery } from "./send.js";
+
+export interface DeliveryReporter {
+  /** One attempt ended: `delivered`, `retry` (due again later) or `failed` (schedule over). */
+  webhookAttempt(result: "delivered" | "retry" | "failed"): void;
+}
+
+type Options = Pick<
+  Config,
+  "webhookRetryScheduleMs" | "webhookTimeoutMs" | "webhookPollMs" | "webhookLeaseMs" | "webhookConcurrency"
+>;
+
+/** The id of a configured endpoint: equal on every instance with the same configuration. */
+export function endpointId(tenant: string, url: string, events: readonly string[]): string {
+  return createHash("sha256")
+    .update(JSON.stringify([tenant, url, [...events].sort()]))
+    .digest("hex")
+    .slice(0, 32);
+}
+
+/** The wait before the next attempt after `attempts` failed ones, with ±20 % jitter; null: give up. */
+export function retryDelay(schedule: readonly number[], attempts: number): number | null {
+  const base = schedule[attempts - 1];
+  if (base === undefined) return null;
+  return Math.round(base * (0.8 + Math.random() * 0.4));
+}
+
+export class DeliveryWorker {
+  private readonly loop: TimedLoop;
+  private readonly secrets = new Map<string, string>();
+  private readonly turnSecrets = new Map<string, string>();
+  private readonly endpoints: EndpointRow[] = [];
+  private readonly inFlight = new Set<Promise<void>>();
+
+  constructor(
+    private readonly db: Database,
+    tenants: Tenant[],
+    private readonly options: Options,
+    private readonly log: Logger,
+    private readonly reporter: DeliveryReporter,
+  ) {
+    for (const tenant of tenants) {
+      for (const endpoint of tenant.webhooks) {
+        const id = endpointId(tenant.name, endpoint.url, endpoint.events);
+        this.secrets.set(id, endpoint.secret);
+        this.endpoints.push({ id, tenant: tenant.name, url: endpoint.url, events: endpoint.events });
+      }
+      if (tenant.webhookSecret) this.turnSecrets.set(tenant.name, tenant.webhookSecret);
+    }
+    this.loop = new TimedLoop(
+      options.webhookPollMs,
+      () => this.poll(),
+      (err) => log.warn({ err: String(err) }, "webhook poll failed; retrying"),
+    );
+  }
+
+  /** Publish this instance's endpoints (the outbox trigger matches events against them). */
+  async register(): Promise<void> {
+    await syncWebhookEndpoints(this.db.sql, this.endpoints);
+  }
+
+  start(): void {
+    this.loop.start(true);
+  }
+
+  /** No new claim; waits for attempts in flight (each bounded by the timeout). */
+  async stop(): Promise<void> {
+    await this.loop.stop();
+    await Promise.all([...this.inFlight]);
+  }
+
+  private async poll(): Promise<void> {
+    const free = this.options.webhookConcurrency - this.inFlight.size;
+    if (free <= 0 || (this.secrets.size === 0 && this.turnSecrets.size === 0)) return;
+    const claimed = await claimDueDeliveries(this.db.sql, {
+      endpoints: [...this.secrets.keys()],
+      turnTenants: [...this.turnSecrets.keys()],
+      limit: free,
+      leaseMs: this.options.webhookLeaseMs,
+    });
+    for (const delivery of claimed) {
+      const attempt = this.attempt(delivery).finally(() => this.inFlight.delete(attempt));
+      this.inFlight.add(attempt);
+    }
+  }
+
+  private async attempt(delivery: DeliveryRow): Promise<void> {
+    const secret = delivery.endpointId
+      ? this.secrets.get(delivery.endpointId)
+      : this.turnSecrets.get(delivery.tenant);
+    if (!secret) return; // claimed only when known; the lease runs out for an instance that knows it
+    const result = await sendDelivery(delivery, secret, this.options.webhookTimeoutMs);
+    const retryInMs = result.ok
+      ? null
+      : retryDelay(this.options.webhookRetryScheduleMs, delivery.attempts + 1);
+    try {
+      // Fenced out (the lease ran out or a retry reset it): the attempt belongs to nobody now.
+      if (!(await recordAttempt(this.db.sql, delivery.id, delivery.leaseUntil!, { ...result, retryInMs })))
+        return;
+    } catch (err) {
+      // Unrecorded: the lease runs out and the delivery is sent again (at least once).
+      this.log.warn({ err: String(err), deliveryId: delivery.id }, "webhook attempt not recorded");
+      return;
+    }
+    this.reporter.webhookAttempt(result.ok ? "delivered" : retryInMs === null ? "failed" : "retry");
+    // The URL's query may hold a token of the receiver's: only its origin and path are logged.
+    const url = new URL(delivery.url);
+    this.log.debug(
+      {
+        deliveryId: delivery.id,
+        url: `${url.origin}${url.pathname}`,
+        status: result.statusCode,
+        ok: result.ok,
+      },
+      "webhook attempt",
+    );
+  }
+}
