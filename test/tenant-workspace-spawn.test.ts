@@ -12,9 +12,9 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
-import { isRunning, LogRecorder, taskEvents } from "./support/agent-gateway.js";
+import { startSpawnWatchingGateway, taskEvents } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { repoRoot, startTestGateway } from "./support/gateway.js";
+import { repoRoot } from "./support/gateway.js";
 import { createSessionWith, submitOk, waitTask } from "./support/turns.js";
 
 const agentScript = join(repoRoot, "test/support/acp-agent.ts");
@@ -29,8 +29,7 @@ let base: string;
 let rootA: string;
 let rootB: string;
 let secretB: string;
-const logs = new LogRecorder();
-const agentPids = new Set<number>();
+let watched: Awaited<ReturnType<typeof startSpawnWatchingGateway>>;
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -46,26 +45,16 @@ beforeAll(async () => {
     alpha: { tokens: [A], workspaceRoots: [rootA] },
     beta: { tokens: [B], workspaceRoots: [rootB] },
   };
-  gw = await startTestGateway(
-    db.url,
-    { MOORING_AGENTS: JSON.stringify(agents), MOORING_TENANTS: JSON.stringify(tenants), MOORING_WORKSPACE_ROOTS: base },
-    {
-      logLevel: "info",
-      onLog: (record) => {
-        if (record.msg === "agent spawned") agentPids.add(record.agentPid);
-        logs.push(record as never);
-      },
-    },
-  );
+  watched = await startSpawnWatchingGateway(db.url, { MOORING_AGENTS: JSON.stringify(agents), MOORING_TENANTS: JSON.stringify(tenants), MOORING_WORKSPACE_ROOTS: base });
+  gw = watched.gw;
 });
 afterAll(async () => {
-  await gw?.stop();
-  for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
+  await watched?.stop();
   await db?.drop();
   await rm(base, { recursive: true, force: true });
 });
 
-const spawnedFor = (sessionId: string) => logs.named("agent spawned").filter((r) => r.sessionId === sessionId);
+const spawnedFor = (sessionId: string) => watched.spawnedFor(sessionId);
 
 async function turn(token: string, sessionId: string, prompt: string): Promise<any> {
   const submitted = await submitOk(gw.url, sessionId, { prompt }, auth(token));

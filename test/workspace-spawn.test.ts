@@ -10,9 +10,9 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
-import { isRunning, LogRecorder, taskEvents } from "./support/agent-gateway.js";
+import { startSpawnWatchingGateway, taskEvents } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { repoRoot, startTestGateway } from "./support/gateway.js";
+import { repoRoot } from "./support/gateway.js";
 import { createSessionWith, runTurn } from "./support/turns.js";
 
 const agentScript = join(repoRoot, "test/support/acp-agent.ts");
@@ -23,8 +23,7 @@ let gw: Gateway;
 let base: string;
 let root: string;
 let outside: string;
-const logs = new LogRecorder();
-const agentPids = new Set<number>();
+let watched: Awaited<ReturnType<typeof startSpawnWatchingGateway>>;
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -34,26 +33,16 @@ beforeAll(async () => {
   await mkdir(root);
   await mkdir(outside);
   const agents = { acp: { driver: "acp", command: process.execPath, args: ["--import", tsxLoader, agentScript] } };
-  gw = await startTestGateway(
-    db.url,
-    { MOORING_AGENTS: JSON.stringify(agents), MOORING_WORKSPACE_ROOTS: root },
-    {
-      logLevel: "info",
-      onLog: (record) => {
-        if (record.msg === "agent spawned") agentPids.add(record.agentPid);
-        logs.push(record as never);
-      },
-    },
-  );
+  watched = await startSpawnWatchingGateway(db.url, { MOORING_AGENTS: JSON.stringify(agents), MOORING_WORKSPACE_ROOTS: root });
+  gw = watched.gw;
 });
 afterAll(async () => {
-  await gw?.stop();
-  for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
+  await watched?.stop();
   await db?.drop();
   await rm(base, { recursive: true, force: true });
 });
 
-const spawnedFor = (sessionId: string) => logs.named("agent spawned").filter((r) => r.sessionId === sessionId);
+const spawnedFor = (sessionId: string) => watched.spawnedFor(sessionId);
 
 /** Replace `path` (a folder) by a symlink to `target`, as an attacker with write access would. */
 async function swapForSymlink(path: string, target: string): Promise<void> {

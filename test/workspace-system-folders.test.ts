@@ -12,9 +12,9 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
-import { isRunning, LogRecorder } from "./support/agent-gateway.js";
+import { startSpawnWatchingGateway } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { call, repoRoot, startTestGateway } from "./support/gateway.js";
+import { call, repoRoot } from "./support/gateway.js";
 import { createSessionWith, runTurn } from "./support/turns.js";
 
 const agentScript = join(repoRoot, "test/support/acp-agent.ts");
@@ -23,8 +23,7 @@ const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).h
 let db: TestDatabase;
 let gw: Gateway;
 let base: string;
-const logs = new LogRecorder();
-const agentPids = new Set<number>();
+let watched: Awaited<ReturnType<typeof startSpawnWatchingGateway>>;
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -32,21 +31,11 @@ beforeAll(async () => {
   await writeFile(join(base, "a-file"), "not a folder");
   const agents = { acp: { driver: "acp", command: process.execPath, args: ["--import", tsxLoader, agentScript] } };
   // No MOORING_WORKSPACE_ROOTS: any folder is allowed, but never these.
-  gw = await startTestGateway(
-    db.url,
-    { MOORING_AGENTS: JSON.stringify(agents) },
-    {
-      logLevel: "info",
-      onLog: (record) => {
-        if (record.msg === "agent spawned") agentPids.add(record.agentPid);
-        logs.push(record as never);
-      },
-    },
-  );
+  watched = await startSpawnWatchingGateway(db.url, { MOORING_AGENTS: JSON.stringify(agents) });
+  gw = watched.gw;
 });
 afterAll(async () => {
-  await gw?.stop();
-  for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
+  await watched?.stop();
   await db?.drop();
   await rm(base, { recursive: true, force: true });
 });
@@ -112,6 +101,6 @@ describe("system folders at agent start", () => {
     expect(task.status).toBe("failed");
     expect(task.error.code).toBe("WORKSPACE_NOT_ALLOWED");
     expect(JSON.stringify(task)).not.toContain(process.cwd());
-    expect(logs.named("agent spawned").filter((r) => r.sessionId === session.id)).toEqual([]);
+    expect(watched.spawnedFor(session.id)).toEqual([]);
   });
 });

@@ -4,7 +4,8 @@
  */
 import { type ClientRequest, get as httpGet } from "node:http";
 import type postgres from "postgres";
-import { call } from "./gateway.js";
+import type { Gateway } from "../../src/gateway.js";
+import { call, startTestGateway } from "./gateway.js";
 import { Recorded } from "./recorded.js";
 
 export { Recorded };
@@ -149,4 +150,33 @@ export function isRunning(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * A gateway whose agent processes are watched: every record goes to `logs`, every spawned agent's
+ * pid to `agentPids`, and `stop()` stops the gateway and kills any agent it left behind (the
+ * workspace tests swap folders under running agents).
+ */
+export async function startSpawnWatchingGateway(
+  databaseUrl: string,
+  env: Record<string, string>,
+): Promise<{ gw: Gateway; logs: LogRecorder; spawnedFor(sessionId: string): LogRecord[]; stop(): Promise<void> }> {
+  const logs = new LogRecorder();
+  const agentPids = new Set<number>();
+  const gw = await startTestGateway(databaseUrl, env, {
+    logLevel: "info",
+    onLog: (record) => {
+      if (record.msg === "agent spawned") agentPids.add(record.agentPid);
+      logs.push(record as never);
+    },
+  });
+  return {
+    gw,
+    logs,
+    spawnedFor: (sessionId) => logs.named("agent spawned").filter((r) => r.sessionId === sessionId),
+    async stop() {
+      await gw.stop();
+      for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
+    },
+  };
 }
