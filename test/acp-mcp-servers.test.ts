@@ -12,6 +12,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import type { McpServerHttp, McpServerStdio } from "@agentclientprotocol/sdk";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
 import { AcpTestClient, agentText } from "./support/acp-client.js";
@@ -23,8 +24,8 @@ import { runTurn } from "./support/turns.js";
 const agentScript = fileURLToPath(new URL("./support/acp-agent.ts", import.meta.url));
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 
-const stdio = { name: "files", command: "/usr/bin/mcp-files", args: ["--root", "."], env: [{ name: "FILES_TOKEN", value: "t0k" }] };
-const http = { type: "http" as const, name: "search", url: "https://mcp.example.test/search", headers: [{ name: "x-key", value: "k1" }] };
+const stdio: McpServerStdio = { name: "files", command: "/usr/bin/mcp-files", args: ["--root", "."], env: [{ name: "FILES_TOKEN", value: "t0k" }] };
+const http: McpServerHttp & { type: "http" } = { type: "http", name: "search", url: "https://mcp.example.test/search", headers: [{ name: "x-key", value: "k1" }] };
 
 let db: TestDatabase;
 let root: string;
