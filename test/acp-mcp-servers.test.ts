@@ -15,7 +15,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import type { McpServerHttp, McpServerStdio } from "@agentclientprotocol/sdk";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
-import { AcpTestClient, agentText } from "./support/acp-client.js";
+import { AcpTestClient, agentText, rpcErrorOf as errorOf } from "./support/acp-client.js";
 import { getSession, LogRecorder } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
@@ -67,16 +67,6 @@ const open = async (): Promise<AcpTestClient> => {
   clients.push(c);
   await c.initialize();
   return c;
-};
-
-const errorOf = async (call: Promise<unknown>): Promise<{ code: number; message: string; data?: any }> => {
-  try {
-    await call;
-  } catch (err) {
-    const e = err as { code: number; message: string; data?: unknown };
-    return { code: e.code, message: e.message, data: e.data };
-  }
-  throw new Error("the call succeeded");
 };
 
 /** What the test agent's `[mcp]` reported: how the session was opened and the servers that came with it. */
