@@ -424,4 +424,22 @@ describe("acp driver: validateConfig", () => {
     expect(acpDriver.validateConfig(client, { permissions: "maybe" })).toMatchObject({ ok: false });
     expect(acpDriver.validateConfig(client, { contextSuffix: "yes" })).toMatchObject({ ok: false });
   });
+
+  it("keeps mcpServers as ACP sends them (an empty list as none) and names the field of a bad one", () => {
+    const stdio = { name: "files", command: "mcp-files", args: [], env: [] };
+    expect(acpDriver.validateConfig(fixed, { mcpServers: [{ ...stdio, type: "stdio" }] })).toEqual({
+      ok: true,
+      config: { mcpServers: [stdio] },
+    });
+    expect(acpDriver.validateConfig(fixed, { mcpServers: [] })).toEqual({ ok: true, config: {} });
+    expect(acpDriver.validateConfig(fixed, { mcpServers: [{ ...stdio, env: [{ name: "AWS_KEY", value: "x" }] }] }, { agentEnvDeny: ["AWS_*"] })).toEqual({
+      ok: false,
+      problem: "agentConfig.mcpServers[0].env[0].name AWS_KEY is withheld from agents by the gateway",
+      field: "agentConfig.mcpServers",
+    });
+    expect(acpDriver.validateConfig(fixed, { mcpServers: [{ type: "http", name: "h", url: "file:///etc/passwd", headers: [] }] })).toMatchObject({
+      ok: false,
+      problem: "agentConfig.mcpServers[0].url must be an http or https URL",
+    });
+  });
 });

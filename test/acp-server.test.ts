@@ -12,7 +12,7 @@ import { once } from "node:events";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import type { Gateway } from "../src/gateway.js";
-import { AcpTestClient, agentText, seqOf } from "./support/acp-client.js";
+import { AcpTestClient, agentText, rpcErrorOf as errorOf, seqOf } from "./support/acp-client.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { startTestGateway } from "./support/gateway.js";
 import { tempWorkspace } from "./support/turns.js";
@@ -41,17 +41,6 @@ const open = async (kind: "http" | "ws", token = A): Promise<AcpTestClient> => {
 const newSession = async (c: AcpTestClient): Promise<string> =>
   (await c.agent.request("session/new", { cwd: workspace, mcpServers: [], _meta: { mooring: { agent: "simulated" } } }))
     .sessionId;
-
-/** The JSON-RPC error a call is answered with. */
-const errorOf = async (call: Promise<unknown>): Promise<{ code: number; message: string; data?: any }> => {
-  try {
-    await call;
-  } catch (err) {
-    const e = err as { code: number; message: string; data?: unknown };
-    return { code: e.code, message: e.message, data: e.data };
-  }
-  throw new Error("the call succeeded");
-};
 
 /** Every seq from..to once: the updates a client saw have neither a hole nor a repeat. */
 const contiguous = (seqs: number[]) => {

@@ -18,6 +18,7 @@ import type { MooringClient } from "../client/client.js";
 import { isTerminalStatus, type Session, type Task } from "../client/types.js";
 import { answering, promptAnswer, promptText } from "./answers.js";
 import { SessionLink } from "./session-link.js";
+import { namingMcpServers, sameMcpServers, withMcpServers } from "./mcp-servers.js";
 import type { UpdateContext } from "./updates.js";
 
 export interface AcpAgentOptions {
@@ -106,7 +107,8 @@ export function mooringAcpAgent(options: AcpAgentOptions): AgentApp {
       agentCapabilities: {
         loadSession: true,
         promptCapabilities: { image: false, audio: false, embeddedContext: true },
-        mcpCapabilities: { http: false, sse: false },
+        // Passed on to an ACP agent (which must accept the transport); other agents refuse any.
+        mcpCapabilities: { http: true, sse: true },
         sessionCapabilities: { list: {}, resume: {}, close: {} },
       },
       agentInfo: { name: "mooring", title: "mooring", version: options.version },
@@ -123,13 +125,8 @@ export function mooringAcpAgent(options: AcpAgentOptions): AgentApp {
     .onRequest("initialize", initialize)
     .onRequest("session/new", async ({ params, client }) => {
       acp = client;
-      if (params.mcpServers.length > 0)
-        throw RequestError.invalidParams(
-          { code: "INVALID_REQUEST", field: "mcpServers" },
-          "mooring does not pass MCP servers on to its agents yet; send an empty mcpServers list",
-        );
       const meta = mooringMeta(params);
-      const agentConfig = meta.agentConfig ?? options.defaultAgentConfig;
+      const agentConfig = withMcpServers(meta.agentConfig ?? options.defaultAgentConfig, params.mcpServers);
       const session: Session = await answering(() =>
         mooring.sessions.create({
           workspace: params.cwd,
@@ -137,19 +134,22 @@ export function mooringAcpAgent(options: AcpAgentOptions): AgentApp {
           ...(agentConfig !== undefined ? { agentConfig: agentConfig as Record<string, unknown> } : {}),
           ...(typeof meta.title === "string" ? { title: meta.title } : {}),
         } as Parameters<MooringClient["sessions"]["create"]>[0]),
-      );
+      ).catch((err) => {
+        throw params.mcpServers.length > 0 ? namingMcpServers(err) : err;
+      });
       link(session.id, client);
       return { sessionId: session.id, _meta: { mooring: { agent: session.agent, workspace: session.workspace } } };
     })
     .onRequest("session/load", async ({ params, client }) => {
       const afterSeq = afterSeqOf(params) ?? 0;
-      await sessionOf(params.sessionId);
+      sameMcpServers(await sessionOf(params.sessionId), params.mcpServers);
       await attach(params.sessionId, client, afterSeq, true);
       return {};
     })
     .onRequest("session/resume", async ({ params, client }) => {
       const given = afterSeqOf(params);
       const session = await sessionOf(params.sessionId);
+      sameMcpServers(session, params.mcpServers ?? []);
       await attach(params.sessionId, client, given ?? session.lastSeq, false);
       return {};
     })

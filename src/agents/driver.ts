@@ -239,6 +239,16 @@ export interface AgentConversation {
   readonly alive: boolean;
 }
 
+/** A driver's verdict on a client's `agentConfig`; `field` (default `agentConfig`) is what the error names. */
+export type ConfigValidation =
+  | { ok: true; config: Record<string, unknown> }
+  | { ok: false; problem: string; field?: string };
+
+/** The gateway's rules a config is also held to (MOORING_AGENT_ENV_DENY: names no agent env may carry). */
+export interface ConfigRules {
+  agentEnvDeny?: readonly string[];
+}
+
 /** A kind of agent (`simulated`, `claude-code`, `acp`). */
 export interface AgentDriver {
   readonly name: DriverName;
@@ -247,10 +257,7 @@ export interface AgentDriver {
    * human-readable problem naming the offending field. Clients may only choose what the driver and
    * the entry allow; they can never name a program to run.
    */
-  validateConfig(
-    entry: AgentEntry,
-    config: Record<string, unknown>,
-  ): { ok: true; config: Record<string, unknown> } | { ok: false; problem: string };
+  validateConfig(entry: AgentEntry, config: Record<string, unknown>, rules?: ConfigRules): ConfigValidation;
   /** Open a conversation. Must not block on the agent; starting the process may happen lazily in runTurn. */
   open(options: OpenConversationOptions): AgentConversation;
   /**

@@ -5,7 +5,7 @@
 import { listSessions, readRecentTurns, readSession, readSessions } from "../sql/read-sessions.js";
 import type { Logger } from "pino";
 import type { AgentDriver } from "../agents/driver.js";
-import type { AgentRegistry, DriverName } from "../agents/registry.js";
+import type { AgentEntry, AgentRegistry, DriverName } from "../agents/registry.js";
 import type { Database, Queryable, Tx } from "../db/client.js";
 import { invalid, MooringError } from "../errors.js";
 import { lockOpenTasksOfSession } from "../sql/cancel-task.js";
@@ -32,6 +32,20 @@ export interface CreateSessionInput {
   metadata?: Record<string, unknown>;
   /** A retried create with the same key returns the session the first one made. */
   idempotencyKey?: string;
+}
+
+/**
+ * Only an ACP agent is handed MCP servers (docs/acp-server.md); any other refuses a non-empty list,
+ * in words that name the field and the agent, rather than dropping it. An empty list means none.
+ */
+function withoutForeignMcpServers(entry: AgentEntry, config: Record<string, unknown>): Record<string, unknown> {
+  if (entry.driver === "acp" || !("mcpServers" in config)) return config;
+  const { mcpServers, ...rest } = config;
+  if (Array.isArray(mcpServers) && mcpServers.length === 0) return rest;
+  throw invalid(
+    `MCP servers are handed only to agents on the acp driver; agent "${entry.name}" uses the ${entry.driver} driver, so mcpServers must be empty`,
+    "agentConfig.mcpServers",
+  );
 }
 
 /** Turns included in a session snapshot. */
@@ -68,8 +82,9 @@ export class SessionService {
         "agent",
       );
     }
-    const checked = this.drivers[entry.driver].validateConfig(entry, input.agentConfig ?? {});
-    if (!checked.ok) throw invalid(checked.problem, "agentConfig");
+    const config = withoutForeignMcpServers(entry, input.agentConfig ?? {});
+    const checked = this.drivers[entry.driver].validateConfig(entry, config, { agentEnvDeny: this.rt.config.agentEnvDeny });
+    if (!checked.ok) throw invalid(checked.problem, checked.field ?? "agentConfig");
     const workspace = await acceptWorkspace(input.workspace, this.workspaceRoots, this.log);
     // Then the tenant's own roots (inside the global ones, checked at start), with the same refusal.
     if (!isInsideRoots(workspace, await this.tenantRoots.of(tenant.name))) throw workspaceNotAllowed(input.workspace);

@@ -3,7 +3,9 @@
  *   node --import <tsx loader> test/support/acp-agent.ts
  *
  * Its behaviour is scripted by directives in the prompt text (see docs/acp.md), e.g.
- * `[chunks 3] [tool 2048] [permission] [usage 1234]`. `[badbytes]` streams text, a tool call
+ * `[chunks 3] [tool 2048] [permission] [usage 1234]`. `[mcp]` says which
+ * `mcpServers` the session/new or session/load that opened the session in this process carried
+ * (it accepts stdio and http servers, not sse). `[badbytes]` streams text, a tool call
  * (name and input, a key included) and its output holding NUL and lone surrogates, as real agents
  * do (`printf 'a\000b'`, `find -print0`, a string cut inside a surrogate pair). Without a text-producing directive it
  * echoes the prompt. Sessions live in memory and, when ACP_TEST_STATE_DIR is set, in
@@ -42,6 +44,8 @@ interface Session {
   history: Exchange[];
   /** Aborted by session/cancel for the prompt in flight. */
   cancel: AbortController | null;
+  /** The `mcpServers` of the session/new or session/load that opened it in this process (`[mcp]`). */
+  mcp: { via: "new" | "load"; servers: unknown[] };
 }
 
 const stateDir = process.env.ACP_TEST_STATE_DIR;
@@ -76,7 +80,7 @@ function restore(id: string): Session | null {
   const file = sessionFile(id);
   if (!file || !existsSync(file)) return null;
   const saved = JSON.parse(readFileSync(file, "utf8")) as { cwd: string; history: Exchange[] };
-  return { id, cwd: saved.cwd, history: saved.history, cancel: null };
+  return { id, cwd: saved.cwd, history: saved.history, cancel: null, mcp: { via: "load", servers: [] } };
 }
 
 /** `[name args]` directives in prompt order. */
@@ -159,6 +163,8 @@ class Turn {
         return this.say(`argv: ${JSON.stringify(process.argv.slice(2))}`);
       case "pid":
         return this.say(`pid: ${process.pid}`);
+      case "mcp":
+        return this.say(`mcp via ${this.session.mcp.via}: ${JSON.stringify(this.session.mcp.servers)} | `);
       default:
         return this.say(`unknown directive ${name} `);
     }
@@ -238,13 +244,19 @@ class Turn {
 const app = agent({ name: "acp-test-agent" })
   .onRequest("initialize", () => ({
     protocolVersion: PROTOCOL_VERSION,
-    agentCapabilities: { loadSession: canLoad },
+    agentCapabilities: { loadSession: canLoad, mcpCapabilities: { http: true, sse: false } },
     agentInfo: { name: "acp-test-agent", version: "1.0.0" },
   }))
   .onRequest("session/new", ({ params }) => {
     if (process.env.ACP_TEST_FAIL_NEW === "1")
       throw RequestError.internalError({}, "session/new is disabled");
-    const session: Session = { id: `sess-${randomUUID()}`, cwd: params.cwd, history: [], cancel: null };
+    const session: Session = {
+      id: `sess-${randomUUID()}`,
+      cwd: params.cwd,
+      history: [],
+      cancel: null,
+      mcp: { via: "new", servers: params.mcpServers },
+    };
     sessions.set(session.id, session);
     persist(session);
     log(`new session ${session.id}`);
@@ -277,6 +289,7 @@ if (canLoad) {
     await sleep(Number(process.env.ACP_TEST_LOAD_DELAY_MS ?? 0));
     const session = restore(params.sessionId);
     if (!session) throw RequestError.sessionNotFound(params.sessionId);
+    session.mcp = { via: "load", servers: params.mcpServers };
     sessions.set(session.id, session);
     log(`loaded session ${session.id} with ${session.history.length} exchanges`);
     for (const { prompt, reply } of session.history) {

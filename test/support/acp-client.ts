@@ -42,6 +42,17 @@ export const agentText = (updates: SessionNotification[]): string =>
     .map((n) => (n.update as { content: { text?: string } }).content.text ?? "")
     .join("");
 
+/** The JSON-RPC error a call is answered with (throws if it succeeded). */
+export async function rpcErrorOf(call: Promise<unknown>): Promise<{ code: number; message: string; data?: any }> {
+  try {
+    await call;
+  } catch (err) {
+    const e = err as { code: number; message: string; data?: unknown };
+    return { code: e.code, message: e.message, data: e.data };
+  }
+  throw new Error("the call succeeded");
+}
+
 export class AcpTestClient {
   readonly updates = new Recorded<SessionNotification>();
   readonly asks = new Recorded<PendingAsk>();

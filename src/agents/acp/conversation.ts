@@ -16,6 +16,7 @@ import {
 import { connectToAgent, drainReceived } from "./connection.js";
 import { answerPermission, permissionAnswer, relayedAnswer } from "./permissions.js";
 import { AgentProcess, describeExit } from "./process.js";
+import { mcpServersOf } from "./mcp-servers.js";
 import { startAgentSession } from "./session-start.js";
 import { EXIT_SETTLE_MS, StepFailure, step } from "./step.js";
 import { TurnRecorder } from "./turn-recorder.js";
@@ -127,6 +128,7 @@ export class AcpConversation implements AgentConversation {
       const started = await startAgentSession({
         agentName: entry.name,
         workspace: cwd,
+        mcpServers: mcpServersOf(this.options.agentConfig),
         conn,
         proc,
         cursor: this.cursor,

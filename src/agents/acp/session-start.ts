@@ -7,6 +7,7 @@ import type { ClientConnection } from "@agentclientprotocol/sdk";
 import type { Logger } from "pino";
 import { AgentFailure, type ResumeCursor, type TurnSink } from "../driver.js";
 import { drainReceived, initializeRequest } from "./connection.js";
+import { type McpServer, unsupportedTransports } from "./mcp-servers.js";
 import { type AgentProcess, describeExit } from "./process.js";
 import { EXIT_SETTLE_MS, StepFailure, step } from "./step.js";
 
@@ -20,6 +21,8 @@ const START_STEP_TIMEOUT_MS = 60_000;
 export interface StartContext {
   agentName: string;
   workspace: string;
+  /** The session's `agentConfig.mcpServers`: sent with every session/new and session/load. */
+  mcpServers: McpServer[];
   conn: ClientConnection;
   proc: AgentProcess;
   cursor: ResumeCursor;
@@ -41,6 +44,14 @@ export async function startAgentSession(ctx: StartContext): Promise<StartedSessi
   const init = await ask(conn.agent.request("initialize", initializeRequest)).catch(async (err) => {
     throw await startFailure(ctx, "initialize", err);
   });
+  // Never dropped silently: an agent that cannot take a server's transport does not start.
+  const unsupported = unsupportedTransports(ctx.mcpServers, init.agentCapabilities?.mcpCapabilities);
+  if (unsupported.length > 0) {
+    throw new AgentFailure(
+      "AGENT_START_FAILED",
+      `The agent "${ctx.agentName}" does not accept ${unsupported.join(" or ")} MCP servers (agentConfig.mcpServers).`,
+    );
+  }
   const canLoad = init.agentCapabilities?.loadSession === true;
   const previous = ctx.cursor.agentSessionId;
   if (previous === null) return { agentSessionId: await newSession(ctx, ask), cursor: ctx.cursor };
@@ -56,7 +67,7 @@ export async function startAgentSession(ctx: StartContext): Promise<StartedSessi
   ctx.log.info({ agentSessionId: previous, cwd: ctx.workspace }, "resuming agent session");
   try {
     await ask(
-      conn.agent.request("session/load", { sessionId: previous, cwd: ctx.workspace, mcpServers: [] }),
+      conn.agent.request("session/load", { sessionId: previous, cwd: ctx.workspace, mcpServers: ctx.mcpServers }),
     );
   } catch (err) {
     // Only the agent's own "cannot load that" justifies dropping the conversation; a cancelled
@@ -112,7 +123,7 @@ async function freshStart(ctx: StartContext, ask: Ask, notice: string): Promise<
 
 async function newSession(ctx: StartContext, ask: Ask): Promise<string> {
   try {
-    const created = await ask(ctx.conn.agent.request("session/new", { cwd: ctx.workspace, mcpServers: [] }));
+    const created = await ask(ctx.conn.agent.request("session/new", { cwd: ctx.workspace, mcpServers: ctx.mcpServers }));
     await drainReceived();
     return created.sessionId;
   } catch (err) {
