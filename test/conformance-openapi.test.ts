@@ -107,8 +107,9 @@ describe("the served OpenAPI document", () => {
     for (const path of ["/healthz", "/readyz"]) {
       expect(doc.paths[path].get.responses["403"], path).toBeTruthy();
     }
-    const schema = doc.paths["/readyz"].get.responses["200"].content["application/json"].schema;
-    expect(schema.required).toEqual(["ready"]);
+    const { $ref } = doc.paths["/readyz"].get.responses["200"].content["application/json"].schema;
+    expect($ref).toBe("#/components/schemas/Readiness");
+    expect(doc.components.schemas.Readiness.required).toEqual(["ready"]);
     // And the tokened gateway's answer without a token is just that.
     expect((await call(gw.url, "GET", "/readyz")).body).toEqual({ ready: true });
   });

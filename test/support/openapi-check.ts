@@ -19,7 +19,7 @@ function toJsonSchema(value: unknown): unknown {
   for (const [key, child] of Object.entries(rest)) out[key] = key === "enum" ? child : toJsonSchema(child);
   if (typeof out.$ref === "string" && out.$ref.startsWith(COMPONENT)) out.$ref = out.$ref.slice(COMPONENT.length);
   if (nullable !== true) return out;
-  if (typeof out.type === "string" && out.enum === undefined) return { ...out, type: [out.type, "null"] };
+  if (typeof out.type === "string" && out.enum === undefined && out.allOf === undefined) return { ...out, type: [out.type, "null"] };
   return { anyOf: [out, { type: "null" }] };
 }
 

@@ -12,7 +12,8 @@ const isNode = (v: unknown): v is Node => typeof v === "object" && v !== null;
 /**
  * Replaces each titled schema under `root` with a `$ref` and returns the schemas by title. A
  * nullable use (OpenAPI 3.0 `nullable: true` beside the schema's own keywords) becomes
- * `allOf: [$ref]` with `nullable`, since a `$ref`'s siblings are ignored. Two different schemas
+ * `allOf: [$ref]` with `nullable` (and the `type` that OpenAPI 3.0 wants beside it), since a
+ * `$ref`'s siblings are ignored. Two different schemas
  * under one title are a mistake in responses.ts, refused rather than silently merged.
  */
 export function extractNamedSchemas(root: Node): Record<string, Node> {
@@ -32,7 +33,7 @@ export function extractNamedSchemas(root: Node): Record<string, Node> {
     }
     named[name] = schema;
     const ref = { $ref: `#/components/schemas/${name}` };
-    return nullable ? { allOf: [ref], nullable } : ref;
+    return nullable ? { type: schema.type, allOf: [ref], nullable } : ref;
   };
   const replaced = visit(root) as Node;
   for (const key of Object.keys(root)) root[key] = replaced[key];
