@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import SwaggerParser from "@apidevtools/swagger-parser";
+import { errorCodes } from "../src/errors.js";
 import openapiTS, { astToString } from "openapi-typescript";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
@@ -103,12 +104,32 @@ describe("the served OpenAPI document", () => {
     expect(doc.servers).toEqual([{ url: "/", description: expect.any(String) }]);
   });
 
+  it("names its shared schemas, describes every answer and lists the error codes (issue 34, item 7)", () => {
+    const schemas = doc.components.schemas;
+    expect(Object.keys(schemas)).toEqual(expect.arrayContaining(["Session", "Task", "Event", "Error", "EventPage", "JsonRpcResponse"]));
+    const json = (path: string, method: string, status: string) =>
+      doc.paths[path][method].responses[status].content["application/json"].schema;
+    expect(json("/v1/sessions", "post", "201")).toEqual({ $ref: "#/components/schemas/Session" });
+    expect(json("/v1/tasks/{id}", "get", "200")).toEqual({ $ref: "#/components/schemas/Task" });
+    expect(json("/v1/tasks/{id}", "get", "4XX")).toEqual({ $ref: "#/components/schemas/Error" });
+    expect(schemas.EventPage.properties.items.items).toEqual({ $ref: "#/components/schemas/Event" });
+    // No schema is spelled out twice: every object with a name is a reference, components included.
+    const inline = JSON.stringify(doc.paths).match(/"title":"(Session|Task|Event|Error)"/g);
+    expect(inline).toBeNull();
+    const descriptions = operations().flatMap(({ op }) => Object.values<any>(op.responses).map((r) => r.description));
+    expect(descriptions.filter((d) => d === "Default Response" || !d)).toEqual([]);
+    expect(doc.paths["/v1/sessions"].post.responses["201"].description).toBe("the session, created");
+    expect(schemas.Error.properties.error.properties.code.enum).toEqual(Object.keys(errorCodes));
+    expect(doc.paths["/v1/gate"].get.responses["401"].description).toContain("UNAUTHORIZED");
+  });
+
   it("declares the health routes' 403 and a /readyz 200 without instance fields", async () => {
     for (const path of ["/healthz", "/readyz"]) {
       expect(doc.paths[path].get.responses["403"], path).toBeTruthy();
     }
-    const schema = doc.paths["/readyz"].get.responses["200"].content["application/json"].schema;
-    expect(schema.required).toEqual(["ready"]);
+    const { $ref } = doc.paths["/readyz"].get.responses["200"].content["application/json"].schema;
+    expect($ref).toBe("#/components/schemas/Readiness");
+    expect(doc.components.schemas.Readiness.required).toEqual(["ready"]);
     // And the tokened gateway's answer without a token is just that.
     expect((await call(gw.url, "GET", "/readyz")).body).toEqual({ ready: true });
   });

@@ -19,7 +19,7 @@ const Seq = Type.Integer({ minimum: 0 });
 
 export const ContextUsage = Type.Object(
   { inputTokens: Type.Number(), contextWindow: Type.Number(), percent: Type.Number() },
-  { additionalProperties: false },
+  { title: "ContextUsage", additionalProperties: false },
 );
 
 export const Session = Type.Object(
@@ -40,7 +40,7 @@ export const Session = Type.Object(
     updatedAt: Time,
     lastActivityAt: Time,
   },
-  { additionalProperties: false },
+  { title: "Session", additionalProperties: false },
 );
 
 export const TaskResult = Type.Object(
@@ -54,12 +54,12 @@ export const TaskResult = Type.Object(
     ),
     textBytes: Type.Optional(Type.Integer({ description: "in a session snapshot: the length of the whole text" })),
   },
-  { additionalProperties: false },
+  { title: "TaskResult", additionalProperties: false },
 );
 
 export const TaskError = Type.Object(
   { code: Type.String(), message: Type.String(), reason: Type.Optional(Type.String()) },
-  { additionalProperties: true },
+  { title: "TaskError", additionalProperties: true },
 );
 
 /** A permission request a running turn waits on (issue 13; `permission.requested` carries the same). */
@@ -88,7 +88,7 @@ export const PermissionRequest = Type.Object(
     ),
     expiresAt: Time,
   },
-  { additionalProperties: false },
+  { title: "PermissionRequest", additionalProperties: false },
 );
 
 /** How a permission request was resolved (the answer route's 200, and a 409's `resolution`). */
@@ -102,7 +102,7 @@ export const PermissionResolution = Type.Object(
     answers: Type.Optional(Type.Record(Type.String(), Type.String())),
     resolvedAt: Time,
   },
-  { additionalProperties: false },
+  { title: "PermissionResolution", additionalProperties: false },
 );
 
 const taskFields = {
@@ -143,23 +143,23 @@ const taskFields = {
   ),
 };
 
-export const Task = Type.Object(taskFields, { additionalProperties: false });
+export const Task = Type.Object(taskFields, { title: "Task", additionalProperties: false });
 
 /** A turn in a session snapshot: a Task with previews (docs/api.md, Wire budget). */
 export const CompactTurn = Type.Object(
   { ...taskFields, promptBytes: Type.Optional(Type.Integer()) },
-  { additionalProperties: false },
+  { title: "CompactTurn", additionalProperties: false },
 );
 
 export const SessionWithTurns = Type.Object(
   { ...Session.properties, turns: Type.Array(CompactTurn) },
-  { additionalProperties: false },
+  { title: "SessionWithTurns", additionalProperties: false },
 );
 
-const page = <T extends TSchema>(item: T) =>
-  Type.Object({ items: Type.Array(item), nextCursor: Nullable(Type.String()) }, { additionalProperties: false });
-export const SessionPage = page(Session);
-export const TaskPage = page(Task);
+const page = <T extends TSchema>(title: string, item: T) =>
+  Type.Object({ items: Type.Array(item), nextCursor: Nullable(Type.String()) }, { title, additionalProperties: false });
+export const SessionPage = page("SessionPage", Session);
+export const TaskPage = page("TaskPage", Task);
 
 export const Event = Type.Object(
   {
@@ -170,7 +170,7 @@ export const Event = Type.Object(
     at: Time,
     data: Type.Unknown(),
   },
-  { additionalProperties: false },
+  { title: "Event", additionalProperties: false },
 );
 
 export const EventPage = Type.Object(
@@ -179,18 +179,18 @@ export const EventPage = Type.Object(
     headSeq: Seq,
     nextAfterSeq: Nullable(Seq),
   },
-  { additionalProperties: false },
+  { title: "EventPage", additionalProperties: false },
 );
 
 export const EventPayload = Type.Object(
   { sessionId: Type.String(), seq: Type.Integer(), type: Type.String(), payload: Type.Unknown() },
-  { additionalProperties: false },
+  { title: "EventPayload", additionalProperties: false },
 );
 
 /** One tenant's share of the gate (README, Tenants): its running and queued turns and its limits. */
 export const TenantUsage = Type.Object(
   { name: Type.String(), active: Type.Integer(), queued: Type.Integer(), maxActive: Type.Integer(), maxQueued: Type.Integer() },
-  { additionalProperties: false },
+  { title: "TenantUsage", additionalProperties: false },
 );
 
 export const GateStatus = Type.Object(
@@ -204,7 +204,7 @@ export const GateStatus = Type.Object(
     tenant: TenantUsage,
     tenants: Type.Optional(Type.Array(TenantUsage, { description: "every tenant (admin callers only): configured, or holding turns" })),
   },
-  { additionalProperties: false },
+  { title: "GateStatus", additionalProperties: false },
 );
 
 export const Readiness = Type.Object(
@@ -218,7 +218,7 @@ export const Readiness = Type.Object(
     host: Type.Optional(Type.String()),
     pid: Type.Optional(Type.Integer()),
   },
-  { additionalProperties: false },
+  { title: "Readiness", additionalProperties: false },
 );
 
 export const Instance = Type.Object(
@@ -236,10 +236,10 @@ export const Instance = Type.Object(
     host: Type.Optional(Type.String({ description: "only when API tokens are set" })),
     pid: Type.Optional(Type.Integer({ description: "only when API tokens are set" })),
   },
-  { additionalProperties: false },
+  { title: "Instance", additionalProperties: false },
 );
 
-export const InstanceList = Type.Object({ items: Type.Array(Instance) }, { additionalProperties: false });
+export const InstanceList = Type.Object({ items: Type.Array(Instance) }, { title: "InstanceList", additionalProperties: false });
 
 const JsonRpcAnswer = Type.Object(
   {
@@ -250,7 +250,7 @@ const JsonRpcAnswer = Type.Object(
       Type.Object({ code: Type.Integer(), message: Type.String(), data: Type.Optional(Type.Unknown()) }),
     ),
   },
-  { additionalProperties: false },
+  { title: "JsonRpcResponse", additionalProperties: false },
 );
 
 /** The error shape with its details open (`field`, `oldestSeq`, ...). */
@@ -261,7 +261,7 @@ const Failure = Type.Object(
       { additionalProperties: true },
     ),
   },
-  { additionalProperties: false },
+  { title: "Error", additionalProperties: false },
 );
 
 const failures = { "4xx": Failure, "5xx": Failure };
@@ -283,11 +283,11 @@ const WebhookDelivery = Type.Object(
     nextAttemptAt: Type.Union([Type.String(), Type.Null()]),
     createdAt: Type.String(),
   },
-  { additionalProperties: false },
+  { title: "WebhookDelivery", additionalProperties: false },
 );
 const WebhookDeliveryPage = Type.Object(
   { items: Type.Array(WebhookDelivery), nextCursor: Type.Union([Type.String(), Type.Null()]) },
-  { additionalProperties: false },
+  { title: "WebhookDeliveryPage", additionalProperties: false },
 );
 
 const apiFailures = { 401: Failure, 503: Failure, ...failures };
@@ -304,7 +304,7 @@ export const Hello = Type.Object({
 
 /** Each route's answers by status, keyed `METHOD path` as fastify registers it. */
 export const routeResponses = {
-  "GET /healthz": { 200: Type.Object({ ok: Type.Boolean() }, { additionalProperties: false }), 403: Failure },
+  "GET /healthz": { 200: Type.Object({ ok: Type.Boolean() }, { title: "Health", additionalProperties: false }), 403: Failure },
   "GET /readyz": { 200: Readiness, 503: Readiness, 403: Failure },
   "GET /metrics": {
     200: {

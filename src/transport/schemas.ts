@@ -4,6 +4,7 @@
  * same ones.
  */
 import { type TLiteral, type TLiteralValue, type TUnion, Type } from "typebox";
+import { type ErrorCode, errorCodes } from "../errors.js";
 import { taskStatuses } from "../sql/task-status-sets.js";
 import { jsonBoundsProblem } from "./client-input.js";
 
@@ -175,9 +176,14 @@ export const rpcParams = {
   "events.unsubscribe": Type.Object({ sessionId: Uuid }, { additionalProperties: false }),
 } as const;
 
+/** Every code of the error registry (src/errors.ts): what `error.code` can be (/docs/json lists them). */
+const ErrorCodeSchema = Type.Enum(Object.keys(errorCodes) as ErrorCode[], {
+  description: "a code of the error registry (docs/api.md, Routes and Errors)",
+});
+
 export const ErrorResponse = Type.Object({
   error: Type.Object({
-    code: Type.String(),
+    code: ErrorCodeSchema,
     message: Type.String(),
     reason: Type.Optional(Type.String()),
     field: Type.Optional(Type.String()),

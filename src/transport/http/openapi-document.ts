@@ -3,8 +3,13 @@
  * @fastify/swagger made (its `transformObject`): an operationId per operation, the server, the
  * security each operation needs, the response headers (both ids on every answer, `Location`,
  * `Retry-After`, `WWW-Authenticate`) and the JSON-RPC request body, which the route reads as text
- * and so cannot declare as a validated body. Generated clients get names and types from these.
+ * and so cannot declare as a validated body; and it names the shared schemas (components.schemas,
+ * openapi-components.ts) and describes every answer (openapi-descriptions.ts). Generated clients
+ * get names and types from these.
  */
+import { extractNamedSchemas } from "./openapi-components.js";
+import { responseDescription } from "./openapi-descriptions.js";
+
 type Doc = Record<string, any>;
 
 /** Operation names, keyed `method path` as the document spells them. */
@@ -81,7 +86,7 @@ const JsonRpcRequest = { oneOf: [JsonRpcCall, { type: "array", minItems: 1, item
 
 export function completeOpenApi(doc: Doc, options: DocumentOptions): Doc {
   doc.servers = [{ url: "/", description: "this gateway (the document is served by it)" }];
-  doc.components = { ...doc.components, headers };
+  doc.components = { ...doc.components, headers, schemas: extractNamedSchemas(doc.paths) };
   delete doc.security;
   for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, Doc>>)) {
     for (const [method, op] of Object.entries(item)) {
@@ -90,6 +95,7 @@ export function completeOpenApi(doc: Doc, options: DocumentOptions): Doc {
       const open = OPEN_PATHS.has(path) || !options.tokensRequired || (path === "/metrics" && options.metricsPublic);
       op.security = open ? [] : security;
       for (const [status, response] of Object.entries(op.responses as Record<string, Doc>)) {
+        response.description = responseDescription(key, status);
         response.headers = { ...response.headers, ...headersOf(key, status) };
       }
     }
