@@ -107,7 +107,15 @@ it(`the database lost right after ready (${GATEWAYS} gateways, each at another m
   // A queue none of the gateways can take from: one instance straight on the database runs a turn
   // that never ends (MOORING_MAX_ACTIVE 1: the gate is full) and admits five more behind it.
   const admitter = await procs.spawn(
-    gatewayEnv(db.url, { MOORING_INSTANCE_ID: "dbloss-ready-admitter", MOORING_MAX_ACTIVE: "1" }),
+    // A lease far longer than the test: on a loaded machine a 1.5 s lease could lapse between two
+    // heartbeats, and the other gateways' sweeps would then interrupt the hanging turn and free
+    // the gate (the queue shrank to 3 in one full run).
+    gatewayEnv(db.url, {
+      MOORING_INSTANCE_ID: "dbloss-ready-admitter",
+      MOORING_MAX_ACTIVE: "1",
+      MOORING_LEASE_MS: "600000",
+      MOORING_HEARTBEAT_MS: "1000",
+    }),
   );
   await admitter.waitReady();
   const sessions = await createSessions(admitter.url, workspace, 6);
