@@ -8,7 +8,12 @@ import { dirname, join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
 
 const repoRoot = join(import.meta.dirname, "..");
-const pages = ["README.md", ...readdirSync(join(repoRoot, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
+const pages = [
+  "README.md",
+  ...readdirSync(join(repoRoot, "docs"))
+    .filter((f) => f.endsWith(".md"))
+    .map((f) => `docs/${f}`),
+];
 
 /** The text outside fenced code blocks and inline code, where a link is a link. */
 function prose(markdown: string): string {
@@ -16,11 +21,14 @@ function prose(markdown: string): string {
 }
 
 /** GitHub's anchor of a heading: lowercased, punctuation dropped, spaces to hyphens, repeats numbered. */
-export function anchors(markdown: string): Set<string> {
+function anchors(markdown: string): Set<string> {
   const seen = new Map<string, number>();
   const result = new Set<string>();
   for (const [, heading] of markdown.replace(/^```[\s\S]*?^```/gm, "").matchAll(/^#{1,6} (.+)$/gm)) {
-    const text = heading.replace(/\[([^\]]*)\]\([^)]*\)/g, "$1").trim().toLowerCase();
+    const text = heading
+      .replace(/\[([^\]]*)\]\([^)]*\)/g, "$1")
+      .trim()
+      .toLowerCase();
     const slug = text.replace(/[^\p{L}\p{N}\s_-]/gu, "").replace(/\s/g, "-");
     const n = seen.get(slug) ?? 0;
     seen.set(slug, n + 1);
@@ -36,18 +44,30 @@ function relativeLinks(markdown: string): string[] {
 
 describe("relative links in README.md and docs/", () => {
   it("the slugs follow GitHub's rule", () => {
-    expect([...anchors("# Chained gateways (driver `mooring`)\n## Registering agents: `MOORING_AGENTS`\n## A\n## A")]).toEqual([
-      "chained-gateways-driver-mooring",
-      "registering-agents-mooring_agents",
-      "a",
-      "a-1",
-    ]);
+    expect([
+      ...anchors(
+        "# Chained gateways (driver `mooring`)\n## Registering agents: `MOORING_AGENTS`\n## A\n## A",
+      ),
+    ]).toEqual(["chained-gateways-driver-mooring", "registering-agents-mooring_agents", "a", "a-1"]);
   });
 
   it("finds the links (the README links every docs page it moved sections to)", () => {
     const readme = relativeLinks(readFileSync(join(repoRoot, "README.md"), "utf8"));
-    for (const page of ["configuration", "security", "decisions", "operations", "testing", "tenants", "webhooks", "benchmarks", "simulated-agent"]) {
-      expect(readme.some((t) => t.startsWith(`docs/${page}.md`)), page).toBe(true);
+    for (const page of [
+      "configuration",
+      "security",
+      "decisions",
+      "operations",
+      "testing",
+      "tenants",
+      "webhooks",
+      "benchmarks",
+      "simulated-agent",
+    ]) {
+      expect(
+        readme.some((t) => t.startsWith(`docs/${page}.md`)),
+        page,
+      ).toBe(true);
     }
   });
 
