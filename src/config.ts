@@ -1,5 +1,5 @@
 /**
- * Every option of the gateway, with its default and what it means (README, Configuration). Read once at
+ * Every option of the gateway, with its default and what it means (docs/configuration.md). Read once at
  * start; a bad value stops the process with a message naming the variable and what it accepts.
  */
 import { isIPv4, isIPv6 } from "node:net";
@@ -62,7 +62,7 @@ export interface Config {
   port: number;
   /** Bearer tokens; when set every route but health needs one. They form the tenant `default`. Default unset. */
   apiTokens: string[];
-  /** Tenants with their tokens, limits, roots and agents: JSON or a JSON file path (README, Tenants). Default unset. */
+  /** Tenants with their tokens, limits, roots and agents: JSON or a JSON file path (docs/tenants.md). Default unset. */
   tenants: TenantSpec[];
   /** Roots a session workspace must lie inside; empty allows any. Default unset. */
   workspaceRoots: string[];

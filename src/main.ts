@@ -37,7 +37,7 @@ async function main(): Promise<void> {
   const log = createLogger(config.logLevel, config.logFormat);
   // A typo (MOORING_MAXACTIVE) would otherwise be ignored without a word.
   for (const { name, closest } of unknownVariables()) {
-    const hint = closest ? `did you mean ${closest}?` : "see the Configuration table in README.md";
+    const hint = closest ? `did you mean ${closest}?` : "see docs/configuration.md";
     log.warn({ variable: name, closest }, `${name} is not a mooring option and is ignored; ${hint}`);
   }
   const launch = config.databaseUrl ? undefined : launchConfiguredPostgres(config, log);

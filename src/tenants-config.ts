@@ -1,6 +1,6 @@
 /**
  * MOORING_TENANTS: JSON, or the path of a JSON file, naming each tenant with its tokens, limits and
- * what it may use (README, Tenants). Parsed at start; a bad value stops the process with a
+ * what it may use (docs/tenants.md). Parsed at start; a bad value stops the process with a
  * ConfigError naming the tenant and field (exit 2). Tokens never appear in a message.
  */
 import { readFileSync } from "node:fs";

@@ -1,5 +1,5 @@
 /**
- * Connection bounds (README, Security): a flood of raw sockets sending unfinished requests without
+ * Connection bounds (docs/security.md): a flood of raw sockets sending unfinished requests without
  * a token from one address does not stop `/healthz` answering, and the flood's connections past
  * MOORING_MAX_PENDING_PER_ADDRESS are closed by the gateway. Limits are lowered so a few hundred
  * sockets are a flood.

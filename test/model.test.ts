@@ -170,7 +170,7 @@ function judge(m: Model, { spec, session, res, knownBefore: known }: SubmitAnswe
     `  ${spec} on session ${session.id.slice(0, 8)} → ${res.status} ${code ?? res.body?.status ?? ""} ${res.body?.id ?? ""} on ${res.instance}`,
   );
   const madeTogether = spec.key && !known ? session.keys.get(spec.key) : undefined;
-  // A repeated key answers its task whatever the session's state (README, Decisions); found by
+  // A repeated key answers its task whatever the session's state (docs/decisions.md); found by
   // this test when only ifBusy=enqueue did so on an archived session.
   if (session.archived && !known) {
     if (res.status !== 409 || code !== "SESSION_ARCHIVED")

@@ -97,7 +97,7 @@ it("an unknown MOORING_* variable is warned about, naming the nearest option", a
       .map((line) => JSON.parse(line))
       .filter((record) => record.variable !== undefined);
     expect(warnings.map((w) => [w.level, w.variable, w.closest, w.msg])).toEqual([
-      [40, "MOORING_FOO", null, "MOORING_FOO is not a mooring option and is ignored; see the Configuration table in README.md"],
+      [40, "MOORING_FOO", null, "MOORING_FOO is not a mooring option and is ignored; see docs/configuration.md"],
       [
         40,
         "MOORING_MAXACTIVE",

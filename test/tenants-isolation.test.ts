@@ -1,5 +1,5 @@
 /**
- * Tenant isolation (README, Tenants; docs/api.md, Tenants), on a real gateway with three tenants
+ * Tenant isolation (docs/tenants.md; docs/api.md, Tenants), on a real gateway with three tenants
  * from MOORING_TENANTS (one with a hashed token, one narrowed to a root and an agent, one admin)
  * and the `default` tenant of MOORING_API_TOKENS: tenant B's token on tenant A's ids gets exactly
  * the answer of a missing id, over every REST route, every JSON-RPC method on HTTP and on the

@@ -1,5 +1,5 @@
 /**
- * Tenants' quotas and fairness (README, Tenants: Quotas and fairness): per-tenant maxActive and
+ * Tenants' quotas and fairness (docs/tenants.md, Quotas and fairness): per-tenant maxActive and
  * maxQueued hold exactly across two instances on one database (sampled from the database), a
  * tenant over its queue limit gets TENANT_BUSY while another is still admitted, a slot that frees
  * goes to the tenant with the fewest running turns, and the claim's order itself, in SQL on a real

@@ -1,4 +1,4 @@
-/** The exit codes of the `mooring` command (README, docs/cli.md): what a script may rely on. */
+/** The exit codes of the `mooring` command (docs/cli.md): what a script may rely on. */
 import {
   ConnectionError,
   GatewayBusyError,

@@ -144,7 +144,7 @@ export function buildProgram(): Command {
 
   program
     .command("serve")
-    .description("start the gateway as `npm start` does (configured by environment variables, see README)")
+    .description("start the gateway as `npm start` does (configured by environment variables, see docs/configuration.md)")
     .action(() => serveCommand());
 
   return program;

@@ -26,7 +26,7 @@ export const sessions = pgTable(
   "sessions",
   {
     id: uuid("id").primaryKey().defaultRandom(),
-    /** The tenant of the token that created it (README, Tenants); `default` without MOORING_TENANTS. */
+    /** The tenant of the token that created it (docs/tenants.md); `default` without MOORING_TENANTS. */
     tenant: text("tenant").notNull().default("default"),
     /** Normalized absolute path (docs/api.md, Resources and states). */
     workspace: text("workspace").notNull(),

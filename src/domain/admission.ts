@@ -31,7 +31,7 @@
  * claim, as its own transaction would have been. So a batch commits exactly what admitting its
  * submits one at a time in the same order would have committed.
  *
- * Tenants' limits (README, Tenants: Quotas and fairness) are decided by the same statements, so
+ * Tenants' limits (docs/tenants.md, Quotas and fairness) are decided by the same statements, so
  * they are exact the same way: the claim caps each tenant at its maxActive as it picks, and the
  * check refuses (TENANT_BUSY) when a tenant the batch inserted for has more queued turns than its
  * maxQueued, after the global check (GATEWAY_BUSY first). A turn counts against the tenant of its
@@ -71,7 +71,7 @@ export interface AdmissionRequest {
   /** The interrupted turn a continuation carries on (recovery policy `continue`); it jumps the queue. */
   continuesTaskId?: string | null;
   /**
-   * The tenant submitting (its limits and name; README, Tenants). Absent for the gateway's own
+   * The tenant submitting (its limits and name; docs/tenants.md). Absent for the gateway's own
    * admissions (a continuation), which act for the session's tenant.
    */
   tenant?: Tenant;
@@ -140,7 +140,7 @@ export interface AdmissionStatements {
  */
 export function admissionStatements(q: Tx, id: string, request: AdmissionRequest, queueTimeoutMs: number): AdmissionStatements {
   const { sessionId, idempotencyKey, ifBusy } = request;
-  // Isolation (README, Tenants): every statement acts only on a session of the submitting tenant.
+  // Isolation (docs/tenants.md): every statement acts only on a session of the submitting tenant.
   const owner = ownerOf(request);
   // The lookup goes first, so it also sees a same-key admission earlier in the transaction.
   const existing = idempotencyKey ? findTaskByIdempotencyKey(q, sessionId, idempotencyKey, owner) : Promise.resolve(null);

@@ -294,7 +294,7 @@ export class Permissions {
       new MooringError("PERMISSION_NOT_FOUND", `permission request ${requestId} does not exist for task ${taskId}`);
     if (!isUuid(taskId)) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
     if (!isUuid(requestId)) throw notFound();
-    // Another tenant's task is a missing one (README, Tenants); an admin's read has no condition.
+    // Another tenant's task is a missing one (docs/tenants.md); an admin's read has no condition.
     const owner = visibleTenant(tenant);
     const current = await readPermission(this.rt.db.sql, requestId);
     if (!current || current.taskId !== taskId || owner !== null) {

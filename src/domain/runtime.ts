@@ -29,6 +29,6 @@ export interface Runtime {
   metrics: MetricsReporter;
   /** Sends state changes and applies what they set off (domain/committer.ts). */
   committer: Committer;
-  /** The tenants and their limits, which the gate's SQL applies (README, Tenants). */
+  /** The tenants and their limits, which the gate's SQL applies (docs/tenants.md). */
   tenants: TenantDirectory;
 }

@@ -56,7 +56,7 @@ export class TaskService {
     });
   }
 
-  /** Submit a turn for `tenant` (README, Tenants) to one of its sessions. */
+  /** Submit a turn for `tenant` (docs/tenants.md) to one of its sessions. */
   async submit(sessionId: string, input: SubmitInput, tenant: Tenant): Promise<{ task: TaskView; created: boolean }> {
     try {
       return await this.submitChecked(sessionId, input, tenant);
@@ -110,7 +110,7 @@ export class TaskService {
     throw new MooringError("SESSION_ARCHIVED", `session ${session.id} is archived`);
   }
 
-  /** The task, or TASK_NOT_FOUND, also when it is not `tenant`'s to see (README, Tenants). */
+  /** The task, or TASK_NOT_FOUND, also when it is not `tenant`'s to see (docs/tenants.md). */
   async row(taskId: string, tenant: Tenant): Promise<TaskRow> {
     if (!isUuid(taskId)) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
     const row = await readTask(this.rt.db.sql, taskId, visibleTenant(tenant));

@@ -1,5 +1,5 @@
 /**
- * Each tenant's own workspace roots (README, Tenants), normalized once as the global ones are at
+ * Each tenant's own workspace roots (docs/tenants.md), normalized once as the global ones are at
  * start, so a symlinked root still contains its real children. Both the create check
  * (domain/sessions.ts) and the check before every agent start (domain/conversation-pool.ts) ask
  * here, so the two can never disagree about a tenant's roots.

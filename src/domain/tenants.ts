@@ -1,5 +1,5 @@
 /**
- * Tenants (README, Tenants): every token belongs to one tenant, and every session, task and event
+ * Tenants (docs/tenants.md): every token belongs to one tenant, and every session, task and event
  * to the tenant of the token that created it. MOORING_API_TOKENS form the tenant `default`;
  * MOORING_TENANTS adds others. With no token configured at all the gateway is open: every caller
  * is `default` with an admin's view (there is nobody else to hide anything from).

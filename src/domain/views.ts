@@ -64,7 +64,7 @@ export function sessionView(row: SessionRow): SessionView {
 export interface TaskView {
   id: string;
   sessionId: string;
-  /** Its session's tenant (README, Tenants). */
+  /** Its session's tenant (docs/tenants.md). */
   tenant: string;
   turnIndex: number;
   status: TaskRow["status"];

@@ -21,7 +21,7 @@ export interface ClaimedTask {
  * has nothing running and it is the head of its session's waiting turns (interrupting turns
  * first, then admission order), so a busy session's backlog never holds up other sessions.
  *
- * Among runnable tasks the claim is fair between tenants (README, Tenants: Quotas and fairness):
+ * Among runnable tasks the claim is fair between tenants (docs/tenants.md, Quotas and fairness):
  * each free slot goes to the tenant with the fewest running turns, ties to the oldest queued turn,
  * never to a tenant at its own limit (`tenantLimits`, the directory's `limitsJson`: a tenant not
  * in it, e.g. rows left from an earlier configuration, has the global limit). Taking slots one by

@@ -15,7 +15,7 @@ export interface TaskToInsert {
   /** The task's id, chosen by the caller so later statements can name it before this one answers. */
   id?: string;
   /**
-   * The submitting tenant: nothing is inserted unless the session is its own (README, Tenants).
+   * The submitting tenant: nothing is inserted unless the session is its own (docs/tenants.md).
    * Null: any session (the gateway's own continuations, an admin).
    */
   tenant: string | null;

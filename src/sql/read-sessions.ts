@@ -15,7 +15,7 @@ function statusColumn(q: Queryable) {
 /**
  * One session with its status, if `tenant` may see it (null: any tenant, an admin or the gateway
  * itself). The tenant condition rides on the primary-key read, so a foreign id costs nothing more
- * than a missing one and answers the same (README, Tenants).
+ * than a missing one and answers the same (docs/tenants.md).
  */
 export async function readSession<T>(q: Queryable, id: string, tenant: string | null): Promise<T | null> {
   const [row] = await q`select ${statusColumn(q)}, s.* from sessions s

@@ -4,7 +4,7 @@ import { ACTIVE, withSets } from "./task-status-sets.js";
 
 /**
  * One task by id (primary key), if `tenant` may see it (null, the default: any tenant, for the
- * gateway's own reads and an admin). A foreign id finds no row, like a missing one (README, Tenants).
+ * gateway's own reads and an admin). A foreign id finds no row, like a missing one (docs/tenants.md).
  */
 export async function readTask(
   q: Queryable,

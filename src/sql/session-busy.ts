@@ -11,7 +11,7 @@ export const SESSION_BUSY_SQLSTATE = "MG409";
  * Sent after the session row lock, so what it sees cannot change before the commit. A function
  * (migrations/0006) so that it is one prepared statement, like the queue check (gate-check.ts).
  * It is called only when the session is the submitting `tenant`'s (null: any): another tenant's
- * busy session must not answer SESSION_BUSY (existence does not leak; README, Tenants), and the
+ * busy session must not answer SESSION_BUSY (existence does not leak; docs/tenants.md), and the
  * condition rides on this same statement, a primary-key read, instead of a read of its own.
  */
 export function refuseIfSessionBusy(

@@ -25,7 +25,7 @@ export const ContextUsage = Type.Object(
 export const Session = Type.Object(
   {
     id: Type.String(),
-    tenant: Type.String({ description: "the tenant that owns it (README, Tenants)" }),
+    tenant: Type.String({ description: "the tenant that owns it (docs/tenants.md)" }),
     workspace: Type.String(),
     agent: Type.String(),
     agentConfig: Open,
@@ -108,7 +108,7 @@ export const PermissionResolution = Type.Object(
 const taskFields = {
   id: Type.String(),
   sessionId: Type.String(),
-  tenant: Type.String({ description: "its session's tenant (README, Tenants)" }),
+  tenant: Type.String({ description: "its session's tenant (docs/tenants.md)" }),
   turnIndex: Type.Integer(),
   status: TaskStatus,
   position: Nullable(Type.Integer({ minimum: 1 })),
@@ -187,7 +187,7 @@ export const EventPayload = Type.Object(
   { title: "EventPayload", additionalProperties: false },
 );
 
-/** One tenant's share of the gate (README, Tenants): its running and queued turns and its limits. */
+/** One tenant's share of the gate (docs/tenants.md): its running and queued turns and its limits. */
 export const TenantUsage = Type.Object(
   { name: Type.String(), active: Type.Integer(), queued: Type.Integer(), maxActive: Type.Integer(), maxQueued: Type.Integer() },
   { title: "TenantUsage", additionalProperties: false },

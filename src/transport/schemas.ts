@@ -52,7 +52,7 @@ export const CreateSessionBody = Type.Object(
   { additionalProperties: false },
 );
 
-/** A list's `tenant` filter (README, Tenants): an admin's choice; any other caller sees its own tenant only. */
+/** A list's `tenant` filter (docs/tenants.md): an admin's choice; any other caller sees its own tenant only. */
 const TenantFilter = Type.Optional(
   Type.String({
     minLength: 1,

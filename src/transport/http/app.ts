@@ -83,7 +83,7 @@ export async function buildHttpApp(
     genReqId: () => randomUUID(),
     childLoggerFactory: (logger, bindings, options, raw) => {
       const given = clientRequestId(raw.headers["x-request-id"]);
-      // Every line of the request names its tenant (README, Tenants); the token is resolved here,
+      // Every line of the request names its tenant (docs/tenants.md); the token is resolved here,
       // once, and the auth hook takes the caller from here.
       const who = callerForLog(resolveRawCaller(raw, services.tenants));
       return logger.child({ ...bindings, ...who, ...(given ? { clientRequestId: given } : {}) }, options);

@@ -1,5 +1,5 @@
 /**
- * Connection bounds (README, Security): a flood of unfinished requests must not take every file
+ * Connection bounds (docs/security.md): a flood of unfinished requests must not take every file
  * descriptor, so `/healthz` keeps answering. Timeouts close slow and idle connections; the server
  * holds at most MOORING_MAX_CONNECTIONS; and one address may hold at most
  * MOORING_MAX_PENDING_PER_ADDRESS connections that have not sent a whole request yet (no token is

@@ -66,7 +66,7 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
         req.socket,
         s,
         config,
-        // What the socket logs names its tenant (README, Tenants).
+        // What the socket logs names its tenant (docs/tenants.md).
         log.child(callerForLog(caller)),
         calls,
         `ws ${describeCaller(req)}`,
