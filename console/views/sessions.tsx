@@ -49,7 +49,7 @@ function CreateSession() {
       </label>
       <label>
         Agent
-        <select value={agent} onChange={(e) => setAgent(e.currentTarget.value)}>
+        <select aria-label="Agent" value={agent} onChange={(e) => setAgent(e.currentTarget.value)}>
           {(agents.value ?? []).map((a) => (
             <option value={a.name}>{a.name === a.driver ? a.name : `${a.name} (${a.driver})`}</option>
           ))}
