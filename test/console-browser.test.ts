@@ -339,8 +339,8 @@ describe("a newcomer's first use", () => {
     // A fresh load after the second turn ended reads the session as the gateway holds it.
     await page.reload();
     await turnStatus(page, 2, "completed").waitFor(WAIT);
-    expect(await facts.locator("meter").getAttribute("value")).toBe("42");
     expect(await facts.locator("dt:text-is('Context') + dd").textContent()).toContain("42% of 200000 tokens");
+    expect(await facts.locator("meter").evaluate((m: HTMLMeterElement) => m.value)).toBe(42);
     await page.getByRole("link", { name: "Sessions" }).click();
     await page.getByRole("region", { name: "Sessions" }).getByRole("cell", { name: "42%" }).waitFor(WAIT);
     expect((page as any).consoleErrors).toEqual([]);
