@@ -89,6 +89,15 @@ async function createSession(page: Page): Promise<void> {
   await page.getByRole("region", { name: "Session", exact: true }).waitFor(WAIT);
 }
 
+/** A new gateway and a page on a new session of it. */
+async function sessionPage(): Promise<Page> {
+  const gw = await startGateway();
+  const page = await newPage();
+  await page.goto(`${gw.url}/`);
+  await createSession(page);
+  return page;
+}
+
 async function send(page: Page, prompt: string): Promise<void> {
   await page.getByLabel("Prompt").fill(prompt);
   await page.getByRole("button", { name: "Send" }).click();
@@ -276,10 +285,7 @@ describe("a newcomer's first use", () => {
   });
 
   it("numbers turns from 1 in Tasks as on the session page, shows durations, and renders the task page", { timeout: 180_000 }, async () => {
-    const gw = await startGateway();
-    const page = await newPage();
-    await page.goto(`${gw.url}/`);
-    await createSession(page);
+    const page = await sessionPage();
     await send(page, "[deltas 1] [tokens 1200]");
     await turnStatus(page, 1, "completed").waitFor(WAIT);
     await send(page, "[fail CONTEXT_TOO_LARGE]");
@@ -326,10 +332,7 @@ describe("a newcomer's first use", () => {
   });
 
   it("keeps the context meter at its last known value after a turn that reports no tokens", { timeout: 180_000 }, async () => {
-    const gw = await startGateway();
-    const page = await newPage();
-    await page.goto(`${gw.url}/`);
-    await createSession(page);
+    const page = await sessionPage();
     const facts = page.getByRole("region", { name: "Session", exact: true });
     await send(page, "[tokens 84000]");
     await turnStatus(page, 1, "completed").waitFor(WAIT);

@@ -5,17 +5,7 @@ import { ago, previewText, shortId, taskDurations, turnNumber } from "../format.
 import { useNow, usePolled } from "../hooks.js";
 import { state } from "../store.js";
 
-const statuses = [
-  "",
-  "queued",
-  "running",
-  "cancelling",
-  "completed",
-  "failed",
-  "cancelled",
-  "expired",
-  "interrupted",
-];
+const statuses = ["", "queued", "running", "cancelling", "completed", "failed", "cancelled", "expired", "interrupted"];
 
 export function TasksView() {
   const [status, setStatus] = useState("");
