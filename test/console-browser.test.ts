@@ -81,13 +81,21 @@ const connection = (page: Page, state: string) =>
 const turnStatus = (page: Page, n: number, status: string) =>
   turn(page, n).getByTestId("turn-status").filter({ hasText: new RegExp(`^${status}$`) });
 
-/** From the Sessions view: create a session on the simulated agent; resolves on its page. */
+/** From the Sessions view: create a session on the preselected agent (simulated); resolves on its page. */
 async function createSession(page: Page): Promise<void> {
   await page.getByRole("link", { name: "Sessions" }).click();
   await page.getByLabel("Workspace", { exact: true }).fill(workspace);
-  await page.getByLabel("Agent", { exact: true }).fill("simulated");
   await page.getByRole("button", { name: "Create session" }).click();
   await page.getByRole("region", { name: "Session", exact: true }).waitFor(WAIT);
+}
+
+/** A new gateway and a page on a new session of it. */
+async function sessionPage(): Promise<Page> {
+  const gw = await startGateway();
+  const page = await newPage();
+  await page.goto(`${gw.url}/`);
+  await createSession(page);
+  return page;
 }
 
 async function send(page: Page, prompt: string): Promise<void> {
@@ -249,6 +257,99 @@ describe("without tokens", () => {
     // And the page goes on working against the new process.
     await send(page, "[deltas 2]");
     await turnStatus(page, 2, "completed").waitFor(WAIT);
+    await page.close();
+  });
+});
+
+describe("a newcomer's first use", () => {
+  it("offers the registered agents in a select with the first preselected: Create works once a workspace is typed", { timeout: 180_000 }, async () => {
+    const gw = await startGateway({ MOORING_AGENTS: JSON.stringify({ helper: { driver: "simulated" } }) });
+    const page = await newPage();
+    await page.goto(`${gw.url}/console/#/sessions`);
+    const agent = page.getByLabel("Agent", { exact: true });
+    await agent.locator("option", { hasText: "helper" }).waitFor({ state: "attached", ...WAIT });
+    expect(await agent.locator("option").allTextContents()).toEqual(["simulated", "claude-code", "helper (simulated)"]);
+    expect(await agent.inputValue()).toBe("simulated");
+    await page.getByLabel("Workspace", { exact: true }).fill(workspace);
+    await page.getByRole("button", { name: "Create session" }).click();
+    const facts = page.getByRole("region", { name: "Session", exact: true });
+    await facts.locator("dt:text-is('Agent') + dd").getByText("simulated", { exact: true }).waitFor(WAIT);
+    // Another agent is one choice away.
+    await page.getByRole("link", { name: "Sessions" }).click();
+    await agent.selectOption("helper");
+    await page.getByLabel("Workspace", { exact: true }).fill(workspace);
+    await page.getByRole("button", { name: "Create session" }).click();
+    await facts.locator("dt:text-is('Agent') + dd").getByText("helper", { exact: true }).waitFor(WAIT);
+    expect((page as any).consoleErrors).toEqual([]);
+    await page.close();
+  });
+
+  it("numbers turns from 1 in Tasks as on the session page, shows durations, and renders the task page", { timeout: 180_000 }, async () => {
+    const page = await sessionPage();
+    await send(page, "[deltas 1] [tokens 1200]");
+    await turnStatus(page, 1, "completed").waitFor(WAIT);
+    await send(page, "[fail CONTEXT_TOO_LARGE]");
+    await turnStatus(page, 2, "failed").waitFor(WAIT);
+
+    await page.getByRole("link", { name: "Tasks" }).click();
+    const tasks = page.getByRole("region", { name: "Tasks" });
+    const headers = await tasks.getByRole("columnheader").allTextContents();
+    const column = (name: string) => headers.indexOf(name);
+    expect(column("Queued for")).toBeGreaterThan(0);
+    expect(column("Ran for")).toBeGreaterThan(0);
+    const completed = tasks.getByRole("row").filter({ has: page.getByText("completed", { exact: true }) });
+    const failed = tasks.getByRole("row").filter({ has: page.getByText("failed", { exact: true }) });
+    await failed.waitFor(WAIT);
+    expect(await completed.getByRole("cell").nth(column("Turn")).textContent()).toBe("1");
+    expect(await failed.getByRole("cell").nth(column("Turn")).textContent()).toBe("2");
+    for (const name of ["Queued for", "Ran for"]) {
+      expect(await completed.getByRole("cell").nth(column(name)).textContent()).toMatch(/^\d+\.\d s$/);
+    }
+    await page.screenshot({ path: `${ARTIFACTS}/console-tasks-durations.png` });
+
+    // The task page: its facts in words, not a JSON dump.
+    await completed.getByRole("link").first().click();
+    const task = page.getByRole("region", { name: "Task", exact: true });
+    await task.getByText("turn 1", { exact: false }).waitFor(WAIT);
+    const fact = (name: string) => task.locator(`dt:text-is('${name}') + dd`);
+    expect(await fact("Queued for").textContent()).toMatch(/^\d+\.\d s$/);
+    expect(await fact("Ran for").textContent()).toMatch(/^\d+\.\d s$/);
+    expect(await fact("Usage").textContent()).toContain("1200 tokens in");
+    expect(await fact("Finished").textContent()).not.toBe("—");
+    await fact("Session").getByRole("link").waitFor(WAIT);
+    expect(await task.textContent()).toContain("[deltas 1] [tokens 1200]");
+    expect(await task.textContent()).not.toContain('"sessionId"');
+    await page.getByRole("region", { name: "Events" }).getByText("task.completed").waitFor(WAIT);
+    await page.screenshot({ path: `${ARTIFACTS}/console-task-rendered.png`, fullPage: true });
+
+    await page.getByRole("link", { name: "Tasks" }).click();
+    await failed.getByRole("link").first().click();
+    await fact("Error").getByText("CONTEXT_TOO_LARGE").waitFor(WAIT);
+    expect(await fact("Error").textContent()).toContain("The simulated agent failed as asked");
+    expect(await fact("Ran for").textContent()).toMatch(/^\d+\.\d s$/);
+    expect((page as any).consoleErrors).toEqual([]);
+    await page.close();
+  });
+
+  it("keeps the context meter at its last known value after a turn that reports no tokens", { timeout: 180_000 }, async () => {
+    const page = await sessionPage();
+    const facts = page.getByRole("region", { name: "Session", exact: true });
+    await send(page, "[tokens 84000]");
+    await turnStatus(page, 1, "completed").waitFor(WAIT);
+    await facts.getByText("42% of 200000 tokens").waitFor(WAIT);
+    await send(page, "[deltas 1]");
+    await turnStatus(page, 2, "completed").waitFor(WAIT);
+    // A fresh load after the second turn ended reads the session as the gateway holds it.
+    await page.reload();
+    await turnStatus(page, 2, "completed").waitFor(WAIT);
+    expect(await facts.locator("dt:text-is('Context') + dd").textContent()).toContain("42% of 200000 tokens");
+    expect(await facts.locator("meter").evaluate((m: HTMLMeterElement) => m.value)).toBe(42);
+    // Its row in the list says the same (other tests' sessions share this database).
+    const id = new URL(page.url()).hash.split("/")[2].slice(0, 8);
+    await page.getByRole("link", { name: "Sessions" }).click();
+    const row = page.getByRole("region", { name: "Sessions" }).getByRole("row").filter({ has: page.getByRole("link", { name: id }) });
+    await row.getByRole("cell", { name: "42%" }).waitFor(WAIT);
+    expect((page as any).consoleErrors).toEqual([]);
     await page.close();
   });
 });

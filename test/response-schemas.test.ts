@@ -118,6 +118,8 @@ it("every route's successes and refusals of its input are what /docs/json declar
   expect(snapshot.body.turns.length).toBeGreaterThan(0);
   await answer("GET /v1/sessions/:id", "/v1/sessions/not-a-uuid");
   await answer("GET /v1/gate", "/v1/gate");
+  const agents = await answer("GET /v1/agents", "/v1/agents");
+  expect(agents.body.items[0]).toEqual({ name: "simulated", driver: "simulated" });
   const listed = await answer("GET /v1/instances", "/v1/instances");
   expect(listed.body.items.some((i: { self: boolean }) => i.self)).toBe(true);
 

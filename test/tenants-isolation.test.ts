@@ -275,6 +275,14 @@ describe("lists and views", () => {
     expect(rpcAll.result.items.length).toBeGreaterThanOrEqual(2);
   });
 
+  it("GET /v1/agents lists the agents each tenant may name: beta only its own list", async () => {
+    expect((await api(B, "GET", "/v1/agents")).body).toEqual({ items: [{ name: "simulated", driver: "simulated" }] });
+    expect((await api(A1, "GET", "/v1/agents")).body.items.map((a: { name: string }) => a.name)).toEqual([
+      "simulated",
+      "claude-code",
+    ]);
+  });
+
   it("Session and Task carry their tenant; MOORING_API_TOKENS is the tenant default", async () => {
     expect(sessA.tenant).toBe("alpha");
     expect(taskA.tenant).toBe("alpha");

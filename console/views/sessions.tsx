@@ -5,9 +5,20 @@ import { ago, shortId } from "../format.js";
 import { useNow, usePolled } from "../hooks.js";
 import { state } from "../store.js";
 
+interface AgentList {
+  items: { name: string; driver: string }[];
+}
+
 function CreateSession() {
   const [workspace, setWorkspace] = useState("");
-  const [agent, setAgent] = useState("");
+  // Unchosen: the registry's first agent (`simulated` unless the operator removed it).
+  const [chosen, setAgent] = useState("");
+  const agents = usePolled(
+    async () => (await state.client.http.request<AgentList>("GET", "/v1/agents")).body.items,
+    60_000,
+    [state.client],
+  );
+  const agent = chosen || agents.value?.[0]?.name || "";
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
   return (
@@ -19,7 +30,7 @@ function CreateSession() {
         setBusy(true);
         setError(null);
         try {
-          const session = await state.client.sessions.create({ workspace: workspace.trim(), agent: agent.trim() });
+          const session = await state.client.sessions.create({ workspace: workspace.trim(), agent });
           location.hash = `#/sessions/${session.id}`;
         } catch (err) {
           setError((err as Error).message);
@@ -30,22 +41,26 @@ function CreateSession() {
     >
       <label>
         Workspace
-        <input value={workspace} placeholder="/path/to/repository" onInput={(e) => setWorkspace(e.currentTarget.value)} />
+        <input
+          value={workspace}
+          placeholder="/path/to/repository"
+          onInput={(e) => setWorkspace(e.currentTarget.value)}
+        />
       </label>
       <label>
         Agent
-        <input value={agent} list="agents" placeholder="simulated" onInput={(e) => setAgent(e.currentTarget.value)} />
+        <select aria-label="Agent" value={agent} onChange={(e) => setAgent(e.currentTarget.value)}>
+          {(agents.value ?? []).map((a) => (
+            <option value={a.name}>{a.name === a.driver ? a.name : `${a.name} (${a.driver})`}</option>
+          ))}
+        </select>
       </label>
-      <datalist id="agents">
-        <option value="simulated" />
-        <option value="claude-code" />
-      </datalist>
-      <button type="submit" disabled={busy || !workspace.trim() || !agent.trim()}>
+      <button type="submit" disabled={busy || !workspace.trim() || !agent}>
         Create session
       </button>
-      {error && (
+      {(error || agents.error) && (
         <p role="alert" class="error">
-          {error}
+          {error || `The agents could not be read: ${agents.error}`}
         </p>
       )}
     </form>

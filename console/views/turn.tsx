@@ -7,7 +7,7 @@
 import { useState } from "preact/hooks";
 import type { MooringEvent, Task } from "../../src/client/index.js";
 import { ApprovalInput, useWholeInput } from "../approval-input.js";
-import { previewText } from "../format.js";
+import { previewText, turnNumber } from "../format.js";
 import { PayloadButton } from "../payload.js";
 import { state } from "../store.js";
 
@@ -175,9 +175,9 @@ export function Turn({ model }: { model: TurnModel }) {
   const blocks = blocksOf(events);
   const cancellable = task.status === "queued" || task.status === "running";
   return (
-    <article class={`turn ${task.status}`} aria-label={`Turn ${task.turnIndex + 1}`}>
+    <article class={`turn ${task.status}`} aria-label={`Turn ${turnNumber(task)}`}>
       <header>
-        <span class="turn-index">Turn {task.turnIndex + 1}</span>
+        <span class="turn-index">Turn {turnNumber(task)}</span>
         <span class={`status ${task.status}`} data-testid="turn-status">
           {task.status}
         </span>

@@ -74,7 +74,7 @@ export class SessionService {
   async create(input: CreateSessionInput, tenant: Tenant) {
     // A tenant's agents narrow the registry; one outside its list is refused in the words used for
     // an unregistered one, listing only its own, so the tenant learns nothing of the others.
-    const usable = tenant.agents ?? [...this.registry.keys()];
+    const usable = this.usableAgents(tenant);
     const entry = usable.includes(input.agent) ? this.registry.get(input.agent) : undefined;
     if (!entry) {
       throw invalid(
@@ -99,6 +99,20 @@ export class SessionService {
     });
     if (created) this.log.info({ sessionId: id, workspace, agent: input.agent, tenant: tenant.name }, "session created");
     return { session: await this.get(id, tenant, { withTurns: false }), created };
+  }
+
+  /** The agents `tenant` may name in a create, in registry order: `simulated` first unless removed. */
+  agents(tenant: Tenant): { items: { name: string; driver: DriverName }[] } {
+    return {
+      items: this.usableAgents(tenant).flatMap((name) => {
+        const entry = this.registry.get(name);
+        return entry ? [{ name, driver: entry.driver }] : [];
+      }),
+    };
+  }
+
+  private usableAgents(tenant: Tenant): string[] {
+    return tenant.agents ?? [...this.registry.keys()];
   }
 
   /**

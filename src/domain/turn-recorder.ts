@@ -141,6 +141,9 @@ export class TurnRecorder {
           { inputTokens: this.contextTokens, contextWindow: window, percent, model: event.usage.model },
           "context per turn",
         );
+        // A report of no tokens at all (a turn cut off before any model call, the simulated agent
+        // without `[tokens N]`) says nothing of the context: the last known figure stays.
+        if (this.contextTokens === 0) break;
         this.track(
           this.rt.eventLog.writeSession({
             sessionId: this.session.id,

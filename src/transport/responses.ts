@@ -241,6 +241,22 @@ export const Instance = Type.Object(
 
 export const InstanceList = Type.Object({ items: Type.Array(Instance) }, { title: "InstanceList", additionalProperties: false });
 
+/** GET /v1/agents: the registry names a caller may create sessions with (no launch settings). */
+export const AgentList = Type.Object(
+  {
+    items: Type.Array(
+      Type.Object(
+        {
+          name: Type.String(),
+          driver: Type.Union([Type.Literal("simulated"), Type.Literal("claude-code"), Type.Literal("acp"), Type.Literal("mooring")]),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 const JsonRpcAnswer = Type.Object(
   {
     jsonrpc: Type.Literal("2.0"),
@@ -315,6 +331,7 @@ export const routeResponses = {
     ...failures,
   },
   "POST /v1/sessions": { 201: Session, 200: Session, ...apiFailures },
+  "GET /v1/agents": { 200: AgentList, ...apiFailures },
   "GET /v1/sessions": { 200: SessionPage, ...apiFailures },
   "GET /v1/sessions/:id": { 200: SessionWithTurns, ...apiFailures },
   "DELETE /v1/sessions/:id": { 200: Session, ...apiFailures },

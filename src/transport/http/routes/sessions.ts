@@ -16,6 +16,12 @@ export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
     },
   );
 
+  app.get(
+    "/agents",
+    { schema: { summary: "The agents the caller may name in a create", tags: ["sessions"], response: routeResponses["GET /v1/agents"] } },
+    async (req) => s.sessions.agents(tenantOf(req, s.tenants)),
+  );
+
   app.get<{ Querystring: Static<typeof ListSessionsQuery> }>(
     "/sessions",
     { schema: { summary: "List sessions, newest first", tags: ["sessions"], querystring: ListSessionsQuery, response: routeResponses["GET /v1/sessions"] } },
