@@ -257,6 +257,7 @@ const EXPECTED: Record<string, number[]> = {
   "GET /readyz": [200, 403, 503],
   "GET /metrics": [200, 401, 403],
   "POST /v1/sessions": [200, 201, 400, 401, 403, 413, 415, 503],
+  "GET /v1/agents": [200, 401, 403, 503],
   "GET /v1/sessions": [200, 400, 401, 403, 503],
   "GET /v1/sessions/:id": [200, 400, 401, 403, 404, 503],
   "DELETE /v1/sessions/:id": [200, 400, 401, 403, 404, 503],
