@@ -8,6 +8,8 @@
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+# npm ci's postinstall patches postgres.js (scripts/patch-postgres.mjs, docs/operations.md).
+COPY scripts/patch-postgres.mjs ./scripts/
 RUN npm ci
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
@@ -21,6 +23,7 @@ RUN node scripts/build-console.mjs
 FROM node:20-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY scripts/patch-postgres.mjs ./scripts/
 RUN npm ci --omit=dev && npm cache clean --force
 
 # --- runtime -------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import { loadAgentRegistry } from "./agents/registry.js";
 import { type Config, checkStartupConfig, tokensRequired } from "./config.js";
 import { TenantDirectory } from "./domain/tenants.js";
 import { connect, type Database } from "./db/client.js";
+import { postgresDriverPatched } from "./db/driver-patch.js";
 import { DataDirBusy } from "./db/data-dir-lock.js";
 import { type EmbeddedDatabase, type EmbeddedLaunch, launchConfiguredPostgres } from "./db/embedded.js";
 import { applyMigrations } from "./db/migrate.js";
@@ -236,6 +237,10 @@ export async function startGateway(
   const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
   log.info({ url, instanceId: identity.instanceId, bootId: identity.bootId, version }, "listening");
   launch?.announce(url);
+  if (!postgresDriverPatched())
+    log.warn(
+      "postgres.js lacks mooring's reconnect fix (installed with --ignore-scripts?): run `node scripts/patch-postgres.mjs` (docs/operations.md)",
+    );
 
   const started = (async () => {
     const db = await migrated;
