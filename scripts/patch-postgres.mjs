@@ -20,9 +20,8 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import { pathToFileURL } from "node:url";
 
-export const MARKER = "mooring-patch: forget a closed connection's query and error";
+const MARKER = "mooring-patch: forget a closed connection's query and error";
 
 const before = `    if (initial)
       return reconnect()
@@ -39,11 +38,11 @@ const after = `    if (initial) {
 `;
 
 /** The connection.js files of the installed postgres.js (ESM, CommonJS and Cloudflare builds). */
-export function driverFiles(from = process.cwd()) {
+function driverFiles() {
   let root;
   try {
     // "postgres" resolves (for require) to <root>/cjs/src/index.js; its package.json is not exported.
-    root = join(dirname(createRequire(join(from, "package.json")).resolve("postgres")), "..", "..");
+    root = join(dirname(createRequire(join(process.cwd(), "package.json")).resolve("postgres")), "..", "..");
   } catch {
     return [];
   }
@@ -62,16 +61,11 @@ function patch(file) {
   return "patched";
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const files = driverFiles();
-  if (files.length === 0) {
-    console.log("patch-postgres: postgres.js is not installed here; nothing to patch");
-  } else {
-    try {
-      for (const file of files) console.log(`patch-postgres: ${patch(file)} ${file}`);
-    } catch (err) {
-      console.error(`patch-postgres: ${err.message}`);
-      process.exit(1);
-    }
-  }
+const files = driverFiles();
+if (files.length === 0) console.log("patch-postgres: postgres.js is not installed here; nothing to patch");
+try {
+  for (const file of files) console.log(`patch-postgres: ${patch(file)} ${file}`);
+} catch (err) {
+  console.error(`patch-postgres: ${err.message}`);
+  process.exit(1);
 }
