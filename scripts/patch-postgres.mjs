@@ -10,9 +10,10 @@
  * sent. Seen in mooring as a 503 NOT_READY right after the database came back and `/readyz` said
  * ready (test/database-loss.test.ts, test/db-reconnect.test.ts).
  *
- * The fix: forget the in-flight query and the error when the socket closes. The query itself was
- * already rejected (CONNECTION_CLOSED) by then; during a reconnect it is a startup query of the
- * driver's own (fetch_types), which a new startup sends again.
+ * The fix: forget the in-flight query and the error when the socket closes; the query itself was
+ * already rejected (CONNECTION_CLOSED) just before. A connection lost during its own startup (its
+ * `fetch_types` query, porsager/postgres#1192) is left as it was: the entry point's handling of
+ * that rejection (main.ts, `isDroppedTypeFetch`) stays in charge of it, test/db-type-fetch.test.ts.
  *
  * Idempotent; fails loudly when the code it patches is not there (another postgres.js version),
  * so an upgrade is noticed instead of silently losing the fix.
@@ -28,10 +29,8 @@ const before = `    if (initial)
 
     !hadError && (query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))
 `;
-const after = `    if (initial) {
-      query = errorResponse = null // ${MARKER} (porsager/postgres#1223)
+const after = `    if (initial)
       return reconnect()
-    }
 
     !hadError && (query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))
     query = errorResponse = null // ${MARKER} (porsager/postgres#1223)
