@@ -253,7 +253,7 @@ export async function startGateway(
       db,
       log,
       () => state.stopping,
-      () => registerInstance(db.sql, identity),
+      () => registerInstance(db.sql, { ...identity, group: config.instanceGroup }),
     );
     mark("registered");
     // Reconcile is the first real work on the pool; the database may drop a connection here as

@@ -28,6 +28,11 @@ export const sessions = pgTable(
     id: uuid("id").primaryKey().defaultRandom(),
     /** The tenant of the token that created it (docs/tenants.md); `default` without MOORING_TENANTS. */
     tenant: text("tenant").notNull().default("default"),
+    /**
+     * The instance group whose instances run its turns (MOORING_INSTANCE_GROUP of the instance that
+     * created it, or an admin's choice): its workspace exists on those hosts only.
+     */
+    instanceGroup: text("instance_group").notNull().default("default"),
     /** Normalized absolute path (docs/api.md, Resources and states). */
     workspace: text("workspace").notNull(),
     /** Registered agent name. */
@@ -43,7 +48,11 @@ export const sessions = pgTable(
     turnCount: integer("turn_count").notNull().default(0),
     lastAssistantMessageId: text("last_assistant_message_id"),
     pastAgentSessionIds: jsonb("past_agent_session_ids").$type<string[]>().notNull().default([]),
-    contextUsage: jsonb("context_usage").$type<{ inputTokens: number; contextWindow: number; percent: number }>(),
+    contextUsage: jsonb("context_usage").$type<{
+      inputTokens: number;
+      contextWindow: number;
+      percent: number;
+    }>(),
     /** Last event seq handed out; the next event of the session gets lastSeq + 1. */
     lastSeq: bigint("last_seq", { mode: "number" }).notNull().default(0),
     /** Events with seq <= this were pruned; a cursor before it must resync. */
@@ -74,6 +83,8 @@ export const tasks = pgTable(
       .references(() => sessions.id),
     /** Its session's tenant, copied at insert so quotas and fair claiming need no join. */
     tenant: text("tenant").notNull().default("default"),
+    /** Its session's instance group, copied at insert so the claim and the lease sweep need no join. */
+    instanceGroup: text("instance_group").notNull().default("default"),
     turnIndex: integer("turn_index").notNull(),
     /** queued | running | cancelling | completed | failed | cancelled | expired | interrupted */
     status: text("status").notNull(),
@@ -164,6 +175,8 @@ export const instances = pgTable("instances", {
   /** One row per process start. */
   bootId: uuid("boot_id").primaryKey(),
   instanceId: text("instance_id").notNull(),
+  /** MOORING_INSTANCE_GROUP of this boot. */
+  instanceGroup: text("instance_group").notNull().default("default"),
   host: text("host").notNull(),
   pid: integer("pid").notNull(),
   version: text("version").notNull(),

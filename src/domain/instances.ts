@@ -13,6 +13,8 @@ const LIST_LIMIT = 100;
 export interface InstanceView {
   instanceId: string;
   bootId: string;
+  /** Its MOORING_INSTANCE_GROUP: it runs the turns of that group's sessions only. */
+  group: string;
   version: string;
   /**
    * `live`: heartbeat within a lease; `stale`: no heartbeat for a lease or longer (killed, hung or
@@ -48,6 +50,7 @@ export class InstanceService {
       items: rows.map((r) => ({
         instanceId: r.instanceId,
         bootId: r.bootId,
+        group: r.group,
         version: r.version,
         status: r.stoppedAt ? "stopped" : r.heartbeatAgeMs >= this.leaseMs ? "stale" : "live",
         startedAt: r.startedAt.toISOString(),

@@ -1,0 +1,3 @@
+ALTER TABLE "instances" ADD COLUMN "instance_group" text DEFAULT 'default' NOT NULL;--> statement-breakpoint
+ALTER TABLE "sessions" ADD COLUMN "instance_group" text DEFAULT 'default' NOT NULL;--> statement-breakpoint
+ALTER TABLE "tasks" ADD COLUMN "instance_group" text DEFAULT 'default' NOT NULL;
