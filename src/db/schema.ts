@@ -183,6 +183,11 @@ export const instances = pgTable("instances", {
   startedAt: ts("started_at").notNull().defaultNow(),
   heartbeatAt: ts("heartbeat_at").notNull().defaultNow(),
   stoppedAt: ts("stopped_at"),
+  /**
+   * Set by `POST /v1/instances/:instanceId/drain`: the boot reads it back with its heartbeat (the
+   * notification that also carries it is only a hint) and drains.
+   */
+  drainRequestedAt: ts("drain_requested_at"),
 });
 
 /**

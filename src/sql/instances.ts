@@ -18,8 +18,34 @@ export async function registerInstance(q: Queryable, info: InstanceInfo): Promis
     values (${info.bootId}, ${info.instanceId}, ${info.group ?? "default"}, ${info.host}, ${info.pid}, ${info.version})`;
 }
 
-export async function heartbeatInstance(q: Queryable, bootId: string): Promise<void> {
-  await q`update instances set heartbeat_at = now() where boot_id = ${bootId}`;
+/**
+ * The instance row's heartbeat, which also answers whether a drain was asked for this boot: the
+ * drain's notification is a hint, and this read every MOORING_HEARTBEAT_MS is the guarantee.
+ */
+export async function heartbeatInstance(q: Queryable, bootId: string): Promise<{ drainRequested: boolean }> {
+  const [row] = await q<{ drainRequested: boolean }[]>`
+    update instances set heartbeat_at = now() where boot_id = ${bootId}
+    returning drain_requested_at is not null as drain_requested`;
+  return { drainRequested: row?.drainRequested ?? false };
+}
+
+/**
+ * Marks every live boot of `instanceId` (not stopped, heartbeat within `liveWithinMs`) as asked to
+ * drain; returns their boot ids (none: no such live instance). Only live boots: a row left by a
+ * killed boot would take the request and nobody would act on it. A repeated request keeps the
+ * first time.
+ */
+export async function requestDrain(
+  q: Queryable,
+  instanceId: string,
+  liveWithinMs: number,
+): Promise<string[]> {
+  const rows = await q<{ bootId: string }[]>`
+    update instances set drain_requested_at = coalesce(drain_requested_at, now())
+    where instance_id = ${instanceId} and stopped_at is null
+      and heartbeat_at > now() - ${liveWithinMs} * interval '1 millisecond'
+    returning boot_id`;
+  return rows.map((r) => r.bootId);
 }
 
 export async function markInstanceStopped(q: Queryable, bootId: string): Promise<void> {
@@ -31,6 +57,7 @@ export interface InstanceRow extends InstanceInfo {
   startedAt: Date;
   heartbeatAt: Date;
   stoppedAt: Date | null;
+  drainRequestedAt: Date | null;
   /** now() - heartbeat_at on the database clock, so gateways' clocks do not matter. */
   heartbeatAgeMs: number;
   /** Tasks this boot holds running or cancelling (its leases). */
@@ -43,7 +70,7 @@ export interface InstanceRow extends InstanceInfo {
  */
 export async function listInstances(q: Queryable, withinMs: number, limit: number): Promise<InstanceRow[]> {
   return withSets(q)<InstanceRow[]>`
-    select i.boot_id, i.instance_id, i.instance_group as group, i.host, i.pid, i.version, i.started_at, i.heartbeat_at, i.stopped_at,
+    select i.boot_id, i.instance_id, i.instance_group as group, i.host, i.pid, i.version, i.started_at, i.heartbeat_at, i.stopped_at, i.drain_requested_at,
            floor(extract(epoch from (now() - i.heartbeat_at)) * 1000)::int8::float8 as heartbeat_age_ms,
            (select count(*)::int from tasks t
             where t.owner_boot = i.boot_id and t.status in ${ACTIVE}) as running_tasks
@@ -51,23 +78,6 @@ export async function listInstances(q: Queryable, withinMs: number, limit: numbe
     where i.heartbeat_at > now() - ${withinMs} * interval '1 millisecond'
     order by (i.stopped_at is null) desc, i.heartbeat_at desc
     limit ${limit}`;
-}
-
-/**
- * Whether a live boot of `instanceId` exists (not stopped, heartbeat within `liveWithinMs`): a drain
- * is sent only to an instance that can hear it.
- */
-export async function instanceIsLive(
-  q: Queryable,
-  instanceId: string,
-  liveWithinMs: number,
-): Promise<boolean> {
-  const [row] = await q<{ live: boolean }[]>`
-    select exists (
-      select 1 from instances
-      where instance_id = ${instanceId} and stopped_at is null
-        and heartbeat_at > now() - ${liveWithinMs} * interval '1 millisecond') as live`;
-  return row.live;
 }
 
 /**

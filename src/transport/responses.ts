@@ -270,6 +270,9 @@ export const Instance = Type.Object(
     heartbeatAgeMs: Type.Integer({ minimum: 0 }),
     stoppedAt: Nullable(Time),
     runningTasks: Type.Integer({ minimum: 0 }),
+    draining: Type.Boolean({
+      description: "asked to drain: it claims nothing more and stops once its turns end",
+    }),
     self: Type.Boolean({ description: "the instance that answered" }),
     host: Type.Optional(Type.String({ description: "only when API tokens are set" })),
     pid: Type.Optional(Type.Integer({ description: "only when API tokens are set" })),
@@ -277,7 +280,16 @@ export const Instance = Type.Object(
   { title: "Instance", additionalProperties: false },
 );
 
-export const InstanceList = Type.Object({ items: Type.Array(Instance) }, { title: "InstanceList", additionalProperties: false });
+export const InstanceList = Type.Object(
+  { items: Type.Array(Instance) },
+  { title: "InstanceList", additionalProperties: false },
+);
+
+/** POST /v1/instances/:instanceId/drain: the request was recorded; the instance drains on its own. */
+export const DrainAnswer = Type.Object(
+  { instanceId: Type.String(), draining: Type.Literal(true) },
+  { title: "DrainAnswer", additionalProperties: false },
+);
 
 /** GET /v1/agents: the registry names a caller may create sessions with (no launch settings). */
 export const AgentList = Type.Object(
@@ -380,6 +392,7 @@ export const routeResponses = {
   "POST /v1/tasks/:id/permissions/:requestId": { 200: PermissionResolution, ...apiFailures },
   "GET /v1/gate": { 200: GateStatus, ...apiFailures },
   "GET /v1/instances": { 200: InstanceList, ...apiFailures },
+  "POST /v1/instances/:instanceId/drain": { 200: DrainAnswer, ...apiFailures },
   "GET /v1/webhooks/deliveries": { 200: WebhookDeliveryPage, ...apiFailures },
   "POST /v1/webhooks/deliveries/:id/retry": { 200: WebhookDelivery, ...apiFailures },
   "GET /v1/sessions/:id/events": {

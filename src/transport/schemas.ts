@@ -211,4 +211,11 @@ export const ListDeliveriesQuery = Type.Object(
   { additionalProperties: false },
 );
 
+export const InstanceIdParams = Type.Object({
+  instanceId: Type.String({
+    minLength: 1,
+    maxLength: 200,
+    description: "an instance id (GET /v1/instances)",
+  }),
+});
 export const DeliveryIdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
