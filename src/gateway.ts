@@ -33,7 +33,7 @@ import { Worker } from "./domain/worker.js";
 import { TenantRoots } from "./domain/tenant-roots.js";
 import { normalizeRoots } from "./domain/workspace.js";
 import type { ReadyzView } from "./transport/http/routes/health.js";
-import { heartbeatInstance, markInstanceStopped, registerInstance } from "./sql/instances.js";
+import { heartbeatInstance, markInstanceDraining, markInstanceStopped, registerInstance } from "./sql/instances.js";
 import { ChangeBus } from "./stream/change-bus.js";
 import { EventLog } from "./stream/event-log.js";
 import { Permissions } from "./domain/permissions.js";
@@ -347,6 +347,8 @@ export async function startGateway(
       if (p) {
         p.tasks.accepting = false;
         p.worker.stopClaiming();
+        // Shown in GET /v1/instances, and the group stops counting on this boot (waitingForGroup).
+        if (draining) await markInstanceDraining(p.db.sql, identity.bootId).catch(() => {});
         const drained = await p.worker.drain(graceMs);
         log.info(drained, "shutdown: running turns drained");
         const released = await p.sweeper.releaseOwnTasks().catch(() => []);

@@ -102,6 +102,10 @@ it("SIGHUP: a turn that does not fit the drain timeout is interrupted and contin
   a.kill("SIGHUP");
   expect(await exitedWithOutput(a)).toBe(0);
   expect(logsWith(a, "drain requested")[0]).toMatchObject({ signal: "SIGHUP" });
+  const [instanceRow] =
+    await db.sql`select drain_requested_at, stopped_at from instances where instance_id = 'hup-a'`;
+  expect(instanceRow.drainRequestedAt).not.toBeNull();
+  expect(instanceRow.stoppedAt).not.toBeNull();
   const ended = await waitTerminal(b.url, long.id);
   expect(ended).toMatchObject({ status: "interrupted", error: { code: "GATEWAY_RESTART" } });
   const continuation = await eventually(

@@ -12,6 +12,7 @@ import {
   groupUsage,
   heartbeatInstance,
   liveGroups,
+  markInstanceDraining,
   markInstanceStopped,
   registerInstance,
   requestDrain,
@@ -98,6 +99,12 @@ describe("live groups and the gate by group", () => {
     await t.sql`update instances set heartbeat_at = now() - interval '1 hour' where boot_id = ${silent.bootId}`;
     expect([...(await liveGroups(t.sql, ["a", "b", "c", "d"], 30_000))]).toEqual(["a"]);
     expect([...(await liveGroups(t.sql, [], 30_000))]).toEqual([]);
+    // A draining instance takes no more turns: its group is not live through it.
+    const draining = { ...live, bootId: randomUUID(), instanceId: "draining-d", group: "d" };
+    await registerInstance(t.sql, draining);
+    expect([...(await liveGroups(t.sql, ["d"], 30_000))]).toEqual(["d"]);
+    await markInstanceDraining(t.sql, draining.bootId);
+    expect([...(await liveGroups(t.sql, ["d"], 30_000))]).toEqual([]);
 
     await taskOf("b");
     await taskOf("b", { status: "running" });

@@ -48,6 +48,14 @@ export async function requestDrain(
   return rows.map((r) => r.bootId);
 }
 
+/**
+ * A drain begun here (SIGHUP) is recorded like one asked through the API, so the instance list
+ * shows it and the group no longer counts this boot as one that takes its turns.
+ */
+export async function markInstanceDraining(q: Queryable, bootId: string): Promise<void> {
+  await q`update instances set drain_requested_at = coalesce(drain_requested_at, now()) where boot_id = ${bootId}`;
+}
+
 export async function markInstanceStopped(q: Queryable, bootId: string): Promise<void> {
   await q`update instances set stopped_at = now() where boot_id = ${bootId}`;
 }
@@ -81,23 +89,24 @@ export async function listInstances(q: Queryable, withinMs: number, limit: numbe
 }
 
 /**
- * Of `groups`, those with at least one live instance (not stopped, heartbeat within
- * `liveWithinMs`, the same rule as a `live` instance in GET /v1/instances). A queued turn of any
- * other group waits for an instance of its group to start (Task.waitingForGroup). Asked only for
- * the groups of the queued tasks being shown, so it reads a handful of instance rows.
+ * Of `groups`, those with at least one instance that takes their turns: live (not stopped,
+ * heartbeat within `liveWithinMs`, the same rule as a `live` instance in GET /v1/instances) and not
+ * draining (a draining instance claims nothing more). A queued turn of any other group waits for an
+ * instance of its group to start (Task.waitingForGroup). Asked only for the groups of the queued
+ * tasks being shown, so it reads a handful of instance rows.
  */
 export async function liveGroups(q: Queryable, groups: string[], liveWithinMs: number): Promise<Set<string>> {
   if (groups.length === 0) return new Set();
   const rows = await q<{ group: string }[]>`
     select distinct instance_group as group from instances
-    where instance_group = any(${groups}::text[]) and stopped_at is null
+    where instance_group = any(${groups}::text[]) and stopped_at is null and drain_requested_at is null
       and heartbeat_at > now() - ${liveWithinMs} * interval '1 millisecond'`;
   return new Set(rows.map((r) => r.group));
 }
 
 export interface GroupUsage {
   name: string;
-  /** Distinct live instance ids of the group. */
+  /** Distinct ids of the group's live instances that take its turns (draining ones left out). */
   instances: number;
   active: number;
   queued: number;
@@ -112,7 +121,8 @@ export async function groupUsage(q: Queryable, liveWithinMs: number): Promise<Gr
   return withSets(q)<GroupUsage[]>`
     with live as (
       select instance_group as name, count(distinct instance_id)::int as instances from instances
-      where stopped_at is null and heartbeat_at > now() - ${liveWithinMs} * interval '1 millisecond'
+      where stopped_at is null and drain_requested_at is null
+        and heartbeat_at > now() - ${liveWithinMs} * interval '1 millisecond'
       group by instance_group
     ), work as (
       select instance_group as name,
