@@ -4,6 +4,7 @@
  * it (or an admin's choice) only; a killed group's orphans wait for an instance of that group.
  */
 import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../src/config.js";
 import type { TestDatabase } from "./support/db.js";
 import { call, eventually, startTestGateway } from "./support/gateway.js";
 import { exitedWithOutput, gatewayEnv, logsWith, Processes, useProcessSuite } from "./support/lifecycle.js";
@@ -141,7 +142,7 @@ describe("instance groups", () => {
     const ran = await db.sql`
       select distinct owner_boot from tasks where id = any(${[queued.id, continuation.id]}::uuid[])`;
     expect(ran.map((r) => r.ownerBoot)).toEqual([bootA2]);
-  }, 90_000);
+  }, 150_000);
 
   it("only an admin may set a session's group (INVALID_REQUEST, reason admin_only)", async () => {
     const gw = await startTestGateway(db.url, {
@@ -184,4 +185,14 @@ describe("instance groups", () => {
       await gw.stop();
     }
   }, 30_000);
+
+  it("MOORING_INSTANCE_GROUP defaults to `default` and must be a plain name", () => {
+    // Unset or empty (as every option): the default.
+    expect(loadConfig({}).instanceGroup).toBe("default");
+    expect(loadConfig({ MOORING_INSTANCE_GROUP: "" }).instanceGroup).toBe("default");
+    expect(loadConfig({ MOORING_INSTANCE_GROUP: "host-1.eu_west" }).instanceGroup).toBe("host-1.eu_west");
+    for (const bad of ["a b", "-a", "x".repeat(65)])
+      expect(() => loadConfig({ MOORING_INSTANCE_GROUP: bad }), bad).toThrow(ConfigError);
+    expect(loadConfig({}).drainTimeoutMs).toBe(600_000);
+  });
 });
