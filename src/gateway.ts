@@ -348,7 +348,8 @@ export async function startGateway(
         p.tasks.accepting = false;
         p.worker.stopClaiming();
         // Shown in GET /v1/instances, and the group stops counting on this boot (waitingForGroup).
-        if (draining) await markInstanceDraining(p.db.sql, identity.bootId).catch(() => {});
+        // Not awaited: with the database away it must not hold the drain up.
+        if (draining) void markInstanceDraining(p.db.sql, identity.bootId).catch(() => {});
         const drained = await p.worker.drain(graceMs);
         log.info(drained, "shutdown: running turns drained");
         const released = await p.sweeper.releaseOwnTasks().catch(() => []);
