@@ -19,6 +19,7 @@ import { type EmbeddedDatabase, type EmbeddedLaunch, launchConfiguredPostgres } 
 import { applyMigrations } from "./db/migrate.js";
 import { packageRoot } from "./package-root.js";
 import { Committer } from "./domain/committer.js";
+import { readCarryOver } from "./domain/carry-over.js";
 import { ConversationPool } from "./domain/conversation-pool.js";
 import { EventService } from "./domain/events.js";
 import { InstanceService } from "./domain/instances.js";
@@ -401,6 +402,7 @@ function assemble(
       workspaceRoots,
       tenantRoots: (tenant) => tenantRoots.of(tenant),
       agentEnvDeny: config.agentEnvDeny,
+      recap: (sessionId, budget, recapLog) => readCarryOver(db.sql, sessionId, budget, recapLog),
       upstreamSilentMs: config.upstreamSilentMs,
       upstreamLimits: {
         maxMessageBytes: config.upstreamMaxMessageBytes,

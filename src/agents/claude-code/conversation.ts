@@ -19,6 +19,7 @@ import {
   type TurnOutcome,
   type TurnSink,
 } from "../driver.js";
+import { type CarryOver, carriedOverField, noticeWithCarryOver } from "../carry-over.js";
 import { ClaudeApprovals } from "./approvals.js";
 import { MarkerStrippingSink, selfReportInstruction, stripMarker } from "./context-marker.js";
 import { type ClaudeCodeConfig, readClaudeCodeConfig } from "./config.js";
@@ -61,6 +62,8 @@ export class ClaudeConversation implements AgentConversation {
   private resuming = false;
   private model: string | undefined;
   private saving: Promise<void> = Promise.resolve();
+  /** The recap a fresh start carries over, sent ahead of the next prompt (agents/carry-over.ts). */
+  private recap: CarryOver | null = null;
   private readonly config: ClaudeCodeConfig;
   private readonly env: NodeJS.ProcessEnv;
   private readonly log: Logger;
@@ -158,7 +161,8 @@ export class ClaudeConversation implements AgentConversation {
     const ended = waitForTurnEnd(proc, signal, (line) =>
       this.asking && this.approvals.handle(line, proc, sink) ? null : translator.handle(line),
     );
-    proc.send(userMessage(prompt));
+    proc.send(userMessage(prompt, this.recap?.text));
+    this.recap = null;
     const end = await ended;
     if (translator.model) this.model = translator.model;
     const verdict = judgeTurn(end, {
@@ -195,7 +199,13 @@ export class ClaudeConversation implements AgentConversation {
         "claude-code conversation was never saved; starting fresh",
       );
       this.forget(id);
-      sink.emit({ type: "session.reset", reason: "unsaved", notice: this.withProjectNote(unsavedNotice) });
+      this.recap = (await this.options.carryOver?.()) ?? null;
+      sink.emit({
+        type: "session.reset",
+        reason: "unsaved",
+        notice: noticeWithCarryOver(this.withProjectNote(unsavedNotice), this.recap),
+        ...carriedOverField(this.recap),
+      });
       this.spawnFresh();
       this.log.warn(
         {
@@ -203,6 +213,8 @@ export class ClaudeConversation implements AgentConversation {
           newAgentSessionId: this.cursor.agentSessionId,
           cwd: this.cwd,
           reason: "unsaved",
+          carriedOverTurns: this.recap?.turns ?? 0,
+          carriedOverChars: this.recap?.chars ?? 0,
         },
         "claude-code fresh fallback",
       );
@@ -238,12 +250,14 @@ export class ClaudeConversation implements AgentConversation {
     await proc.close("kill");
     this.resuming = false;
     if (oldId) this.forget(oldId);
+    this.recap = (await this.options.carryOver?.()) ?? null;
     await this.save(sink);
     if (signal.aborted) return this.cancelledOutcome(null);
     sink.emit({
       type: "session.reset",
       reason: "resume_failed",
-      notice: this.withProjectNote(resumeFailedNotice),
+      notice: noticeWithCarryOver(this.withProjectNote(resumeFailedNotice), this.recap),
+      ...carriedOverField(this.recap),
     });
     this.cwd = await this.options.resolveWorkspace();
     this.spawnFresh();
@@ -251,6 +265,8 @@ export class ClaudeConversation implements AgentConversation {
       {
         oldAgentSessionId: oldId,
         newAgentSessionId: this.cursor.agentSessionId,
+        carriedOverTurns: this.recap?.turns ?? 0,
+        carriedOverChars: this.recap?.chars ?? 0,
         cwd: this.cwd,
         reason: "resume_failed",
       },
