@@ -21,6 +21,7 @@ import { packageRoot } from "./package-root.js";
 import { Committer } from "./domain/committer.js";
 import { readCarryOver } from "./domain/carry-over.js";
 import { ConversationPool } from "./domain/conversation-pool.js";
+import { sessionTranscripts } from "./domain/transcripts.js";
 import { EventService } from "./domain/events.js";
 import { InstanceService } from "./domain/instances.js";
 import { QueuePositionAnnouncer } from "./domain/queue-positions.js";
@@ -403,6 +404,10 @@ function assemble(
       tenantRoots: (tenant) => tenantRoots.of(tenant),
       agentEnvDeny: config.agentEnvDeny,
       recap: (sessionId, budget, recapLog) => readCarryOver(db.sql, sessionId, budget, recapLog),
+      transcripts:
+        config.transcriptMaxBytes > 0
+          ? (sessionId) => sessionTranscripts(db.sql, sessionId, config.transcriptMaxBytes)
+          : undefined,
       upstreamSilentMs: config.upstreamSilentMs,
       upstreamLimits: {
         maxMessageBytes: config.upstreamMaxMessageBytes,

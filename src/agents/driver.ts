@@ -212,9 +212,31 @@ export interface OpenConversationOptions {
    * carry or carry-over is off; never rejects. Absent: no recap (driver tests).
    */
   carryOver?: () => Promise<CarryOver | null>;
+  /**
+   * The session's transcript store (claude-code: the CLI's transcript file kept in Postgres, so
+   * another host can resume it; domain/transcripts.ts). Absent: none (driver tests, store off).
+   */
+  transcripts?: TranscriptStore;
   /** Gateway-wide settings drivers need. */
   settings: { contextWindow: number; upstreamSilentMs?: number; upstreamLimits?: UpstreamLimits };
   log: Logger;
+}
+
+/**
+ * One session's stored agent transcripts, chunks keyed by their byte offset in the agent's file.
+ * Every method may reject (the database away): callers log it and go on as without a store.
+ */
+export interface TranscriptStore {
+  /** The most bytes one transcript may have and still be stored (MOORING_TRANSCRIPT_MAX_BYTES). */
+  readonly maxBytes: number;
+  /** Where the stored copy of `agentSessionId`'s transcript ends; 0 when none is stored. */
+  end(agentSessionId: string): Promise<number>;
+  /** Store `bytes` found at `offset` of the file; a chunk already stored there is kept. */
+  append(agentSessionId: string, offset: number, bytes: Buffer): Promise<void>;
+  /** The stored chunks in file order. */
+  chunks(agentSessionId: string): Promise<{ byteOffset: number; bytes: Buffer }[]>;
+  /** Forget every stored transcript of the session but `keep`'s (null: all). */
+  forget(keep: string | null): Promise<void>;
 }
 
 /** Options of one turn. */

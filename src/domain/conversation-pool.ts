@@ -15,6 +15,7 @@ import type {
   AgentDriver,
   ResumeCursor,
   RunTurnOptions,
+  TranscriptStore,
   UpstreamLimits,
 } from "../agents/driver.js";
 import { agentEnvironment } from "../agents/agent-env.js";
@@ -35,6 +36,8 @@ export interface LaunchPolicy {
    * driver whose agent must start over; absent: no recap.
    */
   recap?: (sessionId: string, budget: number, log: Logger) => Promise<CarryOver | null>;
+  /** A session's transcript store (domain/transcripts.ts); absent: none. */
+  transcripts?: (sessionId: string) => TranscriptStore;
   /** MOORING_UPSTREAM_SILENT_MS, for chained turns (driver `mooring`). */
   upstreamSilentMs?: number;
   /** MOORING_UPSTREAM_MAX_* and MOORING_UPSTREAM_POLL_MIN_MS, for chained turns. */
@@ -121,6 +124,7 @@ export class ConversationPool {
         pastAgentSessionIds: session.pastAgentSessionIds,
       },
       carryOver: recap && budget > 0 ? () => recap(session.id, budget, log) : undefined,
+      transcripts: this.launch.transcripts?.(session.id),
       settings: {
         contextWindow: this.contextWindow,
         upstreamSilentMs: this.launch.upstreamSilentMs,

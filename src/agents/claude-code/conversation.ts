@@ -33,6 +33,7 @@ import {
   type TranscriptLookup,
 } from "./transcript.js";
 import { TurnTranslator } from "./events.js";
+import { TranscriptMirror } from "./transcript-store.js";
 import { waitForTurnEnd } from "./turn.js";
 
 /**
@@ -72,6 +73,8 @@ export class ClaudeConversation implements AgentConversation {
   /** `permissions: "ask"`: the CLI asks the host (approvals.ts); else it never asks and denies. */
   private readonly asking: boolean;
   private readonly approvals: ClaudeApprovals;
+  /** The transcript kept in Postgres (transcript-store.ts); null without a store. */
+  private readonly mirror: TranscriptMirror | null;
 
   constructor(private readonly options: OpenConversationOptions) {
     this.cursor = structuredClone(options.cursor);
@@ -81,6 +84,7 @@ export class ClaudeConversation implements AgentConversation {
     this.log = options.log.child({ sessionId: options.sessionId, agent: options.entry.name });
     this.asking = options.entry.permissions === "ask";
     this.approvals = new ClaudeApprovals(this.log);
+    this.mirror = options.transcripts ? new TranscriptMirror(options.transcripts, this.log) : null;
   }
 
   get alive(): boolean {
@@ -106,6 +110,9 @@ export class ClaudeConversation implements AgentConversation {
       return await this.startOver(first.verdict.error, prompt, sink, signal);
     } finally {
       await this.saving;
+      // The turn's transcript is stored before the turn settles, so a host that takes the
+      // session over next finds all of it.
+      await this.syncTranscript();
       this.busy = false;
     }
   }
@@ -189,6 +196,9 @@ export class ClaudeConversation implements AgentConversation {
     const id = this.cursor.agentSessionId;
     if (!id) return this.spawnFresh();
     const configDir = claudeConfigDir(this.env);
+    // A host that lacks the file (or has less of it) gets the stored copy first; the checks
+    // below then find it, so the store also answers the unsaved check.
+    await this.mirror?.restore(expectedTranscriptPath(configDir, this.cwd, id), id);
     const saved = this.cursor.lastAssistantMessageId !== null;
     const lookup = saved
       ? await this.quickLookup(configDir, id)
@@ -390,8 +400,16 @@ export class ClaudeConversation implements AgentConversation {
     const snapshot = structuredClone(this.cursor);
     this.saving = this.saving
       .then(() => sink.saveCursor(snapshot))
-      .catch((err) => this.log.warn({ err }, "claude-code could not save the resume cursor"));
+      .catch((err) => this.log.warn({ err }, "claude-code could not save the resume cursor"))
+      .then(() => this.syncTranscript());
     return this.saving;
+  }
+
+  /** Store the new part of the current conversation's transcript file; never rejects. */
+  private syncTranscript(): Promise<void> {
+    const id = this.cursor.agentSessionId;
+    if (!this.mirror || !id) return Promise.resolve();
+    return this.mirror.sync(expectedTranscriptPath(claudeConfigDir(this.env), this.cwd, id), id);
   }
 }
 
