@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from "vitest";
 import { expectedTranscriptPath } from "../src/agents/claude-code/transcript.js";
-import { getSession, isRunning, parseLogOutput, taskEvents } from "./support/agent-gateway.js";
+import { getSession, isRunning, parseLogOutput, taskEvents, writeCursor } from "./support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { type FakeAnthropic, startFakeAnthropic } from "./support/fake-anthropic.js";
 import { eventually, type GatewayProcess, repoRoot, spawnGateway, testEnv } from "./support/gateway.js";
@@ -55,7 +55,11 @@ afterEach(async () => {
 });
 
 /** A gateway process as a host whose Claude Code keeps its files in `configDir`. */
-async function host(name: string, configDir: string): Promise<GatewayProcess> {
+async function host(
+  name: string,
+  configDir: string,
+  extra: Record<string, string> = {},
+): Promise<GatewayProcess> {
   const agents = JSON.stringify({
     claude: {
       driver: "claude-code",
@@ -69,6 +73,7 @@ async function host(name: string, configDir: string): Promise<GatewayProcess> {
       MOORING_INSTANCE_ID: name,
       MOORING_HEARTBEAT_MS: "500",
       LOG_LEVEL: "info",
+      ...extra,
     }),
   );
   processes.push(gw);
@@ -158,4 +163,29 @@ it("the same host resumes after its config folder was deleted", async () => {
 
   const again = await host("host-a", configA);
   await fourthTurnResumes(again, sessionId, agentSessionId, configA);
+}, 240_000);
+
+it("the unsaved check finds the stored transcript: an unconfirmed cursor resumes on another host", async () => {
+  const a = await host("host-a", join(root, "host-a"));
+  const session = await createSessionWith(a.url, { workspace, agent: "claude" });
+  expect((await runTurn(a.url, session.id, "remember the word heron")).result.text).toBe("Noted: heron");
+  const { agentSessionId } = await getSession(a.url, session.id);
+  await killHost(a);
+  // As if A died before it saw an assistant message: only the transcript can prove it was saved.
+  await writeCursor(db.sql, session.id, { agentSessionId, turnCount: 1, lastAssistantMessageId: null });
+
+  const configB = join(root, "host-b");
+  const b = await host("host-b", configB);
+  const turn = await runTurn(b.url, session.id, "which words?");
+  expect(turn.status).toBe("completed");
+  const request = fake
+    .mainRequests()
+    .filter((r) => r.lastUserText === "which words?")
+    .at(-1)!;
+  expect(request.userTexts).toEqual(["remember the word heron", "which words?"]);
+  expect(request.assistantTexts).toEqual(["Noted: heron"]);
+  expect((await taskEvents(db.sql, turn.id)).map((e) => e.type)).not.toContain("session.reset");
+  expect(logs(b, "claude-code conversation was never saved; starting fresh")).toEqual([]);
+  expect(logs(b, "claude-code transcript restored from the store")).toHaveLength(1);
+  expect((await getSession(b.url, session.id)).agentSessionId).toBe(agentSessionId);
 }, 240_000);
