@@ -1,7 +1,9 @@
 /**
- * Sends the webhook outbox (docs/api.md, Webhooks). Every instance runs one: each poll claims due
- * deliveries it can sign (sql/webhook-deliveries.ts: SKIP LOCKED and a lease, so an attempt is
- * made by one instance at a time and a crashed sender's claim runs out), up to its free
+ * Sends the webhook outbox (docs/api.md, Webhooks). Every instance runs one: each run (woken by
+ * the notification of a commit that added deliveries or by a freed slot, else every poll
+ * interval) claims due deliveries it can sign (sql/webhook-deliveries.ts: one claim at a time
+ * over all instances, and a lease, so an attempt is made by one instance at a time and a crashed
+ * sender's claim runs out), up to its free
  * concurrency and to each URL's free slots across all instances, and sends them without awaiting
  * them in the poll: a slow receiver holds at most its own slots, and nothing of the gateway's own
  * work ever waits on a delivery.
@@ -12,6 +14,7 @@ import type { Config } from "../config.js";
 import type { Database } from "../db/client.js";
 import type { Tenant } from "../domain/tenants.js";
 import { TimedLoop } from "../lib/timed-loop.js";
+import type { ChangeBus } from "../stream/change-bus.js";
 import { pipelined } from "../db/pipeline.js";
 import {
   claimDueDeliveries,
@@ -65,6 +68,7 @@ export class DeliveryWorker {
     private readonly options: Options,
     private readonly log: Logger,
     private readonly reporter: DeliveryReporter,
+    bus: ChangeBus,
   ) {
     for (const tenant of tenants) {
       for (const endpoint of tenant.webhooks) {
@@ -79,6 +83,9 @@ export class DeliveryWorker {
       () => this.poll(),
       (err) => log.warn({ err: String(err) }, "webhook poll failed; retrying"),
     );
+    // A commit that added deliveries notifies every instance (the outbox trigger): claim at once
+    // instead of a poll interval later.
+    bus.on("webhooks", () => this.loop.wake());
   }
 
   /** Publish this instance's endpoints (the outbox trigger matches events against them). */
@@ -114,7 +121,11 @@ export class DeliveryWorker {
         ] as const,
     );
     for (const delivery of claimed) {
-      const attempt = this.attempt(delivery).finally(() => this.inFlight.delete(attempt));
+      // A slot is free again: what waited for it (here or for its URL) is claimed now.
+      const attempt = this.attempt(delivery).finally(() => {
+        this.inFlight.delete(attempt);
+        this.loop.wake();
+      });
       this.inFlight.add(attempt);
     }
   }
