@@ -112,4 +112,4 @@ it("an instance killed -9 mid-turn: the survivor's sweep sends task.interrupted 
   } finally {
     await receiver.close();
   }
-});
+}, 120_000);

@@ -71,4 +71,4 @@ it("a commit wakes the sender at once; killed -9 before the receiver answered, t
     >`select status from webhook_deliveries where id = ${row.id}`;
     return r.status === "delivered";
   });
-});
+}, 120_000);
