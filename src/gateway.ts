@@ -444,7 +444,7 @@ function assemble(
     instances,
     permissions,
     upstreamOrphans,
-    webhooks: new DeliveryWorker(db, tenants.list(), config, log, metrics),
+    webhooks: new DeliveryWorker(db, tenants.list(), config, log, metrics, bus),
   };
 }
 

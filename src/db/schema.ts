@@ -44,7 +44,11 @@ export const sessions = pgTable(
     turnCount: integer("turn_count").notNull().default(0),
     lastAssistantMessageId: text("last_assistant_message_id"),
     pastAgentSessionIds: jsonb("past_agent_session_ids").$type<string[]>().notNull().default([]),
-    contextUsage: jsonb("context_usage").$type<{ inputTokens: number; contextWindow: number; percent: number }>(),
+    contextUsage: jsonb("context_usage").$type<{
+      inputTokens: number;
+      contextWindow: number;
+      percent: number;
+    }>(),
     /** Last event seq handed out; the next event of the session gets lastSeq + 1. */
     lastSeq: bigint("last_seq", { mode: "number" }).notNull().default(0),
     /** Events with seq <= this were pruned; a cursor before it must resync. */
@@ -114,12 +118,8 @@ export const tasks = pgTable(
   },
   (t) => [
     uniqueIndex("tasks_idempotency_idx").on(t.sessionId, t.idempotencyKey),
-    index("tasks_queued_idx")
-      .on(t.queueOrder)
-      .where(sql`status = 'queued'`),
-    index("tasks_session_queued_idx")
-      .on(t.sessionId, t.queueOrder)
-      .where(sql`status = 'queued'`),
+    index("tasks_queued_idx").on(t.queueOrder).where(sql`status = 'queued'`),
+    index("tasks_session_queued_idx").on(t.sessionId, t.queueOrder).where(sql`status = 'queued'`),
     index("tasks_active_idx")
       .on(t.sessionId)
       .where(sql`status in ${sql.raw(ACTIVE.text)}`),
@@ -130,9 +130,7 @@ export const tasks = pgTable(
     index("tasks_created_idx").on(t.createdAt, t.id),
     index("tasks_tenant_created_idx").on(t.tenant, t.createdAt, t.id),
     // Per-tenant queue and running counts (quotas) and the fair claim's per-tenant queue heads.
-    index("tasks_tenant_queued_idx")
-      .on(t.tenant, t.queueOrder)
-      .where(sql`status = 'queued'`),
+    index("tasks_tenant_queued_idx").on(t.tenant, t.queueOrder).where(sql`status = 'queued'`),
     index("tasks_tenant_active_idx")
       .on(t.tenant)
       .where(sql`status in ${sql.raw(ACTIVE.text)}`),
@@ -219,9 +217,7 @@ export const permissionRequests = pgTable(
   },
   (t) => [
     index("permission_requests_task_idx").on(t.taskId),
-    index("permission_requests_pending_idx")
-      .on(t.taskId)
-      .where(sql`resolved_at is null`),
+    index("permission_requests_pending_idx").on(t.taskId).where(sql`resolved_at is null`),
   ],
 );
 
@@ -272,6 +268,9 @@ export const webhookDeliveries = pgTable(
   (t) => [
     index("webhook_deliveries_due_idx").on(t.nextAttemptAt).where(sql`status = 'pending'`),
     index("webhook_deliveries_tenant_idx").on(t.tenant, t.createdAt, t.id),
+    // The claim counts each URL's deliveries in flight (its per-endpoint concurrency): only leased
+    // rows, few at any time, since an attempt's record clears the lease.
+    index("webhook_deliveries_leased_idx").on(t.url).where(sql`lease_until is not null`),
   ],
 );
 

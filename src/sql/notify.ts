@@ -13,6 +13,8 @@ export const channels = {
   archived: "mooring_archived",
   /** Payload: a permission request id that was answered: the instance running its turn reads it. */
   permissions: "mooring_permissions",
+  /** Sent by the outbox trigger (migrations/0012) when a commit added webhook deliveries: claim them. */
+  webhooks: "mooring_webhooks",
 } as const;
 
 /** Postgres refuses payloads of 8000 bytes or more. */

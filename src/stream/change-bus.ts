@@ -23,6 +23,8 @@ export interface ChangeBusEvents {
   archived: [sessionId: string];
   /** This permission request was answered (maybe elsewhere): the instance waiting on it reads it. */
   permission: [requestId: string];
+  /** A commit added webhook deliveries (on any instance): the delivery worker claims now. */
+  webhooks: [];
 }
 
 export class ChangeBus extends EventEmitter<ChangeBusEvents> {
