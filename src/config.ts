@@ -33,6 +33,8 @@ export interface Config {
   sweepMs: number;
   /** A warm agent process with no turn is reaped after this. Default 900000. */
   agentIdleMs: number;
+  /** The largest claude-code transcript kept in Postgres per session (a larger one is not stored); 0 turns the store off. Default 67108864. */
+  transcriptMaxBytes: number;
   /** A chained turn (driver `mooring`) with no successful contact with its upstream gateway for this long fails UPSTREAM_LOST. Default 600000. */
   upstreamSilentMs: number;
   /**
@@ -317,6 +319,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     heartbeatMs: read(env, "MOORING_HEARTBEAT_MS", integer(10), 5_000),
     sweepMs: read(env, "MOORING_SWEEP_MS", integer(10), 10_000),
     agentIdleMs: read(env, "MOORING_AGENT_IDLE_MS", integer(1), 900_000),
+    transcriptMaxBytes: read(env, "MOORING_TRANSCRIPT_MAX_BYTES", integer(0), 64 * 1024 * 1024),
     upstreamSilentMs: read(env, "MOORING_UPSTREAM_SILENT_MS", integer(1), 600_000),
     upstreamMaxMessageBytes: read(
       env,

@@ -6,6 +6,7 @@
 import { sql } from "drizzle-orm";
 import {
   bigint,
+  customType,
   bigserial,
   boolean,
   index,
@@ -271,4 +272,29 @@ export const webhookDeliveries = pgTable(
     // rows, few at any time, since an attempt's record clears the lease.
     index("webhook_deliveries_leased_idx").on(t.url).where(sql`lease_until is not null`),
   ],
+);
+
+/** Raw bytes (Postgres `bytea`), read and written as a Buffer. */
+const bytea = customType<{ data: Buffer }>({ dataType: () => "bytea" });
+
+/**
+ * A claude-code conversation's transcript file (`<config dir>/projects/<cwd>/<id>.jsonl`), kept
+ * as appended chunks keyed by their byte offset in the file, so that another host can write it back
+ * before `--resume` (docs/claude-code.md, Transcript store; sql/transcript-chunks.ts). Part of its
+ * session: deleted with it, never served to clients.
+ */
+export const transcriptChunks = pgTable(
+  "transcript_chunks",
+  {
+    sessionId: uuid("session_id")
+      .notNull()
+      .references(() => sessions.id, { onDelete: "cascade" }),
+    /** The agent's conversation id: the file's name. */
+    agentSessionId: text("agent_session_id").notNull(),
+    /** Where the chunk starts in the file. */
+    byteOffset: bigint("byte_offset", { mode: "number" }).notNull(),
+    bytes: bytea("bytes").notNull(),
+    at: ts("at").notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.sessionId, t.agentSessionId, t.byteOffset] })],
 );
