@@ -1,6 +1,6 @@
 /**
  * The operator console (docs/console.md): a Preact page over the client SDK. Hash routes:
- * #/gate, #/sessions, #/sessions/<id>, #/tasks, #/tasks/<id>, #/instances.
+ * #/gate, #/sessions, #/sessions/<id>, #/tasks, #/tasks/<id>, #/instances, #/webhooks.
  */
 import "./console.css";
 import { render } from "preact";
@@ -13,12 +13,14 @@ import { InstancesView } from "./views/instances.js";
 import { SessionView } from "./views/session.js";
 import { SessionsView } from "./views/sessions.js";
 import { TaskView, TasksView } from "./views/tasks.js";
+import { WebhooksView } from "./views/webhooks.js";
 
 const sections = [
   ["gate", "Gate"],
   ["sessions", "Sessions"],
   ["tasks", "Tasks"],
   ["instances", "Instances"],
+  ["webhooks", "Webhooks"],
 ] as const;
 
 function TokenForm({ refused }: { refused: boolean }) {
@@ -59,6 +61,7 @@ function Page({ route }: { route: string[] }) {
   if (section === "tasks" && id) return <TaskView taskId={id} />;
   if (section === "tasks") return <TasksView />;
   if (section === "instances") return <InstancesView />;
+  if (section === "webhooks") return <WebhooksView />;
   return <GateView />;
 }
 

@@ -7,7 +7,11 @@ import { isAbsolute, join, resolve } from "node:path";
 import { GROUP_NAME } from "./group-name.js";
 import { packageRoot } from "./package-root.js";
 import { parseTenants, TenantConfigError, type TenantSpec } from "./tenants-config.js";
-import { parseWebhooksOption, type WebhookEndpointSpec, WebhookConfigError } from "./webhooks/endpoints-config.js";
+import {
+  parseWebhooksOption,
+  type WebhookEndpointSpec,
+  WebhookConfigError,
+} from "./webhooks/endpoints-config.js";
 
 export interface Config {
   /** Tasks running at once, across all instances. Default 5. */
@@ -30,6 +34,8 @@ export interface Config {
   sweepMs: number;
   /** A warm agent process with no turn is reaped after this. Default 900000. */
   agentIdleMs: number;
+  /** The largest claude-code transcript kept in Postgres per session (a larger one is not stored); 0 turns the store off. Default 67108864. */
+  transcriptMaxBytes: number;
   /** A chained turn (driver `mooring`) with no successful contact with its upstream gateway for this long fails UPSTREAM_LOST. Default 600000. */
   upstreamSilentMs: number;
   /**
@@ -146,8 +152,10 @@ export interface Config {
   webhookPollMs: number;
   /** How long a claimed delivery is held before another instance may try it; larger than the timeout. Default 60000. */
   webhookLeaseMs: number;
-  /** Deliveries one instance sends at once (one slow endpoint holds at most this many). Default 4. */
+  /** Deliveries one instance sends at once (one slow endpoint holds at most MOORING_WEBHOOK_ENDPOINT_CONCURRENCY of them). Default 4. */
   webhookConcurrency: number;
+  /** Webhook requests to one URL in flight at once across all instances, so a slow or dead receiver holds up no other. Default 2. */
+  webhookEndpointConcurrency: number;
   /** `true` serves GET /metrics without a token even when MOORING_API_TOKENS is set (private networks). Default false. */
   metricsPublic: boolean;
   /** The agent of a session an ACP client creates on `/acp` without naming one (`_meta.mooring.agent`). Default claude-code. */
@@ -272,7 +280,10 @@ const webhookEndpoints =
 /** A comma-separated list of waits in ms, each from 1 to a week. */
 const delays: Parser<number[]> = (name, raw) => {
   const parts = list(",")(name, raw);
-  if (parts.length === 0) throw new ConfigError(`${name}=${JSON.stringify(raw)} is invalid: expected ms values such as 5000,300000`);
+  if (parts.length === 0)
+    throw new ConfigError(
+      `${name}=${JSON.stringify(raw)} is invalid: expected ms values such as 5000,300000`,
+    );
   return parts.map((part) => integer(1, 604_800_000)(name, part));
 };
 
@@ -310,16 +321,42 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     queueTimeoutMs: read(env, "MOORING_QUEUE_TIMEOUT_MS", integer(1), 600_000),
     turnTimeoutMs: read(env, "MOORING_TURN_TIMEOUT_MS", integer(1, 3_600_000), 600_000),
     permissionTimeoutMs: read(env, "MOORING_PERMISSION_TIMEOUT_MS", integer(1, 86_400_000), 600_000),
-    permissionInputMaxBytes: read(env, "MOORING_PERMISSION_INPUT_MAX_BYTES", integer(2048, 16_777_216), 262_144),
+    permissionInputMaxBytes: read(
+      env,
+      "MOORING_PERMISSION_INPUT_MAX_BYTES",
+      integer(2048, 16_777_216),
+      262_144,
+    ),
     leaseMs: read(env, "MOORING_LEASE_MS", integer(100), 30_000),
     heartbeatMs: read(env, "MOORING_HEARTBEAT_MS", integer(10), 5_000),
     sweepMs: read(env, "MOORING_SWEEP_MS", integer(10), 10_000),
     agentIdleMs: read(env, "MOORING_AGENT_IDLE_MS", integer(1), 900_000),
+    transcriptMaxBytes: read(env, "MOORING_TRANSCRIPT_MAX_BYTES", integer(0), 64 * 1024 * 1024),
     upstreamSilentMs: read(env, "MOORING_UPSTREAM_SILENT_MS", integer(1), 600_000),
-    upstreamMaxMessageBytes: read(env, "MOORING_UPSTREAM_MAX_MESSAGE_BYTES", integer(1024), upstreamLimitDefaults.maxMessageBytes),
-    upstreamMaxEventBytes: read(env, "MOORING_UPSTREAM_MAX_EVENT_BYTES", integer(1024), upstreamLimitDefaults.maxEventBytes),
-    upstreamMaxBodyBytes: read(env, "MOORING_UPSTREAM_MAX_BODY_BYTES", integer(1024), upstreamLimitDefaults.maxBodyBytes),
-    upstreamPollMinMs: read(env, "MOORING_UPSTREAM_POLL_MIN_MS", integer(10), upstreamLimitDefaults.pollMinMs),
+    upstreamMaxMessageBytes: read(
+      env,
+      "MOORING_UPSTREAM_MAX_MESSAGE_BYTES",
+      integer(1024),
+      upstreamLimitDefaults.maxMessageBytes,
+    ),
+    upstreamMaxEventBytes: read(
+      env,
+      "MOORING_UPSTREAM_MAX_EVENT_BYTES",
+      integer(1024),
+      upstreamLimitDefaults.maxEventBytes,
+    ),
+    upstreamMaxBodyBytes: read(
+      env,
+      "MOORING_UPSTREAM_MAX_BODY_BYTES",
+      integer(1024),
+      upstreamLimitDefaults.maxBodyBytes,
+    ),
+    upstreamPollMinMs: read(
+      env,
+      "MOORING_UPSTREAM_POLL_MIN_MS",
+      integer(10),
+      upstreamLimitDefaults.pollMinMs,
+    ),
     contextWindow: read(env, "MOORING_CONTEXT_WINDOW", integer(1), 200_000),
     shutdownGraceMs: read(env, "MOORING_SHUTDOWN_GRACE_MS", integer(0), 20_000),
     drainTimeoutMs: read(env, "MOORING_DRAIN_TIMEOUT_MS", integer(0), 600_000),
@@ -368,11 +405,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     agentEnvDeny: read(env, "MOORING_AGENT_ENV_DENY", variableNames, []),
     metricsPublic: read(env, "MOORING_METRICS_PUBLIC", flag, false),
     webhooks: read(env, "MOORING_WEBHOOKS", webhookEndpoints(env), []),
-    webhookRetryScheduleMs: read(env, "MOORING_WEBHOOK_RETRY_SCHEDULE_MS", delays, defaultWebhookRetryScheduleMs),
+    webhookRetryScheduleMs: read(
+      env,
+      "MOORING_WEBHOOK_RETRY_SCHEDULE_MS",
+      delays,
+      defaultWebhookRetryScheduleMs,
+    ),
     webhookTimeoutMs: read(env, "MOORING_WEBHOOK_TIMEOUT_MS", integer(100, 600_000), 10_000),
     webhookPollMs: read(env, "MOORING_WEBHOOK_POLL_MS", integer(10), 1000),
     webhookLeaseMs: read(env, "MOORING_WEBHOOK_LEASE_MS", integer(1000), 60_000),
     webhookConcurrency: read(env, "MOORING_WEBHOOK_CONCURRENCY", integer(1, 64), 4),
+    webhookEndpointConcurrency: read(env, "MOORING_WEBHOOK_ENDPOINT_CONCURRENCY", integer(1, 64), 2),
   };
   if (config.webhookLeaseMs <= config.webhookTimeoutMs) {
     throw new ConfigError(
@@ -476,7 +519,11 @@ function editDistance(a: string, b: string): number {
   for (let i = 1; i <= a.length; i++) {
     const current = [i];
     for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+      current[j] = Math.min(
+        previous[j] + 1,
+        current[j - 1] + 1,
+        previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
     }
     previous = current;
   }

@@ -19,7 +19,9 @@ import { type EmbeddedDatabase, type EmbeddedLaunch, launchConfiguredPostgres } 
 import { applyMigrations } from "./db/migrate.js";
 import { packageRoot } from "./package-root.js";
 import { Committer } from "./domain/committer.js";
+import { readCarryOver } from "./domain/carry-over.js";
 import { ConversationPool } from "./domain/conversation-pool.js";
+import { sessionTranscripts } from "./domain/transcripts.js";
 import { EventService } from "./domain/events.js";
 import { InstanceService } from "./domain/instances.js";
 import { QueuePositionAnnouncer } from "./domain/queue-positions.js";
@@ -453,6 +455,11 @@ function assemble(
       workspaceRoots,
       tenantRoots: (tenant) => tenantRoots.of(tenant),
       agentEnvDeny: config.agentEnvDeny,
+      recap: (sessionId, budget, recapLog) => readCarryOver(db.sql, sessionId, budget, recapLog),
+      transcripts:
+        config.transcriptMaxBytes > 0
+          ? (sessionId) => sessionTranscripts(db.sql, sessionId, config.transcriptMaxBytes)
+          : undefined,
       upstreamSilentMs: config.upstreamSilentMs,
       upstreamLimits: {
         maxMessageBytes: config.upstreamMaxMessageBytes,
@@ -489,7 +496,7 @@ function assemble(
     instances,
     permissions,
     upstreamOrphans,
-    webhooks: new DeliveryWorker(db, tenants.list(), config, log, metrics),
+    webhooks: new DeliveryWorker(db, tenants.list(), config, log, metrics, bus),
   };
 }
 

@@ -10,6 +10,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { CANNOT_RESUME_NOTICE } from "../src/agents/acp/session-start.js";
+import { RECAP_HEAD, RECAP_TAIL } from "../src/domain/carry-over.js";
 import type { Gateway } from "../src/gateway.js";
 import {
   getSession,
@@ -60,15 +62,16 @@ afterEach(async () => {
 });
 
 function agentsJson(): string {
-  const entry = (permissions: string) => ({
+  const entry = (permissions: string, env: Record<string, string> = {}) => ({
     driver: "acp",
     command: process.execPath,
     args: ["--import", tsxLoader, agentScript],
-    env: { ACP_TEST_STATE_DIR: stateDir },
+    env: { ACP_TEST_STATE_DIR: stateDir, ...env },
     permissions,
   });
   return JSON.stringify({
     "acp-test": entry("client"),
+    "acp-noload": entry("deny", { ACP_TEST_NO_LOAD: "1" }),
     "acp-deny": entry("deny"),
     "acp-allow": entry("allow"),
   });
@@ -312,10 +315,15 @@ describe("acp agents through the gateway", () => {
     const turn = await runTurn(url, session.id, "[history]");
 
     expect(turn.status).toBe("completed");
-    expect(turn.result.text).toBe("history: 0 []");
+    expect(turn.result.text).toMatch(/^history: 0 \[\]$/);
     const events = await taskEvents(db.sql, turn.id);
-    expect(events.filter((e) => e.type === "session.reset").map((e) => e.data)).toEqual([
-      { reason: "resume_failed", notice: "Session context was too large to resume — starting fresh." },
+    const resets = events.filter((e) => e.type === "session.reset").map((e) => e.data);
+    expect(resets).toEqual([
+      {
+        reason: "resume_failed",
+        notice: `Session context was too large to resume — starting fresh. Context carried over: a recap of the last 1 turn (${resets[0]?.carriedOver?.chars} characters) from the session's log.`,
+        carriedOver: { turns: 1, chars: expect.any(Number) },
+      },
     ]);
     const after = await getSession(url, session.id);
     expect(after.agentSessionId).toMatch(/^sess-/);
@@ -333,6 +341,62 @@ describe("acp agents through the gateway", () => {
       oldAgentSessionId: oldId,
       newAgentSessionId: after.agentSessionId,
     });
+  });
+
+  it("carries a recap into the first prompt of an agent without loadSession after the gateway is killed", async () => {
+    const first = await spawnGateway(testEnv(db.url, { ...gatewayEnv(), LOG_LEVEL: "info" }));
+    let killed = false;
+    try {
+      await first.waitReady();
+      const session = await createSessionWith(first.url, { workspace, agent: "acp-noload" });
+      expect((await runTurn(first.url, session.id, "remember the heron")).result.text).toBe(
+        "echo: remember the heron",
+      );
+      const turn = await runTurn(first.url, session.id, "and the otter [pid]");
+      agentPids.add(pidIn(turn.result.text));
+      const oldId = (await getSession(first.url, session.id)).agentSessionId;
+
+      first.kill("SIGKILL");
+      killed = true;
+      expect(await first.exited).toBe("SIGKILL");
+      await eventually(async () => !isRunning(pidIn(turn.result.text)));
+
+      const { url, logs } = await boot();
+      const after = await runTurn(url, session.id, "what do you know? [recap]");
+
+      expect(after.status).toBe("completed");
+      const [head, ...recapLines] = after.result.text.split("\n");
+      expect(head).toBe("recap: 1 block(s)");
+      const recap = recapLines.join("\n");
+      expect(recap.startsWith(RECAP_HEAD)).toBe(true);
+      expect(recap.endsWith(RECAP_TAIL)).toBe(true);
+      expect(recap.length).toBeLessThanOrEqual(12_000);
+      const order = ["remember the heron", "echo: remember the heron", "and the otter [pid]", "pid: "].map(
+        (s) => recap.indexOf(s),
+      );
+      expect(order.every((at) => at > 0)).toBe(true);
+      expect(order).toEqual([...order].sort((a, b) => a - b));
+      const resets = (await taskEvents(db.sql, after.id))
+        .filter((e) => e.type === "session.reset")
+        .map((e) => e.data);
+      expect(resets).toEqual([
+        {
+          reason: "resume_failed",
+          notice: `${CANNOT_RESUME_NOTICE} Context carried over: a recap of the last 2 turns (${recap.length} characters) from the session's log.`,
+          carriedOver: { turns: 2, chars: recap.length },
+        },
+      ]);
+      expect(logs.named("fresh agent session started")[0]).toMatchObject({
+        oldAgentSessionId: oldId,
+        carriedOverTurns: 2,
+        carriedOverChars: recap.length,
+      });
+      // Sent once: the fresh session's next prompt has no recap.
+      expect((await runTurn(url, session.id, "[recap]")).result.text).toBe("recap: none");
+    } finally {
+      if (!killed) first.kill("SIGKILL");
+      await first.exited;
+    }
   });
 
   it("resumes with session/load after the gateway process is killed", async () => {

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { unsavedNotice } from "../src/agents/claude-code/conversation.js";
 import { expectedTranscriptPath } from "../src/agents/claude-code/transcript.js";
+import { RECAP_HEAD, RECAP_TAIL } from "../src/domain/carry-over.js";
 import type { Gateway } from "../src/gateway.js";
 import {
   getSession,
@@ -352,18 +353,30 @@ describe("claude-code through the gateway", () => {
     }
   });
 
-  it("starts fresh with session.reset when the resumed conversation is too long", async () => {
-    fake.respond(() => ({ text: "Noted: walrus" }));
+  it("starts fresh with session.reset when the resumed conversation is too long, carrying a recap within the budget", async () => {
+    const filler = Array.from({ length: 60 }, (_, i) => `fact${i}`).join(" ");
+    fake.respond((r) => ({
+      text: r.lastUserText.includes("walrus") ? `Noted: walrus ${filler}` : `Noted: puffin ${filler}`,
+    }));
     const { url, logs } = await boot({ MOORING_AGENT_IDLE_MS: "300" });
-    const session = await createSessionWith(url, { workspace, agent: "claude" });
+    // Room for the newest turn whole and 100 characters more: too little for the older one.
+    const newest = `--- turn 2, user ---\nand the word puffin\n--- turn 2, assistant ---\nNoted: puffin ${filler}`;
+    const budget = RECAP_HEAD.length + RECAP_TAIL.length + 4 + newest.length + 100;
+    const session = await createSessionWith(url, {
+      workspace,
+      agent: "claude",
+      agentConfig: { carryOverChars: budget },
+    });
     await runTurn(url, session.id, "remember the word walrus");
+    await runTurn(url, session.id, "and the word puffin");
     const oldId = (await getSession(url, session.id)).agentSessionId as string;
     await logs.next("idle reap", { sessionId: session.id });
     await logs.next("claude-code exited", { agentPid: logs.named("claude-code spawned")[0].agentPid });
 
-    // Anything that still carries the old conversation is too long, the CLI's compaction included.
+    // Anything that still carries the old conversation is too long, the CLI's compaction included;
+    // a recap is user text, never an earlier assistant message.
     fake.respond((r) =>
-      JSON.stringify(r.body).includes("walrus")
+      r.assistantTexts.some((t) => t.startsWith("Noted:"))
         ? { error: "prompt_too_long" }
         : { text: "Fresh start answer" },
     );
@@ -372,16 +385,31 @@ describe("claude-code through the gateway", () => {
     expect(turn.status).toBe("completed");
     expect(turn.result.text).toBe("Fresh start answer");
     const events = await taskEvents(db.sql, turn.id);
-    expect(events.filter((e) => e.type === "session.reset").map((e) => e.data)).toEqual([
-      { reason: "resume_failed", notice: RESUME_FAILED_NOTICE },
+    const resets = events.filter((e) => e.type === "session.reset").map((e) => e.data);
+    expect(resets).toEqual([
+      {
+        reason: "resume_failed",
+        notice: `${RESUME_FAILED_NOTICE} Context carried over: a recap of the last 1 turn (${resets[0]?.carriedOver?.chars} characters) from the session's log.`,
+        carriedOver: { turns: 1, chars: expect.any(Number) },
+      },
     ]);
     expect(types(events).indexOf("session.reset")).toBeLessThan(types(events).indexOf("message"));
+    // The fresh conversation's first request: the recap, then the prompt, in one user message.
+    const fresh = callsFor("carry on").at(-1)!;
+    expect(fresh.assistantTexts).toEqual([]);
+    expect(fresh.userTexts).toHaveLength(2);
+    const [recap, prompt] = fresh.userTexts;
+    expect(prompt).toBe("carry on");
+    expect(recap.startsWith(RECAP_HEAD)).toBe(true);
+    expect(recap.length).toBe(resets[0].carriedOver.chars);
+    expect(recap.length).toBeLessThanOrEqual(budget);
+    // The newest turn fits; the older one does not, and the budget holds.
+    expect(recap).toBe(`${RECAP_HEAD}\n\n${newest}\n\n${RECAP_TAIL}`);
     const after = await getSession(url, session.id);
     expect(after.agentSessionId).toMatch(/^[0-9a-f-]{36}$/);
     expect(after.agentSessionId).not.toBe(oldId);
-    expect(after.turnCount).toBe(2);
+    expect(after.turnCount).toBe(3);
     expect(await storedCursor(db.sql, session.id)).toMatchObject({ pastAgentSessionIds: [oldId] });
-    expect(callsFor("carry on").at(-1)?.userTexts).toEqual(["carry on"]);
     expect(logs.named("claude-code resume failed")[0]).toMatchObject({
       level: 50,
       sessionId: session.id,
@@ -395,18 +423,42 @@ describe("claude-code through the gateway", () => {
       sessionId: session.id,
       oldAgentSessionId: oldId,
       newAgentSessionId: after.agentSessionId,
+      carriedOverTurns: 1,
+      carriedOverChars: recap.length,
     });
 
-    // The fresh conversation is the session's from now on.
+    // The fresh conversation is the session's from now on; the recap is sent once.
     fake.respond(() => ({ text: "still fresh" }));
     const next = await runTurn(url, session.id, "next one");
     expect(next.status).toBe("completed");
-    expect(callsFor("next one").at(-1)?.userTexts).toEqual(["carry on", "next one"]);
+    expect(callsFor("next one").at(-1)?.userTexts).toEqual([recap, "carry on", "next one"]);
+  });
+
+  it("sends no recap when the session turned carry-over off", async () => {
+    fake.respond(() => ({ text: "Noted: walrus" }));
+    const { url, logs } = await boot({ MOORING_AGENT_IDLE_MS: "300" });
+    const session = await createSessionWith(url, {
+      workspace,
+      agent: "claude",
+      agentConfig: { carryOverChars: 0 },
+    });
+    await runTurn(url, session.id, "remember the word walrus");
+    await logs.next("idle reap", { sessionId: session.id });
+    await logs.next("claude-code exited", { agentPid: logs.named("claude-code spawned")[0].agentPid });
+    fake.respond((r) => (r.assistantTexts.length > 0 ? { error: "prompt_too_long" } : { text: "fresh" }));
+    const turn = await runTurn(url, session.id, "carry on");
+    expect(turn.status).toBe("completed");
+    const resets = (await taskEvents(db.sql, turn.id)).filter((e) => e.type === "session.reset");
+    expect(resets.map((e) => e.data)).toEqual([{ reason: "resume_failed", notice: RESUME_FAILED_NOTICE }]);
+    expect(callsFor("carry on").at(-1)?.userTexts).toEqual(["carry on"]);
   });
 
   it("fails a turn that outgrows the context with CONTEXT_TOO_LARGE, and the next one starts fresh", async () => {
+    // The paste itself is too long; a recap that quotes it is not.
     fake.respond((r) =>
-      JSON.stringify(r.body).includes("enormous") ? { error: "prompt_too_long" } : { text: "fine" },
+      r.userTexts.some((t) => t.includes("an enormous paste") && !t.startsWith(RECAP_HEAD))
+        ? { error: "prompt_too_long" }
+        : { text: "fine" },
     );
     const { url, logs } = await boot();
     const session = await createSessionWith(url, { workspace, agent: "claude" });
@@ -432,7 +484,13 @@ describe("claude-code through the gateway", () => {
       "resume_failed",
     ]);
     expect((await getSession(url, session.id)).agentSessionId).not.toBe(oldId);
-    expect(callsFor("shorter now").at(-1)?.userTexts).toEqual(["shorter now"]);
+    const [recap, prompt, ...rest] = callsFor("shorter now").at(-1)?.userTexts ?? [];
+    expect(rest).toEqual([]);
+    expect(prompt).toBe("shorter now");
+    expect(recap).toContain("--- turn 1, user ---\na small start\n--- turn 1, assistant ---\nfine");
+    expect(recap).toContain(
+      "--- turn 2, user ---\nan enormous paste\n--- turn 2, assistant ---\n(no reply: the turn ended failed)",
+    );
   });
 
   it("starts fresh, instead of failing forever, when the cursor's transcript never existed", async () => {

@@ -3,7 +3,7 @@
  * gateway processes: create a session and send a turn on the simulated agent, cancel a running
  * turn, answer a permission request with Allow, a kill -9 of the gateway mid-turn and a new
  * process on the same port (the page shows the restart and the turn's end without a reload), and
- * the token prompt with tokens set. Each view is saved as a screenshot under test/artifacts/.
+ * the token prompt with tokens set, the Webhooks view's deliveries and its Retry. Each view is saved as a screenshot under test/artifacts/.
  * The tests fail, not skip, when no browser starts.
  */
 import { mkdir } from "node:fs/promises";
@@ -11,8 +11,9 @@ import { createServer } from "node:net";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TestDatabase } from "./support/db.js";
-import { call, type GatewayProcess, repoRoot } from "./support/gateway.js";
+import { call, eventually, type GatewayProcess, repoRoot } from "./support/gateway.js";
 import { gatewayEnv, Processes, useProcessSuite } from "./support/lifecycle.js";
+import { startReceiver } from "./support/webhook-receiver.js";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const ARTIFACTS = `${repoRoot}test/artifacts`;
@@ -351,6 +352,69 @@ describe("a newcomer's first use", () => {
     await row.getByRole("cell", { name: "42%" }).waitFor(WAIT);
     expect((page as any).consoleErrors).toEqual([]);
     await page.close();
+  });
+});
+
+describe("webhooks", () => {
+  it("lists deliveries with status, attempts, last status code and next attempt; Retry sends one again", {
+    timeout: 300_000,
+  }, async () => {
+    const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let down = true;
+    const receiver = await startReceiver(secret, () => (down ? 500 : 200));
+    try {
+      // Two failed attempts, then the next one scheduled ten minutes out: pending, with a time.
+      const gw = await startGateway({
+        MOORING_WEBHOOKS: JSON.stringify([{ url: receiver.url, secret, events: ["task.completed"] }]),
+        MOORING_WEBHOOK_POLL_MS: "100",
+        MOORING_WEBHOOK_RETRY_SCHEDULE_MS: "200,600000",
+      });
+      const session = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
+      const submitted = await call(gw.url, "POST", `/v1/sessions/${session.body.id}/turns`, {
+        prompt: "hello",
+      });
+      expect(submitted.status).toBe(202);
+      const [{ id }] = await eventually(async () => {
+        const rows = await db.sql<{ id: string }[]>`
+          select id from webhook_deliveries where session_id = ${session.body.id} and attempts = 2`;
+        return rows.length === 1 ? rows : null;
+      }, 60_000);
+
+      const page = await newPage();
+      await page.goto(`${gw.url}/`);
+      await page.getByRole("link", { name: "Webhooks" }).click();
+      const view = page.getByRole("region", { name: "Webhooks" });
+      const headers = await view.getByRole("columnheader").allTextContents();
+      const cell = (name: string) => row.getByRole("cell").nth(headers.indexOf(name));
+      const row = view.locator(`tr[data-delivery="${id}"]`);
+      await row.waitFor(WAIT);
+      expect(await cell("Tenant").textContent()).toBe("default");
+      expect(await cell("Event").textContent()).toBe("task.completed");
+      expect(await cell("Status").textContent()).toBe("pending");
+      expect(await cell("Attempts").textContent()).toBe("2");
+      expect(await cell("Last status").textContent()).toBe("500");
+      expect(await cell("Next attempt").textContent()).toMatch(/^in \d+ min \d+ s$/);
+      // The receiver's query (a token of its own) is not shown.
+      expect(await cell("URL").textContent()).not.toContain("receiver-secret");
+      await page.screenshot({ path: `${ARTIFACTS}/console-webhooks.png` });
+
+      down = false;
+      await row.getByRole("button", { name: "Retry" }).click();
+      await cell("Status").getByText("delivered", { exact: true }).waitFor(WAIT);
+      expect(await cell("Attempts").textContent()).toBe("3");
+      expect(await cell("Last status").textContent()).toBe("200");
+      expect(await cell("Next attempt").textContent()).toBe("—");
+      expect(receiver.unique.map((r) => r.id)).toEqual([id]);
+      expect(receiver.badSignatures).toBe(0);
+
+      // The status filter asks the gateway: no failed delivery here.
+      await view.getByLabel("Status").selectOption("failed");
+      await view.getByText("No deliveries match.").waitFor(WAIT);
+      expect((page as any).consoleErrors).toEqual([]);
+      await page.close();
+    } finally {
+      await receiver.close();
+    }
   });
 });
 

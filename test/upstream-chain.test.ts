@@ -4,6 +4,7 @@
  * database; the link between them passes through a TCP proxy the tests cut, and the upstream is
  * killed with SIGKILL and started again behind the same proxy.
  */
+import { RECAP_HEAD, RECAP_TAIL } from "../src/domain/carry-over.js";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { upstreamGoneNotice } from "../src/agents/mooring/conversation.js";
 import { SseReader, taskEvents } from "./support/agent-gateway.js";
@@ -150,7 +151,20 @@ describe("a gateway whose agent is another gateway", () => {
     const done = await waitTerminal(down.url, second.id, 120_000);
     expect(done.status, JSON.stringify(done.error)).toBe("completed");
     const reset = (await taskEvents(downDb.sql, second.id)).find((e) => e.type === "session.reset");
-    expect(reset?.data).toEqual({ reason: "resume_failed", notice: upstreamGoneNotice });
+    const chars = reset?.data.carriedOver?.chars;
+    expect(reset?.data).toEqual({
+      reason: "resume_failed",
+      notice: `${upstreamGoneNotice} Context carried over: a recap of the last 1 turn (${chars} characters) from the session's log.`,
+      carriedOver: { turns: 1, chars: expect.any(Number) },
+    });
+    // The upstream takes one prompt string: the recap of turn "one", then the prompt.
+    const [upTurn] = await upDb.sql<{ prompt: string }[]>`
+      select t.prompt from tasks t join sessions s on s.id = t.session_id
+      where s.id <> ${before} order by t.created_at desc limit 1`;
+    expect(upTurn.prompt.startsWith(RECAP_HEAD)).toBe(true);
+    expect(upTurn.prompt).toContain("--- turn 1, user ---\none\n");
+    expect(upTurn.prompt.endsWith(`${RECAP_TAIL}\n\ntwo`)).toBe(true);
+    expect(upTurn.prompt.length).toBe(chars + "\n\ntwo".length);
     const after = (await call(down.url, "GET", `/v1/sessions/${sessionId}`)).body.agentSessionId;
     expect(after).not.toBe(before);
     const [row] = await downDb.sql<{ pastAgentSessionIds: string[] }[]>`

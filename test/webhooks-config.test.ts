@@ -26,11 +26,16 @@ function configError(env: Record<string, string>): string {
 }
 
 describe("webhook configuration", () => {
-  it("has defaults: no endpoints, a schedule of about a day, 10 s timeout", () => {
+  it("has defaults: no endpoints, a schedule of about a day, 10 s timeout, 2 per URL", () => {
     const c = loadConfig({});
     expect(c.webhooks).toEqual([]);
     expect(c.webhookRetryScheduleMs).toEqual(defaultWebhookRetryScheduleMs);
     expect(c.webhookTimeoutMs).toBe(10_000);
+    expect(c.webhookEndpointConcurrency).toBe(2);
+    expect(loadConfig({ MOORING_WEBHOOK_ENDPOINT_CONCURRENCY: "5" }).webhookEndpointConcurrency).toBe(5);
+    expect(() => loadConfig({ MOORING_WEBHOOK_ENDPOINT_CONCURRENCY: "0" })).toThrow(
+      /MOORING_WEBHOOK_ENDPOINT_CONCURRENCY/,
+    );
   });
 
   it("reads MOORING_WEBHOOKS as JSON or a file, secretEnv from the environment, events defaulting to all", async () => {

@@ -8,6 +8,7 @@
  * at a time; the pipeline keeps it warm between turns and closes it when idle.
  */
 import type { Logger } from "pino";
+import type { CarriedOver, CarryOver } from "./carry-over.js";
 import type { AgentEntry, DriverName } from "./registry.js";
 
 /** What the agent reported about how to continue its conversation later (docs/api.md, Restarts, resume and recovery). */
@@ -62,7 +63,8 @@ export type AgentEvent =
   | { type: "tool.result"; id: string; isError: boolean; output: unknown }
   /** Usage of the last model call; the pipeline derives the context percentage from it. */
   | { type: "usage"; usage: AgentUsage }
-  | { type: "session.reset"; reason: "unsaved" | "resume_failed"; notice: string }
+  /** `carriedOver`: the recap the fresh conversation starts with (agents/carry-over.ts), when there is one. */
+  | { type: "session.reset"; reason: "unsaved" | "resume_failed"; notice: string; carriedOver?: CarriedOver }
   | { type: "session.notice"; message: string }
   /**
    * The `mooring` driver's upstream task (docs/agents.md, Chained gateways): its id once submitted,
@@ -203,9 +205,38 @@ export interface OpenConversationOptions {
   agentConfig: Record<string, unknown>;
   /** The resume cursor stored on the session. */
   cursor: ResumeCursor;
+  /**
+   * The recap of the session so far, from mooring's own log, within the session's
+   * `agentConfig.carryOverChars` (domain/carry-over.ts): a driver that must start its agent's
+   * conversation over sends it ahead of the first prompt there. Null when there is nothing to
+   * carry or carry-over is off; never rejects. Absent: no recap (driver tests).
+   */
+  carryOver?: () => Promise<CarryOver | null>;
+  /**
+   * The session's transcript store (claude-code: the CLI's transcript file kept in Postgres, so
+   * another host can resume it; domain/transcripts.ts). Absent: none (driver tests, store off).
+   */
+  transcripts?: TranscriptStore;
   /** Gateway-wide settings drivers need. */
   settings: { contextWindow: number; upstreamSilentMs?: number; upstreamLimits?: UpstreamLimits };
   log: Logger;
+}
+
+/**
+ * One session's stored agent transcripts, chunks keyed by their byte offset in the agent's file.
+ * Every method may reject (the database away): callers log it and go on as without a store.
+ */
+export interface TranscriptStore {
+  /** The most bytes one transcript may have and still be stored (MOORING_TRANSCRIPT_MAX_BYTES). */
+  readonly maxBytes: number;
+  /** Where the stored copy of `agentSessionId`'s transcript ends; 0 when none is stored. */
+  end(agentSessionId: string): Promise<number>;
+  /** Store `bytes` found at `offset` of the file; a chunk already stored there is kept. */
+  append(agentSessionId: string, offset: number, bytes: Buffer): Promise<void>;
+  /** The stored chunks in file order. */
+  chunks(agentSessionId: string): Promise<{ byteOffset: number; bytes: Buffer }[]>;
+  /** Forget every stored transcript of the session but `keep`'s (null: all). */
+  forget(keep: string | null): Promise<void>;
 }
 
 /** Options of one turn. */

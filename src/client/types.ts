@@ -41,7 +41,12 @@ export interface EventData {
   "task.cancelled": TerminalData;
   "task.expired": TerminalData;
   "task.interrupted": TerminalData;
-  "session.reset": { reason: "unsaved" | "resume_failed"; notice: string };
+  "session.reset": {
+    reason: "unsaved" | "resume_failed";
+    notice: string;
+    /** The recap the fresh conversation started with (docs/agents.md, Carried-over context), when there was one. */
+    carriedOver?: { turns: number; chars: number };
+  };
   "session.notice": { message: string };
   "permission.requested": Task["pendingPermissions"][number];
   "permission.resolved": {

@@ -6,6 +6,7 @@
 import { sql } from "drizzle-orm";
 import {
   bigint,
+  customType,
   bigserial,
   boolean,
   index,
@@ -124,12 +125,8 @@ export const tasks = pgTable(
   },
   (t) => [
     uniqueIndex("tasks_idempotency_idx").on(t.sessionId, t.idempotencyKey),
-    index("tasks_queued_idx")
-      .on(t.queueOrder)
-      .where(sql`status = 'queued'`),
-    index("tasks_session_queued_idx")
-      .on(t.sessionId, t.queueOrder)
-      .where(sql`status = 'queued'`),
+    index("tasks_queued_idx").on(t.queueOrder).where(sql`status = 'queued'`),
+    index("tasks_session_queued_idx").on(t.sessionId, t.queueOrder).where(sql`status = 'queued'`),
     index("tasks_active_idx")
       .on(t.sessionId)
       .where(sql`status in ${sql.raw(ACTIVE.text)}`),
@@ -140,9 +137,7 @@ export const tasks = pgTable(
     index("tasks_created_idx").on(t.createdAt, t.id),
     index("tasks_tenant_created_idx").on(t.tenant, t.createdAt, t.id),
     // Per-tenant queue and running counts (quotas) and the fair claim's per-tenant queue heads.
-    index("tasks_tenant_queued_idx")
-      .on(t.tenant, t.queueOrder)
-      .where(sql`status = 'queued'`),
+    index("tasks_tenant_queued_idx").on(t.tenant, t.queueOrder).where(sql`status = 'queued'`),
     index("tasks_tenant_active_idx")
       .on(t.tenant)
       .where(sql`status in ${sql.raw(ACTIVE.text)}`),
@@ -236,9 +231,7 @@ export const permissionRequests = pgTable(
   },
   (t) => [
     index("permission_requests_task_idx").on(t.taskId),
-    index("permission_requests_pending_idx")
-      .on(t.taskId)
-      .where(sql`resolved_at is null`),
+    index("permission_requests_pending_idx").on(t.taskId).where(sql`resolved_at is null`),
   ],
 );
 
@@ -289,5 +282,33 @@ export const webhookDeliveries = pgTable(
   (t) => [
     index("webhook_deliveries_due_idx").on(t.nextAttemptAt).where(sql`status = 'pending'`),
     index("webhook_deliveries_tenant_idx").on(t.tenant, t.createdAt, t.id),
+    // The claim counts each URL's deliveries in flight (its per-endpoint concurrency): only leased
+    // rows, few at any time, since an attempt's record clears the lease.
+    index("webhook_deliveries_leased_idx").on(t.url).where(sql`lease_until is not null`),
   ],
+);
+
+/** Raw bytes (Postgres `bytea`), read and written as a Buffer. */
+const bytea = customType<{ data: Buffer }>({ dataType: () => "bytea" });
+
+/**
+ * A claude-code conversation's transcript file (`<config dir>/projects/<cwd>/<id>.jsonl`), kept
+ * as appended chunks keyed by their byte offset in the file, so that another host can write it back
+ * before `--resume` (docs/claude-code.md, Transcript store; sql/transcript-chunks.ts). Part of its
+ * session: deleted with it, never served to clients.
+ */
+export const transcriptChunks = pgTable(
+  "transcript_chunks",
+  {
+    sessionId: uuid("session_id")
+      .notNull()
+      .references(() => sessions.id, { onDelete: "cascade" }),
+    /** The agent's conversation id: the file's name. */
+    agentSessionId: text("agent_session_id").notNull(),
+    /** Where the chunk starts in the file. */
+    byteOffset: bigint("byte_offset", { mode: "number" }).notNull(),
+    bytes: bytea("bytes").notNull(),
+    at: ts("at").notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.sessionId, t.agentSessionId, t.byteOffset] })],
 );

@@ -15,9 +15,11 @@ import type {
   AgentDriver,
   ResumeCursor,
   RunTurnOptions,
+  TranscriptStore,
   UpstreamLimits,
 } from "../agents/driver.js";
 import { agentEnvironment } from "../agents/agent-env.js";
+import { type CarryOver, carryOverCharsOf } from "../agents/carry-over.js";
 import type { AgentEntry } from "../agents/registry.js";
 import { storable } from "../agents/storable-text.js";
 import type { SessionRow } from "./views.js";
@@ -29,6 +31,13 @@ export interface LaunchPolicy {
   /** The normalized roots of a session's tenant (domain/tenant-roots.ts); absent: none of their own. */
   tenantRoots?: (tenant: string) => Promise<readonly string[]>;
   agentEnvDeny: readonly string[];
+  /**
+   * The recap of a session from its log within `budget` characters (domain/carry-over.ts), for a
+   * driver whose agent must start over; absent: no recap.
+   */
+  recap?: (sessionId: string, budget: number, log: Logger) => Promise<CarryOver | null>;
+  /** A session's transcript store (domain/transcripts.ts); absent: none. */
+  transcripts?: (sessionId: string) => TranscriptStore;
   /** MOORING_UPSTREAM_SILENT_MS, for chained turns (driver `mooring`). */
   upstreamSilentMs?: number;
   /** MOORING_UPSTREAM_MAX_* and MOORING_UPSTREAM_POLL_MIN_MS, for chained turns. */
@@ -91,6 +100,9 @@ export class ConversationPool {
     } else if (existing) {
       this.drop(session.id, "kill");
     }
+    const log = this.log.child({ sessionId: session.id, agent: session.agent });
+    const recap = this.launch.recap;
+    const budget = carryOverCharsOf(session.agentConfig);
     const conversation = driver.open({
       sessionId: session.id,
       workspace: session.workspace,
@@ -111,12 +123,14 @@ export class ConversationPool {
         lastAssistantMessageId: session.lastAssistantMessageId,
         pastAgentSessionIds: session.pastAgentSessionIds,
       },
+      carryOver: recap && budget > 0 ? () => recap(session.id, budget, log) : undefined,
+      transcripts: this.launch.transcripts?.(session.id),
       settings: {
         contextWindow: this.contextWindow,
         upstreamSilentMs: this.launch.upstreamSilentMs,
         upstreamLimits: this.launch.upstreamLimits,
       },
-      log: this.log.child({ sessionId: session.id, agent: session.agent }),
+      log,
     });
     const warm: Warm = {
       conversation,

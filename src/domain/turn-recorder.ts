@@ -155,7 +155,11 @@ export class TurnRecorder {
         break;
       }
       case "session.reset":
-        this.append("session.reset", { reason: event.reason, notice: event.notice });
+        this.append("session.reset", {
+          reason: event.reason,
+          notice: event.notice,
+          ...(event.carriedOver ? { carriedOver: event.carriedOver } : {}),
+        });
         break;
       case "session.notice":
         this.append("session.notice", { message: event.message });

@@ -9,6 +9,8 @@ export class TimedLoop {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private stopped = true;
+  /** A wake arrived while a run was in flight: run again as soon as it ends. */
+  private again = false;
 
   constructor(
     private readonly everyMs: number,
@@ -38,6 +40,21 @@ export class TimedLoop {
     await this.running;
   }
 
+  /**
+   * Run now rather than at the next tick (a hint that work arrived); with a run in flight, once
+   * more right after it, so wakes that pile up meanwhile cost one run. The timer is the guarantee.
+   */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.running = this.tick();
+  }
+
   get active(): boolean {
     return !this.stopped;
   }
@@ -59,7 +76,10 @@ export class TimedLoop {
       this.onError(err);
     } finally {
       this.running = null;
-      this.schedule();
+      if (this.again && !this.stopped) {
+        this.again = false;
+        this.running = this.tick();
+      } else this.schedule();
     }
   }
 }

@@ -15,6 +15,8 @@ export const channels = {
   permissions: "mooring_permissions",
   /** Payload: a boot id asked to drain (the row's drain_requested_at is the guarantee). */
   drain: "mooring_drain",
+  /** Sent by the outbox trigger (migrations/0012) when a commit added webhook deliveries: claim them. */
+  webhooks: "mooring_webhooks",
 } as const;
 
 /** Postgres refuses payloads of 8000 bytes or more. */

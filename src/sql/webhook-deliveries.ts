@@ -1,4 +1,4 @@
-import type { Queryable } from "../db/client.js";
+import type { Queryable, Tx } from "../db/client.js";
 
 export interface DeliveryRow {
   id: string;
@@ -20,30 +20,56 @@ export interface DeliveryRow {
   createdAt: Date;
 }
 
+/** Any fixed number works; every instance must use the same one. */
+export const WEBHOOK_CLAIM_LOCK_KEY = 0x7768_6b73; // "whks"
+
+/**
+ * Taken first in the claim's transaction (pipelined with it): claims run one at a time across
+ * instances, so each one counts the deliveries the others have in flight (committed leases) and a
+ * URL never gets more than its per-endpoint concurrency. The claim is one short statement, so
+ * the serial step costs little; attempts themselves run outside it.
+ */
+export function lockWebhookClaims(tx: Tx): Promise<unknown> {
+  return tx`select pg_advisory_xact_lock(${WEBHOOK_CLAIM_LOCK_KEY})`;
+}
+
 /**
  * Claim up to `limit` due deliveries this instance can sign (`endpoints`: the configured endpoint
- * ids it holds secrets for; `turnTenants`: tenants whose per-turn URLs it can sign). Shape: the
- * due rows, oldest first, locked `FOR UPDATE SKIP LOCKED` so concurrent claimers take different
- * rows, then given a lease: until `lease_until` no other instance picks them even after this
- * transaction ends, and a crashed sender's lease simply runs out.
+ * ids it holds secrets for; `turnTenants`: tenants whose per-turn URLs it can sign), at most
+ * `perEndpoint` in flight per URL across all instances. Run after `lockWebhookClaims` in the same
+ * transaction: then `busy` (deliveries leased and not yet recorded, on any instance) is exact,
+ * and each URL's oldest due rows fill only its free slots, so a slow or dead receiver's backlog
+ * takes at most its own slots and the other URLs' rows are claimed next to it. Window functions
+ * cannot be combined with FOR UPDATE; the UPDATE re-checks the status and lease on the row as it
+ * is now, so a retry or record committed meanwhile is not overwritten. The lease: until
+ * `lease_until` no other instance picks the row, and a crashed sender's lease simply runs out.
  */
-export async function claimDueDeliveries(
+export function claimDueDeliveries(
   q: Queryable,
-  opts: { endpoints: string[]; turnTenants: string[]; limit: number; leaseMs: number },
+  opts: { endpoints: string[]; turnTenants: string[]; limit: number; leaseMs: number; perEndpoint: number },
 ): Promise<DeliveryRow[]> {
   return q<DeliveryRow[]>`
-    with due as (
-      select id from webhook_deliveries
+    with busy as (
+      select url, count(*)::int as n from webhook_deliveries
+      where lease_until > now() and status = 'pending'
+      group by url
+    ), due as (
+      select id, url, next_attempt_at,
+        row_number() over (partition by url order by next_attempt_at, id) as rank
+      from webhook_deliveries
       where status = 'pending' and next_attempt_at <= now()
         and (lease_until is null or lease_until < now())
         and (endpoint_id = any(${opts.endpoints}::text[])
              or (endpoint_id is null and tenant = any(${opts.turnTenants}::text[])))
-      order by next_attempt_at
+    ), picked as (
+      select due.id from due left join busy on busy.url = due.url
+      where due.rank <= ${opts.perEndpoint} - coalesce(busy.n, 0)
+      order by due.next_attempt_at, due.id
       limit ${opts.limit}
-      for update skip locked
     )
     update webhook_deliveries d set lease_until = now() + ${opts.leaseMs} * interval '1 millisecond'
-    from due where d.id = due.id
+    from picked
+    where d.id = picked.id and d.status = 'pending' and (d.lease_until is null or d.lease_until < now())
     returning d.*`;
 }
 

@@ -25,6 +25,8 @@ export interface ChangeBusEvents {
   permission: [requestId: string];
   /** This boot was asked to drain (by a request that landed here or on another instance). */
   drain: [bootId: string];
+  /** A commit added webhook deliveries (on any instance): the delivery worker claims now. */
+  webhooks: [];
 }
 
 export class ChangeBus extends EventEmitter<ChangeBusEvents> {

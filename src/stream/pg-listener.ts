@@ -2,7 +2,7 @@
  * The dedicated LISTEN connection. postgres.js keeps a listen connection of its own and, when it
  * drops (server restart, `pg_terminate_backend`), reconnects with backoff and listens again,
  * calling our `onlisten` each time. Notifications sent while it was away are lost, so every
- * re-listen raises an `allSessions` and a `gate` hint to catch up at once; the polling backstops
+ * re-listen raises an `allSessions`, a `gate` and a `webhooks` hint to catch up at once; the polling backstops
  * would catch up within a poll interval anyway.
  */
 import { retryDelay, retryPolicies } from "../lib/retry.js";
@@ -49,6 +49,7 @@ export class PgListener {
       await sql.listen(channels.archived, (sessionId) => this.bus.emit("archived", sessionId));
       await sql.listen(channels.permissions, (requestId) => this.bus.emit("permission", requestId));
       await sql.listen(channels.drain, (bootId) => this.bus.emit("drain", bootId));
+      await sql.listen(channels.webhooks, () => this.bus.emit("webhooks"));
       this.attempt = 0;
     } catch (err) {
       // The first listen failed (database away at startup): start over with backoff.
@@ -67,6 +68,7 @@ export class PgListener {
     this.log.info({ listens: this.listens }, "listen connection re-established; catching up");
     this.bus.emit("allSessions");
     this.bus.emit("gate");
+    this.bus.emit("webhooks");
   }
 
   private onSessions(payload: string): void {

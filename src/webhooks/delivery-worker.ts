@@ -1,9 +1,12 @@
 /**
- * Sends the webhook outbox (docs/api.md, Webhooks). Every instance runs one: each poll claims due
- * deliveries it can sign (sql/webhook-deliveries.ts: SKIP LOCKED and a lease, so an attempt is
- * made by one instance at a time and a crashed sender's claim runs out), up to its free
- * concurrency, and sends them without awaiting them in the poll: a slow receiver holds at most
- * its own slots, and nothing of the gateway's own work ever waits on a delivery.
+ * Sends the webhook outbox (docs/api.md, Webhooks). Every instance runs one: each run (woken by
+ * the notification of a commit that added deliveries or by a freed slot, else every poll
+ * interval) claims due deliveries it can sign (sql/webhook-deliveries.ts: one claim at a time
+ * over all instances, and a lease, so an attempt is made by one instance at a time and a crashed
+ * sender's claim runs out), up to its free
+ * concurrency and to each URL's free slots across all instances, and sends them without awaiting
+ * them in the poll: a slow receiver holds at most its own slots, and nothing of the gateway's own
+ * work ever waits on a delivery.
  */
 import { createHash } from "node:crypto";
 import type { Logger } from "pino";
@@ -11,7 +14,14 @@ import type { Config } from "../config.js";
 import type { Database } from "../db/client.js";
 import type { Tenant } from "../domain/tenants.js";
 import { TimedLoop } from "../lib/timed-loop.js";
-import { claimDueDeliveries, type DeliveryRow, recordAttempt } from "../sql/webhook-deliveries.js";
+import type { ChangeBus } from "../stream/change-bus.js";
+import { pipelined } from "../db/pipeline.js";
+import {
+  claimDueDeliveries,
+  type DeliveryRow,
+  lockWebhookClaims,
+  recordAttempt,
+} from "../sql/webhook-deliveries.js";
 import { type EndpointRow, syncWebhookEndpoints } from "../sql/webhook-endpoints.js";
 import { sendDelivery } from "./send.js";
 
@@ -22,7 +32,12 @@ export interface DeliveryReporter {
 
 type Options = Pick<
   Config,
-  "webhookRetryScheduleMs" | "webhookTimeoutMs" | "webhookPollMs" | "webhookLeaseMs" | "webhookConcurrency"
+  | "webhookRetryScheduleMs"
+  | "webhookTimeoutMs"
+  | "webhookPollMs"
+  | "webhookLeaseMs"
+  | "webhookConcurrency"
+  | "webhookEndpointConcurrency"
 >;
 
 /** The id of a configured endpoint: equal on every instance with the same configuration. */
@@ -53,6 +68,7 @@ export class DeliveryWorker {
     private readonly options: Options,
     private readonly log: Logger,
     private readonly reporter: DeliveryReporter,
+    bus: ChangeBus,
   ) {
     for (const tenant of tenants) {
       for (const endpoint of tenant.webhooks) {
@@ -67,6 +83,9 @@ export class DeliveryWorker {
       () => this.poll(),
       (err) => log.warn({ err: String(err) }, "webhook poll failed; retrying"),
     );
+    // A commit that added deliveries notifies every instance (the outbox trigger): claim at once
+    // instead of a poll interval later.
+    bus.on("webhooks", () => this.loop.wake());
   }
 
   /** Publish this instance's endpoints (the outbox trigger matches events against them). */
@@ -87,14 +106,26 @@ export class DeliveryWorker {
   private async poll(): Promise<void> {
     const free = this.options.webhookConcurrency - this.inFlight.size;
     if (free <= 0 || (this.secrets.size === 0 && this.turnSecrets.size === 0)) return;
-    const claimed = await claimDueDeliveries(this.db.sql, {
-      endpoints: [...this.secrets.keys()],
-      turnTenants: [...this.turnSecrets.keys()],
-      limit: free,
-      leaseMs: this.options.webhookLeaseMs,
-    });
+    const [, claimed] = await pipelined(
+      this.db.sql,
+      (q) =>
+        [
+          lockWebhookClaims(q),
+          claimDueDeliveries(q, {
+            endpoints: [...this.secrets.keys()],
+            turnTenants: [...this.turnSecrets.keys()],
+            limit: free,
+            leaseMs: this.options.webhookLeaseMs,
+            perEndpoint: this.options.webhookEndpointConcurrency,
+          }),
+        ] as const,
+    );
     for (const delivery of claimed) {
-      const attempt = this.attempt(delivery).finally(() => this.inFlight.delete(attempt));
+      // A slot is free again: what waited for it (here or for its URL) is claimed now.
+      const attempt = this.attempt(delivery).finally(() => {
+        this.inFlight.delete(attempt);
+        this.loop.wake();
+      });
       this.inFlight.add(attempt);
     }
   }

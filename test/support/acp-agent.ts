@@ -8,7 +8,8 @@
  * (it accepts stdio and http servers, not sse). `[badbytes]` streams text, a tool call
  * (name and input, a key included) and its output holding NUL and lone surrogates, as real agents
  * do (`printf 'a\000b'`, `find -print0`, a string cut inside a surrogate pair). Without a text-producing directive it
- * echoes the prompt. Sessions live in memory and, when ACP_TEST_STATE_DIR is set, in
+ * echoes the prompt. Only a prompt's last text block is scripted; `[recap]` says the blocks before it
+ * (a fresh start's carried-over recap), or `recap: none`. Sessions live in memory and, when ACP_TEST_STATE_DIR is set, in
  * `<dir>/<sessionId>.json`, so a later process can `session/load` them (history is replayed as
  * session/update, as the protocol asks).
  *
@@ -101,6 +102,8 @@ class Turn {
     private readonly session: Session,
     private readonly client: AgentContext,
     private readonly signal: AbortSignal,
+    /** The prompt's text blocks before the last one. */
+    private readonly earlierBlocks: string[] = [],
   ) {}
 
   update(update: SessionUpdate): Promise<void> {
@@ -123,6 +126,10 @@ class Turn {
         for (let i = 1; i <= n; i++) await this.say(`chunk ${i}/${n} `);
         return;
       }
+      case "recap":
+        return this.say(
+          `recap: ${this.earlierBlocks.length === 0 ? "none" : `${this.earlierBlocks.length} block(s)\n${this.earlierBlocks.join("\n")}`}`,
+        );
       case "history":
         return this.say(
           `history: ${this.session.history.length} [${this.session.history.map((h) => h.prompt).join(" | ")}]`,
@@ -265,15 +272,17 @@ const app = agent({ name: "acp-test-agent" })
   .onRequest("session/prompt", async ({ params, client }) => {
     const session = sessions.get(params.sessionId);
     if (!session) throw RequestError.sessionNotFound(params.sessionId);
-    const prompt = params.prompt.map((block) => (block.type === "text" ? block.text : "")).join("");
+    const texts = params.prompt.map((block) => (block.type === "text" ? block.text : ""));
+    const prompt = texts.join("");
     log(`prompt: ${prompt}`);
     session.cancel = new AbortController();
-    const turn = new Turn(session, client, session.cancel.signal);
-    for (const { name, args } of directives(prompt)) {
+    // Earlier blocks (a fresh start's recap) are context: only the last one is scripted.
+    const turn = new Turn(session, client, session.cancel.signal, texts.slice(0, -1));
+    for (const { name, args } of directives(texts.at(-1) ?? "")) {
       await turn.run(name, args);
       if (turn.stopReason === "cancelled") break;
     }
-    if (turn.reply === "") await turn.say(`echo: ${prompt.replace(/\[[^\]]*\]/g, "").trim()}`);
+    if (turn.reply === "") await turn.say(`echo: ${(texts.at(-1) ?? "").replace(/\[[^\]]*\]/g, "").trim()}`);
     session.cancel = null;
     session.history.push({ prompt, reply: turn.reply });
     persist(session);

@@ -23,6 +23,11 @@ export interface Receiver {
   badSignatures: number;
   /** The status answered while `answering` returns it (default 200). */
   answering: () => number;
+  /** Each request is answered once this resolves (default at once): a slow receiver. */
+  hold: () => Promise<void>;
+  /** Requests received and not answered yet, and the most there ever were at once. */
+  inFlight: number;
+  maxInFlight: number;
   close(): Promise<void>;
 }
 
@@ -34,6 +39,9 @@ export async function startReceiver(secret: string, answering: () => number = ()
     requests: 0,
     badSignatures: 0,
     answering,
+    hold: async () => {},
+    inFlight: 0,
+    maxInFlight: 0,
     close: async () => {
       server.closeAllConnections();
       server.close();
@@ -43,8 +51,12 @@ export async function startReceiver(secret: string, answering: () => number = ()
   const seen = new Set<string>();
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
+    receiver.inFlight++;
+    receiver.maxInFlight = Math.max(receiver.maxInFlight, receiver.inFlight);
+    res.on("close", () => receiver.inFlight--);
     req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
+    req.on("end", async () => {
+      await receiver.hold();
       receiver.requests++;
       const body = Buffer.concat(chunks).toString();
       const status = receiver.answering();

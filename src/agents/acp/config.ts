@@ -3,6 +3,7 @@
  * whether the session may pick its permission answer at all (`permissions: "client"`).
  */
 import type { ConfigRules, ConfigValidation } from "../driver.js";
+import { carryOverCharsProblem } from "../carry-over.js";
 import type { AgentEntry } from "../registry.js";
 import { checkMcpServers } from "./mcp-servers.js";
 
@@ -21,6 +22,9 @@ export function validateAcpConfig(entry: AgentEntry, config: Record<string, unkn
       if (!checked.ok) return { ok: false, problem: checked.problem, field: "agentConfig.mcpServers" };
       if (checked.servers.length === 0) delete cleaned.mcpServers;
       else cleaned.mcpServers = checked.servers;
+    } else if (field === "carryOverChars") {
+      const problem = carryOverCharsProblem(value);
+      if (problem) return { ok: false, problem };
     } else {
       return { ok: false, problem: `agentConfig.${field} is not allowed for acp` };
     }

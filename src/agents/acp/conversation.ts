@@ -4,6 +4,7 @@
  */
 import type { ClientConnection, PromptResponse, SessionNotification } from "@agentclientprotocol/sdk";
 import type { Logger } from "pino";
+import type { CarryOver } from "../carry-over.js";
 import {
   AgentFailure,
   type AgentConversation,
@@ -45,6 +46,8 @@ export class AcpConversation implements AgentConversation {
   /** The running turn's sink and signal: where a permission request is relayed to (`ask`). */
   private turn: { sink: TurnSink; signal: AbortSignal } | null = null;
   private readonly log: Logger;
+  /** The recap a fresh start carries over, sent ahead of the next prompt (agents/carry-over.ts). */
+  private recap: CarryOver | null = null;
 
   constructor(private readonly options: OpenConversationOptions) {
     this.cursor = options.cursor;
@@ -135,9 +138,11 @@ export class AcpConversation implements AgentConversation {
         sink,
         signal,
         log: this.log,
+        carryOver: this.options.carryOver,
       });
       this.cursor = started.cursor;
       this.live = { proc, conn, agentSessionId: started.agentSessionId };
+      this.recap = started.recap ?? null;
       return this.live;
     } catch (err) {
       // A half-started agent is of no use to a later turn; the next conversation starts over.
@@ -190,9 +195,17 @@ export class AcpConversation implements AgentConversation {
     this.recorder = recorder;
     let response: PromptResponse;
     try {
+      const recap = this.recap;
+      this.recap = null;
       const request = live.conn.agent.request("session/prompt", {
         sessionId: live.agentSessionId,
-        prompt: [{ type: "text", text }],
+        // The recap is a block of its own, so the prompt stays the text the client sent.
+        prompt: recap
+          ? [
+              { type: "text", text: recap.text },
+              { type: "text", text },
+            ]
+          : [{ type: "text", text }],
       });
       response = await this.awaitPrompt(live, request, signal);
     } finally {

@@ -5,6 +5,7 @@
  */
 import type { ClientConnection } from "@agentclientprotocol/sdk";
 import type { Logger } from "pino";
+import { type CarryOver, carriedOverField, noticeWithCarryOver } from "../carry-over.js";
 import { AgentFailure, type ResumeCursor, type TurnSink } from "../driver.js";
 import { drainReceived, initializeRequest } from "./connection.js";
 import { type McpServer, unsupportedTransports } from "./mcp-servers.js";
@@ -29,12 +30,16 @@ export interface StartContext {
   sink: TurnSink;
   signal: AbortSignal;
   log: Logger;
+  /** The session's recap for a fresh start (OpenConversationOptions.carryOver). */
+  carryOver?: () => Promise<CarryOver | null>;
 }
 
 export interface StartedSession {
   agentSessionId: string;
   /** The cursor to continue from: the given one, or a cleared one after a fresh start. */
   cursor: ResumeCursor;
+  /** After a fresh start: the recap to send ahead of the first prompt. */
+  recap?: CarryOver | null;
 }
 
 export async function startAgentSession(ctx: StartContext): Promise<StartedSession> {
@@ -108,17 +113,25 @@ async function freshStart(ctx: StartContext, ask: Ask, notice: string): Promise<
   // The old conversation is known to be unusable: forget it even if the fresh start fails too.
   await ctx.sink.saveCursor(cleared);
   const agentSessionId = await newSession(ctx, ask);
+  const recap = (await ctx.carryOver?.()) ?? null;
   ctx.log.warn(
     {
       oldAgentSessionId: old.agentSessionId,
       newAgentSessionId: agentSessionId,
       agentSessionId,
       cwd: ctx.workspace,
+      carriedOverTurns: recap?.turns ?? 0,
+      carriedOverChars: recap?.chars ?? 0,
     },
     "fresh agent session started",
   );
-  ctx.sink.emit({ type: "session.reset", reason: "resume_failed", notice });
-  return { agentSessionId, cursor: cleared };
+  ctx.sink.emit({
+    type: "session.reset",
+    reason: "resume_failed",
+    notice: noticeWithCarryOver(notice, recap),
+    ...carriedOverField(recap),
+  });
+  return { agentSessionId, cursor: cleared, recap };
 }
 
 async function newSession(ctx: StartContext, ask: Ask): Promise<string> {

@@ -2,6 +2,7 @@
  * What a client may choose for a claude-code session: only options that cannot make the gateway run
  * something the operator did not allow.
  */
+import { carryOverCharsProblem } from "../carry-over.js";
 import type { AgentEntry } from "../registry.js";
 
 export interface ClaudeCodeConfig {
@@ -11,6 +12,8 @@ export interface ClaudeCodeConfig {
   contextSuffix?: boolean;
   /** Ask Claude to end each reply with `[ctx: ~NN%]`; the marker is stripped and reported (context-marker.ts). */
   selfReportContext?: boolean;
+  /** The recap budget of a fresh start (agents/carry-over.ts); read by the pool, not the driver. */
+  carryOverChars?: number;
 }
 
 /** Longest accepted `model` (model ids are tens of characters). */
@@ -44,6 +47,12 @@ export function validateClaudeCodeConfig(entry: AgentEntry, config: Record<strin
           return { ok: false, problem: `agentConfig.permissionMode must be one of: ${allowed.join(", ")}` };
         }
         cleaned.permissionMode = value;
+        break;
+      }
+      case "carryOverChars": {
+        const problem = carryOverCharsProblem(value);
+        if (problem) return { ok: false, problem };
+        cleaned.carryOverChars = value as number;
         break;
       }
       case "contextSuffix":

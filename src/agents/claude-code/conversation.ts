@@ -19,6 +19,7 @@ import {
   type TurnOutcome,
   type TurnSink,
 } from "../driver.js";
+import { type CarryOver, carriedOverField, noticeWithCarryOver } from "../carry-over.js";
 import { ClaudeApprovals } from "./approvals.js";
 import { MarkerStrippingSink, selfReportInstruction, stripMarker } from "./context-marker.js";
 import { type ClaudeCodeConfig, readClaudeCodeConfig } from "./config.js";
@@ -32,6 +33,7 @@ import {
   type TranscriptLookup,
 } from "./transcript.js";
 import { TurnTranslator } from "./events.js";
+import { TranscriptMirror } from "./transcript-store.js";
 import { waitForTurnEnd } from "./turn.js";
 
 /**
@@ -61,6 +63,8 @@ export class ClaudeConversation implements AgentConversation {
   private resuming = false;
   private model: string | undefined;
   private saving: Promise<void> = Promise.resolve();
+  /** The recap a fresh start carries over, sent ahead of the next prompt (agents/carry-over.ts). */
+  private recap: CarryOver | null = null;
   private readonly config: ClaudeCodeConfig;
   private readonly env: NodeJS.ProcessEnv;
   private readonly log: Logger;
@@ -69,6 +73,8 @@ export class ClaudeConversation implements AgentConversation {
   /** `permissions: "ask"`: the CLI asks the host (approvals.ts); else it never asks and denies. */
   private readonly asking: boolean;
   private readonly approvals: ClaudeApprovals;
+  /** The transcript kept in Postgres (transcript-store.ts); null without a store. */
+  private readonly mirror: TranscriptMirror | null;
 
   constructor(private readonly options: OpenConversationOptions) {
     this.cursor = structuredClone(options.cursor);
@@ -78,6 +84,7 @@ export class ClaudeConversation implements AgentConversation {
     this.log = options.log.child({ sessionId: options.sessionId, agent: options.entry.name });
     this.asking = options.entry.permissions === "ask";
     this.approvals = new ClaudeApprovals(this.log);
+    this.mirror = options.transcripts ? new TranscriptMirror(options.transcripts, this.log) : null;
   }
 
   get alive(): boolean {
@@ -103,6 +110,9 @@ export class ClaudeConversation implements AgentConversation {
       return await this.startOver(first.verdict.error, prompt, sink, signal);
     } finally {
       await this.saving;
+      // The turn's transcript is stored before the turn settles, so a host that takes the
+      // session over next finds all of it.
+      await this.syncTranscript();
       this.busy = false;
     }
   }
@@ -158,7 +168,8 @@ export class ClaudeConversation implements AgentConversation {
     const ended = waitForTurnEnd(proc, signal, (line) =>
       this.asking && this.approvals.handle(line, proc, sink) ? null : translator.handle(line),
     );
-    proc.send(userMessage(prompt));
+    proc.send(userMessage(prompt, this.recap?.text));
+    this.recap = null;
     const end = await ended;
     if (translator.model) this.model = translator.model;
     const verdict = judgeTurn(end, {
@@ -185,6 +196,9 @@ export class ClaudeConversation implements AgentConversation {
     const id = this.cursor.agentSessionId;
     if (!id) return this.spawnFresh();
     const configDir = claudeConfigDir(this.env);
+    // A host that lacks the file (or has less of it) gets the stored copy first; the checks
+    // below then find it, so the store also answers the unsaved check.
+    await this.mirror?.restore(expectedTranscriptPath(configDir, this.cwd, id), id);
     const saved = this.cursor.lastAssistantMessageId !== null;
     const lookup = saved
       ? await this.quickLookup(configDir, id)
@@ -195,7 +209,13 @@ export class ClaudeConversation implements AgentConversation {
         "claude-code conversation was never saved; starting fresh",
       );
       this.forget(id);
-      sink.emit({ type: "session.reset", reason: "unsaved", notice: this.withProjectNote(unsavedNotice) });
+      this.recap = (await this.options.carryOver?.()) ?? null;
+      sink.emit({
+        type: "session.reset",
+        reason: "unsaved",
+        notice: noticeWithCarryOver(this.withProjectNote(unsavedNotice), this.recap),
+        ...carriedOverField(this.recap),
+      });
       this.spawnFresh();
       this.log.warn(
         {
@@ -203,6 +223,8 @@ export class ClaudeConversation implements AgentConversation {
           newAgentSessionId: this.cursor.agentSessionId,
           cwd: this.cwd,
           reason: "unsaved",
+          carriedOverTurns: this.recap?.turns ?? 0,
+          carriedOverChars: this.recap?.chars ?? 0,
         },
         "claude-code fresh fallback",
       );
@@ -238,12 +260,14 @@ export class ClaudeConversation implements AgentConversation {
     await proc.close("kill");
     this.resuming = false;
     if (oldId) this.forget(oldId);
+    this.recap = (await this.options.carryOver?.()) ?? null;
     await this.save(sink);
     if (signal.aborted) return this.cancelledOutcome(null);
     sink.emit({
       type: "session.reset",
       reason: "resume_failed",
-      notice: this.withProjectNote(resumeFailedNotice),
+      notice: noticeWithCarryOver(this.withProjectNote(resumeFailedNotice), this.recap),
+      ...carriedOverField(this.recap),
     });
     this.cwd = await this.options.resolveWorkspace();
     this.spawnFresh();
@@ -251,6 +275,8 @@ export class ClaudeConversation implements AgentConversation {
       {
         oldAgentSessionId: oldId,
         newAgentSessionId: this.cursor.agentSessionId,
+        carriedOverTurns: this.recap?.turns ?? 0,
+        carriedOverChars: this.recap?.chars ?? 0,
         cwd: this.cwd,
         reason: "resume_failed",
       },
@@ -374,8 +400,16 @@ export class ClaudeConversation implements AgentConversation {
     const snapshot = structuredClone(this.cursor);
     this.saving = this.saving
       .then(() => sink.saveCursor(snapshot))
-      .catch((err) => this.log.warn({ err }, "claude-code could not save the resume cursor"));
+      .catch((err) => this.log.warn({ err }, "claude-code could not save the resume cursor"))
+      .then(() => this.syncTranscript());
     return this.saving;
+  }
+
+  /** Store the new part of the current conversation's transcript file; never rejects. */
+  private syncTranscript(): Promise<void> {
+    const id = this.cursor.agentSessionId;
+    if (!this.mirror || !id) return Promise.resolve();
+    return this.mirror.sync(expectedTranscriptPath(claudeConfigDir(this.env), this.cwd, id), id);
   }
 }
 

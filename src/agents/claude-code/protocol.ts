@@ -74,9 +74,18 @@ export function parseLine(line: string): StreamLine | null {
   }
 }
 
-export const userMessage = (prompt: string) => ({
+/** A prompt; with a recap (a fresh start's carried-over context), the recap is its first text block. */
+export const userMessage = (prompt: string, recap?: string) => ({
   type: "user",
-  message: { role: "user", content: prompt },
+  message: {
+    role: "user",
+    content: recap
+      ? [
+          { type: "text", text: recap },
+          { type: "text", text: prompt },
+        ]
+      : prompt,
+  },
 });
 
 /** The host's answer to a `control_request` of the CLI (e.g. `can_use_tool`), by its exact id. */

@@ -5,6 +5,7 @@
  * `<downstream task id>:<attempt>` and followed with the client SDK, which resumes across dropped
  * connections and upstream restarts without losing or repeating an event.
  */
+import { type CarryOver, carriedOverField, noticeWithCarryOver } from "../carry-over.js";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { AbortError, TaskLostError } from "../../client/errors.js";
@@ -103,8 +104,10 @@ export class UpstreamConversation implements AgentConversation {
         task = await this.submit(sessionId, prompt, key, link);
       } catch (err) {
         if (!(err instanceof AgentFailure && sessionGone.has(err.reason ?? ""))) throw err;
-        sessionId = await this.startOver(err.reason as string, link, sink);
-        task = await this.submit(sessionId, prompt, key, link);
+        const recap = (await this.options.carryOver?.()) ?? null;
+        sessionId = await this.startOver(err.reason as string, link, sink, recap);
+        // The upstream takes one prompt string: the recap goes first, marked as such by its own text.
+        task = await this.submit(sessionId, recap ? `${recap.text}\n\n${prompt}` : prompt, key, link);
       }
       upstreamTaskId = task.id;
       this.log.info({ upstreamTaskId: task.id, upstreamSessionId: sessionId }, "upstream turn submitted");
@@ -143,13 +146,23 @@ export class UpstreamConversation implements AgentConversation {
   }
 
   /** The upstream lost this conversation's session: say so, and go on in a new one. */
-  private async startOver(code: string, link: Link, sink: TurnSink): Promise<string> {
+  private async startOver(
+    code: string,
+    link: Link,
+    sink: TurnSink,
+    recap: CarryOver | null,
+  ): Promise<string> {
     const old = this.cursor.agentSessionId;
     this.log.warn({ upstreamSessionId: old, code }, "upstream session gone; starting a fresh one");
     if (old && !this.cursor.pastAgentSessionIds.includes(old)) this.cursor.pastAgentSessionIds.push(old);
     this.cursor.agentSessionId = null;
     this.cursor.lastAssistantMessageId = null;
-    sink.emit({ type: "session.reset", reason: "resume_failed", notice: upstreamGoneNotice });
+    sink.emit({
+      type: "session.reset",
+      reason: "resume_failed",
+      notice: noticeWithCarryOver(upstreamGoneNotice, recap),
+      ...carriedOverField(recap),
+    });
     return this.upstreamSession(link, sink);
   }
 

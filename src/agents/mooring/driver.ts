@@ -2,6 +2,7 @@
  * The `mooring` driver: another mooring gateway as the agent, reached with the client SDK
  * (docs/agents.md, Chained gateways). Sessions may choose only what applies to every driver.
  */
+import { carryOverCharsProblem } from "../carry-over.js";
 import type { AgentDriver } from "../driver.js";
 import { UpstreamConversation } from "./conversation.js";
 import { cancelUpstreamTask } from "./orphans.js";
@@ -12,6 +13,12 @@ export const mooringDriver: AgentDriver = {
     const cleaned: Record<string, unknown> = {};
     for (const [field, value] of Object.entries(config)) {
       if (value === undefined) continue;
+      if (field === "carryOverChars") {
+        const problem = carryOverCharsProblem(value);
+        if (problem) return { ok: false, problem };
+        cleaned.carryOverChars = value;
+        continue;
+      }
       if (field !== "contextSuffix") {
         return {
           ok: false,

@@ -4,6 +4,7 @@
  * `upstream` wait. Events of the upstream's own bookkeeping (`permission.*`) are not relayed: no
  * one downstream can answer them.
  */
+import type { CarriedOver } from "../carry-over.js";
 import type { MooringEvent, Task } from "../../client/types.js";
 import type { AgentEvent, AgentUsage } from "../driver.js";
 
@@ -49,6 +50,7 @@ export function relayEvent(event: MooringEvent, task: Task | null): AgentEvent |
         type: "session.reset",
         reason: data.reason === "unsaved" ? "unsaved" : "resume_failed",
         notice: String(data.notice ?? ""),
+        ...carriedOf(data.carriedOver),
       };
     case "session.notice":
       return { type: "session.notice", message: String(data.message ?? "") };
@@ -67,4 +69,12 @@ export function relayEvent(event: MooringEvent, task: Task | null): AgentEvent |
     default:
       return null;
   }
+}
+
+/** An upstream reset's recap figures, relayed when they are the numbers they should be. */
+function carriedOf(value: unknown): { carriedOver?: CarriedOver } {
+  const v = value as { turns?: unknown; chars?: unknown } | undefined;
+  if (typeof v?.turns === "number" && typeof v.chars === "number")
+    return { carriedOver: { turns: v.turns, chars: v.chars } };
+  return {};
 }

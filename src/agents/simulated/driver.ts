@@ -16,6 +16,7 @@ import {
   type TurnOutcome,
   type TurnSink,
 } from "../driver.js";
+import { carryOverCharsProblem } from "../carry-over.js";
 import { parseDirectives, simulatedLimits } from "./directives.js";
 
 /**
@@ -237,6 +238,11 @@ export const simulatedDriver: AgentDriver = {
   validateConfig(_entry, config) {
     for (const [key, value] of Object.entries(config)) {
       if (key === "contextSuffix" && typeof value === "boolean") continue;
+      if (key === "carryOverChars") {
+        const problem = carryOverCharsProblem(value);
+        if (problem) return { ok: false, problem };
+        continue;
+      }
       return { ok: false, problem: `agentConfig.${key} is not allowed for the simulated agent` };
     }
     return { ok: true, config };

@@ -1,0 +1,1 @@
+CREATE INDEX "webhook_deliveries_leased_idx" ON "webhook_deliveries" USING btree ("url") WHERE lease_until is not null;
