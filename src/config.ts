@@ -4,6 +4,7 @@
  */
 import { isIPv4, isIPv6 } from "node:net";
 import { isAbsolute, join, resolve } from "node:path";
+import { GROUP_NAME } from "./group-name.js";
 import { packageRoot } from "./package-root.js";
 import { parseTenants, TenantConfigError, type TenantSpec } from "./tenants-config.js";
 import {
@@ -54,6 +55,8 @@ export interface Config {
   contextWindow: number;
   /** On SIGTERM, running turns may finish this long before they are interrupted. Default 20000. */
   shutdownGraceMs: number;
+  /** On a drain (SIGHUP or `POST /v1/instances/:instanceId/drain`), running turns may finish this long before they are handed over. Default 600000. */
+  drainTimeoutMs: number;
   /** What an interrupted turn becomes: `fail` (settle only) or `continue` (queue a continuation). Default fail. */
   recovery: "fail" | "continue";
   /** Postgres URL; unset starts an embedded Postgres under `dataDir`. */
@@ -131,6 +134,8 @@ export interface Config {
   sseHeartbeatMs: number;
   /** Instance id reported in hello and /readyz; must be unique per live process. Default `<hostname>:<port>` (`<hostname>:<random>` when PORT=0). */
   instanceId: string | undefined;
+  /** The instance group: only instances of a session's group run its turns (workspaces on one host). Default `default`. */
+  instanceGroup: string;
   /** Browser origins (exact `scheme://host[:port]`) allowed besides the gateway's own; `*` any (only with tokens). Default unset. */
   corsOrigins: string[];
   /** Host names accepted in `Host` besides loopback ones (`.example.com` also matches subdomains). Default unset. */
@@ -185,6 +190,13 @@ const oneOf =
   };
 
 const text: Parser<string> = (_name, raw) => raw;
+const groupName: Parser<string> = (name, raw) => {
+  if (!GROUP_NAME.test(raw))
+    throw new ConfigError(
+      `${name}=${JSON.stringify(raw)} is invalid: expected 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit`,
+    );
+  return raw;
+};
 const offOrPath = (raw: string): string | undefined => (raw === "off" ? undefined : resolve(raw));
 /** Beside the installed packages: a new install (another Postgres build) starts without one. */
 const defaultClusterTemplateDir = join(packageRoot, "node_modules", ".cache", "mooring");
@@ -347,6 +359,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     ),
     contextWindow: read(env, "MOORING_CONTEXT_WINDOW", integer(1), 200_000),
     shutdownGraceMs: read(env, "MOORING_SHUTDOWN_GRACE_MS", integer(0), 20_000),
+    drainTimeoutMs: read(env, "MOORING_DRAIN_TIMEOUT_MS", integer(0), 600_000),
     recovery: read(env, "MOORING_RECOVERY", oneOf("fail", "continue"), "fail"),
     acpAgent: read(env, "MOORING_ACP_AGENT", text, "claude-code"),
     databaseUrl: read<string | undefined>(env, "DATABASE_URL", text, undefined),
@@ -386,6 +399,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     listPageBytes: read(env, "MOORING_LIST_PAGE_BYTES", integer(1024), 1_048_576),
     sseHeartbeatMs: read(env, "MOORING_SSE_HEARTBEAT_MS", integer(10), 15_000),
     instanceId: read<string | undefined>(env, "MOORING_INSTANCE_ID", text, undefined),
+    instanceGroup: read(env, "MOORING_INSTANCE_GROUP", groupName, "default"),
     corsOrigins: read(env, "MOORING_CORS_ORIGINS", origins, []),
     allowedHosts: read(env, "MOORING_ALLOWED_HOSTS", hostNames, []),
     agentEnvDeny: read(env, "MOORING_AGENT_ENV_DENY", variableNames, []),

@@ -98,6 +98,16 @@ export class MooringError extends Error {
 export const invalid = (message: string, field?: string) =>
   new MooringError("INVALID_REQUEST", message, field ? { details: { field } } : {});
 
+/**
+ * Something only an admin tenant may do (docs/tenants.md), asked by another caller: INVALID_REQUEST
+ * with reason `admin_only` (the spec has no "forbidden" code; the request is wrong for this caller).
+ */
+export const adminOnly = (message: string, field?: string) =>
+  new MooringError("INVALID_REQUEST", message, {
+    reason: "admin_only",
+    ...(field ? { details: { field } } : {}),
+  });
+
 /** Errors that mean "the database is away", not "the request is wrong". */
 const unavailableCodes = new Set([
   "ECONNREFUSED",

@@ -35,7 +35,7 @@ import { Worker } from "./domain/worker.js";
 import { TenantRoots } from "./domain/tenant-roots.js";
 import { normalizeRoots } from "./domain/workspace.js";
 import type { ReadyzView } from "./transport/http/routes/health.js";
-import { heartbeatInstance, markInstanceStopped, registerInstance } from "./sql/instances.js";
+import { heartbeatInstance, markInstanceDraining, markInstanceStopped, registerInstance } from "./sql/instances.js";
 import { ChangeBus } from "./stream/change-bus.js";
 import { EventLog } from "./stream/event-log.js";
 import { Permissions } from "./domain/permissions.js";
@@ -65,6 +65,11 @@ export interface Gateway {
   started: Promise<void>;
   /** Graceful shutdown; resolves when everything is closed. */
   stop(): Promise<void>;
+  /**
+   * The same shutdown as a drain (SIGHUP, POST /v1/instances/:instanceId/drain): readiness says
+   * `draining`, and running turns get MOORING_DRAIN_TIMEOUT_MS instead of the shutdown grace.
+   */
+  drain(): Promise<void>;
   /** What this instance holds open right now (for tests and diagnostics). */
   holding(): Holding;
 }
@@ -91,6 +96,11 @@ export async function startGateway(
   config: Config,
   given: Logger,
   launched?: EmbeddedLaunch,
+  /**
+   * Called when this instance is asked to drain from the API (a request here or on another
+   * instance): main.ts drains and then ends the process. Without it (tests) the gateway drains.
+   */
+  onDrainRequested?: () => void,
 ): Promise<Gateway> {
   // When each startup step was done, in ms since the process started: logged with "ready", where
   // the startup time goes is in the log (bench/README.md, "Startup, where the time went").
@@ -115,7 +125,13 @@ export async function startGateway(
     version,
   };
   const bus = new ChangeBus();
-  const state = { ready: false, stopping: false, reason: "The gateway is starting; retry shortly." };
+  const state = {
+    ready: false,
+    stopping: false,
+    reason: "The gateway is starting; retry shortly.",
+    /** The NOT_READY reason code while stopping: `draining` during a drain. */
+    code: undefined as string | undefined,
+  };
 
   // Parts that need the database are created once it is there; until then readiness says so.
   let parts: Parts | null = null;
@@ -142,7 +158,7 @@ export async function startGateway(
     identity,
     tenants,
     readiness: () => {
-      if (!state.ready || !parts) return { ready: false, reason: state.reason };
+      if (!state.ready || !parts) return { ready: false, reason: state.reason, code: state.code };
       if (!parts.worker.databaseReachable)
         return { ready: false, reason: "The database is unreachable; retry shortly." };
       return { ready: true };
@@ -164,7 +180,11 @@ export async function startGateway(
           ...(ok
             ? {}
             : {
-                error: { code: "NOT_READY", message: database ? r.reason : "The database is unreachable." },
+                error: {
+                  code: "NOT_READY",
+                  message: database ? r.reason : "The database is unreachable.",
+                  ...(database && r.code ? { reason: r.code } : {}),
+                },
               }),
           instanceId: identity.instanceId,
           bootId: identity.bootId,
@@ -255,7 +275,7 @@ export async function startGateway(
       db,
       log,
       () => state.stopping,
-      () => registerInstance(db.sql, identity),
+      () => registerInstance(db.sql, { ...identity, group: config.instanceGroup }),
     );
     mark("registered");
     // Reconcile is the first real work on the pool; the database may drop a connection here as
@@ -275,7 +295,11 @@ export async function startGateway(
     parts.upstreamOrphans.start();
     await parts.webhooks.register().catch((err) => log.error({ err: String(err) }, "webhook endpoints not published"));
     parts.webhooks.start();
-    parts.instanceBeat = new TimedLoop(config.heartbeatMs, () => heartbeatInstance(db.sql, identity.bootId));
+    // The instance row's heartbeat also reads back a drain asked through the API (its
+    // notification, handled below, is only a hint).
+    parts.instanceBeat = new TimedLoop(config.heartbeatMs, async () => {
+      if ((await heartbeatInstance(db.sql, identity.bootId)).drainRequested) drainRequested();
+    });
     parts.instanceBeat.start();
     parts.tasks.accepting = true;
     state.ready = true;
@@ -290,19 +314,45 @@ export async function startGateway(
     else log.error({ err }, "startup failed");
   });
 
+  let drainAsked = false;
+  const drainRequested = () => {
+    if (drainAsked || stopping) return;
+    drainAsked = true;
+    log.info("drain requested through the API");
+    if (onDrainRequested) onDrainRequested();
+    else void drain();
+  };
+  bus.on("drain", (bootId) => {
+    if (bootId === identity.bootId) drainRequested();
+  });
+
   let stopping: Promise<void> | null = null;
-  const stop = () => {
+  /**
+   * Shutdown and drain are one path: stop admitting and claiming, give running turns `graceMs`,
+   * settle the rest interrupted (continued elsewhere under MOORING_RECOVERY=continue), close.
+   */
+  const shutdown = (draining: boolean) => {
     stopping ??= (async () => {
+      const graceMs = draining ? config.drainTimeoutMs : config.shutdownGraceMs;
       state.stopping = true;
       state.ready = false;
-      state.reason = "The gateway is shutting down.";
-      log.info("shutdown: stopped admitting and claiming");
+      state.reason = draining
+        ? "The gateway is draining: its running turns finish here, new work goes to other instances."
+        : "The gateway is shutting down.";
+      state.code = draining ? "draining" : undefined;
+      log.info(
+        { draining, graceMs },
+        draining ? "drain: stopped admitting and claiming" : "shutdown: stopped admitting and claiming",
+      );
       await started.catch(() => {});
       const p = parts;
       if (p) {
         p.tasks.accepting = false;
         p.worker.stopClaiming();
-        const drained = await p.worker.drain(config.shutdownGraceMs);
+        // Shown in GET /v1/instances, and the group stops counting on this boot (waitingForGroup).
+        // Not awaited: with the database away it must not hold the drain up.
+        if (draining) void markInstanceDraining(p.db.sql, identity.bootId).catch(() => {});
+        const drained = await p.worker.drain(graceMs);
         log.info(drained, "shutdown: running turns drained");
         const released = await p.sweeper.releaseOwnTasks().catch(() => []);
         if (released.length > 0) log.info({ count: released.length }, "shutdown: leases released");
@@ -332,6 +382,8 @@ export async function startGateway(
     })();
     return stopping;
   };
+  const stop = () => shutdown(false);
+  const drain = () => shutdown(true);
 
   const holding = (): Holding => ({
     sockets: sockets.count,
@@ -343,7 +395,7 @@ export async function startGateway(
     watchedTasks: parts?.tasks.watch.tasks ?? 0,
   });
 
-  return { url, identity, started, stop, holding };
+  return { url, identity, started, stop, drain, holding };
 }
 
 interface Parts {
@@ -427,7 +479,7 @@ function assemble(
   // A running turn is cancelled by the archive; an idle warm agent is closed right away.
   // Archives here and, through their notification (channel mooring_archived), on other instances.
   bus.on("archived", (sessionId) => pool.closeArchived(sessionId));
-  const instances = new InstanceService(db, identity, config.leaseMs, tokensRequired(config));
+  const instances = new InstanceService(db, identity, config.leaseMs, tokensRequired(config), bus);
   const upstreamOrphans = new UpstreamOrphans(rt, registry, drivers);
   return {
     db,

@@ -1,6 +1,6 @@
 /**
- * Entry point: read the configuration, start the gateway, shut down gracefully on SIGTERM/SIGINT
- * (a second signal exits at once).
+ * Entry point: read the configuration, start the gateway, shut down gracefully on SIGTERM/SIGINT,
+ * drain on SIGHUP or a drain asked through the API (a second signal exits at once).
  *
  * Without DATABASE_URL the embedded Postgres is launched first, and the rest of the gateway
  * (gateway.ts and all it imports: most of the code) is loaded while initdb or postgres runs on
@@ -18,7 +18,7 @@ function refuse(line: string): never {
   process.exit(2);
 }
 
-/** How long a shutdown may take beyond MOORING_SHUTDOWN_GRACE_MS before the process just exits. */
+/** How long a shutdown may take beyond MOORING_SHUTDOWN_GRACE_MS (a drain: MOORING_DRAIN_TIMEOUT_MS) before the process just exits. */
 const SHUTDOWN_OVERRUN_MS = 15_000;
 
 async function main(): Promise<void> {
@@ -91,7 +91,8 @@ async function main(): Promise<void> {
   process.on("unhandledRejection", (reason) => onUncaught(reason, "unhandledRejection"));
   let gateway: Awaited<ReturnType<typeof startGateway>>;
   try {
-    gateway = await startGateway(config, log, launch);
+    // A drain asked through the API ends the process as SIGHUP does.
+    gateway = await startGateway(config, log, launch, () => onSignal("drain"));
   } catch (err) {
     // A database launched above is not left running (nor half-created) by a gateway that refused to start.
     await launch?.ready.then((db) => db.stop()).catch(() => {});
@@ -117,20 +118,23 @@ async function main(): Promise<void> {
     process.exit(1);
   });
 
-  const onSignal = (signal: NodeJS.Signals) => {
+  // SIGHUP (and a drain asked through the API) drains: the running turns may take
+  // MOORING_DRAIN_TIMEOUT_MS, then the rest is handed over; the process still exits 0.
+  const onSignal = (signal: NodeJS.Signals | "drain") => {
     signals++;
     if (signals > 1) {
       log.warn({ signal }, "second signal: exiting at once");
       process.exit(130);
     }
-    log.info({ signal }, "shutdown requested");
+    const draining = signal === "SIGHUP" || signal === "drain";
+    log.info({ signal }, draining ? "drain requested" : "shutdown requested");
     // A safety net: whatever hangs (a database that swallows packets), the process still ends.
-    const limitMs = config.shutdownGraceMs + SHUTDOWN_OVERRUN_MS;
+    const limitMs = (draining ? config.drainTimeoutMs : config.shutdownGraceMs) + SHUTDOWN_OVERRUN_MS;
     setTimeout(() => {
       log.error({ limitMs }, "shutdown: did not finish in time; exiting");
       process.exit(1);
     }, limitMs).unref();
-    gateway.stop().then(
+    (draining ? gateway.drain() : gateway.stop()).then(
       () => process.exit(0),
       (err) => {
         log.error({ err }, "shutdown failed");
@@ -140,6 +144,7 @@ async function main(): Promise<void> {
   };
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
+  process.on("SIGHUP", onSignal);
 }
 
 void main();

@@ -56,6 +56,7 @@ function row(cursor: Partial<SessionRow> = {}): SessionRow {
   return {
     id: "00000000-0000-4000-8000-000000000001",
     tenant: "default",
+    instanceGroup: "default",
     workspace: "/srv/ws",
     agent: "scripted",
     agentConfig: {},

@@ -165,9 +165,25 @@ it("every route's successes and refusals of its input are what /docs/json declar
   await answer("GET /v1/webhooks/deliveries", "/v1/webhooks/deliveries?status=pending&limit=5");
   expect((await answer("POST /v1/webhooks/deliveries/:id/retry", "/v1/webhooks/deliveries/00000000-0000-0000-0000-000000000000/retry")).status).toBe(404);
 
-  await answer("DELETE /v1/sessions/:id", `/v1/sessions/${id}`);
-  expect((await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "late" })).status).toBe(409);
+  // A drain: an id too long for one, an instance that is not there, and a gateway draining itself
+  // (in-process, so it stops rather than exits).
+  const drain = "POST /v1/instances/:instanceId/drain";
+  expect((await answer(drain, `/v1/instances/${"x".repeat(201)}/drain`)).status).toBe(400);
+  expect((await answer(drain, "/v1/instances/nobody/drain")).status).toBe(404);
+  const drained = await startTestGateway(db.url, { MOORING_INSTANCE_ID: "response-schemas-drained" });
+  try {
+    expect(
+      (await answer(drain, "/v1/instances/response-schemas-drained/drain", undefined, {}, drained.url))
+        .status,
+    ).toBe(200);
+  } finally {
+    await drained.stop();
+  }
 
+  await answer("DELETE /v1/sessions/:id", `/v1/sessions/${id}`);
+  expect(
+    (await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "late" })).status,
+  ).toBe(409);
 
   // Bad input on the routes that take some: 400, and 404 for what does not exist.
   for (const [route, path] of [
@@ -200,7 +216,6 @@ it("every route's successes and refusals of its input are what /docs/json declar
   expect((await answer("POST /v1/sessions", "/v1/sessions", big)).status).toBe(413);
   expect((await answer("POST /v1/rpc", "/v1/rpc", { jsonrpc: "2.0", id: 3, method: "ping", params: big })).status).toBe(413);
 });
-
 
 it("refusals of the whole request are what /docs/json declares: 401, 403, 503 on every route", async () => {
   for (const route of routes) {
@@ -268,6 +283,7 @@ const EXPECTED: Record<string, number[]> = {
   "POST /v1/tasks/:id/permissions/:requestId": [200, 400, 401, 403, 404, 409, 503],
   "GET /v1/gate": [200, 401, 403, 503],
   "GET /v1/instances": [200, 401, 403, 503],
+  "POST /v1/instances/:instanceId/drain": [200, 400, 401, 403, 404, 503],
   "GET /v1/webhooks/deliveries": [200, 400, 401, 403, 503],
   "POST /v1/webhooks/deliveries/:id/retry": [400, 401, 403, 404, 503],
   "GET /v1/sessions/:id/events": [200, 400, 401, 403, 404, 503],

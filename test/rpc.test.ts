@@ -88,6 +88,7 @@ describe("methods", () => {
       // An open gateway's caller is the tenant `default`, with an admin's view.
       tenant: { name: "default", active: 0, queued: 0, maxActive: 1, maxQueued: 1 },
       tenants: [{ name: "default", active: 0, queued: 0, maxActive: 1, maxQueued: 1 }],
+      groups: [{ name: "default", instances: 1, active: 0, queued: 0 }],
     });
     expect(await ok("gate.status", {})).toMatchObject({ active: 0 });
 

@@ -29,6 +29,11 @@ export const sessions = pgTable(
     id: uuid("id").primaryKey().defaultRandom(),
     /** The tenant of the token that created it (docs/tenants.md); `default` without MOORING_TENANTS. */
     tenant: text("tenant").notNull().default("default"),
+    /**
+     * The instance group whose instances run its turns (MOORING_INSTANCE_GROUP of the instance that
+     * created it, or an admin's choice): its workspace exists on those hosts only.
+     */
+    instanceGroup: text("instance_group").notNull().default("default"),
     /** Normalized absolute path (docs/api.md, Resources and states). */
     workspace: text("workspace").notNull(),
     /** Registered agent name. */
@@ -79,6 +84,8 @@ export const tasks = pgTable(
       .references(() => sessions.id),
     /** Its session's tenant, copied at insert so quotas and fair claiming need no join. */
     tenant: text("tenant").notNull().default("default"),
+    /** Its session's instance group, copied at insert so the claim and the lease sweep need no join. */
+    instanceGroup: text("instance_group").notNull().default("default"),
     turnIndex: integer("turn_index").notNull(),
     /** queued | running | cancelling | completed | failed | cancelled | expired | interrupted */
     status: text("status").notNull(),
@@ -163,12 +170,19 @@ export const instances = pgTable("instances", {
   /** One row per process start. */
   bootId: uuid("boot_id").primaryKey(),
   instanceId: text("instance_id").notNull(),
+  /** MOORING_INSTANCE_GROUP of this boot. */
+  instanceGroup: text("instance_group").notNull().default("default"),
   host: text("host").notNull(),
   pid: integer("pid").notNull(),
   version: text("version").notNull(),
   startedAt: ts("started_at").notNull().defaultNow(),
   heartbeatAt: ts("heartbeat_at").notNull().defaultNow(),
   stoppedAt: ts("stopped_at"),
+  /**
+   * Set by `POST /v1/instances/:instanceId/drain`: the boot reads it back with its heartbeat (the
+   * notification that also carries it is only a hint) and drains.
+   */
+  drainRequestedAt: ts("drain_requested_at"),
 });
 
 /**

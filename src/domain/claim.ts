@@ -20,7 +20,12 @@ export async function claimAndStart(
 ): Promise<{ rows: TaskRow[]; events: StoredEvent[]; heads: Map<string, number> }> {
   const claimed = await claimTasks(
     tx,
-    { instanceId: rt.identity.instanceId, bootId: rt.identity.bootId, leaseMs: rt.config.leaseMs },
+    {
+      instanceId: rt.identity.instanceId,
+      bootId: rt.identity.bootId,
+      leaseMs: rt.config.leaseMs,
+      group: rt.config.instanceGroup,
+    },
     rt.config.maxActive,
     rt.tenants.limitsJson,
     limit,

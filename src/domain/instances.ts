@@ -3,8 +3,12 @@
  * (boot) from the `instances` table, with its heartbeat age and the tasks it holds.
  */
 import type { Database } from "../db/client.js";
-import { listInstances } from "../sql/instances.js";
+import { adminOnly, MooringError } from "../errors.js";
+import { listInstances, requestDrain } from "../sql/instances.js";
+import { notifyDrain } from "../sql/notify.js";
+import type { ChangeBus } from "../stream/change-bus.js";
 import type { Identity } from "./runtime.js";
+import type { Tenant } from "./tenants.js";
 
 /** Boots whose last heartbeat is older than this are left out (stopped ones included until then). */
 const LIST_WITHIN_MS = 24 * 60 * 60 * 1000;
@@ -13,6 +17,8 @@ const LIST_LIMIT = 100;
 export interface InstanceView {
   instanceId: string;
   bootId: string;
+  /** Its MOORING_INSTANCE_GROUP: it runs the turns of that group's sessions only. */
+  group: string;
   version: string;
   /**
    * `live`: heartbeat within a lease; `stale`: no heartbeat for a lease or longer (killed, hung or
@@ -24,6 +30,8 @@ export interface InstanceView {
   heartbeatAgeMs: number;
   stoppedAt: string | null;
   runningTasks: number;
+  /** Asked to drain (SIGHUP or POST /v1/instances/:instanceId/drain): it claims nothing more and stops once its turns end. */
+  draining: boolean;
   /** The instance that answered this request. */
   self: boolean;
   host?: string;
@@ -40,7 +48,25 @@ export class InstanceService {
      * presented a valid one (the same rule as /readyz, which shows them only with a valid token).
      */
     private readonly showHost: boolean,
+    private readonly bus: ChangeBus,
   ) {}
+
+  /**
+   * Asks every live boot of `instanceId` to drain (admin only): the row says so (read back by that
+   * boot's heartbeat), and a notification tells it at once, wherever this request landed. A boot
+   * of this very process is told on the bus directly, without waiting for its own notification.
+   */
+  async drain(instanceId: string, tenant: Tenant): Promise<{ instanceId: string; draining: true }> {
+    if (!tenant.admin) throw adminOnly("only an admin may drain an instance", "instanceId");
+    const boots = await requestDrain(this.db.sql, instanceId, this.leaseMs);
+    if (boots.length === 0)
+      throw new MooringError("NOT_FOUND", `no live instance ${JSON.stringify(instanceId)}`, {
+        reason: "instance_not_found",
+      });
+    await Promise.all(boots.map((bootId) => notifyDrain(this.db.sql, bootId)));
+    for (const bootId of boots) if (bootId === this.identity.bootId) this.bus.emit("drain", bootId);
+    return { instanceId, draining: true };
+  }
 
   async list(): Promise<{ items: InstanceView[] }> {
     const rows = await listInstances(this.db.sql, LIST_WITHIN_MS, LIST_LIMIT);
@@ -48,6 +74,7 @@ export class InstanceService {
       items: rows.map((r) => ({
         instanceId: r.instanceId,
         bootId: r.bootId,
+        group: r.group,
         version: r.version,
         status: r.stoppedAt ? "stopped" : r.heartbeatAgeMs >= this.leaseMs ? "stale" : "live",
         startedAt: r.startedAt.toISOString(),
@@ -55,6 +82,7 @@ export class InstanceService {
         heartbeatAgeMs: r.heartbeatAgeMs,
         stoppedAt: r.stoppedAt?.toISOString() ?? null,
         runningTasks: r.runningTasks,
+        draining: r.drainRequestedAt !== null && !r.stoppedAt,
         self: r.bootId === this.identity.bootId,
         ...(this.showHost ? { host: r.host, pid: r.pid } : {}),
       })),

@@ -7,7 +7,7 @@ import type { Logger } from "pino";
 import type { AgentDriver } from "../agents/driver.js";
 import type { AgentEntry, AgentRegistry, DriverName } from "../agents/registry.js";
 import type { Database, Queryable, Tx } from "../db/client.js";
-import { invalid, MooringError } from "../errors.js";
+import { adminOnly, invalid, MooringError } from "../errors.js";
 import { lockOpenTasksOfSession } from "../sql/cancel-task.js";
 import { markSessionArchived } from "../sql/archive-session.js";
 import { insertSession } from "../sql/insert-session.js";
@@ -32,6 +32,8 @@ export interface CreateSessionInput {
   metadata?: Record<string, unknown>;
   /** A retried create with the same key returns the session the first one made. */
   idempotencyKey?: string;
+  /** The instance group to run its turns (admin only); default: the creating instance's group. */
+  group?: string;
 }
 
 /**
@@ -72,6 +74,13 @@ export class SessionService {
 
   /** Create a session owned by `tenant`, inside its workspace roots, with one of its agents. */
   async create(input: CreateSessionInput, tenant: Tenant) {
+    // A group other than this instance's puts the session's turns on other hosts: an operator's
+    // decision (a workspace on shared storage), so only an admin may make it.
+    if (input.group !== undefined && !tenant.admin)
+      throw adminOnly(
+        "only an admin may set a session's group (it runs on the instances of the group that creates it)",
+        "group",
+      );
     // A tenant's agents narrow the registry; one outside its list is refused in the words used for
     // an unregistered one, listing only its own, so the tenant learns nothing of the others.
     const usable = this.usableAgents(tenant);
@@ -96,6 +105,7 @@ export class SessionService {
       title: input.title ?? null,
       metadata: input.metadata ?? {},
       idempotencyKey: input.idempotencyKey ?? null,
+      group: input.group ?? this.rt.config.instanceGroup,
     });
     if (created) this.log.info({ sessionId: id, workspace, agent: input.agent, tenant: tenant.name }, "session created");
     return { session: await this.get(id, tenant, { withTurns: false }), created };
@@ -139,8 +149,14 @@ export class SessionService {
     if (!options.withTurns) return view;
     const recent = await readRecentTurns(this.db.sql, id, SNAPSHOT_TURNS);
     // A turn waiting for input shows its requests in the snapshot too (issue 13).
-    const { positions, pending } = await taskExtras(this.db.sql, recent);
-    const turns = recent.reverse().map((t) => compactTurn(t, positions.get(t.id) ?? null, pending.get(t.id)));
+    const { positions, pending, waitingForGroup } = await taskExtras(
+      this.db.sql,
+      recent,
+      this.rt.config.leaseMs,
+    );
+    const turns = recent
+      .reverse()
+      .map((t) => compactTurn(t, positions.get(t.id) ?? null, pending.get(t.id), waitingForGroup.get(t.id)));
     return { ...view, turns };
   }
 

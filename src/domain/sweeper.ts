@@ -64,7 +64,9 @@ export class Sweeper {
   }
 
   async sweepLeases(): Promise<TaskRow[]> {
-    const rows = await this.settleInterrupted((tx) => interruptExpiredLeases(tx, this.rt.identity.bootId));
+    const rows = await this.settleInterrupted((tx) =>
+      interruptExpiredLeases(tx, this.rt.identity.bootId, this.rt.config.instanceGroup),
+    );
     if (rows.length > 0) {
       this.rt.log.warn(
         { count: rows.length, tasks: rows.map((r) => ({ id: r.id, owner: r.ownerInstance, attempt: r.attempt })) },

@@ -1,7 +1,7 @@
-
 import { listTasks, readTask } from "../sql/read-tasks.js";
 import { invalid, MooringError } from "../errors.js";
 import { countActiveAndQueued, countByTenant } from "../sql/gate-status.js";
+import { groupUsage } from "../sql/instances.js";
 import { countWaitingForInput } from "../sql/permissions.js";
 import { isTerminal, type TaskRow, type TaskStatus } from "../sql/task-row.js";
 import { AdmissionQueue, type IfBusy } from "./admission.js";
@@ -119,8 +119,12 @@ export class TaskService {
   }
 
   async view(row: TaskRow): Promise<TaskView> {
-    const { positions, pending } = await taskExtras(this.rt.db.sql, [row]);
-    return taskView(row, positions.get(row.id) ?? null, pending.get(row.id));
+    const { positions, pending, waitingForGroup } = await taskExtras(
+      this.rt.db.sql,
+      [row],
+      this.rt.config.leaseMs,
+    );
+    return taskView(row, positions.get(row.id) ?? null, pending.get(row.id), waitingForGroup.get(row.id));
   }
 
   /** The task; with `waitMs`, answers as soon as its state changes or when the wait ends. */
@@ -154,8 +158,14 @@ export class TaskService {
       limit: limit + 1,
     });
     const page = rows.slice(0, limit);
-    const { positions, pending } = await taskExtras(this.rt.db.sql, page);
-    const views = page.map((r) => taskView(r, positions.get(r.id) ?? null, pending.get(r.id)));
+    const { positions, pending, waitingForGroup } = await taskExtras(
+      this.rt.db.sql,
+      page,
+      this.rt.config.leaseMs,
+    );
+    const views = page.map((r) =>
+      taskView(r, positions.get(r.id) ?? null, pending.get(r.id), waitingForGroup.get(r.id)),
+    );
     const fits = fittingCount(views, this.rt.config.listPageBytes);
     const last = page[fits - 1];
     return {
@@ -185,10 +195,11 @@ export class TaskService {
   async gate(tenant: Tenant) {
     const scope = visibleTenant(tenant);
     const names = scope === null ? null : [scope];
-    const [{ active, queued }, waitingForInput, byTenant] = await Promise.all([
+    const [{ active, queued }, waitingForInput, byTenant, groups] = await Promise.all([
       countActiveAndQueued(this.rt.db.sql),
       countWaitingForInput(this.rt.db.sql),
       countByTenant(this.rt.db.sql, names),
+      groupUsage(this.rt.db.sql, this.rt.config.leaseMs),
     ]);
     const usage = (name: string) => {
       // A tenant no longer configured has the global limits (as the gate's SQL applies them).
@@ -209,6 +220,8 @@ export class TaskService {
       queueTimeoutMs: this.rt.config.queueTimeoutMs,
       tenant: usage(tenant.name),
       ...(all ? { tenants: all.map(usage) } : {}),
+      /** By instance group: live instances, running and queued turns (a view; the limits are global). */
+      groups,
     };
   }
 }

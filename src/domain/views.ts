@@ -36,6 +36,8 @@ export interface SessionView
     | "contextUsage"
     | "lastSeq"
   > {
+  /** The instance group whose instances run its turns. */
+  group: string;
   createdAt: string;
   updatedAt: string;
   lastActivityAt: string;
@@ -45,6 +47,7 @@ export function sessionView(row: SessionRow): SessionView {
   return {
     id: row.id,
     tenant: row.tenant,
+    group: row.instanceGroup,
     workspace: row.workspace,
     agent: row.agent,
     agentConfig: row.agentConfig,
@@ -86,6 +89,8 @@ export interface TaskView {
   pendingPermissions: PermissionRequestView[];
   /** A running chained turn waiting on its upstream gateway (upstream-state.ts); null otherwise. */
   upstream: ReturnType<typeof upstreamView>;
+  /** A queued turn whose session's instance group has no live instance: that group. */
+  waitingForGroup?: string;
 }
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -114,6 +119,7 @@ export function taskView(
   row: TaskRow,
   position: number | null,
   pendingPermissions: PermissionRequestView[] = [],
+  waitingForGroup?: string,
 ): TaskView {
   const pos = row.status === "queued" ? position : null;
   return {
@@ -138,6 +144,7 @@ export function taskView(
     continuesTaskId: row.continuesTaskId,
     pendingPermissions,
     upstream: upstreamView(row),
+    ...(row.status === "queued" && waitingForGroup !== undefined ? { waitingForGroup } : {}),
   };
 }
 
@@ -146,8 +153,9 @@ export function compactTurn(
   row: TaskRow,
   position: number | null,
   pendingPermissions: PermissionRequestView[] = [],
+  waitingForGroup?: string,
 ) {
-  const view = taskView(row, position, pendingPermissions);
+  const view = taskView(row, position, pendingPermissions, waitingForGroup);
   const prompt = preview(row.prompt);
   const text = row.result ? preview(row.result.text) : null;
   return {

@@ -129,7 +129,7 @@ export class Worker implements ClaimLimit {
     // a plain read answers that without taking the gate lock, which every submit needs too
     // (bench/results/history.md). Skipping is safe: whoever commits a queued task notifies the
     // gate after the commit, and the claim that notification triggers reads after it.
-    if (!(await anyTaskQueued(this.rt.db.sql))) return;
+    if (!(await anyTaskQueued(this.rt.db.sql, this.rt.config.instanceGroup))) return;
     await this.rt.committer.pipelined(claimChange(this.rt, limit));
   }
 
@@ -218,7 +218,6 @@ export class Worker implements ClaimLimit {
     await this.heartbeats.stop();
     return { finished: before - remaining.length, interrupted: remaining.length };
   }
-
 }
 
 /** An error the database server itself returned, other than the ones saying it is going away. */

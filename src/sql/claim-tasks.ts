@@ -7,6 +7,8 @@ export interface Claimant {
   instanceId: string;
   bootId: string;
   leaseMs: number;
+  /** MOORING_INSTANCE_GROUP: only tasks of this group are claimed (absent: `default`). */
+  group?: string;
 }
 
 /** A claimed task with the `task.started` event appended for it in the same statement. */
@@ -61,6 +63,14 @@ export interface ClaimedTask {
  * allocates exactly one seq, gap-free as in append-events.ts, and the task's first/last seq are
  * set by the claim's own update. The event's data is `startedEvent` (domain/task-events.ts)
  * built in SQL: `{attempt, deadlineAt}` with deadlineAt as JavaScript's toISOString writes it.
+ *
+ * Instance groups (MOORING_INSTANCE_GROUP): a session's workspace may exist on its group's hosts
+ * only, so an instance claims only tasks of its own group. The condition sits in each tenant's walk
+ * (`ranked`), not in `waiting`: the loose index scan stays one probe per tenant, and a tenant whose
+ * queued work is all another group's yields an empty walk. The walk then passes over other groups'
+ * queued rows of that tenant to find its own, which the queue limit bounds. The counts (`active`,
+ * `free`, a tenant's running turns) stay global: the gate's limits are the whole deployment's, and
+ * a group's turns take slots from every group alike.
  */
 export async function claimTasks(
   tx: Tx,
@@ -91,6 +101,7 @@ export async function claimTasks(
         select t.id, t.queue_order, row_number() over (order by t.tenant, t.queue_order) as rank
         from tasks t
         where t.tenant >= r.tenant and t.tenant <= r.tenant and t.status = 'queued'
+          and t.instance_group = ${claimant.group ?? "default"}
           and not exists (select 1 from tasks x where x.session_id = t.session_id and x.status in ${ACTIVE})
           and not exists (
             select 1 from tasks h where h.session_id = t.session_id and h.status = 'queued' and h.id <> t.id

@@ -8,6 +8,8 @@ export interface SessionToInsert {
   title: string | null;
   metadata: Record<string, unknown>;
   idempotencyKey: string | null;
+  /** The instance group whose instances run its turns (absent: `default`). */
+  group?: string;
 }
 
 /**
@@ -18,8 +20,8 @@ export interface SessionToInsert {
  */
 export async function insertSession(q: Queryable, s: SessionToInsert): Promise<{ id: string; created: boolean }> {
   const [inserted] = await q<{ id: string }[]>`
-    insert into sessions (tenant, workspace, agent, agent_config, title, metadata, idempotency_key)
-    values (${s.tenant}, ${s.workspace}, ${s.agent}, ${JSON.stringify(s.agentConfig)}::text::jsonb, ${s.title}, ${JSON.stringify(s.metadata)}::text::jsonb,
+    insert into sessions (tenant, instance_group, workspace, agent, agent_config, title, metadata, idempotency_key)
+    values (${s.tenant}, ${s.group ?? "default"}, ${s.workspace}, ${s.agent}, ${JSON.stringify(s.agentConfig)}::text::jsonb, ${s.title}, ${JSON.stringify(s.metadata)}::text::jsonb,
             ${s.idempotencyKey})
     on conflict (tenant, idempotency_key) do nothing
     returning id`;

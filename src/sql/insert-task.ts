@@ -35,7 +35,8 @@ export interface TaskToInsert {
  * its own (all were admitted before it): min(queued of U, level + 1 - running of U). Counted over
  * the visible queue (earlier statements of this transaction included), plus this task, which the
  * statement's own snapshot cannot see; with one tenant, the queued tasks admitted before it plus
- * one. Returns null when the session does not exist or is archived (the caller then says which)
+ * one. The task takes its session's tenant and instance group from the row the statement updates.
+ * Returns null when the session does not exist or is archived (the caller then says which)
  * or is another tenant's (then it says SESSION_NOT_FOUND), or when the session already has a task
  * with this idempotency key (nothing is taken from the session then, so no turn index is skipped).
  */
@@ -51,11 +52,11 @@ export async function insertQueuedTask(
         and (${task.tenant}::text is null or tenant = ${task.tenant})
         and (${task.idempotencyKey}::text is null or not exists (
           select 1 from tasks where session_id = ${task.sessionId} and idempotency_key = ${task.idempotencyKey}))
-      returning next_turn_index - 1 as turn_index, last_seq as seq, tenant
+      returning next_turn_index - 1 as turn_index, last_seq as seq, tenant, instance_group
     ), inserted as (
-      insert into tasks (id, session_id, tenant, turn_index, status, prompt, idempotency_key, jumps_queue, load_class,
+      insert into tasks (id, session_id, tenant, instance_group, turn_index, status, prompt, idempotency_key, jumps_queue, load_class,
                          timeout_ms, queue_deadline_at, continues_task_id, first_seq, last_seq, webhook_url)
-      select coalesce(${task.id ?? null}::uuid, gen_random_uuid()), ${task.sessionId}, turn.tenant, turn.turn_index, 'queued',
+      select coalesce(${task.id ?? null}::uuid, gen_random_uuid()), ${task.sessionId}, turn.tenant, turn.instance_group, turn.turn_index, 'queued',
              ${task.prompt}, ${task.idempotencyKey}, ${task.jumpsQueue}, ${task.loadClass}, ${task.timeoutMs},
              now() + make_interval(secs => ${task.queueTimeoutMs} / 1000.0), ${task.continuesTaskId},
              turn.seq, turn.seq, ${task.webhookUrl ?? null}::text

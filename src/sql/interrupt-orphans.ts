@@ -22,18 +22,27 @@ const restartError = JSON.stringify({
  * once: `SKIP LOCKED` lets one sweeper take each row and the status guard makes a repeat a no-op.
  * Never the sweeping boot's own tasks (`ownBoot`): this process renews or settles those itself,
  * and a lease of its own that ran out only means its heartbeat was late, not that it stopped.
+ * Only tasks of the sweeper's own instance group (`group`): taking a task over means settling it
+ * and, under MOORING_RECOVERY=continue, continuing it, and both belong to the hosts that hold its
+ * workspace; a group whose instances are all gone keeps its orphans until one of them starts.
  */
-export async function interruptExpiredLeases(q: Queryable, ownBoot: string): Promise<TaskRow[]> {
+export async function interruptExpiredLeases(
+  q: Queryable,
+  ownBoot: string,
+  group = "default",
+): Promise<TaskRow[]> {
   const sessions = await withSets(q)<{ id: string }[]>`
     select id from sessions where id in (
       select session_id from tasks
-      where status in ${ACTIVE} and lease_expires_at < now() and owner_boot <> ${ownBoot})
+      where status in ${ACTIVE} and lease_expires_at < now() and owner_boot <> ${ownBoot}
+        and instance_group = ${group})
     order by id for update`;
   if (sessions.length === 0) return [];
   return withSets(q)<TaskRow[]>`
     with orphans as (
       select id from tasks
       where status in ${ACTIVE} and lease_expires_at < now() and owner_boot <> ${ownBoot}
+        and instance_group = ${group}
         and session_id = any(${sessions.map((s) => s.id)}::uuid[])
       for update skip locked
     )

@@ -13,6 +13,8 @@ export const channels = {
   archived: "mooring_archived",
   /** Payload: a permission request id that was answered: the instance running its turn reads it. */
   permissions: "mooring_permissions",
+  /** Payload: a boot id asked to drain (the row's drain_requested_at is the guarantee). */
+  drain: "mooring_drain",
   /** Sent by the outbox trigger (migrations/0012) when a commit added webhook deliveries: claim them. */
   webhooks: "mooring_webhooks",
 } as const;
@@ -39,6 +41,10 @@ export async function notifyCancel(q: Queryable, taskId: string): Promise<void> 
 /** Sent after the answer's commit: a hint, the waiting instance's poll is the guarantee. */
 export async function notifyPermission(q: Queryable, requestId: string): Promise<void> {
   await q`select pg_notify(${channels.permissions}, ${requestId})`;
+}
+
+export async function notifyDrain(q: Queryable, bootId: string): Promise<void> {
+  await q`select pg_notify(${channels.drain}, ${bootId})`;
 }
 
 export async function notifyArchived(q: Queryable, sessionId: string): Promise<void> {

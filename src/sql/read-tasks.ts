@@ -30,16 +30,21 @@ export async function readTaskStatuses(q: Queryable, ids: string[]): Promise<{ i
 }
 
 /**
- * Whether anything is queued: most claim requests find nothing, and this plain read (the partial
- * index tasks_queued_idx) answers that without taking the gate lock every submit needs too.
+ * Whether anything is queued for `group`: most claim requests find nothing, and this plain read
+ * (the partial index tasks_queued_idx) answers that without taking the gate lock every submit needs
+ * too. Asked for the claimant's instance group, so another group's backlog does not send this
+ * instance into a claim that cannot take any of it.
  */
-export async function anyTaskQueued(q: Queryable): Promise<boolean> {
+export async function anyTaskQueued(q: Queryable, group = "default"): Promise<boolean> {
   const [{ queued }] = await q<{ queued: boolean }[]>`
-    select exists (select 1 from tasks where status = 'queued') as queued`;
+    select exists (select 1 from tasks where status = 'queued' and instance_group = ${group}) as queued`;
   return queued;
 }
 
-/** Tasks among `ids` this boot still owns and runs (lease adoption, domain/worker.ts). */
+/**
+ * Tasks among `ids` this boot still owns and runs (lease adoption, domain/worker.ts). Owned by this
+ * boot means claimed by it, so of its own instance group already: no group condition is needed.
+ */
 export async function readOwnedActiveTasks(q: Queryable, ids: string[], bootId: string): Promise<TaskRow[]> {
   return withSets(q)<TaskRow[]>`
     select * from tasks where id = any(${ids}::uuid[]) and owner_boot = ${bootId}

@@ -26,6 +26,7 @@ export const Session = Type.Object(
   {
     id: Type.String(),
     tenant: Type.String({ description: "the tenant that owns it (docs/tenants.md)" }),
+    group: Type.String({ description: "the instance group whose instances run its turns" }),
     workspace: Type.String(),
     agent: Type.String(),
     agentConfig: Open,
@@ -50,9 +51,13 @@ export const TaskResult = Type.Object(
     usage: Nullable(Open),
     contextPercent: Nullable(Type.Number()),
     selfReportedPercent: Type.Optional(
-      Nullable(Type.Number({ description: "the agent's own context estimate (agentConfig.selfReportContext)" })),
+      Nullable(
+        Type.Number({ description: "the agent's own context estimate (agentConfig.selfReportContext)" }),
+      ),
     ),
-    textBytes: Type.Optional(Type.Integer({ description: "in a session snapshot: the length of the whole text" })),
+    textBytes: Type.Optional(
+      Type.Integer({ description: "in a session snapshot: the length of the whole text" }),
+    ),
   },
   { title: "TaskResult", additionalProperties: false },
 );
@@ -128,6 +133,12 @@ const taskFields = {
   pendingPermissions: Type.Array(PermissionRequest, {
     description: "permission requests the running turn waits on (status stays running)",
   }),
+  waitingForGroup: Type.Optional(
+    Type.String({
+      description:
+        "a queued turn whose session's instance group has no live instance: it waits for one to start",
+    }),
+  ),
   upstream: Nullable(
     Type.Object(
       {
@@ -193,6 +204,17 @@ export const TenantUsage = Type.Object(
   { title: "TenantUsage", additionalProperties: false },
 );
 
+/** One instance group's share of the gate: its live instances and its running and queued turns. */
+export const GroupUsage = Type.Object(
+  {
+    name: Type.String(),
+    instances: Type.Integer({ minimum: 0, description: "live instances of the group" }),
+    active: Type.Integer(),
+    queued: Type.Integer(),
+  },
+  { title: "GroupUsage", additionalProperties: false },
+);
+
 export const GateStatus = Type.Object(
   {
     maxActive: Type.Integer(),
@@ -202,7 +224,14 @@ export const GateStatus = Type.Object(
     waitingForInput: Type.Integer({ description: "active turns waiting on a permission request (they keep their slots)" }),
     queueTimeoutMs: Type.Integer(),
     tenant: TenantUsage,
-    tenants: Type.Optional(Type.Array(TenantUsage, { description: "every tenant (admin callers only): configured, or holding turns" })),
+    tenants: Type.Optional(
+      Type.Array(TenantUsage, {
+        description: "every tenant (admin callers only): configured, or holding turns",
+      }),
+    ),
+    groups: Type.Array(GroupUsage, {
+      description: "every instance group with a live instance or unfinished turns (the limits stay global)",
+    }),
   },
   { title: "GateStatus", additionalProperties: false },
 );
@@ -210,7 +239,13 @@ export const GateStatus = Type.Object(
 export const Readiness = Type.Object(
   {
     ready: Type.Boolean(),
-    error: Type.Optional(Type.Object({ code: Type.String(), message: Type.Optional(Type.String()) })),
+    error: Type.Optional(
+      Type.Object({
+        code: Type.String(),
+        message: Type.Optional(Type.String()),
+        reason: Type.Optional(Type.String()),
+      }),
+    ),
     // A tokened gateway tells a caller without a token only `ready` (docs/api.md, Routes).
     instanceId: Type.Optional(Type.String()),
     bootId: Type.Optional(Type.String()),
@@ -225,6 +260,9 @@ export const Instance = Type.Object(
   {
     instanceId: Type.String(),
     bootId: Type.String(),
+    group: Type.String({
+      description: "its MOORING_INSTANCE_GROUP: it runs the turns of that group's sessions only",
+    }),
     version: Type.String(),
     status: Type.Union([Type.Literal("live"), Type.Literal("stale"), Type.Literal("stopped")]),
     startedAt: Time,
@@ -232,6 +270,9 @@ export const Instance = Type.Object(
     heartbeatAgeMs: Type.Integer({ minimum: 0 }),
     stoppedAt: Nullable(Time),
     runningTasks: Type.Integer({ minimum: 0 }),
+    draining: Type.Boolean({
+      description: "asked to drain: it claims nothing more and stops once its turns end",
+    }),
     self: Type.Boolean({ description: "the instance that answered" }),
     host: Type.Optional(Type.String({ description: "only when API tokens are set" })),
     pid: Type.Optional(Type.Integer({ description: "only when API tokens are set" })),
@@ -239,7 +280,16 @@ export const Instance = Type.Object(
   { title: "Instance", additionalProperties: false },
 );
 
-export const InstanceList = Type.Object({ items: Type.Array(Instance) }, { title: "InstanceList", additionalProperties: false });
+export const InstanceList = Type.Object(
+  { items: Type.Array(Instance) },
+  { title: "InstanceList", additionalProperties: false },
+);
+
+/** POST /v1/instances/:instanceId/drain: the request was recorded; the instance drains on its own. */
+export const DrainAnswer = Type.Object(
+  { instanceId: Type.String(), draining: Type.Literal(true) },
+  { title: "DrainAnswer", additionalProperties: false },
+);
 
 /** GET /v1/agents: the registry names a caller may create sessions with (no launch settings). */
 export const AgentList = Type.Object(
@@ -342,6 +392,7 @@ export const routeResponses = {
   "POST /v1/tasks/:id/permissions/:requestId": { 200: PermissionResolution, ...apiFailures },
   "GET /v1/gate": { 200: GateStatus, ...apiFailures },
   "GET /v1/instances": { 200: InstanceList, ...apiFailures },
+  "POST /v1/instances/:instanceId/drain": { 200: DrainAnswer, ...apiFailures },
   "GET /v1/webhooks/deliveries": { 200: WebhookDeliveryPage, ...apiFailures },
   "POST /v1/webhooks/deliveries/:id/retry": { 200: WebhookDelivery, ...apiFailures },
   "GET /v1/sessions/:id/events": {

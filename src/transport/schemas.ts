@@ -5,6 +5,7 @@
  */
 import { type TLiteral, type TLiteralValue, type TUnion, Type } from "typebox";
 import { type ErrorCode, errorCodes } from "../errors.js";
+import { GROUP_NAME } from "../group-name.js";
 import { taskStatuses } from "../sql/task-status-sets.js";
 import { jsonBoundsProblem } from "./client-input.js";
 
@@ -46,7 +47,18 @@ export const CreateSessionBody = Type.Object(
     title: Type.Optional(Type.String({ maxLength: 500 })),
     metadata: Type.Optional(Json),
     idempotencyKey: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 200, description: "a retried create with this key returns the same session" }),
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description: "a retried create with this key returns the same session",
+      }),
+    ),
+    group: Type.Optional(
+      Type.String({
+        pattern: GROUP_NAME.source,
+        description:
+          "the instance group to run its turns (admin only; default: the group of the instance that creates it)",
+      }),
     ),
   },
   { additionalProperties: false },
@@ -199,4 +211,11 @@ export const ListDeliveriesQuery = Type.Object(
   { additionalProperties: false },
 );
 
+export const InstanceIdParams = Type.Object({
+  instanceId: Type.String({
+    minLength: 1,
+    maxLength: 200,
+    description: "an instance id (GET /v1/instances)",
+  }),
+});
 export const DeliveryIdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });

@@ -23,5 +23,6 @@ export interface Services {
   /** Tokens → tenants: who a request acts for. */
   tenants: TenantDirectory;
   /** Startup done and the database reachable. */
-  readiness(): { ready: boolean; reason?: string };
+  /** `reason`: a message for people; `code`: the NOT_READY answer's reason (`draining`), when there is one. */
+  readiness(): { ready: boolean; reason?: string; code?: string };
 }

@@ -247,29 +247,39 @@ export async function buildHttpApp(
   await registerConsoleRoutes(app, log);
   await yieldToIo();
   const sse = new SseStreams();
-  await app.register(async (v1) => {
-    // API routes answer NOT_READY until startup is done or while the database is away.
-    const notReady = () =>
-      new MooringError("NOT_READY", services.readiness().reason ?? "The gateway is starting; retry shortly.", {
-        retryAfterSeconds: 1,
+  await app.register(
+    async (v1) => {
+      // API routes answer NOT_READY until startup is done or while the database is away.
+      const notReady = () => {
+        const r = services.readiness();
+        return new MooringError("NOT_READY", r.reason ?? "The gateway is starting; retry shortly.", {
+          retryAfterSeconds: 1,
+          reason: r.code,
+        });
+      };
+      v1.addHook("onRequest", async (req) => {
+        if (services.readiness().ready) return;
+        // POST /v1/rpc refuses after reading the body, so its envelope carries the request's ids.
+        if (!isRpcCall(req)) throw notReady();
       });
-    v1.addHook("onRequest", async (req) => {
-      if (services.readiness().ready) return;
-      // POST /v1/rpc refuses after reading the body, so its envelope carries the request's ids.
-      if (!isRpcCall(req)) throw notReady();
-    });
-    registerSessionRoutes(v1, services);
-    await yieldToIo();
-    registerTaskRoutes(v1, services);
-    await yieldToIo();
-    registerEventRoutes(v1, services, config, sse);
-    registerInstanceRoutes(v1, services);
-    registerWebhookRoutes(v1, services);
-    await yieldToIo();
-    registerRpcRoute(v1, services, log, { maxBatch: config.rpcMaxBatch }, (req) =>
-      unauthorized(req) ?? (services.readiness().ready ? null : notReady()),
-    );
-  }, { prefix: "/v1" });
+      registerSessionRoutes(v1, services);
+      await yieldToIo();
+      registerTaskRoutes(v1, services);
+      await yieldToIo();
+      registerEventRoutes(v1, services, config, sse);
+      registerInstanceRoutes(v1, services);
+      registerWebhookRoutes(v1, services);
+      await yieldToIo();
+      registerRpcRoute(
+        v1,
+        services,
+        log,
+        { maxBatch: config.rpcMaxBatch },
+        (req) => unauthorized(req) ?? (services.readiness().ready ? null : notReady()),
+      );
+    },
+    { prefix: "/v1" },
+  );
   const sockets = registerSocketRoute(app, services, config, log);
   boundConnections(app.server, config);
   // ACP clients (docs/acp-server.md): the gateway's stop ends their connections first.

@@ -28,6 +28,7 @@ const operationIds: Record<string, string> = {
   "post /v1/tasks/{id}/permissions/{requestId}": "respondToPermission",
   "get /v1/gate": "getGate",
   "get /v1/instances": "listInstances",
+  "post /v1/instances/{instanceId}/drain": "drainInstance",
   "get /v1/sessions/{id}/events": "streamEvents",
   "get /v1/sessions/{id}/events/{seq}/payload": "getEventPayload",
   "post /v1/rpc": "callJsonRpc",

@@ -61,7 +61,10 @@ export function hasMethod(method: string): method is keyof Params {
 
 export async function callMethod(services: Services, method: keyof Params, params: unknown, ctx: CallContext) {
   const readiness = services.readiness();
-  if (!readiness.ready) throw new MooringError("NOT_READY", readiness.reason ?? "The gateway is not ready yet.");
+  if (!readiness.ready)
+    throw new MooringError("NOT_READY", readiness.reason ?? "The gateway is not ready yet.", {
+      reason: readiness.code,
+    });
   const valid = validate<Params[typeof method]>(rpcParams[method], params ?? {});
   return (handlers[method] as Handler<typeof method>)(services, valid, ctx);
 }

@@ -47,7 +47,11 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
   app.register(async (scope) => {
     scope.addHook("onRequest", async () => {
       const r = s.readiness();
-      if (!r.ready) throw new MooringError("NOT_READY", r.reason ?? "The gateway is starting.", { retryAfterSeconds: 1 });
+      if (!r.ready)
+        throw new MooringError("NOT_READY", r.reason ?? "The gateway is starting.", {
+          retryAfterSeconds: 1,
+          reason: r.code,
+        });
     });
     scope.route({
       method: "GET",
@@ -103,7 +107,13 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
 
 /** A JSON-RPC response: no method, a result or an error (what a peer answers, not asks). */
 function isResponse(m: unknown): boolean {
-  return typeof m === "object" && m !== null && !Array.isArray(m) && !("method" in m) && ("result" in m || "error" in m);
+  return (
+    typeof m === "object" &&
+    m !== null &&
+    !Array.isArray(m) &&
+    !("method" in m) &&
+    ("result" in m || "error" in m)
+  );
 }
 
 /** How many responses a message is or holds (a batch may mix them with calls). */
