@@ -78,7 +78,7 @@ describe("instance groups", () => {
     const bad = await call(a.url, "POST", "/v1/sessions", { workspace, agent: "simulated", group: "a b" });
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe("INVALID_REQUEST");
-  }, 60_000);
+  }, 120_000);
 
   it("a killed group's turns wait for an instance of that group: b does not take them over, a new a does", async () => {
     const a1 = await procs.spawn(env("a", "groups-a1"));
