@@ -12,6 +12,8 @@ import { readTask } from "../sql/read-tasks.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
+import type { Static } from "typebox";
+import type { PermissionRequest, PermissionResolution } from "../contract/responses.js";
 import type { PermissionAnswer, PermissionAsk } from "../agents/driver.js";
 import { invalid, MooringError } from "../errors.js";
 import type { OwnerFence } from "../sql/append-events.js";
@@ -29,23 +31,10 @@ import { isUuid } from "./ids.js";
 import { type Tenant, visibleTenant } from "./tenants.js";
 
 /** What clients see of a pending request (`Task.pendingPermissions`, `permission.requested`). */
-export interface PermissionRequestView {
-  requestId: string;
-  toolCall: PermissionRow["toolCall"];
-  options: PermissionRow["options"];
-  expiresAt: string;
-}
+export type PermissionRequestView = Static<typeof PermissionRequest>;
 
 /** The answer as stored (the winner's, for a 409). */
-export interface PermissionResolutionView {
-  requestId: string;
-  taskId: string;
-  optionId: string | null;
-  by: ResolvedBy;
-  message?: string;
-  answers?: Record<string, string>;
-  resolvedAt: string;
-}
+export type PermissionResolutionView = Static<typeof PermissionResolution>;
 
 export interface PermissionResponse {
   optionId: string;

@@ -132,7 +132,7 @@ export class Sweeper {
         .filter((p) => p.taskId === task.id)
         .map((p) => ({
           taskId: task.id,
-          type: "permission.resolved",
+          type: "permission.resolved" as const,
           data: { requestId: p.id, optionId: p.optionId, by: p.resolvedBy },
         }));
     const appended = await Promise.all(

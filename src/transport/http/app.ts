@@ -47,7 +47,7 @@ import { registerSocketRoute, type SocketHub, WS_SUBPROTOCOL } from "../ws/socke
 const openRoutes = new Set(["/healthz", "/readyz"]);
 
 /**
- * Response schemas document answers (transport/responses.ts); fast-json-stringify would also drop
+ * Response schemas document answers (contract/responses.ts); fast-json-stringify would also drop
  * every field a schema does not name. Answers stay plain JSON, checked by a test instead.
  */
 const serializeJson = () => (data: unknown) => JSON.stringify(data);

@@ -5,7 +5,7 @@
 import type { Static } from "typebox";
 import type { Caller } from "../../domain/tenants.js";
 import { MooringError } from "../../errors.js";
-import { rpcParams } from "../schemas.js";
+import { rpcParams } from "../../contract/requests.js";
 import type { Services } from "../services.js";
 import { validate } from "../validate.js";
 

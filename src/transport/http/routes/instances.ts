@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import { routeResponses } from "../../responses.js";
+import { routeResponses } from "../../../contract/responses.js";
 import type { Services } from "../../services.js";
 
 /** GET /v1/instances: the gateway instances with their heartbeat age and running tasks. */
