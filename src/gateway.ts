@@ -40,7 +40,7 @@ import { Permissions } from "./domain/permissions.js";
 import { PgListener } from "./stream/pg-listener.js";
 import { SessionFeeds } from "./stream/session-feeds.js";
 import { safeErrorSerializer } from "./log-errors.js";
-import { isDatabaseUnavailable } from "./errors.js";
+import { errors, isDatabaseUnavailable, type NotReadyCause } from "./errors.js";
 import { retrying, retryPolicies } from "./lib/retry.js";
 import { TimedLoop } from "./lib/timed-loop.js";
 import { countPending } from "./sql/webhook-deliveries.js";
@@ -113,7 +113,7 @@ export async function startGateway(
     version,
   };
   const bus = new ChangeBus();
-  const state = { ready: false, stopping: false, reason: "The gateway is starting; retry shortly." };
+  const state = { ready: false, stopping: false, cause: "starting" as NotReadyCause };
 
   // Parts that need the database are created once it is there; until then readiness says so.
   let parts: Parts | null = null;
@@ -140,9 +140,8 @@ export async function startGateway(
     identity,
     tenants,
     readiness: () => {
-      if (!state.ready || !parts) return { ready: false, reason: state.reason };
-      if (!parts.worker.databaseReachable)
-        return { ready: false, reason: "The database is unreachable; retry shortly." };
+      if (!state.ready || !parts) return { ready: false, cause: state.cause };
+      if (!parts.worker.databaseReachable) return { ready: false, cause: "database" };
       return { ready: true };
     },
   };
@@ -161,9 +160,7 @@ export async function startGateway(
           ready: ok,
           ...(ok
             ? {}
-            : {
-                error: { code: "NOT_READY", message: database ? r.reason : "The database is unreachable." },
-              }),
+            : { error: errors.notReady(database && !r.ready ? r.cause : "database").toBody() }),
           instanceId: identity.instanceId,
           bootId: identity.bootId,
           version,
@@ -293,7 +290,7 @@ export async function startGateway(
     stopping ??= (async () => {
       state.stopping = true;
       state.ready = false;
-      state.reason = "The gateway is shutting down.";
+      state.cause = "stopping";
       log.info("shutdown: stopped admitting and claiming");
       await started.catch(() => {});
       const p = parts;

@@ -15,7 +15,7 @@ import type { Logger } from "pino";
 import type { Static } from "typebox";
 import type { PermissionRequest, PermissionResolution } from "../contract/responses.js";
 import type { PermissionAnswer, PermissionAsk } from "../agents/driver.js";
-import { invalid, MooringError } from "../errors.js";
+import { errors, invalid, type MooringError } from "../errors.js";
 import type { OwnerFence } from "../sql/append-events.js";
 import {
   insertPermissionRequest,
@@ -279,16 +279,15 @@ export class Permissions {
     answeredBy: string,
     tenant: Tenant,
   ): Promise<PermissionResolutionView> {
-    const notFound = () =>
-      new MooringError("PERMISSION_NOT_FOUND", `permission request ${requestId} does not exist for task ${taskId}`);
-    if (!isUuid(taskId)) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
+    const notFound = () => errors.permissionNotFound(requestId, taskId);
+    if (!isUuid(taskId)) throw errors.taskNotFound(taskId);
     if (!isUuid(requestId)) throw notFound();
     // Another tenant's task is a missing one (docs/tenants.md); an admin's read has no condition.
     const owner = visibleTenant(tenant);
     const current = await readPermission(this.rt.db.sql, requestId);
     if (!current || current.taskId !== taskId || owner !== null) {
       const task = await readTask(this.rt.db.sql, taskId, owner);
-      if (!task) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
+      if (!task) throw errors.taskNotFound(taskId);
       if (!current || current.taskId !== taskId) throw notFound();
     }
     if (current.resolvedAt) throw alreadyResolved(current);
@@ -329,7 +328,5 @@ export class Permissions {
 }
 
 function alreadyResolved(row: PermissionRow): MooringError {
-  return new MooringError("PERMISSION_RESOLVED", `permission request ${row.id} was already answered`, {
-    details: { resolution: resolutionView(row) },
-  });
+  return errors.permissionResolved(row.id, resolutionView(row));
 }

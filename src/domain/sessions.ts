@@ -7,7 +7,7 @@ import type { Logger } from "pino";
 import type { AgentDriver } from "../agents/driver.js";
 import type { AgentEntry, AgentRegistry, DriverName } from "../agents/registry.js";
 import type { Database, Queryable, Tx } from "../db/client.js";
-import { invalid, MooringError } from "../errors.js";
+import { errors, invalid } from "../errors.js";
 import { lockOpenTasksOfSession } from "../sql/cancel-task.js";
 import { markSessionArchived } from "../sql/archive-session.js";
 import { insertSession } from "../sql/insert-session.js";
@@ -120,9 +120,9 @@ export class SessionService {
    * to see (null: the gateway's own reads, no tenant condition).
    */
   async row(id: string, tenant: Tenant | null, q: Queryable = this.db.sql): Promise<SessionRow> {
-    if (!isUuid(id)) throw new MooringError("SESSION_NOT_FOUND", `session ${id} does not exist`);
+    if (!isUuid(id)) throw errors.sessionNotFound(id);
     const row = await readSession<SessionRow>(q, id, tenant ? visibleTenant(tenant) : null);
-    if (!row) throw new MooringError("SESSION_NOT_FOUND", `session ${id} does not exist`);
+    if (!row) throw errors.sessionNotFound(id);
     return row;
   }
 
