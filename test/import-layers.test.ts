@@ -151,6 +151,27 @@ it("keeps contract/ free of anything but the error codes and itself", () => {
   expect(wrong).toEqual([]);
 });
 
+/**
+ * One way to notify: a change declares its notifications (`Effects.notify`) and the committer sends
+ * them. Only src/sql (which defines the senders) and the committer call one; the event log's flush
+ * is the one other sender, its NOTIFY one statement of its own pipelined transaction.
+ */
+it("sends Postgres notifications only from the committer (and the event log's flush)", () => {
+  const senders = new Set(["domain/committer.ts", "stream/event-lane.ts"]);
+  const found: string[] = [];
+  for (const file of graph.keys()) {
+    const path = name(file);
+    if (path.startsWith("sql/")) continue;
+    const text = readFileSync(file, "utf8");
+    for (const match of text.matchAll(/\b(notify[A-Z]\w*|pg_notify)\s*\(/g)) {
+      if (!senders.has(path)) found.push(`${path}: ${match[1]}(`);
+    }
+  }
+  expect(found).toEqual([]);
+  // The scan sees the committer's own call (so it is not vacuous).
+  expect(readFileSync(join(src, "domain", "committer.ts"), "utf8")).toMatch(/\bnotifyInTransaction\(/);
+});
+
 it("finds the imports it checks (the walk is not vacuous)", () => {
   expect(graph.size).toBeGreaterThan(100);
   expect(graph.get(join(src, "gateway.ts"))).toContain(join(src, "domain", "committer.ts"));

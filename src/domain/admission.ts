@@ -310,7 +310,7 @@ export class AdmissionQueue {
     };
   }
 
-  private outcome(batch: BatchEntry[], answers: Record<string, unknown>): { value: BatchAnswer[]; effects: Effects } {
+  private outcome(batch: BatchEntry[], answers: Record<string, unknown>): { value: BatchAnswer[]; effects: Effects<"afterCommit"> } {
     const heads = new Map<string, number>();
     const events: StoredEvent[] = [];
     const claimed: TaskRow[] = [];
@@ -345,7 +345,7 @@ export class AdmissionQueue {
       value: results,
       effects: {
         events,
-        notify: { heads, gate: heads.size > 0 },
+        notify: { when: "afterCommit", heads, gate: heads.size > 0 },
         claimed,
         cancel,
         queueMoved: results.some((r) => r.created) || claimed.length > 0,

@@ -310,7 +310,10 @@ export class Permissions {
     }
     // The conditional update committed on its own; its effect (wake the waiting turn, here or
     // on another instance) goes through the one applier.
-    this.rt.committer.apply({ permissionsResolved: [requestId] });
+    this.rt.committer.apply({
+      permissionsResolved: [requestId],
+      notify: { when: "afterCommit", permissions: [requestId] },
+    });
     this.rt.log.info(
       {
         taskId,

@@ -11,7 +11,6 @@ import { errors, invalid } from "../errors.js";
 import { lockOpenTasksOfSession } from "../sql/cancel-task.js";
 import { markSessionArchived } from "../sql/archive-session.js";
 import { insertSession } from "../sql/insert-session.js";
-import { notifyArchived, notifySessions } from "../sql/notify.js";
 import { cancelTaskIn, mergeEffects } from "./cancel.js";
 import type { Effects } from "./committer.js";
 import { fittingCount } from "./page-budget.js";
@@ -195,10 +194,9 @@ export async function archiveSessionIn(
   const open = await lockOpenTasksOfSession(tx, sessionId);
   const changes = [];
   for (const task of open) changes.push(await cancelTaskIn(tx, task));
-  await notifySessions(tx, new Map([[sessionId, -1]]));
-  await notifyArchived(tx, sessionId);
+  const notify = { when: "inTransaction" as const, heads: new Map([[sessionId, -1]]), archived: [sessionId] };
   return {
     value: changes.length,
-    effects: mergeEffects([...changes.map((c) => c.effects), { archived: [sessionId] }]),
+    effects: mergeEffects([...changes.map((c) => c.effects), { archived: [sessionId], notify }]),
   };
 }
