@@ -4,7 +4,7 @@
  */
 import { isIPv4, isIPv6 } from "node:net";
 import { isAbsolute, join, resolve } from "node:path";
-import { GROUP_NAME } from "./group-name.js";
+import { GROUP_NAME } from "./contract/group-name.js";
 import { packageRoot } from "./package-root.js";
 import { parseTenants, TenantConfigError, type TenantSpec } from "./tenants-config.js";
 import {

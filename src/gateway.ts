@@ -42,7 +42,7 @@ import { Permissions } from "./domain/permissions.js";
 import { PgListener } from "./stream/pg-listener.js";
 import { SessionFeeds } from "./stream/session-feeds.js";
 import { safeErrorSerializer } from "./log-errors.js";
-import { isDatabaseUnavailable } from "./errors.js";
+import { errors, isDatabaseUnavailable, type NotReadyCause } from "./errors.js";
 import { retrying, retryPolicies } from "./lib/retry.js";
 import { TimedLoop } from "./lib/timed-loop.js";
 import { countPending } from "./sql/webhook-deliveries.js";
@@ -125,13 +125,7 @@ export async function startGateway(
     version,
   };
   const bus = new ChangeBus();
-  const state = {
-    ready: false,
-    stopping: false,
-    reason: "The gateway is starting; retry shortly.",
-    /** The NOT_READY reason code while stopping: `draining` during a drain. */
-    code: undefined as string | undefined,
-  };
+  const state = { ready: false, stopping: false, cause: "starting" as NotReadyCause };
 
   // Parts that need the database are created once it is there; until then readiness says so.
   let parts: Parts | null = null;
@@ -158,9 +152,8 @@ export async function startGateway(
     identity,
     tenants,
     readiness: () => {
-      if (!state.ready || !parts) return { ready: false, reason: state.reason, code: state.code };
-      if (!parts.worker.databaseReachable)
-        return { ready: false, reason: "The database is unreachable; retry shortly." };
+      if (!state.ready || !parts) return { ready: false, cause: state.cause };
+      if (!parts.worker.databaseReachable) return { ready: false, cause: "database" };
       return { ready: true };
     },
   };
@@ -179,13 +172,7 @@ export async function startGateway(
           ready: ok,
           ...(ok
             ? {}
-            : {
-                error: {
-                  code: "NOT_READY",
-                  message: database ? r.reason : "The database is unreachable.",
-                  ...(database && r.code ? { reason: r.code } : {}),
-                },
-              }),
+            : { error: errors.notReady(database && !r.ready ? r.cause : "database").toBody() }),
           instanceId: identity.instanceId,
           bootId: identity.bootId,
           version,
@@ -336,10 +323,7 @@ export async function startGateway(
       const graceMs = draining ? config.drainTimeoutMs : config.shutdownGraceMs;
       state.stopping = true;
       state.ready = false;
-      state.reason = draining
-        ? "The gateway is draining: its running turns finish here, new work goes to other instances."
-        : "The gateway is shutting down.";
-      state.code = draining ? "draining" : undefined;
+      state.cause = draining ? "draining" : "stopping";
       log.info(
         { draining, graceMs },
         draining ? "drain: stopped admitting and claiming" : "shutdown: stopped admitting and claiming",
@@ -479,7 +463,7 @@ function assemble(
   // A running turn is cancelled by the archive; an idle warm agent is closed right away.
   // Archives here and, through their notification (channel mooring_archived), on other instances.
   bus.on("archived", (sessionId) => pool.closeArchived(sessionId));
-  const instances = new InstanceService(db, identity, config.leaseMs, tokensRequired(config), bus);
+  const instances = new InstanceService(db, identity, config.leaseMs, tokensRequired(config), bus, committer);
   const upstreamOrphans = new UpstreamOrphans(rt, registry, drivers);
   return {
     db,

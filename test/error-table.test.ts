@@ -2,11 +2,14 @@
  * The error table of the API contract (docs/api.md, Errors; the README points there) is kept in
  * step with the one registry, src/errors.ts: every code with its HTTP status and JSON-RPC code,
  * no row without a code behind it, no code without a row. A failure names the row that differs.
+ * And the registry's constructors (`errors.taskNotFound(id)`) against its codes, both ways: every
+ * code has one, every one builds a registered code with a message; nothing outside src/errors.ts
+ * writes `new MooringError(` (its messages are written once, beside the codes).
  */
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { readdirSync, readFileSync } from "node:fs";
+import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
-import { errorCodes } from "../src/errors.js";
+import { type ErrorCode, errorCodes, errors, MooringError } from "../src/errors.js";
 import { repoRoot } from "./support/gateway.js";
 
 interface Row {
@@ -37,7 +40,8 @@ function errorRows(): Row[] {
   for (let i = header + 2; i < lines.length && lines[i].startsWith("|"); i++) {
     const cells = lines[i].split("|").map((c) => c.trim());
     const code = /^`([A-Z_]+)`$/.exec(cells[1])?.[1];
-    if (!code) throw new Error(`docs/api.md line ${firstLine + i}: the first cell is not a \`CODE\`: ${lines[i]}`);
+    if (!code)
+      throw new Error(`docs/api.md line ${firstLine + i}: the first cell is not a \`CODE\`: ${lines[i]}`);
     rows.push({ code, http: Number(cells[2]), rpc: Number(cells[3]), line: firstLine + i });
   }
   return rows;
@@ -67,7 +71,9 @@ describe("docs/api.md error table and src/errors.ts", () => {
     const unknown = rows.filter((r) => !(r.code in errorCodes)).map((r) => `${r.code} (line ${r.line})`);
     expect(unknown).toEqual([]);
     const seen = new Set<string>();
-    const twice = rows.filter((r) => seen.size === seen.add(r.code).size).map((r) => `${r.code} (line ${r.line})`);
+    const twice = rows
+      .filter((r) => seen.size === seen.add(r.code).size)
+      .map((r) => `${r.code} (line ${r.line})`);
     expect(twice).toEqual([]);
   });
 
@@ -79,12 +85,93 @@ describe("docs/api.md error table and src/errors.ts", () => {
     const declared = [...union!.matchAll(/"([A-Z_]+)"/g)].map((m) => m[1]).sort();
     const { text } = section(apiDoc, "Errors");
     const paragraph = text.slice(text.indexOf("Codes in a terminal task's `error`"));
-    const sentence = paragraph.slice(0, paragraph.indexOf("\n\n") < 0 ? undefined : paragraph.indexOf("\n\n"));
-    expect(sentence, "docs/api.md, Errors: the paragraph on terminal task codes").toContain("Codes in a terminal task's");
+    const sentence = paragraph.slice(
+      0,
+      paragraph.indexOf("\n\n") < 0 ? undefined : paragraph.indexOf("\n\n"),
+    );
+    expect(sentence, "docs/api.md, Errors: the paragraph on terminal task codes").toContain(
+      "Codes in a terminal task's",
+    );
     // Configuration options named in the paragraph (`MOORING_…`) are not codes.
     const documented = [...new Set([...sentence.matchAll(/`([A-Z][A-Z_]+)`/g)].map((m) => m[1]))]
       .filter((name) => !name.startsWith("MOORING_"))
       .sort();
     expect(documented).toEqual(declared);
+  });
+});
+
+/** Arguments to call each constructor with (a constructor added without a line here fails to compile). */
+const sampleArgs: { [K in keyof typeof errors]: Parameters<(typeof errors)[K]> } = {
+  invalidRequest: ["prompt must not be empty", "prompt"],
+  emptyBody: [],
+  invalidJson: [],
+  invalidUrl: ["param_too_long"],
+  socketOnly: ["events.subscribe"],
+  invalidWorkspace: ["workspace must be a non-empty absolute path"],
+  unauthorized: [],
+  workspaceNotAllowed: ["/etc"],
+  originNotAllowed: ["https://elsewhere.example"],
+  hostNotAllowed: ["evil.example"],
+  noRoute: ["GET", "/v1/nope"],
+  webhookDeliveryNotFound: ["d1"],
+  instanceNotFound: ["i1"],
+  adminOnly: ["only an admin may drain an instance", "instanceId"],
+  methodNotAllowed: ["PUT", "/v1/gate", ["GET"]],
+  sessionNotFound: ["s1"],
+  taskNotFound: ["t1"],
+  eventNotFound: ["s1", 3],
+  permissionNotFound: ["p1", "t1"],
+  sessionArchived: ["s1"],
+  sessionBusy: ["s1"],
+  resyncRequired: [3, 10, "session"],
+  permissionResolved: ["p1", { by: "client" }],
+  payloadTooLarge: [],
+  unsupportedMediaType: ["application/json"],
+  bodyEncoded: ["gzip"],
+  unsupportedCharset: ["latin1", "application/json"],
+  upgradeRequired: [],
+  gatewayBusy: [],
+  socketCallsInFlight: [64, 64],
+  tenantBusy: [3],
+  notReady: ["database"],
+  internal: [],
+};
+
+describe("src/errors.ts: the codes and their constructors", () => {
+  const built = Object.entries(sampleArgs).map(([name, args]) => {
+    const make = errors[name as keyof typeof errors] as (...a: unknown[]) => unknown;
+    return { name, error: make(...args) };
+  });
+
+  it("every constructor builds a MooringError of a registered code, with a message", () => {
+    const wrong = built
+      .filter(
+        ({ error }) =>
+          !(error instanceof MooringError) || !(error.code in errorCodes) || error.message.trim() === "",
+      )
+      .map(({ name }) => name);
+    expect(wrong).toEqual([]);
+  });
+
+  it("every registered code has a constructor", () => {
+    const made = new Set(built.map(({ error }) => (error as MooringError).code));
+    const without = (Object.keys(errorCodes) as ErrorCode[]).filter((code) => !made.has(code));
+    expect(without).toEqual([]);
+  });
+
+  it("nothing outside src/errors.ts writes `new MooringError(`", () => {
+    const src = join(repoRoot, "src");
+    const files = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+        e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith(".ts") ? [join(dir, e.name)] : [],
+      );
+    const all = files(src);
+    const offenders = all
+      .filter((file) => relative(src, file) !== "errors.ts")
+      .filter((file) => /\bnew\s+MooringError\s*\(/.test(readFileSync(file, "utf8")))
+      .map((file) => relative(src, file));
+    expect(offenders).toEqual([]);
+    // The scan reads the registry itself (so it is not vacuous).
+    expect(/\bnew\s+MooringError\s*\(/.test(readFileSync(join(src, "errors.ts"), "utf8"))).toBe(true);
   });
 });

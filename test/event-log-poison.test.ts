@@ -11,6 +11,7 @@ import { randomUUID } from "node:crypto";
 import { pino } from "pino";
 import postgres from "postgres";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import type { EventType } from "../src/contract/events.js";
 import { connect, type Database } from "../src/db/client.js";
 import { applyMigrations } from "../src/db/migrate.js";
 import { EventLog } from "../src/stream/event-log.js";
@@ -52,7 +53,7 @@ it("isolates what Postgres refuses, stores it in a safe form, and the lane goes 
             now() + interval '1 hour', now())
     returning id`;
   const fence = { taskId: task.id, bootId, attempt: 1 };
-  const agentEvent = (type: string, data: unknown) =>
+  const agentEvent = (type: EventType, data: unknown) =>
     eventLog.append({ sessionId: a, taskId: task.id, type, data, fence });
 
   agentEvent("message", { text: "before" });

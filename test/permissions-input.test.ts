@@ -11,7 +11,7 @@ import { Value } from "typebox/value";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../src/config.js";
 import type { Gateway } from "../src/gateway.js";
-import { PermissionResolution, Task } from "../src/transport/responses.js";
+import { PermissionResolution, Task } from "../src/contract/responses.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, startTestGateway } from "./support/gateway.js";
 import { createSession, submitPrompt, tempWorkspace, waitPermission, waitTask } from "./support/turns.js";

@@ -6,7 +6,7 @@
 import { Value } from "typebox/value";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
-import { PermissionResolution, Task } from "../src/transport/responses.js";
+import { PermissionResolution, Task } from "../src/contract/responses.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { call, eventually, startTestGateway } from "./support/gateway.js";
 import { createSession, submitPrompt, tempWorkspace, waitPermission, waitTask } from "./support/turns.js";

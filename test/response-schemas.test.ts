@@ -10,7 +10,7 @@
 import { rm } from "node:fs/promises";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../src/gateway.js";
-import { type RouteKey, routeResponses } from "../src/transport/responses.js";
+import { type RouteKey, routeResponses } from "../src/contract/responses.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 import { type Answer, call, eventually, startTestGateway, startUnreadyGateway } from "./support/gateway.js";
 import { type CheckedAnswer, OpenApiCheck } from "./support/openapi-check.js";

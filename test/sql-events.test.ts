@@ -16,6 +16,7 @@ import {
   notifyArchived,
   notifyCancel,
   notifyGate,
+  notifyInTransaction,
   notifyPermission,
   notifySessionHeads,
   notifySessions,
@@ -259,6 +260,59 @@ describe("notify", () => {
     }
   });
 
+  it("sends a change's notifications inside its transaction: every channel at commit, none on rollback", async () => {
+    const ls = await Promise.all(
+      [channels.sessions, channels.gate, channels.cancel, channels.archived, channels.permissions].map((c) =>
+        listen(c),
+      ),
+    );
+    try {
+      const all = {
+        heads: new Map([["s9", 7]]),
+        gate: true,
+        cancel: ["task-9"],
+        archived: ["session-9"],
+        permissions: ["request-9"],
+      };
+      await t.sql
+        .begin(async (tx) => {
+          await notifyInTransaction(tx, { ...all, cancel: ["rolled-back"] });
+          throw new Error("rollback");
+        })
+        .catch(() => {});
+      await t.sql.begin((tx) => notifyInTransaction(tx, all));
+      expect(await heardUpTo(channels.sessions, ls[0])).toEqual([JSON.stringify([["s9", 7]])]);
+      expect(await heardUpTo(channels.gate, ls[1])).toEqual([""]);
+      expect(await heardUpTo(channels.cancel, ls[2])).toEqual(["task-9"]);
+      expect(await heardUpTo(channels.archived, ls[3])).toEqual(["session-9"]);
+      expect(await heardUpTo(channels.permissions, ls[4])).toEqual(["request-9"]);
+    } finally {
+      await Promise.all(ls.map((l) => l.stop()));
+    }
+  });
+
+  it("Notifier sends cancel, archive and permission hints after the commit too, each once", async () => {
+    const ls = await Promise.all(
+      [channels.cancel, channels.archived, channels.permissions].map((c) => listen(c)),
+    );
+    try {
+      const errors: unknown[] = [];
+      const notifier = new Notifier(
+        () => t.sql,
+        (err) => errors.push(err),
+      );
+      notifier.add({ permissions: ["request-7"] });
+      notifier.add({ cancel: ["task-7", "task-8"], archived: ["session-7"] });
+      await expect.poll(() => [ls[0].heard.length, errors.map(String)], NOTIFIED).toEqual([2, []]);
+      expect(await heardUpTo(channels.cancel, ls[0])).toEqual(["task-7", "task-8"]);
+      expect(await heardUpTo(channels.archived, ls[1])).toEqual(["session-7"]);
+      expect(await heardUpTo(channels.permissions, ls[2])).toEqual(["request-7"]);
+      expect(errors).toEqual([]);
+    } finally {
+      await Promise.all(ls.map((l) => l.stop()));
+    }
+  });
+
   it("sends the heads the transaction wrote, for existing sessions only", async () => {
     const a = await addSession(t.sql, { lastSeq: 2 });
     const l = await listen(channels.sessions);
@@ -302,15 +356,15 @@ describe("notify", () => {
         (err) => errors.push(err),
       );
       // The first request is sent at once; the next ones pile up behind it and go out as one.
-      notifier.sessions(new Map([["s0", 1]]));
-      notifier.sessions(
-        new Map([
+      notifier.add({ heads: new Map([["s0", 1]]) });
+      notifier.add({
+        heads: new Map([
           ["s1", 5],
           ["s2", 1],
         ]),
-        true,
-      );
-      notifier.sessions(new Map([["s1", 2]]));
+        gate: true,
+      });
+      notifier.add({ heads: new Map([["s1", 2]]) });
       await expect.poll(() => gate.heard.length, NOTIFIED).toBe(1);
       expect(await heardUpTo(channels.sessions, sessions)).toEqual([
         JSON.stringify([["s0", 1]]),

@@ -148,7 +148,7 @@ it("admission: an enqueue into a free slot is queued and started in one change",
   ]);
   // Declared: both events, their head for the notification, the gate, the claimed turn.
   expect(types(seen.effects?.events)).toEqual(["task.queued", "task.started"]);
-  expect(seen.effects?.notify).toEqual({ heads: new Map([[session, 2]]), gate: true });
+  expect(seen.effects?.notify).toEqual({ when: "afterCommit", heads: new Map([[session, 2]]), gate: true });
   expect(ids(seen.effects?.claimed)).toEqual([id]);
   expect(seen.effects?.queueMoved).toBe(true);
   // Applied: the events published, the worker told of its claim.
@@ -334,7 +334,11 @@ it("positions: announces only tasks still queued, declaring the events and their
   const events = await eventsOf(session);
   expect(events.map((e) => [e.type, e.taskId, e.data.position])).toEqual([["task.position", queued.id, 3]]);
   expect(types(seen.effects?.events)).toEqual(["task.position"]);
-  expect(seen.effects?.notify).toEqual({ heads: new Map([[session, events[0].seq]]), gate: false });
+  expect(seen.effects?.notify).toEqual({
+    when: "afterCommit",
+    heads: new Map([[session, events[0].seq]]),
+    gate: false,
+  });
   expect(published.map((e) => e.taskId)).toEqual([queued.id]);
 });
 
@@ -389,7 +393,12 @@ it("cancel: a running turn goes cancelling and its owner is told; a finished one
     return { value: row, effects };
   });
   expect((await taskById(testDb.sql, running.id)).status).toBe("cancelling");
-  expect(stopped.effects).toEqual({ cancel: [running.id], sessionsChanged: [session] });
+  expect(stopped.effects).toEqual({
+    cancel: [running.id],
+    sessionsChanged: [session],
+    // Other instances hear it at the commit (the committer sends these inside the transaction).
+    notify: { when: "inTransaction", cancel: [running.id], heads: new Map([[session, -1]]) },
+  });
   expect(hinted("cancel")).toEqual([[running.id]]);
   expect(hinted("session")).toEqual([[session, null]]);
 

@@ -1,5 +1,5 @@
 /**
- * Status sets (src/sql/task-status-sets.ts) reach Postgres as SQL text, not as bind parameters, so
+ * Status sets (src/contract/task-status.ts, spliced by src/sql/task-status-sets.ts) reach Postgres as SQL text, not as bind parameters, so
  * the statements are the ones written out by hand before and the planner still proves the partial
  * indexes' predicates: checked on the statements as sent (the claim in a pipelined transaction,
  * the gate's counts), with EXPLAIN under `enable_seqscan = off` (a partial index the predicate
@@ -13,14 +13,8 @@ import { pipelined } from "../src/db/pipeline.js";
 import { claimTasks } from "../src/sql/claim-tasks.js";
 import { lockGate } from "../src/sql/gate-lock.js";
 import { countActiveAndQueued } from "../src/sql/gate-status.js";
-import {
-  ACTIVE,
-  activeStatuses,
-  TERMINAL,
-  taskStatuses,
-  terminalStatuses,
-  withSets,
-} from "../src/sql/task-status-sets.js";
+import { activeStatuses, taskStatuses, terminalStatuses } from "../src/contract/task-status.js";
+import { ACTIVE, TERMINAL, withSets } from "../src/sql/task-status-sets.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
 
 let testDb: TestDatabase;

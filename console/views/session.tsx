@@ -5,11 +5,19 @@
  * streams and gateway restarts exactly as a user's own UI would.
  */
 import { useEffect, useRef, useState } from "preact/hooks";
-import type { EventPage, MooringEvent, Run, SessionWithTurns, Task } from "../../src/client/index.js";
+import {
+  type EventPage,
+  isTerminalEvent,
+  isTerminalStatus,
+  type MooringEvent,
+  type Run,
+  type SessionWithTurns,
+  type Task,
+} from "../../src/client/index.js";
 import { ago } from "../format.js";
 import { useNow } from "../hooks.js";
 import { runState, state } from "../store.js";
-import { isTerminal, Turn, type TurnModel } from "./turn.js";
+import { Turn, type TurnModel } from "./turn.js";
 
 /** The page's model of one session: turns by task id, each followed at most once. */
 class SessionModel {
@@ -35,7 +43,7 @@ class SessionModel {
     for (const t of session.turns) this.turnOf(t as Task);
     const seqs = session.turns.map((t) => t.firstSeq).filter((s): s is number => s !== null);
     if (seqs.length > 0) await this.readEvents(Math.min(...seqs) - 1);
-    for (const t of session.turns) if (!isTerminal(t.status)) this.follow(state.client.tasks.follow(t.id, { signal: this.abort.signal }));
+    for (const t of session.turns) if (!isTerminalStatus(t.status)) this.follow(state.client.tasks.follow(t.id, { signal: this.abort.signal }));
     this.changed();
   }
 
@@ -117,8 +125,7 @@ class SessionModel {
 
 /** A task's status as of one of its events (the snapshot may lag the stream). */
 function statusAfter(e: MooringEvent, current: string): Task["status"] {
-  const ended = /^task\.(completed|failed|cancelled|expired|interrupted)$/.exec(e.type);
-  if (ended) return ended[1] as Task["status"];
+  if (isTerminalEvent(e.type)) return e.type.slice("task.".length) as Task["status"];
   if (e.type === "task.started" && current === "queued") return "running";
   return current as Task["status"];
 }

@@ -1,11 +1,11 @@
 /** Tasks: every task across sessions, filtered by status; a task page with its snapshot and events. */
 import { useState } from "preact/hooks";
-import type { EventPage, MooringEvent, Task } from "../../src/client/index.js";
+import { type EventPage, type MooringEvent, type Task, taskStatuses } from "../../src/client/index.js";
 import { ago, previewText, shortId, taskDurations, turnNumber } from "../format.js";
 import { useNow, usePolled } from "../hooks.js";
 import { state } from "../store.js";
 
-const statuses = ["", "queued", "running", "cancelling", "completed", "failed", "cancelled", "expired", "interrupted"];
+const statuses = ["", ...taskStatuses];
 
 export function TasksView() {
   const [status, setStatus] = useState("");

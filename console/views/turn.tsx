@@ -5,7 +5,7 @@
  * Cancel while it runs.
  */
 import { useState } from "preact/hooks";
-import type { MooringEvent, Task } from "../../src/client/index.js";
+import { isTerminalStatus, type MooringEvent, type Task } from "../../src/client/index.js";
 import { ApprovalInput, useWholeInput } from "../approval-input.js";
 import { previewText, turnNumber } from "../format.js";
 import { PayloadButton } from "../payload.js";
@@ -18,9 +18,6 @@ export interface TurnModel {
   /** The SDK's follow state while the page follows this turn. */
   follow: string | null;
 }
-
-const terminal = new Set(["completed", "failed", "cancelled", "expired", "interrupted"]);
-export const isTerminal = (status: string) => terminal.has(status);
 
 type Block =
   | { kind: "text"; text: string }
@@ -118,7 +115,7 @@ function PermissionBlock({ task, request, resolved }: { task: Task; request: Moo
   const [answered, setAnswered] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
   const done = (resolved?.data ?? null) as Record<string, any> | null;
-  const open = !done && !answered && !isTerminal(task.status);
+  const open = !done && !answered && !isTerminalStatus(task.status);
   // Allow only once the person can see all of what it allows (approval-input.ts).
   const { whole, note } = useWholeInput(request);
   const respond = async (optionId: string) => {

@@ -19,7 +19,15 @@ import {
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
-import { ACTIVE, TERMINAL } from "../sql/task-status-sets.js";
+import { activeStatuses, type TaskStatus, terminalStatuses } from "../contract/task-status.js";
+
+/**
+ * A status set as the SQL list a partial index's predicate names, `('running', 'cancelling')`: the
+ * text sql/task-status-sets.ts splices into the statements that must match these indexes.
+ */
+const statusList = (statuses: readonly TaskStatus[]) => sql.raw(`(${statuses.map((s) => `'${s}'`).join(", ")})`);
+const ACTIVE = statusList(activeStatuses);
+const TERMINAL = statusList(terminalStatuses);
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
 
@@ -129,10 +137,10 @@ export const tasks = pgTable(
     index("tasks_session_queued_idx").on(t.sessionId, t.queueOrder).where(sql`status = 'queued'`),
     index("tasks_active_idx")
       .on(t.sessionId)
-      .where(sql`status in ${sql.raw(ACTIVE.text)}`),
+      .where(sql`status in ${ACTIVE}`),
     index("tasks_lease_idx")
       .on(t.leaseExpiresAt)
-      .where(sql`status in ${sql.raw(ACTIVE.text)}`),
+      .where(sql`status in ${ACTIVE}`),
     index("tasks_session_idx").on(t.sessionId, t.turnIndex),
     index("tasks_created_idx").on(t.createdAt, t.id),
     index("tasks_tenant_created_idx").on(t.tenant, t.createdAt, t.id),
@@ -140,12 +148,12 @@ export const tasks = pgTable(
     index("tasks_tenant_queued_idx").on(t.tenant, t.queueOrder).where(sql`status = 'queued'`),
     index("tasks_tenant_active_idx")
       .on(t.tenant)
-      .where(sql`status in ${sql.raw(ACTIVE.text)}`),
+      .where(sql`status in ${ACTIVE}`),
     // Ended chained turns whose upstream task was not let go of yet (domain/upstream-orphans.ts).
     index("tasks_upstream_orphans_idx")
       .on(t.finishedAt)
       .where(
-        sql`status in ${sql.raw(TERMINAL.text)} and upstream->>'taskId' is not null and upstream->>'released' is null`,
+        sql`status in ${TERMINAL} and upstream->>'taskId' is not null and upstream->>'released' is null`,
       ),
   ],
 );

@@ -42,7 +42,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Tx } from "../db/client.js";
-import { isDatabaseUnavailable, MooringError } from "../errors.js";
+import { errors, isDatabaseUnavailable } from "../errors.js";
 import type { StoredEvent } from "../sql/append-events.js";
 import { interruptRunningTaskOfSession } from "../sql/cancel-task.js";
 import { isQueueFull, isTenantQueueFull, refuseIfQueueOverflows } from "../sql/gate-check.js";
@@ -91,35 +91,9 @@ export interface Admitted {
   interrupted: TaskRow | null;
 }
 
-/** Seconds a refused client is told to wait: about one short turn's worth of queue movement. */
-const RETRY_AFTER_SECONDS = 5;
-
-/** The refusal of an admission that would overfill the queue (the one place GATEWAY_BUSY is made). */
-export function gatewayBusy(): MooringError {
-  return new MooringError("GATEWAY_BUSY", "The gateway is busy and its queue is full; retry later.", {
-    reason: "queue_full",
-    retryAfterSeconds: RETRY_AFTER_SECONDS,
-  });
-}
-
-/**
- * The refusal of an admission that would overfill its tenant's queue (the one place TENANT_BUSY is
- * made): the tenant's own backlog, which other tenants' turns finishing would not shorten.
- */
-/**
- * `maxQueued` is the caller's own limit, which it may be told; unset (an admin submitting into
- * another tenant's session, whose limit the caller's is not) the message names no number.
- */
-export function tenantBusy(maxQueued?: number): MooringError {
-  const message =
-    maxQueued === undefined
-      ? "The session's tenant already has as many turns queued as it may; retry later."
-      : `Your tenant already has ${maxQueued} turns queued; retry later.`;
-  return new MooringError("TENANT_BUSY", message, {
-    reason: "tenant_queue_full",
-    retryAfterSeconds: RETRY_AFTER_SECONDS,
-  });
-}
+/** The refusals of an admission that would overfill the queue or its tenant's (errors.ts words them). */
+export const gatewayBusy = errors.gatewayBusy;
+export const tenantBusy = errors.tenantBusy;
 
 /** The statements of one admission, in the order they must run, and their answers by name. */
 export interface AdmissionStatements {
@@ -288,7 +262,7 @@ export class AdmissionQueue {
       // An admin may submit into any tenant's session: the limit that was hit is that tenant's.
       return tenantBusy(request.tenant?.admin ? undefined : tenant.maxQueued);
     }
-    if (isSessionBusy(err)) return new MooringError("SESSION_BUSY", `session ${sessionId} is running a turn (ifBusy=reject)`);
+    if (isSessionBusy(err)) return errors.sessionBusy(sessionId);
     return err;
   }
 
@@ -336,7 +310,7 @@ export class AdmissionQueue {
     };
   }
 
-  private outcome(batch: BatchEntry[], answers: Record<string, unknown>): { value: BatchAnswer[]; effects: Effects } {
+  private outcome(batch: BatchEntry[], answers: Record<string, unknown>): { value: BatchAnswer[]; effects: Effects<"afterCommit"> } {
     const heads = new Map<string, number>();
     const events: StoredEvent[] = [];
     const claimed: TaskRow[] = [];
@@ -371,7 +345,7 @@ export class AdmissionQueue {
       value: results,
       effects: {
         events,
-        notify: { heads, gate: heads.size > 0 },
+        notify: { when: "afterCommit", heads, gate: heads.size > 0 },
         claimed,
         cancel,
         queueMoved: results.some((r) => r.created) || claimed.length > 0,

@@ -6,7 +6,6 @@
 import type { Tx } from "../db/client.js";
 import { appendEvents } from "../sql/append-events.js";
 import { cancelQueuedTask, markTaskCancelling } from "../sql/cancel-task.js";
-import { notifyCancel, notifyGate, notifySessions } from "../sql/notify.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { Effects } from "./committer.js";
 import { terminalEvent } from "./task-events.js";
@@ -18,15 +17,28 @@ export async function cancelTaskIn(tx: Tx, task: TaskRow): Promise<{ row: TaskRo
     const events = await appendEvents(tx, queued.sessionId, [terminalEvent(queued)]);
     // The answer (and a repeated cancel's answer) must include the terminal event.
     queued.lastSeq = events[events.length - 1].seq;
-    await notifySessions(tx, new Map([[queued.sessionId, queued.lastSeq]]));
-    await notifyGate(tx);
-    return { row: queued, effects: { events, queueMoved: true } };
+    const notify = {
+      when: "inTransaction" as const,
+      heads: new Map([[queued.sessionId, queued.lastSeq]]),
+      gate: true,
+    };
+    return { row: queued, effects: { events, queueMoved: true, notify } };
   }
   const cancelling = await markTaskCancelling(tx, task.id);
   if (!cancelling) return { row: null, effects: {} };
-  await notifyCancel(tx, cancelling.id);
-  await notifySessions(tx, new Map([[cancelling.sessionId, -1]]));
-  return { row: cancelling, effects: { cancel: [cancelling.id], sessionsChanged: [cancelling.sessionId] } };
+  return {
+    row: cancelling,
+    effects: {
+      cancel: [cancelling.id],
+      sessionsChanged: [cancelling.sessionId],
+      // Other instances: the owner stops the turn; subscribers re-read the task.
+      notify: {
+        when: "inTransaction",
+        cancel: [cancelling.id],
+        heads: new Map([[cancelling.sessionId, -1]]),
+      },
+    },
+  };
 }
 
 /** Several changes' effects as one. */
@@ -50,11 +62,28 @@ export function mergeEffects(all: Effects[]): Effects {
     merged.permissionsResolved.push(...(e.permissionsResolved ?? []));
     merged.gateChanged ||= e.gateChanged ?? false;
     merged.queueMoved ||= e.queueMoved ?? false;
-    if (e.notify) {
-      const heads = new Map(merged.notify?.heads);
-      for (const [id, seq] of e.notify.heads) heads.set(id, Math.max(seq, heads.get(id) ?? -1));
-      merged.notify = { heads, gate: (merged.notify?.gate ?? false) || e.notify.gate };
-    }
+    if (e.notify) merged.notify = mergeNotify(merged.notify, e.notify);
   }
   return merged;
+}
+
+/**
+ * Two changes' notifications as one. Merged into one transaction they go out together: inside it
+ * when either asked for that (delivered at its commit), else after the commit.
+ */
+function mergeNotify(
+  a: Effects["notify"],
+  b: NonNullable<Effects["notify"]>,
+): NonNullable<Effects["notify"]> {
+  if (!a) return b;
+  const heads = new Map(a.heads);
+  for (const [id, seq] of b.heads ?? []) heads.set(id, Math.max(seq, heads.get(id) ?? -1));
+  return {
+    when: a.when === "inTransaction" || b.when === "inTransaction" ? "inTransaction" : "afterCommit",
+    heads,
+    gate: Boolean(a.gate || b.gate),
+    cancel: [...(a.cancel ?? []), ...(b.cancel ?? [])],
+    archived: [...(a.archived ?? []), ...(b.archived ?? [])],
+    permissions: [...(a.permissions ?? []), ...(b.permissions ?? [])],
+  };
 }

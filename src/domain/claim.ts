@@ -46,14 +46,14 @@ export function claimChange(rt: Runtime, limit: number) {
       claim,
     }: {
       claim: Awaited<ReturnType<typeof claimAndStart>>;
-    }): { value: null; effects: Effects } => ({
+    }): { value: null; effects: Effects<"afterCommit"> } => ({
       value: null,
       effects:
         claim.rows.length === 0
           ? {}
           : {
               events: claim.events,
-              notify: { heads: claim.heads, gate: true },
+              notify: { when: "afterCommit", heads: claim.heads, gate: true },
               claimed: claim.rows,
               queueMoved: true,
             },

@@ -8,9 +8,14 @@
  *
  * - `events`: committed events go to this instance's subscribers (stream/session-feeds.ts), the
  *   metrics and the change bus. The event log's flushes (stream/event-lane.ts) hand theirs here too.
- * - `notify`: session heads and the gate, notified right after the commit through the coalescing
- *   `Notifier` (sql/notify.ts) when the transaction did not notify itself (a NOTIFY inside a
- *   transaction holds a global lock until its commit is on disk: the hot paths send theirs after).
+ * - `notify`: the Postgres notifications other instances hear, by channel (session heads, gate,
+ *   cancel, archived, permissions; sql/notify.ts), and when they go out: `inTransaction`, sent by
+ *   the committer as the transaction's last statements, so they are delivered at its commit or
+ *   never; or `afterCommit`, right after the commit through the coalescing `Notifier` (a NOTIFY
+ *   inside a transaction holds a global lock until its commit is on disk: the hot paths, admission,
+ *   claim and positions, send theirs after). A pipelined change can only notify after its commit
+ *   (its effects are known from its answers). Nothing else sends a notification, except the event
+ *   log's flush, whose one NOTIFY is part of its pipelined transaction (stream/event-lane.ts).
  * - `claimed`: tasks this instance claimed; the worker starts them.
  * - `cancel`: tasks whose owner should stop them; stopped at once when this instance runs them
  *   (other instances hear mooring_cancel, sent by the transaction).
@@ -20,7 +25,7 @@
  * - `gateChanged`: a slot may be free or work was queued: this instance tries to claim.
  * - `queueMoved`: queued tasks moved; positions get announced.
  * - `permissionsResolved`: permission requests answered; the turn waiting on one here resumes at
- *   once, the instance running it elsewhere hears mooring_permissions (its poll is the guarantee).
+ *   once (the instance running it elsewhere hears mooring_permissions, declared in `notify`).
  *
  * Everything reaches its consumer through the change bus (stream/change-bus.ts), to which each
  * part subscribes when it is built: no hooks are wired after construction. Effects run outside the
@@ -33,14 +38,17 @@ import { pipelined } from "../db/pipeline.js";
 import { requestContext } from "../log.js";
 import type { MetricsReporter } from "../metrics/reporter.js";
 import type { StoredEvent } from "../sql/append-events.js";
-import { Notifier, notifyPermission } from "../sql/notify.js";
+import { type Notifications, Notifier, notifyInTransaction } from "../sql/notify.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { ChangeBus } from "../stream/change-bus.js";
 
+/** When a change's notifications go out (see the module comment). */
+export type NotifyWhen = "inTransaction" | "afterCommit";
+
 /** What a committed state change set off (see the module comment for each). */
-export interface Effects {
+export interface Effects<When extends NotifyWhen = NotifyWhen> {
   events?: StoredEvent[];
-  notify?: { heads: Map<string, number>; gate: boolean };
+  notify?: Notifications & { when: When };
   claimed?: TaskRow[];
   cancel?: string[];
   sessionsChanged?: string[];
@@ -57,7 +65,8 @@ export type Answers<S extends Statements> = { [K in keyof S]: Awaited<S[K]> };
 /** A pipelined state change: its statements, in order, and what its answers mean. */
 export interface StateChange<S extends Statements, T> {
   statements(q: Tx): S;
-  outcome(answers: Answers<S>): { value: T; effects: Effects };
+  /** Its notifications can only go after the commit: they are known from the answers. */
+  outcome(answers: Answers<S>): { value: T; effects: Effects<"afterCommit"> };
 }
 
 /** Where committed events go on this instance (the session feeds). */
@@ -100,7 +109,12 @@ export class Committer {
 
   /** An interactive transaction whose statements depend on earlier answers, then its effects. */
   async transaction<T>(run: (tx: Tx) => Promise<{ value: T; effects: Effects }>): Promise<T> {
-    const { value, effects } = await this.db.sql.begin((tx) => run(tx));
+    const { value, effects } = await this.db.sql.begin(async (tx) => {
+      const changed = await run(tx);
+      const notify = changed.effects.notify;
+      if (notify?.when === "inTransaction") await notifyInTransaction(tx, notify);
+      return changed;
+    });
     this.apply(effects);
     return value;
   }
@@ -121,9 +135,7 @@ export class Committer {
   }
 
   private applyNow(effects: Effects): void {
-    if (effects.notify && (effects.notify.heads.size > 0 || effects.notify.gate)) {
-      this.notifier.sessions(effects.notify.heads, effects.notify.gate);
-    }
+    if (effects.notify?.when === "afterCommit") this.notifier.add(effects.notify);
     const events = effects.events ?? [];
     if (events.length > 0) {
       this.feeds.publish(events);
@@ -137,10 +149,7 @@ export class Committer {
     for (const sessionId of effects.archived ?? []) this.bus.emit("archived", sessionId);
     if (effects.gateChanged) this.bus.emit("gate");
     if (effects.queueMoved) this.bus.emit("queueMoved");
-    for (const requestId of effects.permissionsResolved ?? []) {
-      this.bus.emit("permission", requestId);
-      notifyPermission(this.db.sql, requestId).catch(() => {});
-    }
+    for (const requestId of effects.permissionsResolved ?? []) this.bus.emit("permission", requestId);
   }
 }
 

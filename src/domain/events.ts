@@ -1,6 +1,6 @@
 /** Reading the event log: subscription start points and the full payloads behind previews. */
 import type { Database } from "../db/client.js";
-import { MooringError } from "../errors.js";
+import { errors } from "../errors.js";
 import { readEventPayload, readEventsAfter } from "../sql/read-events.js";
 import { toClientEvent } from "../stream/session-feeds.js";
 import type { SessionService } from "./sessions.js";
@@ -20,11 +20,7 @@ export class EventService {
     // The one check a stream needs: the feed it then joins carries this session's events only.
     const row = await this.sessions.row(sessionId, tenant);
     if (afterSeq < row.prunedSeq) {
-      throw new MooringError(
-        "RESYNC_REQUIRED",
-        `events after seq ${afterSeq} are no longer kept (oldest kept is ${row.prunedSeq + 1}); reload the session and subscribe from its lastSeq`,
-        { details: { oldestSeq: row.prunedSeq + 1 } },
-      );
+      throw errors.resyncRequired(afterSeq, row.prunedSeq + 1, "session");
     }
     const session = await this.sessions.get(sessionId, tenant);
     return { headSeq: row.lastSeq, session };
@@ -38,11 +34,7 @@ export class EventService {
   async page(sessionId: string, afterSeq: number, limit: number, tenant: Tenant) {
     const row = await this.sessions.row(sessionId, tenant);
     if (afterSeq < row.prunedSeq) {
-      throw new MooringError(
-        "RESYNC_REQUIRED",
-        `events after seq ${afterSeq} are no longer kept (oldest kept is ${row.prunedSeq + 1}); reload the task or session and continue from there`,
-        { details: { oldestSeq: row.prunedSeq + 1 } },
-      );
+      throw errors.resyncRequired(afterSeq, row.prunedSeq + 1, "task");
     }
     const rows = await readEventsAfter(this.db.sql, row.id, afterSeq, limit);
     const items = [];
@@ -58,7 +50,7 @@ export class EventService {
   async payload(sessionId: string, seq: number, tenant: Tenant) {
     await this.sessions.row(sessionId, tenant);
     const row = await readEventPayload(this.db.sql, sessionId, seq);
-    if (!row) throw new MooringError("EVENT_NOT_FOUND", `session ${sessionId} has no event ${seq}`);
+    if (!row) throw errors.eventNotFound(sessionId, seq);
     return { sessionId, seq, type: row.type, payload: row.payload ?? row.data };
   }
 }

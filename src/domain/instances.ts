@@ -3,9 +3,9 @@
  * (boot) from the `instances` table, with its heartbeat age and the tasks it holds.
  */
 import type { Database } from "../db/client.js";
-import { adminOnly, MooringError } from "../errors.js";
+import { errors } from "../errors.js";
+import type { Committer } from "./committer.js";
 import { listInstances, requestDrain } from "../sql/instances.js";
-import { notifyDrain } from "../sql/notify.js";
 import type { ChangeBus } from "../stream/change-bus.js";
 import type { Identity } from "./runtime.js";
 import type { Tenant } from "./tenants.js";
@@ -49,6 +49,7 @@ export class InstanceService {
      */
     private readonly showHost: boolean,
     private readonly bus: ChangeBus,
+    private readonly committer: Committer,
   ) {}
 
   /**
@@ -57,13 +58,13 @@ export class InstanceService {
    * of this very process is told on the bus directly, without waiting for its own notification.
    */
   async drain(instanceId: string, tenant: Tenant): Promise<{ instanceId: string; draining: true }> {
-    if (!tenant.admin) throw adminOnly("only an admin may drain an instance", "instanceId");
-    const boots = await requestDrain(this.db.sql, instanceId, this.leaseMs);
-    if (boots.length === 0)
-      throw new MooringError("NOT_FOUND", `no live instance ${JSON.stringify(instanceId)}`, {
-        reason: "instance_not_found",
-      });
-    await Promise.all(boots.map((bootId) => notifyDrain(this.db.sql, bootId)));
+    if (!tenant.admin) throw errors.adminOnly("only an admin may drain an instance", "instanceId");
+    // The row and its notification commit together: the owner hears it, or reads the row back.
+    const boots = await this.committer.transaction(async (tx) => {
+      const value = await requestDrain(tx, instanceId, this.leaseMs);
+      return { value, effects: { notify: { drain: value, when: "inTransaction" } } };
+    });
+    if (boots.length === 0) throw errors.instanceNotFound(instanceId);
     for (const bootId of boots) if (bootId === this.identity.bootId) this.bus.emit("drain", bootId);
     return { instanceId, draining: true };
   }

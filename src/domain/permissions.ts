@@ -12,8 +12,10 @@ import { readTask } from "../sql/read-tasks.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
+import type { Static } from "typebox";
+import type { PermissionRequest, PermissionResolution } from "../contract/responses.js";
 import type { PermissionAnswer, PermissionAsk } from "../agents/driver.js";
-import { invalid, MooringError } from "../errors.js";
+import { errors, invalid, type MooringError } from "../errors.js";
 import type { OwnerFence } from "../sql/append-events.js";
 import {
   insertPermissionRequest,
@@ -29,23 +31,10 @@ import { isUuid } from "./ids.js";
 import { type Tenant, visibleTenant } from "./tenants.js";
 
 /** What clients see of a pending request (`Task.pendingPermissions`, `permission.requested`). */
-export interface PermissionRequestView {
-  requestId: string;
-  toolCall: PermissionRow["toolCall"];
-  options: PermissionRow["options"];
-  expiresAt: string;
-}
+export type PermissionRequestView = Static<typeof PermissionRequest>;
 
 /** The answer as stored (the winner's, for a 409). */
-export interface PermissionResolutionView {
-  requestId: string;
-  taskId: string;
-  optionId: string | null;
-  by: ResolvedBy;
-  message?: string;
-  answers?: Record<string, string>;
-  resolvedAt: string;
-}
+export type PermissionResolutionView = Static<typeof PermissionResolution>;
 
 export interface PermissionResponse {
   optionId: string;
@@ -290,16 +279,15 @@ export class Permissions {
     answeredBy: string,
     tenant: Tenant,
   ): Promise<PermissionResolutionView> {
-    const notFound = () =>
-      new MooringError("PERMISSION_NOT_FOUND", `permission request ${requestId} does not exist for task ${taskId}`);
-    if (!isUuid(taskId)) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
+    const notFound = () => errors.permissionNotFound(requestId, taskId);
+    if (!isUuid(taskId)) throw errors.taskNotFound(taskId);
     if (!isUuid(requestId)) throw notFound();
     // Another tenant's task is a missing one (docs/tenants.md); an admin's read has no condition.
     const owner = visibleTenant(tenant);
     const current = await readPermission(this.rt.db.sql, requestId);
     if (!current || current.taskId !== taskId || owner !== null) {
       const task = await readTask(this.rt.db.sql, taskId, owner);
-      if (!task) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
+      if (!task) throw errors.taskNotFound(taskId);
       if (!current || current.taskId !== taskId) throw notFound();
     }
     if (current.resolvedAt) throw alreadyResolved(current);
@@ -322,7 +310,10 @@ export class Permissions {
     }
     // The conditional update committed on its own; its effect (wake the waiting turn, here or
     // on another instance) goes through the one applier.
-    this.rt.committer.apply({ permissionsResolved: [requestId] });
+    this.rt.committer.apply({
+      permissionsResolved: [requestId],
+      notify: { when: "afterCommit", permissions: [requestId] },
+    });
     this.rt.log.info(
       {
         taskId,
@@ -340,7 +331,5 @@ export class Permissions {
 }
 
 function alreadyResolved(row: PermissionRow): MooringError {
-  return new MooringError("PERMISSION_RESOLVED", `permission request ${row.id} was already answered`, {
-    details: { resolution: resolutionView(row) },
-  });
+  return errors.permissionResolved(row.id, resolutionView(row));
 }

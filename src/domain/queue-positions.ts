@@ -100,9 +100,9 @@ export function positionsChange(sessionId: string, positions: { taskId: string; 
       session: lockSessionRow(q, sessionId),
       events: appendPositionEvents(q, sessionId, positions),
     }),
-    outcome: ({ events }: { events: StoredEvent[] }): { value: null; effects: Effects } => ({
+    outcome: ({ events }: { events: StoredEvent[] }): { value: null; effects: Effects<"afterCommit"> } => ({
       value: null,
-      effects: { events, notify: { heads: headsOf(events), gate: false } },
+      effects: { events, notify: { when: "afterCommit", heads: headsOf(events), gate: false } },
     }),
   };
 }

@@ -7,11 +7,10 @@ import type { Logger } from "pino";
 import type { AgentDriver } from "../agents/driver.js";
 import type { AgentEntry, AgentRegistry, DriverName } from "../agents/registry.js";
 import type { Database, Queryable, Tx } from "../db/client.js";
-import { adminOnly, invalid, MooringError } from "../errors.js";
+import { errors, invalid } from "../errors.js";
 import { lockOpenTasksOfSession } from "../sql/cancel-task.js";
 import { markSessionArchived } from "../sql/archive-session.js";
 import { insertSession } from "../sql/insert-session.js";
-import { notifyArchived, notifySessions } from "../sql/notify.js";
 import { cancelTaskIn, mergeEffects } from "./cancel.js";
 import type { Effects } from "./committer.js";
 import { fittingCount } from "./page-budget.js";
@@ -77,7 +76,7 @@ export class SessionService {
     // A group other than this instance's puts the session's turns on other hosts: an operator's
     // decision (a workspace on shared storage), so only an admin may make it.
     if (input.group !== undefined && !tenant.admin)
-      throw adminOnly(
+      throw errors.adminOnly(
         "only an admin may set a session's group (it runs on the instances of the group that creates it)",
         "group",
       );
@@ -130,9 +129,9 @@ export class SessionService {
    * to see (null: the gateway's own reads, no tenant condition).
    */
   async row(id: string, tenant: Tenant | null, q: Queryable = this.db.sql): Promise<SessionRow> {
-    if (!isUuid(id)) throw new MooringError("SESSION_NOT_FOUND", `session ${id} does not exist`);
+    if (!isUuid(id)) throw errors.sessionNotFound(id);
     const row = await readSession<SessionRow>(q, id, tenant ? visibleTenant(tenant) : null);
-    if (!row) throw new MooringError("SESSION_NOT_FOUND", `session ${id} does not exist`);
+    if (!row) throw errors.sessionNotFound(id);
     return row;
   }
 
@@ -211,10 +210,9 @@ export async function archiveSessionIn(
   const open = await lockOpenTasksOfSession(tx, sessionId);
   const changes = [];
   for (const task of open) changes.push(await cancelTaskIn(tx, task));
-  await notifySessions(tx, new Map([[sessionId, -1]]));
-  await notifyArchived(tx, sessionId);
+  const notify = { when: "inTransaction" as const, heads: new Map([[sessionId, -1]]), archived: [sessionId] };
   return {
     value: changes.length,
-    effects: mergeEffects([...changes.map((c) => c.effects), { archived: [sessionId] }]),
+    effects: mergeEffects([...changes.map((c) => c.effects), { archived: [sessionId], notify }]),
   };
 }

@@ -11,7 +11,6 @@ import { expireQueuedTasks } from "../sql/expire-queued.js";
 import { lockGate } from "../sql/gate-lock.js";
 import { type PermissionRow, resolvePendingOfTasks } from "../sql/permissions.js";
 import { interruptExpiredLeases, interruptOwnTasks, interruptPreviousBootTasks } from "../sql/interrupt-orphans.js";
-import { notifyGate, notifySessions } from "../sql/notify.js";
 import { pruneEventWrites } from "../sql/event-writes.js";
 import { pruneEvents } from "../sql/prune-events.js";
 import type { TaskRow } from "../sql/task-row.js";
@@ -99,9 +98,8 @@ export class Sweeper {
       const rows = await expireQueuedTasks(tx);
       const events = await this.terminalEvents(tx, rows);
       if (rows.length === 0) return { value: rows, effects: {} };
-      await notifySessions(tx, headsOf(events));
-      await notifyGate(tx);
-      return { value: rows, effects: { events, queueMoved: true } };
+      const notify = { when: "inTransaction" as const, heads: headsOf(events), gate: true };
+      return { value: rows, effects: { events, queueMoved: true, notify } };
     });
     if (rows.length > 0) this.rt.log.info({ count: rows.length }, "queued tasks expired (queue timeout)");
     return rows;
@@ -117,9 +115,8 @@ export class Sweeper {
       const events = await this.terminalEvents(tx, rows, withdrawn);
       events.push(...(await this.recovery.afterInterrupted(tx, rows)));
       if (rows.length === 0) return { value: rows, effects: {} };
-      await notifySessions(tx, headsOf(events));
-      await notifyGate(tx);
-      return { value: rows, effects: { events, gateChanged: true, queueMoved: true } };
+      const notify = { when: "inTransaction" as const, heads: headsOf(events), gate: true };
+      return { value: rows, effects: { events, gateChanged: true, queueMoved: true, notify } };
     });
   }
 
@@ -134,7 +131,7 @@ export class Sweeper {
         .filter((p) => p.taskId === task.id)
         .map((p) => ({
           taskId: task.id,
-          type: "permission.resolved",
+          type: "permission.resolved" as const,
           data: { requestId: p.id, optionId: p.optionId, by: p.resolvedBy },
         }));
     const appended = await Promise.all(

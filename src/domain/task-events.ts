@@ -1,4 +1,5 @@
 /** The events that mark a task's state changes (docs/api.md, Streaming). */
+import type { TerminalEventType } from "../contract/events.js";
 import type { NewEvent } from "../sql/append-events.js";
 import type { TaskRow } from "../sql/task-row.js";
 
@@ -8,10 +9,10 @@ export const startedEvent = (task: TaskRow): NewEvent => ({
   data: { attempt: task.attempt, deadlineAt: task.deadlineAt?.toISOString() ?? null },
 });
 
-/** `task.completed`, `task.failed`, ... with the task's result or error. */
+/** `task.completed`, `task.failed`, ... with the task's result or error (of a row already settled). */
 export const terminalEvent = (task: TaskRow): NewEvent => ({
   taskId: task.id,
-  type: `task.${task.status}`,
+  type: `task.${task.status}` as TerminalEventType,
   data: { status: task.status, result: task.result, error: task.error },
 });
 

@@ -9,7 +9,7 @@ import { queuePositions } from "../sql/gate-status.js";
 import { liveGroups } from "../sql/instances.js";
 import { pendingPermissionsOf } from "../sql/permissions.js";
 import type { TaskRow } from "../sql/task-row.js";
-import { isActive } from "../sql/task-status-sets.js";
+import { isActive } from "../contract/task-status.js";
 import { type PermissionRequestView, requestView } from "./permissions.js";
 
 export interface TaskExtras {

@@ -1,5 +1,5 @@
 import { listTasks, readTask } from "../sql/read-tasks.js";
-import { invalid, MooringError } from "../errors.js";
+import { errors, invalid, MooringError } from "../errors.js";
 import { countActiveAndQueued, countByTenant } from "../sql/gate-status.js";
 import { groupUsage } from "../sql/instances.js";
 import { countWaitingForInput } from "../sql/permissions.js";
@@ -72,7 +72,7 @@ export class TaskService {
     input: SubmitInput,
     tenant: Tenant,
   ): Promise<{ task: TaskView; created: boolean }> {
-    if (!this.accepting) throw new MooringError("NOT_READY", "The gateway is not accepting turns right now.");
+    if (!this.accepting) throw errors.notReady("stopping");
     const prompt = input.prompt;
     if (typeof prompt !== "string" || prompt.trim() === "")
       throw invalid("prompt must not be empty", "prompt");
@@ -88,7 +88,7 @@ export class TaskService {
     const webhookUrl = input.webhook === undefined ? null : turnWebhookUrl(input.webhook, tenant);
     const ifBusy = input.ifBusy ?? "enqueue";
     if (!isUuid(sessionId))
-      throw new MooringError("SESSION_NOT_FOUND", `session ${sessionId} does not exist`);
+      throw errors.sessionNotFound(sessionId);
     // Admission reads no session first: its insert does nothing unless the session is open and
     // the tenant's (every statement of it carries that condition; domain/admission.ts).
     const id = sessionId.toLowerCase();
@@ -107,14 +107,14 @@ export class TaskService {
     // Nothing inserted and no earlier task with the key: the session is missing, another tenant's
     // (answered as missing) or archived.
     const session = await this.sessions.row(id, tenant);
-    throw new MooringError("SESSION_ARCHIVED", `session ${session.id} is archived`);
+    throw errors.sessionArchived(session.id);
   }
 
   /** The task, or TASK_NOT_FOUND, also when it is not `tenant`'s to see (docs/tenants.md). */
   async row(taskId: string, tenant: Tenant): Promise<TaskRow> {
-    if (!isUuid(taskId)) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
+    if (!isUuid(taskId)) throw errors.taskNotFound(taskId);
     const row = await readTask(this.rt.db.sql, taskId, visibleTenant(tenant));
-    if (!row) throw new MooringError("TASK_NOT_FOUND", `task ${taskId} does not exist`);
+    if (!row) throw errors.taskNotFound(taskId);
     return row;
   }
 

@@ -2,6 +2,7 @@
 import type { Logger } from "pino";
 import type { AgentEvent, AgentUsage, TurnOutcome } from "../agents/driver.js";
 import { storableSink } from "../agents/storable-text.js";
+import type { EventType } from "../contract/events.js";
 import type { OwnerFence } from "../sql/append-events.js";
 import type { CursorFields } from "../sql/save-turn-state.js";
 import type { TaskRow } from "../sql/task-row.js";
@@ -68,7 +69,7 @@ export class TurnRecorder {
     });
   }
 
-  private append(type: string, data: unknown, payload?: unknown): void {
+  private append(type: EventType, data: unknown, payload?: unknown): void {
     this.rt.eventLog.append({
       sessionId: this.session.id,
       taskId: this.row.id,

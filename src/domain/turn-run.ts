@@ -13,7 +13,6 @@ import { secondsBetween } from "../metrics/reporter.js";
 import { appendEvents, type OwnerFence } from "../sql/append-events.js";
 import { lockGate } from "../sql/gate-lock.js";
 import { lockSessionRow } from "../sql/lock-session.js";
-import { notifyGate, notifySessions } from "../sql/notify.js";
 import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { Tx } from "../db/client.js";
@@ -279,9 +278,10 @@ export async function settleWithContinuationIn(
   const events = await appendEvents(tx, settled.sessionId, [terminalEvent(settled)]);
   const extra = settled.status === "interrupted" ? await recovery.afterInterrupted(tx, [settled]) : [];
   const all = [...events, ...extra];
-  await notifySessions(tx, headsOf(all));
-  await notifyGate(tx);
-  return { value: settled, effects: { events: all } };
+  return {
+    value: settled,
+    effects: { events: all, notify: { when: "inTransaction", heads: headsOf(all), gate: true } },
+  };
 }
 
 const stopMessages = {

@@ -6,10 +6,11 @@
  */
 import type { Logger } from "pino";
 import type { AgentEvent } from "../agents/driver.js";
+import type { EventType } from "../contract/events.js";
 import type { OwnerFence } from "../sql/append-events.js";
 import { saveUpstream, type UpstreamColumn } from "../sql/save-upstream.js";
 import type { TaskRow } from "../sql/task-row.js";
-import { isActive } from "../sql/task-status-sets.js";
+import { isActive } from "../contract/task-status.js";
 import type { Runtime } from "./runtime.js";
 
 type UpstreamState = Extract<AgentEvent, { type: "upstream.state" }>;
@@ -22,7 +23,7 @@ export class UpstreamRecorder {
     private readonly rt: Runtime,
     private readonly fence: OwnerFence,
     private readonly log: Logger,
-    private readonly append: (type: string, data: unknown) => void,
+    private readonly append: (type: EventType, data: unknown) => void,
   ) {}
 
   record(event: UpstreamState): void {

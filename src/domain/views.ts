@@ -1,14 +1,18 @@
 /**
- * The shapes clients see (docs/api.md, Resources and states), built from rows. Snapshots of sessions carry compact
- * turns with previews only (docs/api.md, Wire budget).
+ * The shapes clients see (docs/api.md, Resources and states), built from rows; their types are the
+ * wire contract's (contract/responses.ts). Snapshots of sessions carry compact turns with previews
+ * only (docs/api.md, Wire budget).
  */
+import type { Static } from "typebox";
+import type { SessionStatus as SessionStatusSchema } from "../contract/requests.js";
+import type { CompactTurn, Session, Task } from "../contract/responses.js";
 import type { sessions } from "../db/schema.js";
 import type { PermissionRequestView } from "./permissions.js";
 import { upstreamView } from "./upstream-state.js";
 import { preview } from "../stream/preview.js";
 import { isTerminal, type TaskRow } from "../sql/task-row.js";
 
-export type SessionStatus = "idle" | "busy" | "archived";
+export type SessionStatus = Static<typeof SessionStatusSchema>;
 
 /**
  * A `sessions` row as read with its status (sql/read-sessions.ts: `s.*` and the derived status):
@@ -20,28 +24,7 @@ export type SessionRow = typeof sessions.$inferSelect & {
 };
 
 /** What a client sees of a session: the row's public fields, times as ISO strings. */
-export interface SessionView
-  extends Pick<
-    SessionRow,
-    | "id"
-    | "tenant"
-    | "workspace"
-    | "agent"
-    | "agentConfig"
-    | "title"
-    | "metadata"
-    | "status"
-    | "agentSessionId"
-    | "turnCount"
-    | "contextUsage"
-    | "lastSeq"
-  > {
-  /** The instance group whose instances run its turns. */
-  group: string;
-  createdAt: string;
-  updatedAt: string;
-  lastActivityAt: string;
-}
+export type SessionView = Static<typeof Session>;
 
 export function sessionView(row: SessionRow): SessionView {
   return {
@@ -64,34 +47,10 @@ export function sessionView(row: SessionRow): SessionView {
   };
 }
 
-export interface TaskView {
-  id: string;
-  sessionId: string;
-  /** Its session's tenant (docs/tenants.md). */
-  tenant: string;
-  turnIndex: number;
-  status: TaskRow["status"];
-  position: number | null;
-  prompt: string;
-  createdAt: string;
-  queueDeadlineAt: string;
-  startedAt: string | null;
-  deadlineAt: string | null;
-  finishedAt: string | null;
-  attempt: number;
-  result: TaskRow["result"];
-  error: TaskRow["error"];
-  firstSeq: number | null;
-  lastSeq: number | null;
-  pollAfterMs: number | null;
-  continuesTaskId: string | null;
-  /** Permission requests the running turn waits on (issue 13); empty otherwise. */
-  pendingPermissions: PermissionRequestView[];
-  /** A running chained turn waiting on its upstream gateway (upstream-state.ts); null otherwise. */
-  upstream: ReturnType<typeof upstreamView>;
-  /** A queued turn whose session's instance group has no live instance: that group. */
-  waitingForGroup?: string;
-}
+/** What a client sees of a task (its permission requests and upstream wait included). */
+export type TaskView = Static<typeof Task>;
+/** A turn inside a session snapshot: a task with previews. */
+export type CompactTurnView = Static<typeof CompactTurn>;
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
@@ -154,7 +113,7 @@ export function compactTurn(
   position: number | null,
   pendingPermissions: PermissionRequestView[] = [],
   waitingForGroup?: string,
-) {
+): CompactTurnView {
   const view = taskView(row, position, pendingPermissions, waitingForGroup);
   const prompt = preview(row.prompt);
   const text = row.result ? preview(row.result.text) : null;

@@ -10,15 +10,14 @@ import { lstat, readlink, realpath, stat } from "node:fs/promises";
 import { isAbsolute, join, normalize, resolve, sep } from "node:path";
 import type { Logger } from "pino";
 import { AgentFailure } from "../agents/driver.js";
-import { MooringError } from "../errors.js";
+import { errors } from "../errors.js";
 
 /** Linux's PATH_MAX. */
 export const MAX_WORKSPACE_CHARS = 4096;
 /** Far more than any real project nests; each missing one costs a realpath call. */
 export const MAX_WORKSPACE_COMPONENTS = 256;
 
-const invalidWorkspace = (message: string) =>
-  new MooringError("INVALID_WORKSPACE", message, { details: { field: "workspace" } });
+const invalidWorkspace = errors.invalidWorkspace;
 
 /** Clean `.`, `..`, `//` and the trailing slash; resolve symlinks where the path exists. */
 export async function normalizeWorkspace(input: string): Promise<string> {
@@ -133,11 +132,7 @@ export async function acceptWorkspace(input: string, roots: string[], log: Logge
 }
 
 /** The refusal of a workspace outside the roots (the global ones or a tenant's: one wording). */
-export function workspaceNotAllowed(input: string): MooringError {
-  return new MooringError("WORKSPACE_NOT_ALLOWED", `workspace ${JSON.stringify(input)} is outside the allowed roots`, {
-    details: { field: "workspace" },
-  });
-}
+export const workspaceNotAllowed = errors.workspaceNotAllowed;
 
 /**
  * The folder an agent may run in now: the stored workspace resolved again (it may have been

@@ -5,11 +5,9 @@
  * read from their sources when scraped.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { isTerminal, type TaskStatus, terminalStatuses } from "../contract/task-status.js";
 import type { DeliveryReporter } from "../webhooks/delivery-worker.js";
 import type { MetricsReporter, SpawnKind } from "./reporter.js";
-
-/** Terminal task statuses: a `task.<status>` event marks the settlement. */
-const TERMINAL = new Set(["completed", "failed", "cancelled", "expired", "interrupted"]);
 
 /** A gate read on scrape is reused for this long: many scrapers cost one query a second at most. */
 const GATE_CACHE_MS = 1000;
@@ -125,7 +123,7 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
       registers,
     });
     // Present from the start, so rate() and increase() see the first settlement of each.
-    for (const status of TERMINAL) this.tasks.inc({ status }, 0);
+    for (const status of terminalStatuses) this.tasks.inc({ status }, 0);
     // Turns wait from seconds (a free slot) to MOORING_QUEUE_TIMEOUT_MS (default 10 minutes).
     this.queueSeconds = new Histogram({
       name: "mooring_task_queue_seconds",
@@ -196,8 +194,9 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
   eventsCommitted(events: readonly { type: string }[]): void {
     this.appended.inc(events.length);
     for (const e of events) {
-      const status = e.type.startsWith("task.") ? e.type.slice(5) : null;
-      if (status && TERMINAL.has(status)) this.tasks.inc({ status });
+      // A `task.<status>` event with a terminal status marks the settlement.
+      const status = e.type.startsWith("task.") ? (e.type.slice(5) as TaskStatus) : null;
+      if (status && isTerminal(status)) this.tasks.inc({ status });
     }
   }
 

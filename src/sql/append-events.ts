@@ -1,9 +1,10 @@
+import type { EventType } from "../contract/events.js";
 import type { Queryable } from "../db/client.js";
 import { ACTIVE, withSets } from "./task-status-sets.js";
 
 export interface NewEvent {
   taskId: string | null;
-  type: string;
+  type: EventType;
   /** What clients see (previews already cut). */
   data: unknown;
   /** Full payload behind a preview, or null. */

@@ -22,6 +22,36 @@ export const channels = {
 /** Postgres refuses payloads of 8000 bytes or more. */
 const MAX_PAYLOAD = 7900;
 
+/** A change's notifications, by channel (the committer sends them: domain/committer.ts). */
+export interface Notifications {
+  /** mooring_sessions: sessions whose logs grew to these heads (-1: changed without a new event). */
+  heads?: Map<string, number>;
+  /** mooring_gate: a slot may be free or work was queued. */
+  gate?: boolean;
+  /** mooring_cancel: tasks whose owner should stop them. */
+  cancel?: string[];
+  /** mooring_archived: sessions archived (every instance closes its warm agent). */
+  archived?: string[];
+  /** mooring_permissions: permission requests answered. */
+  permissions?: string[];
+  /** mooring_drain: boots asked to drain (each reads its row back on the heartbeat too). */
+  drain?: string[];
+}
+
+/**
+ * `notifications` sent inside the transaction `q` belongs to, so they are delivered at its commit
+ * or never: one statement per channel used, in the order the channels are listed above.
+ */
+export async function notifyInTransaction(q: Queryable, notifications: Notifications): Promise<void> {
+  const { heads, gate, cancel = [], archived = [], permissions = [], drain = [] } = notifications;
+  if (heads) await notifySessions(q, heads);
+  if (gate) await notifyGate(q);
+  for (const taskId of cancel) await notifyCancel(q, taskId);
+  for (const sessionId of archived) await notifyArchived(q, sessionId);
+  for (const requestId of permissions) await notifyPermission(q, requestId);
+  for (const bootId of drain) await notifyDrain(q, bootId);
+}
+
 /** Sent inside the writer's transaction, so it is delivered at commit or never. */
 export async function notifySessions(q: Queryable, heads: Map<string, number>): Promise<void> {
   if (heads.size === 0) return;
@@ -52,8 +82,8 @@ export async function notifyArchived(q: Queryable, sessionId: string): Promise<v
 }
 
 /**
- * Notifications for the hot paths (submit, claim, settlement, event flushes), sent right after
- * the commits they describe and coalesced: whatever piles up while one is in flight goes out in
+ * Notifications sent after the commits they describe (the hot paths: submit, claim, positions;
+ * and a client's permission answer), coalesced: whatever piles up while one is in flight goes out in
  * the next, as one statement of its own. Why not inside the transactions: NOTIFY takes a global
  * lock at commit that is held until the commit is flushed to disk, so every notifying commit
  * waits for the previous one's fsync, and the gate lock, held until commit, waited with it
@@ -64,6 +94,8 @@ export async function notifyArchived(q: Queryable, sessionId: string): Promise<v
 export class Notifier {
   private heads = new Map<string, number>();
   private gate = false;
+  /** mooring_cancel, mooring_archived, mooring_permissions payloads not sent yet. */
+  private others: { channel: string; payload: string }[] = [];
   /** One notification statement in flight; what piles up meanwhile goes in the next. */
   private readonly sends: SingleFlight;
 
@@ -74,14 +106,30 @@ export class Notifier {
     this.sends = new SingleFlight(() => this.send(), onError);
   }
 
-  /** Sessions whose logs grew to these heads (committed). */
-  sessions(heads: Map<string, number>, gate = false): void {
-    for (const [id, seq] of heads) if ((this.heads.get(id) ?? -1) < seq) this.heads.set(id, seq);
-    if (gate) this.gate = true;
+  /** A committed change's notifications, sent with whatever else is pending. */
+  add(notifications: Notifications): void {
+    for (const [id, seq] of notifications.heads ?? [])
+      if ((this.heads.get(id) ?? -1) < seq) this.heads.set(id, seq);
+    if (notifications.gate) this.gate = true;
+    for (const payload of notifications.cancel ?? []) this.others.push({ channel: channels.cancel, payload });
+    for (const payload of notifications.archived ?? [])
+      this.others.push({ channel: channels.archived, payload });
+    for (const payload of notifications.permissions ?? [])
+      this.others.push({ channel: channels.permissions, payload });
+    for (const payload of notifications.drain ?? []) this.others.push({ channel: channels.drain, payload });
     this.sends.request();
   }
 
   private async send(): Promise<void> {
+    if (this.others.length > 0) {
+      // The rarer channels (a cancel, an archive, an answer) go in a statement of their own, so the
+      // hot paths' statement below stays as it was.
+      const others = this.others;
+      this.others = [];
+      await this.q()`
+        select pg_notify(channel, payload)
+        from unnest(${others.map((o) => o.channel)}::text[], ${others.map((o) => o.payload)}::text[]) as o(channel, payload)`;
+    }
     if (this.heads.size === 0 && !this.gate) return;
     const heads = this.heads;
     const gate = this.gate;

@@ -1,6 +1,6 @@
 import type { tasks } from "../db/schema.js";
 import type { UpstreamColumn } from "./save-upstream.js";
-import type { TaskStatus } from "./task-status-sets.js";
+import type { TaskStatus } from "../contract/task-status.js";
 
 /**
  * A `tasks` row as the named SQL functions return it (camelCase keys): drizzle's row type of the
@@ -15,7 +15,7 @@ export type TaskRow = Omit<typeof tasks.$inferSelect, "status" | "result" | "err
   upstream?: UpstreamColumn | null;
 };
 
-export { isTerminal, type TaskStatus, terminalStatuses } from "./task-status-sets.js";
+export { isTerminal, type TaskStatus, terminalStatuses } from "../contract/task-status.js";
 
 export interface TaskResult {
   text: string;

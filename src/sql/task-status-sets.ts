@@ -1,5 +1,5 @@
 /**
- * A task's statuses and the sets of them the SQL asks about, named once.
+ * The task status sets (contract/task-status.ts) as the SQL asks about them.
  *
  * A set goes into a statement as SQL text, never as a bind parameter: `withSets(q)` splices it
  * into the template, so the statement Postgres gets is the one written out by hand, and the
@@ -11,40 +11,14 @@
  * is a constant of this module, never a value, so nothing from a client can reach it.
  * db/schema.ts declares the partial indexes with the same sets.
  */
+import {
+  activeStatuses,
+  cancellableStatuses,
+  type TaskStatus,
+  terminalStatuses,
+  unfinishedStatuses,
+} from "../contract/task-status.js";
 import type { Queryable } from "../db/client.js";
-
-export const taskStatuses = [
-  "queued",
-  "running",
-  "cancelling",
-  "completed",
-  "failed",
-  "cancelled",
-  "expired",
-  "interrupted",
-] as const;
-
-export type TaskStatus = (typeof taskStatuses)[number];
-
-/** Holding a gate slot: running, or being stopped by its owner. */
-export const activeStatuses = ["running", "cancelling"] as const satisfies readonly TaskStatus[];
-/** Ended; a terminal status never changes. */
-export const terminalStatuses = [
-  "completed",
-  "failed",
-  "cancelled",
-  "expired",
-  "interrupted",
-] as const satisfies readonly TaskStatus[];
-/** Not ended: waiting in the queue or holding a slot (the session is busy). */
-export const unfinishedStatuses = ["queued", ...activeStatuses] as const satisfies readonly TaskStatus[];
-/** What a cancel still acts on (a cancelling task is already being stopped). */
-export const cancellableStatuses = ["queued", "running"] as const satisfies readonly TaskStatus[];
-
-export const isTerminal = (status: TaskStatus): boolean =>
-  (terminalStatuses as readonly TaskStatus[]).includes(status);
-export const isActive = (status: TaskStatus): boolean =>
-  (activeStatuses as readonly TaskStatus[]).includes(status);
 
 /** A set as SQL text, `('running', 'cancelling')`, for `withSets`. */
 export class StatusSet {

@@ -6,6 +6,7 @@ import type { Identity } from "../domain/runtime.js";
 import type { SessionService } from "../domain/sessions.js";
 import type { TaskService } from "../domain/tasks.js";
 import type { TenantDirectory } from "../domain/tenants.js";
+import type { NotReadyCause } from "../errors.js";
 import type { SessionFeeds } from "../stream/session-feeds.js";
 import type { DeliveriesService } from "../webhooks/deliveries-service.js";
 
@@ -22,7 +23,6 @@ export interface Services {
   identity: Identity;
   /** Tokens → tenants: who a request acts for. */
   tenants: TenantDirectory;
-  /** Startup done and the database reachable. */
-  /** `reason`: a message for people; `code`: the NOT_READY answer's reason (`draining`), when there is one. */
-  readiness(): { ready: boolean; reason?: string; code?: string };
+  /** Startup done and the database reachable; else why not (transport/readiness.ts words the refusal). */
+  readiness(): { ready: true } | { ready: false; cause: NotReadyCause };
 }

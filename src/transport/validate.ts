@@ -3,7 +3,7 @@ import type { TSchema } from "typebox";
 import { Compile } from "typebox/compile";
 import { Value } from "typebox/value";
 import { invalid } from "../errors.js";
-import { describePath, inspectClientInput } from "./client-input.js";
+import { describePath, inspectClientInput } from "../contract/client-input.js";
 
 const compiled = new WeakMap<TSchema, ReturnType<typeof Compile>>();
 

@@ -6,7 +6,7 @@
 import type { Database } from "../db/client.js";
 import { decodeCursor, encodeCursor } from "../domain/page-cursor.js";
 import { type Tenant, visibleTenant } from "../domain/tenants.js";
-import { MooringError } from "../errors.js";
+import { errors } from "../errors.js";
 import { type DeliveryRow, listDeliveries, retryDelivery } from "../sql/webhook-deliveries.js";
 
 export interface DeliveryView {
@@ -74,7 +74,7 @@ export class DeliveriesService {
     const row = /^[0-9a-f-]{36}$/i.test(id)
       ? await retryDelivery(this.db().sql, id, visibleTenant(tenant))
       : null;
-    if (!row) throw new MooringError("NOT_FOUND", `no webhook delivery ${id}`);
+    if (!row) throw errors.webhookDeliveryNotFound(id);
     return view(row);
   }
 }

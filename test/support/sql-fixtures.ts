@@ -9,7 +9,7 @@ import { connect, type Database, type Sql } from "../../src/db/client.js";
 import { applyMigrations } from "../../src/db/migrate.js";
 import type { OwnerFence } from "../../src/sql/append-events.js";
 import type { TaskRow } from "../../src/sql/task-row.js";
-import type { TaskStatus } from "../../src/sql/task-status-sets.js";
+import type { TaskStatus } from "../../src/contract/task-status.js";
 import { createTestDatabase, type TestDatabase } from "./db.js";
 
 export interface SqlTestDatabase {

@@ -5,7 +5,7 @@
 import cors from "@fastify/cors";
 import type { FastifyInstance, FastifyReply } from "fastify";
 import type { Config } from "../../config.js";
-import { MooringError } from "../../errors.js";
+import { errors, type MooringError } from "../../errors.js";
 import { sendError } from "./error-answer.js";
 import { accessPolicy, hostAllowed, originAllowed, originListed } from "../access-policy.js";
 
@@ -23,20 +23,14 @@ export async function registerAccessChecks(app: FastifyInstance, config: Config)
     if (!hostAllowed(host, policy)) {
       return refuse(
         reply,
-        new MooringError(
-          "HOST_NOT_ALLOWED",
-          `Host ${JSON.stringify(host ?? "")} is not accepted by this gateway (the operator can add it to MOORING_ALLOWED_HOSTS)`,
-        ),
+        errors.hostNotAllowed(host ?? ""),
       );
     }
     const origin = req.headers.origin;
     if (origin !== undefined && !originAllowed(origin, host, policy)) {
       return refuse(
         reply,
-        new MooringError(
-          "ORIGIN_NOT_ALLOWED",
-          `pages from ${JSON.stringify(origin)} may not use this gateway (the operator can add it to MOORING_CORS_ORIGINS)`,
-        ),
+        errors.originNotAllowed(origin),
       );
     }
   });

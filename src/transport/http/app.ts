@@ -16,8 +16,9 @@ import Fastify, {
 } from "fastify";
 import type { Logger } from "pino";
 import type { Config } from "../../config.js";
-import { MooringError, toMooringError } from "../../errors.js";
+import { errors, MooringError, toMooringError } from "../../errors.js";
 import { isPrettyLog, requestContext, requestForLog } from "../../log.js";
+import { notReady } from "../readiness.js";
 import type { Services } from "../services.js";
 import { describeError, fieldOf } from "../validate.js";
 import { refuse, registerAccessChecks } from "./access.js";
@@ -47,7 +48,7 @@ import { registerSocketRoute, type SocketHub, WS_SUBPROTOCOL } from "../ws/socke
 const openRoutes = new Set(["/healthz", "/readyz"]);
 
 /**
- * Response schemas document answers (transport/responses.ts); fast-json-stringify would also drop
+ * Response schemas document answers (contract/responses.ts); fast-json-stringify would also drop
  * every field a schema does not name. Answers stay plain JSON, checked by a test instead.
  */
 const serializeJson = () => (data: unknown) => JSON.stringify(data);
@@ -97,12 +98,7 @@ export async function buildHttpApp(
     // The router refuses a malformed or overlong path segment (bad percent-encoding, a parameter
     // past 100 characters) before any route runs; answer it in the one error shape, not fastify's.
     frameworkErrors: (error, req, reply) => {
-      const refused = new MooringError(
-        "INVALID_REQUEST",
-        error.code === "FST_ERR_MAX_PARAM_LENGTH"
-          ? "a path parameter is longer than 100 characters"
-          : "the URL is not valid (bad percent-encoding)",
-      );
+      const refused = errors.invalidUrl(error.code === "FST_ERR_MAX_PARAM_LENGTH" ? "param_too_long" : "bad_encoding");
       // No hook runs for a request the router refused: it names itself and its boot here.
       identify(reply as FastifyReply, req.id);
       sendError(reply as FastifyReply, refused);
@@ -145,7 +141,7 @@ export async function buildHttpApp(
     // Scrapers on a private network may be let in without a token (MOORING_METRICS_PUBLIC).
     if (path === "/metrics" && config.metricsPublic) return null;
     if (callerOf(req)) return null;
-    return new MooringError("UNAUTHORIZED", "a valid bearer token is required (Authorization: Bearer <token>)");
+    return errors.unauthorized();
   };
 
   app.addHook("onRequest", async (req, reply) => {
@@ -192,7 +188,7 @@ export async function buildHttpApp(
     reply.header("allow", allowed.join(", "));
     return sendError(
       reply,
-      new MooringError("METHOD_NOT_ALLOWED", `${pathOf(req.url)} does not take ${req.method} (Allow: ${allowed.join(", ")})`),
+      errors.methodNotAllowed(req.method, pathOf(req.url), allowed),
     );
   });
 
@@ -247,39 +243,25 @@ export async function buildHttpApp(
   await registerConsoleRoutes(app, log);
   await yieldToIo();
   const sse = new SseStreams();
-  await app.register(
-    async (v1) => {
-      // API routes answer NOT_READY until startup is done or while the database is away.
-      const notReady = () => {
-        const r = services.readiness();
-        return new MooringError("NOT_READY", r.reason ?? "The gateway is starting; retry shortly.", {
-          retryAfterSeconds: 1,
-          reason: r.code,
-        });
-      };
-      v1.addHook("onRequest", async (req) => {
-        if (services.readiness().ready) return;
-        // POST /v1/rpc refuses after reading the body, so its envelope carries the request's ids.
-        if (!isRpcCall(req)) throw notReady();
-      });
-      registerSessionRoutes(v1, services);
-      await yieldToIo();
-      registerTaskRoutes(v1, services);
-      await yieldToIo();
-      registerEventRoutes(v1, services, config, sse);
-      registerInstanceRoutes(v1, services);
-      registerWebhookRoutes(v1, services);
-      await yieldToIo();
-      registerRpcRoute(
-        v1,
-        services,
-        log,
-        { maxBatch: config.rpcMaxBatch },
-        (req) => unauthorized(req) ?? (services.readiness().ready ? null : notReady()),
-      );
-    },
-    { prefix: "/v1" },
-  );
+  await app.register(async (v1) => {
+    // API routes answer NOT_READY until startup is done or while the database is away.
+    v1.addHook("onRequest", async (req) => {
+      const refusal = notReady(services);
+      // POST /v1/rpc refuses after reading the body, so its envelope carries the request's ids.
+      if (refusal && !isRpcCall(req)) throw refusal;
+    });
+    registerSessionRoutes(v1, services);
+    await yieldToIo();
+    registerTaskRoutes(v1, services);
+    await yieldToIo();
+    registerEventRoutes(v1, services, config, sse);
+    registerInstanceRoutes(v1, services);
+    registerWebhookRoutes(v1, services);
+    await yieldToIo();
+    registerRpcRoute(v1, services, log, { maxBatch: config.rpcMaxBatch }, (req) =>
+      unauthorized(req) ?? notReady(services),
+    );
+  }, { prefix: "/v1" });
   const sockets = registerSocketRoute(app, services, config, log);
   boundConnections(app.server, config);
   // ACP clients (docs/acp-server.md): the gateway's stop ends their connections first.
@@ -304,7 +286,7 @@ function clientRequestId(given: string | string[] | undefined): string | null {
 /** A call to the JSON-RPC route, which decides 401 and 503 itself once the body is read. */
 const isRpcCall = (req: FastifyRequest) => req.method === "POST" && pathOf(req.url) === RPC_PATH;
 
-const noRoute = (req: FastifyRequest) => new MooringError("NOT_FOUND", `no route ${req.method} ${pathOf(req.url)}`);
+const noRoute = (req: FastifyRequest) => errors.noRoute(req.method, pathOf(req.url));
 
 function mapFastifyError(error: FastifyError): MooringError {
   if (error instanceof MooringError) return error;
@@ -312,23 +294,23 @@ function mapFastifyError(error: FastifyError): MooringError {
     const first = error.validation[0] as Parameters<typeof fieldOf>[0];
     const field = fieldOf(first);
     const where = error.validationContext === "body" ? "" : `${error.validationContext} `;
-    return new MooringError("INVALID_REQUEST", `${where}${describeError(first)}`, field ? { details: { field } } : {});
+    return errors.invalidRequest(`${where}${describeError(first)}`, field);
   }
   switch (error.code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return new MooringError("PAYLOAD_TOO_LARGE", "request body is larger than the gateway accepts");
+      return errors.payloadTooLarge();
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
-      return new MooringError("UNSUPPORTED_MEDIA_TYPE", `send the body as ${ACCEPTED_CONTENT_TYPE}`);
+      return errors.unsupportedMediaType(ACCEPTED_CONTENT_TYPE);
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
-      return new MooringError("INVALID_REQUEST", "the request body is empty; send a JSON object");
+      return errors.emptyBody();
     case "FST_ERR_CTP_INVALID_JSON_BODY":
-      return new MooringError("INVALID_REQUEST", "the request body is not valid JSON");
+      return errors.invalidJson();
   }
   if (error.statusCode === 400 && error instanceof SyntaxError) {
-    return new MooringError("INVALID_REQUEST", "the request body is not valid JSON");
+    return errors.invalidJson();
   }
   if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
-    return new MooringError("INVALID_REQUEST", error.message);
+    return errors.invalidRequest(error.message);
   }
   return toMooringError(error);
 }

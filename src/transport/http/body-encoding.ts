@@ -4,7 +4,7 @@
  * refused with 415 naming what is accepted, before the body is read.
  */
 import type { IncomingHttpHeaders } from "node:http";
-import { MooringError } from "../../errors.js";
+import { errors, type MooringError } from "../../errors.js";
 
 export const ACCEPTED_CONTENT_TYPE = "application/json; charset=utf-8";
 
@@ -22,20 +22,12 @@ export function bodyEncodingRefusal(headers: IncomingHttpHeaders): MooringError 
   if (!hasBody(headers)) return null;
   const encoding = headers["content-encoding"]?.trim().toLowerCase();
   if (encoding && encoding !== "identity") {
-    return new MooringError(
-      "UNSUPPORTED_MEDIA_TYPE",
-      `request bodies are not decoded (Content-Encoding: ${encoding}); send the body uncompressed`,
-      { reason: "content_encoding" },
-    );
+    return errors.bodyEncoded(encoding);
   }
   const type = headers["content-type"];
   const charset = type ? charsetOf(type) : null;
   if (charset !== null && charset !== "utf-8" && charset !== "utf8") {
-    return new MooringError(
-      "UNSUPPORTED_MEDIA_TYPE",
-      `charset ${JSON.stringify(charset)} is not accepted; send the body as ${ACCEPTED_CONTENT_TYPE}`,
-      { reason: "charset" },
-    );
+    return errors.unsupportedCharset(charset, ACCEPTED_CONTENT_TYPE);
   }
   return null;
 }

@@ -1,7 +1,7 @@
 /**
  * Named component schemas for the OpenAPI document: @fastify/swagger writes every route's
  * response schema inline, so a Session would be spelled out in each answer that carries one. Every
- * schema of transport/responses.ts with a `title` (Session, Task, Event, Error, ...) is moved to
+ * schema of contract/responses.ts with a `title` (Session, Task, Event, Error, ...) is moved to
  * `components.schemas[title]` and referenced by `$ref` wherever it appeared, nested ones too, so
  * generated clients get one `Session` type instead of one per route.
  */
@@ -29,7 +29,7 @@ export function extractNamedSchemas(root: Node): Record<string, Node> {
     const name = out.title;
     const known = named[name];
     if (known && JSON.stringify(known) !== JSON.stringify(schema)) {
-      throw new Error(`two different response schemas are titled ${name} (src/transport/responses.ts)`);
+      throw new Error(`two different response schemas are titled ${name} (src/contract/responses.ts)`);
     }
     named[name] = schema;
     const ref = { $ref: `#/components/schemas/${name}` };

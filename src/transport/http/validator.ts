@@ -1,13 +1,13 @@
 /**
  * Fastify's validator for the shared schemas. Every request part is inspected before its schema
- * check (transport/client-input.ts: storable text, bounded nesting, no recursion), and path and
+ * check (contract/client-input.ts: storable text, bounded nesting, no recursion), and path and
  * query strings become numbers only when they are exactly one: `1.5`, `1e20`, `0x10` or ` 7` stay
  * strings and fail the integer check (TypeBox's own conversion made `1.5` seq 1 and `1e20` a 500).
  */
 import type { FastifySchemaCompiler, FastifySchemaValidationError } from "fastify";
 import type { TSchema } from "typebox";
 import { Compile } from "typebox/compile";
-import { describePath, inspectClientInput } from "../client-input.js";
+import { describePath, inspectClientInput } from "../../contract/client-input.js";
 
 const decimalInteger = /^-?[0-9]+$/;
 

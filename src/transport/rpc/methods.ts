@@ -4,8 +4,9 @@
  */
 import type { Static } from "typebox";
 import type { Caller } from "../../domain/tenants.js";
-import { MooringError } from "../../errors.js";
-import { rpcParams } from "../schemas.js";
+import { errors } from "../../errors.js";
+import { rpcParams } from "../../contract/requests.js";
+import { notReady } from "../readiness.js";
 import type { Services } from "../services.js";
 import { validate } from "../validate.js";
 
@@ -52,19 +53,15 @@ const handlers: { [K in keyof Params]: Handler<K> } = {
   },
 };
 
-const socketOnly = (method: string) =>
-  new MooringError("INVALID_REQUEST", `${method} is only available on WS /v1/ws`);
+const socketOnly = errors.socketOnly;
 
 export function hasMethod(method: string): method is keyof Params {
   return Object.hasOwn(handlers, method);
 }
 
 export async function callMethod(services: Services, method: keyof Params, params: unknown, ctx: CallContext) {
-  const readiness = services.readiness();
-  if (!readiness.ready)
-    throw new MooringError("NOT_READY", readiness.reason ?? "The gateway is not ready yet.", {
-      reason: readiness.code,
-    });
+  const refusal = notReady(services);
+  if (refusal) throw refusal;
   const valid = validate<Params[typeof method]>(rpcParams[method], params ?? {});
   return (handlers[method] as Handler<typeof method>)(services, valid, ctx);
 }

@@ -22,8 +22,9 @@ import type { Logger } from "pino";
 import type { WebSocket } from "ws";
 import type { Config } from "../../config.js";
 import type { ClientEvent, Subscriber } from "../../stream/session-feeds.js";
-import { MooringError } from "../../errors.js";
+import { errors } from "../../errors.js";
 import { callCount, handleJsonRpc, parseError, refuseAll } from "../rpc/jsonrpc.js";
+import { notReady } from "../readiness.js";
 import type { Services } from "../services.js";
 
 export const CLOSE_TOO_SLOW = 4008;
@@ -46,12 +47,8 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
   const strays = { count: 0 };
   app.register(async (scope) => {
     scope.addHook("onRequest", async () => {
-      const r = s.readiness();
-      if (!r.ready)
-        throw new MooringError("NOT_READY", r.reason ?? "The gateway is starting.", {
-          retryAfterSeconds: 1,
-          reason: r.code,
-        });
+      const refusal = notReady(s);
+      if (refusal) throw refusal;
     });
     scope.route({
       method: "GET",
@@ -60,7 +57,7 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
       // A plain GET (no upgrade) is told what the route takes, in the one error shape.
       handler: async (_req, reply) => {
         reply.header("upgrade", "websocket");
-        throw new MooringError("UPGRADE_REQUIRED", "GET /v1/ws takes a WebSocket upgrade (Upgrade: websocket)");
+        throw errors.upgradeRequired();
       },
       wsHandler: (socket, req) => {
       sockets.add(socket);
@@ -294,11 +291,7 @@ class SocketConnection {
     // A client may not queue unbounded work: past the cap the whole message is refused, unrun.
     const calls = callCount(message, { maxBatch: this.config.rpcMaxBatch });
     if (calls > 0 && this.inFlight + calls > this.config.wsMaxInFlight) {
-      const busy = new MooringError(
-        "GATEWAY_BUSY",
-        `this socket has ${this.inFlight} calls in flight (at most ${this.config.wsMaxInFlight}); wait for answers before sending more`,
-        { reason: "calls_in_flight", retryAfterSeconds: 1 },
-      );
+      const busy = errors.socketCallsInFlight(this.inFlight, this.config.wsMaxInFlight);
       const data = { code: busy.code, reason: busy.reason, retryAfterSeconds: busy.retryAfterSeconds };
       const refusal = refuseAll(message, busy.rpcCode, busy.message, data);
       if (refusal !== null) this.send(refusal);

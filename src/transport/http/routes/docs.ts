@@ -16,7 +16,7 @@ import Fastify, {
   type FastifyRequest,
   type RouteOptions,
 } from "fastify";
-import { MooringError } from "../../../errors.js";
+import { errors } from "../../../errors.js";
 import { pathOf, sendError } from "../error-answer.js";
 import { importModule } from "../../../lib/import-module.js";
 
@@ -60,7 +60,7 @@ export function registerDocsRoutes(app: FastifyInstance, openapi: OpenApiOptions
     });
     // A path the docs app does not have is answered as any unknown path is, in the one error shape.
     if (answer.statusCode === 404) {
-      return sendError(reply, new MooringError("NOT_FOUND", `no route ${req.method} ${pathOf(req.url)}`));
+      return sendError(reply, errors.noRoute(req.method, pathOf(req.url)));
     }
     reply.status(answer.statusCode);
     for (const [name, value] of Object.entries(answer.headers)) {

@@ -4,8 +4,8 @@ import type { Static } from "typebox";
 import type { Config } from "../../../config.js";
 import { invalid } from "../../../errors.js";
 import type { ClientEvent } from "../../../stream/session-feeds.js";
-import { routeResponses } from "../../responses.js";
-import { EventPayloadParams, EventsQuery, SessionIdParams } from "../../schemas.js";
+import { routeResponses } from "../../../contract/responses.js";
+import { EventPayloadParams, EventsQuery, SessionIdParams } from "../../../contract/requests.js";
 import type { Services } from "../../services.js";
 import { tenantOf } from "../auth.js";
 

@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
  * instance, boot and version as well (no tokens set), `operator` also host and pid (a valid token).
  */
 export type ReadyzView = "status" | "instance" | "operator";
-import { routeResponses } from "../../responses.js";
+import { routeResponses } from "../../../contract/responses.js";
 
 export function registerHealthRoutes(
   app: FastifyInstance,

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
-import { routeResponses } from "../../responses.js";
-import { InstanceIdParams } from "../../schemas.js";
+import { InstanceIdParams } from "../../../contract/requests.js";
+import { routeResponses } from "../../../contract/responses.js";
 import type { Services } from "../../services.js";
 import { tenantOf } from "../auth.js";
 

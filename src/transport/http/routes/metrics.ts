@@ -5,7 +5,7 @@
  * route unless MOORING_METRICS_PUBLIC=true (http/app.ts).
  */
 import type { FastifyInstance } from "fastify";
-import { routeResponses } from "../../responses.js";
+import { routeResponses } from "../../../contract/responses.js";
 
 export interface MetricsSource {
   render(): Promise<{ contentType: string; body: string }>;

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { MooringError } from "../../../errors.js";
-import { routeResponses } from "../../responses.js";
+import { routeResponses } from "../../../contract/responses.js";
 import { handleJsonRpc, parseError, type RpcLimits, refuseMessage } from "../../rpc/jsonrpc.js";
 import type { Services } from "../../services.js";
 import { callerOf, describeCaller } from "../auth.js";

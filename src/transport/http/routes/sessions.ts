@@ -1,7 +1,12 @@
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
-import { routeResponses } from "../../responses.js";
-import { CreateSessionBody, ListSessionsQuery, SessionIdParams, SubmitTurnBody } from "../../schemas.js";
+import { routeResponses } from "../../../contract/responses.js";
+import {
+  CreateSessionBody,
+  ListSessionsQuery,
+  SessionIdParams,
+  SubmitTurnBody,
+} from "../../../contract/requests.js";
 import type { Services } from "../../services.js";
 import { tenantOf } from "../auth.js";
 

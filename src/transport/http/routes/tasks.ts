@@ -1,8 +1,8 @@
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
-import { routeResponses } from "../../responses.js";
+import { routeResponses } from "../../../contract/responses.js";
 import { describeCaller, tenantOf } from "../auth.js";
-import { GetTaskQuery, ListTasksQuery, PermissionParams, RespondPermissionBody, TaskIdParams } from "../../schemas.js";
+import { GetTaskQuery, ListTasksQuery, PermissionParams, RespondPermissionBody, TaskIdParams } from "../../../contract/requests.js";
 import type { Services } from "../../services.js";
 
 export function registerTaskRoutes(app: FastifyInstance, s: Services): void {

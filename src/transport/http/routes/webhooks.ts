@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
-import { routeResponses } from "../../responses.js";
-import { DeliveryIdParams, ListDeliveriesQuery } from "../../schemas.js";
+import { routeResponses } from "../../../contract/responses.js";
+import { DeliveryIdParams, ListDeliveriesQuery } from "../../../contract/requests.js";
 import type { Services } from "../../services.js";
 import { tenantOf } from "../auth.js";
 

@@ -10,7 +10,7 @@
  * and the test enforces, but a schema can never silently remove what the API returns.
  */
 import { type TSchema, Type } from "typebox";
-import { ErrorResponse, SessionStatus, TaskStatus } from "./schemas.js";
+import { ErrorResponse, SessionStatus, TaskStatus } from "./requests.js";
 
 const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
 const Open = Type.Record(Type.String(), Type.Unknown());
@@ -102,7 +102,13 @@ export const PermissionResolution = Type.Object(
     requestId: Type.String(),
     taskId: Type.String(),
     optionId: Nullable(Type.String()),
-    by: Type.Union(["client", "timeout", "cancel", "restart", "gateway"].map((b) => Type.Literal(b))),
+    by: Type.Union([
+      Type.Literal("client"),
+      Type.Literal("timeout"),
+      Type.Literal("cancel"),
+      Type.Literal("restart"),
+      Type.Literal("gateway"),
+    ]),
     message: Type.Optional(Type.String()),
     answers: Type.Optional(Type.Record(Type.String(), Type.String())),
     resolvedAt: Time,

@@ -5,8 +5,8 @@
  */
 import { type TLiteral, type TLiteralValue, type TUnion, Type } from "typebox";
 import { type ErrorCode, errorCodes } from "../errors.js";
-import { GROUP_NAME } from "../group-name.js";
-import { taskStatuses } from "../sql/task-status-sets.js";
+import { GROUP_NAME } from "./group-name.js";
+import { taskStatuses } from "./task-status.js";
 import { jsonBoundsProblem } from "./client-input.js";
 
 const Uuid = Type.String({ minLength: 1, maxLength: 64, description: "resource id (uuid)" });
@@ -17,7 +17,7 @@ export const JSON_FIELD_MAX_BYTES = 16 * 1024;
 /**
  * A free-form JSON object, bounded so every later read, serialization and list stays cheap: deep
  * metadata once made every session list answer 500, and a 200 KB `model` failed the agent's spawn.
- * Checked without recursion (transport/client-input.ts).
+ * Checked without recursion (contract/client-input.ts).
  */
 const Json = Type.Refine(
   Type.Record(Type.String(), Type.Unknown(), {
@@ -36,7 +36,7 @@ function literalUnion<const T extends readonly TLiteralValue[]>(values: T): TUni
   return Type.Union(values.map((v) => Type.Literal(v))) as unknown as TUnion<Literals<T>>;
 }
 
-/** The statuses of sql/task-status-sets.ts (`Static<>` of it is the SDK's TaskStatus). */
+/** The statuses of contract/task-status.ts (`Static<>` of it is the SDK's TaskStatus). */
 export const TaskStatus = literalUnion(taskStatuses);
 
 export const CreateSessionBody = Type.Object(

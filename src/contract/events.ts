@@ -1,0 +1,64 @@
+/**
+ * The event types of a session's stream and what each carries in `data` (docs/api.md, Streaming):
+ * the names the server writes and the shapes the client SDK reads (`MooringEvent`), declared once.
+ */
+import type { Static } from "typebox";
+import type { Task } from "./responses.js";
+import type { TaskStatus, TerminalStatus } from "./task-status.js";
+
+type TaskShape = Static<typeof Task>;
+
+/** What each event type carries in `data`. */
+export interface EventData {
+  "task.queued": { position: number; turnIndex: number; continuesTaskId: string | null };
+  /** `position` in this gateway's queue, or null with `upstream` for a chained turn waiting upstream. */
+  "task.position": { position: number | null; upstream?: NonNullable<TaskShape["upstream"]> };
+  "task.started": { attempt: number; deadlineAt: string | null };
+  "message.delta": { text: string };
+  message: { text: string };
+  /** `input` is a preview when `truncated` (the whole one at `GET …/events/:seq/payload`). */
+  "tool.call": { id: string; name: string; input: unknown; inputBytes?: number; truncated?: true };
+  "tool.result": { id: string; isError: boolean; preview: unknown; bytes: number; truncated: boolean };
+  usage: {
+    inputTokens: number;
+    outputTokens: number;
+    cacheCreationInputTokens: number;
+    cacheReadInputTokens: number;
+    contextWindow: number;
+    contextPercent: number;
+    selfReportedPercent?: number | null;
+  };
+  "task.completed": TerminalData;
+  "task.failed": TerminalData;
+  "task.cancelled": TerminalData;
+  "task.expired": TerminalData;
+  "task.interrupted": TerminalData;
+  "session.reset": {
+    reason: "unsaved" | "resume_failed";
+    notice: string;
+    /** The recap the fresh conversation started with (docs/agents.md, Carried-over context), when there was one. */
+    carriedOver?: { turns: number; chars: number };
+  };
+  "session.notice": { message: string };
+  "permission.requested": TaskShape["pendingPermissions"][number];
+  "permission.resolved": {
+    requestId: string;
+    optionId: string | null;
+    by: "client" | "timeout" | "cancel" | "restart";
+    message?: string;
+    answers?: Record<string, string>;
+  };
+}
+
+/** A terminal event's data: the task's status with its result or error. */
+export interface TerminalData {
+  status: TaskStatus;
+  result: TaskShape["result"];
+  error: TaskShape["error"];
+}
+
+export type EventType = keyof EventData;
+
+/** The event that ends a task in `status`: `task.completed`, `task.failed`, ... */
+export type TerminalEventType = `task.${TerminalStatus}`;
+export const terminalEventType = <S extends TerminalStatus>(status: S): `task.${S}` => `task.${status}`;
