@@ -48,6 +48,8 @@ export interface Config {
   contextWindow: number;
   /** On SIGTERM, running turns may finish this long before they are interrupted. Default 20000. */
   shutdownGraceMs: number;
+  /** Tests only: every wait the gateway times by itself (not instants, not the database's time) is divided by this (src/clock.ts). Default 1. */
+  timeScale: number;
   /** What an interrupted turn becomes: `fail` (settle only) or `continue` (queue a continuation). Default fail. */
   recovery: "fail" | "continue";
   /** Postgres URL; unset starts an embedded Postgres under `dataDir`. */
@@ -310,6 +312,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     upstreamPollMinMs: read(env, "MOORING_UPSTREAM_POLL_MIN_MS", integer(10), upstreamLimitDefaults.pollMinMs),
     contextWindow: read(env, "MOORING_CONTEXT_WINDOW", integer(1), 200_000),
     shutdownGraceMs: read(env, "MOORING_SHUTDOWN_GRACE_MS", integer(0), 20_000),
+    timeScale: read(env, "MOORING_TIME_SCALE", integer(1, 1000), 1),
     recovery: read(env, "MOORING_RECOVERY", oneOf("fail", "continue"), "fail"),
     acpAgent: read(env, "MOORING_ACP_AGENT", text, "claude-code"),
     databaseUrl: read<string | undefined>(env, "DATABASE_URL", text, undefined),

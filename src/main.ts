@@ -91,7 +91,7 @@ async function main(): Promise<void> {
   process.on("unhandledRejection", (reason) => onUncaught(reason, "unhandledRejection"));
   let gateway: Awaited<ReturnType<typeof startGateway>>;
   try {
-    gateway = await startGateway(config, log, launch);
+    gateway = await startGateway(config, log, { launched: launch });
   } catch (err) {
     // A database launched above is not left running (nor half-created) by a gateway that refused to start.
     await launch?.ready.then((db) => db.stop()).catch(() => {});

@@ -29,6 +29,7 @@ import { ChangeBus, type ChangeBusEvents } from "../src/stream/change-bus.js";
 import { EventLog } from "../src/stream/event-log.js";
 import { testEnv } from "./support/gateway.js";
 import { addOwnedTask, addSession, addTask, taskById, useSqlTestDatabase } from "./support/sql-fixtures.js";
+import { realClock } from "../src/clock.js";
 
 const testDb = useSqlTestDatabase();
 
@@ -65,6 +66,7 @@ function runtime(env: Record<string, string> = {}) {
     identity: { instanceId: "state-changes", bootId: randomUUID(), host: "h", pid: 1, version: "0" },
     metrics: noMetrics,
     tenants: TenantDirectory.fromConfig(config),
+    clock: realClock,
   };
   const hinted = (name: keyof ChangeBusEvents) => hints.filter((h) => h[0] === name).map((h) => h.slice(1));
   return { rt, published, hinted };

@@ -15,6 +15,7 @@ import { TenantDirectory } from "../src/domain/tenants.js";
 import { noMetrics } from "../src/metrics/reporter.js";
 import { ChangeBus } from "../src/stream/change-bus.js";
 import { EventLog } from "../src/stream/event-log.js";
+import { TestClock } from "./support/fake-clock.js";
 import { eventually, testEnv } from "./support/gateway.js";
 import { useSqlTestDatabase } from "./support/sql-fixtures.js";
 
@@ -27,6 +28,7 @@ it("runs none of its loops after stop(), however their paces differ", async () =
   const eventLog = new EventLog(db, { flushMs: config.eventFlushMs, flushMax: config.eventFlushMax, lanes: 1 }, log);
   const bus = new ChangeBus();
   const committer = new Committer(db, bus, log, { publish() {} }, noMetrics);
+  const clock = new TestClock();
   const rt: Runtime = {
     config,
     db,
@@ -37,6 +39,7 @@ it("runs none of its loops after stop(), however their paces differ", async () =
     identity: { instanceId: "sweeper-test", bootId: crypto.randomUUID(), host: "h", pid: 1, version: "0" },
     metrics: noMetrics,
     tenants: TenantDirectory.fromConfig(config),
+    clock,
   };
   // Every queue poll ends with a claim attempt (a local "gate" hint).
   let polls = 0;
@@ -55,8 +58,9 @@ it("runs none of its loops after stop(), however their paces differ", async () =
   await eventually(async () => polls >= pollsThen + 12, 30_000);
   await sweeper.stop();
   const atStop = { polls, leaseSweeps };
-  // Nothing to await here but the absence of runs: two lease-sweep periods, then none ran.
-  await new Promise((resolve) => setTimeout(resolve, 2_000));
+  // No timer of the sweeper is left, and ten lease-sweep periods of its clock later none ran.
+  expect(clock.pending()).toEqual([]);
+  await clock.advance(10 * config.sweepMs);
   expect({ polls, leaseSweeps }).toEqual(atStop);
   await eventLog.close();
 }, 60_000);

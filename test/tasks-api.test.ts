@@ -4,9 +4,8 @@
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/db.js";
-import { call, startTestGateway } from "./support/gateway.js";
+import { call, eventually, startTestGateway, type TestGateway } from "./support/gateway.js";
 import {
   counts,
   createSession,
@@ -21,7 +20,7 @@ import {
 
 const MAX_PROMPT = 200;
 let db: TestDatabase;
-let gw: Gateway;
+let gw: TestGateway;
 let workspace: string;
 
 beforeAll(async () => {
@@ -186,30 +185,39 @@ describe("idempotencyKey", () => {
 describe("long-poll", () => {
   it("returns as soon as the task changes state, well before the wait ends", async () => {
     const s = await createSession(gw.url, workspace);
-    const first = await submitOk(gw.url, s, { prompt: "[sleep 1200]" });
+    const first = await submitOk(gw.url, s, { prompt: "[hang]" });
     const second = await submitOk(gw.url, s, { prompt: "[sleep 10]" });
     expect(second.status).toBe("queued");
-    const t0 = Date.now();
-    const r = await call(gw.url, "GET", `/v1/tasks/${second.id}?waitMs=10000`);
-    const elapsed = Date.now() - t0;
+    let answered = false;
+    const poll = call(gw.url, "GET", `/v1/tasks/${second.id}?waitMs=60000`).finally(() => {
+      answered = true;
+    });
+    // It holds while the first turn runs.
+    await eventually(async () => gw.holding().longPolls === 1);
+    expect(answered).toBe(false);
+    // The first turn ends; the second starts: the poll answers on that change, the clock unmoved.
+    await call(gw.url, "POST", `/v1/tasks/${first.id}/cancel`);
+    const r = await poll;
     expect(r.status).toBe(200);
     expect(r.body.status).not.toBe("queued");
-    expect(elapsed).toBeGreaterThan(300); // it did hold while the first turn ran
-    expect(elapsed).toBeLessThan(6000); // and answered on the change, not at the end of the wait
-    expect((await waitTask(gw.url, first.id)).status).toBe("completed");
+    expect((await waitTask(gw.url, first.id)).status).toBe("cancelled");
     await waitTask(gw.url, second.id);
   });
 
   it("returns at the end of the wait with the same status when nothing changes", async () => {
     const s = await createSession(gw.url, workspace);
     const hang = await submitOk(gw.url, s, { prompt: "[hang]" });
-    const t0 = Date.now();
-    const r = await call(gw.url, "GET", `/v1/tasks/${hang.id}?waitMs=500`);
-    const elapsed = Date.now() - t0;
+    let answered = false;
+    const held = call(gw.url, "GET", `/v1/tasks/${hang.id}?waitMs=60000`).finally(() => {
+      answered = true;
+    });
+    await eventually(async () => gw.holding().longPolls === 1);
+    expect(answered).toBe(false);
+    // The wait's end, on the gateway's clock: the answer is the unchanged status.
+    await gw.clock.advance(60_000);
+    const r = await held;
     expect(r.status).toBe(200);
     expect(r.body.status).toBe("running");
-    expect(elapsed).toBeGreaterThanOrEqual(495);
-    expect(elapsed).toBeLessThan(5000);
 
     // A state change made by another request wakes a waiting poll.
     const waiting = call(gw.url, "GET", `/v1/tasks/${hang.id}?waitMs=10000`);

@@ -8,6 +8,7 @@ import type { TaskService } from "../domain/tasks.js";
 import type { TenantDirectory } from "../domain/tenants.js";
 import type { SessionFeeds } from "../stream/session-feeds.js";
 import type { DeliveriesService } from "../webhooks/deliveries-service.js";
+import type { Clock } from "../clock.js";
 
 export interface Services {
   sessions: SessionService;
@@ -20,6 +21,8 @@ export interface Services {
   /** The webhook outbox as operators see it. */
   webhookDeliveries: DeliveriesService;
   identity: Identity;
+  /** The gateway's clock: socket pings, SSE heartbeats (src/clock.ts). */
+  clock: Clock;
   /** Tokens → tenants: who a request acts for. */
   tenants: TenantDirectory;
   /** Startup done and the database reachable. */

@@ -14,6 +14,7 @@ import { TimedLoop } from "../lib/timed-loop.js";
 import { claimDueDeliveries, type DeliveryRow, recordAttempt } from "../sql/webhook-deliveries.js";
 import { type EndpointRow, syncWebhookEndpoints } from "../sql/webhook-endpoints.js";
 import { sendDelivery } from "./send.js";
+import { type Clock, realClock } from "../clock.js";
 
 export interface DeliveryReporter {
   /** One attempt ended: `delivered`, `retry` (due again later) or `failed` (schedule over). */
@@ -53,6 +54,7 @@ export class DeliveryWorker {
     private readonly options: Options,
     private readonly log: Logger,
     private readonly reporter: DeliveryReporter,
+    clock: Clock = realClock,
   ) {
     for (const tenant of tenants) {
       for (const endpoint of tenant.webhooks) {
@@ -66,6 +68,7 @@ export class DeliveryWorker {
       options.webhookPollMs,
       () => this.poll(),
       (err) => log.warn({ err: String(err) }, "webhook poll failed; retrying"),
+      clock,
     );
   }
 

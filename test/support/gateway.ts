@@ -6,6 +6,7 @@ import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { loadConfig } from "../../src/config.js";
 import { type Gateway, startGateway } from "../../src/gateway.js";
+import { TestClock } from "./fake-clock.js";
 
 export const repoRoot = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -28,14 +29,20 @@ export interface TestGatewayOptions {
    */
   onLog?: (record: Record<string, any>) => void;
   logLevel?: string;
+  /** The gateway's clock; a fresh TestClock (real time, steppable) when not given. */
+  clock?: TestClock;
 }
+
+/** An in-process test gateway and the clock it runs on (`clock.advance(ms)` steps its time). */
+export type TestGateway = Gateway & { clock: TestClock };
 
 export async function startTestGateway(
   databaseUrl: string,
   extra: Record<string, string> = {},
   options: TestGatewayOptions = {},
-): Promise<Gateway> {
+): Promise<TestGateway> {
   const config = loadConfig(testEnv(databaseUrl, extra));
+  const clock = options.clock ?? new TestClock();
   const { onLog } = options;
   const log = onLog
     ? pino(
@@ -43,9 +50,9 @@ export async function startTestGateway(
         { write: (line: string) => onLog(JSON.parse(line)) },
       )
     : pino({ level: options.logLevel ?? process.env.TEST_LOG_LEVEL ?? "silent" });
-  const gateway = await startGateway(config, log);
+  const gateway = await startGateway(config, log, { clock });
   await gateway.started;
-  return gateway;
+  return Object.assign(gateway, { clock });
 }
 
 export interface GatewayProcess {
