@@ -118,19 +118,26 @@ export class TestClock implements Clock {
 
   /**
    * Moves the clock `ms` ahead and fires, in order, every timer due by then (also those the fired
-   * ones set, when due), letting the promises each one settles run before the next.
+   * ones set, when due), each with the clock at its due time, letting the promises each one
+   * settles run before the next.
    */
   async advance(ms: number): Promise<void> {
-    this.offset += ms;
+    const target = this.now() + ms;
     for (let fired = 0; fired < 10_000; fired++) {
       let first: SteppedTimer | null = null;
-      for (const t of this.live) if (t.at <= this.now() && (!first || t.at < first.at)) first = t;
+      for (const t of this.live) if (t.at <= target && (!first || t.at < first.at)) first = t;
       if (!first) break;
+      this.moveTo(first.at);
       this.fire(first);
       await new Promise((resolve) => setImmediate(resolve));
     }
+    this.moveTo(target);
     // What is not due yet fires in real time from the new now.
     for (const t of this.live) this.arm(t);
+  }
+
+  private moveTo(at: number): void {
+    this.offset = Math.max(this.offset, at - Date.now());
   }
 
   private add(fn: () => void, ms: number, every: number | null): SteppedTimer {
@@ -154,7 +161,7 @@ export class TestClock implements Clock {
     if (timer.every === null) {
       this.clearTimeout(timer);
     } else {
-      timer.at = Math.max(timer.at + timer.every, this.now() - timer.every + 1);
+      timer.at += timer.every;
       this.arm(timer);
     }
     timer.fn();
