@@ -15,6 +15,8 @@ const browserFolders = ["test/browser/**/*.test.ts"];
 export default defineConfig({
   test: {
     globalSetup: ["test/support/global-setup.ts"],
+    // Fails a test that left a gateway, a WebSocket, a process or a stopped gateway's timer running.
+    setupFiles: ["test/support/leak-guard.ts"],
     pool: "forks",
     maxWorkers: 2,
     testTimeout: 60_000,
