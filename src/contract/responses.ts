@@ -1,6 +1,6 @@
 /**
  * Response schemas of every route: /docs/json describes what each route answers, the client SDK
- * takes its types from here (`Static<>`, types only), and test/response-schemas.test.ts checks
+ * takes its types from here (`Static<>`, types only), and test/api/response-schemas.test.ts checks
  * real answers against them. Known objects are closed (`additionalProperties: false`), so a field
  * added to an answer without its schema fails that test; what is free-form by contract stays open
  * (`metadata`, `agentConfig`, event `data`, a result's `usage`, error details).

@@ -280,7 +280,7 @@ export class AdmissionQueue {
    * (or any SQL error) rolls back to the submit's savepoint and answers that submit alone. Its
    * effects: the queued and started events of the submits that went in, their notifications after
    * the commit, the claimed turns, the interrupted turns, the queue moved. Public for its direct
-   * test (test/state-changes.test.ts); everything else admits through `admit`.
+   * test (test/changes/state-changes.test.ts); everything else admits through `admit`.
    */
   change(batch: BatchEntry[]) {
     const { config } = this.rt;

@@ -24,6 +24,7 @@ import type { AgentEntry } from "../agents/registry.js";
 import { storable } from "../agents/storable-text.js";
 import type { SessionRow } from "./views.js";
 import { resolveWorkspaceForSpawn } from "./workspace.js";
+import { type Clock, type ClockTimer, realClock } from "../clock.js";
 
 /** What every agent launch is held to (MOORING_WORKSPACE_ROOTS normalized, MOORING_AGENT_ENV_DENY). */
 export interface LaunchPolicy {
@@ -42,6 +43,8 @@ export interface LaunchPolicy {
   upstreamSilentMs?: number;
   /** MOORING_UPSTREAM_MAX_* and MOORING_UPSTREAM_POLL_MIN_MS, for chained turns. */
   upstreamLimits?: UpstreamLimits;
+  /** The gateway's clock: the idle reap and the drivers' own waits run on it. */
+  clock?: Clock;
 }
 
 /** The cursor fields that identify where a conversation stands. */
@@ -57,7 +60,7 @@ interface Warm {
   workspace: string;
   busy: boolean;
   idleSince: number;
-  idleTimer: NodeJS.Timeout | null;
+  idleTimer: ClockTimer | null;
   tokens: number | null;
   /** The session was archived while a turn ran: close when that turn ends. */
   closeWhenReleased: boolean;
@@ -74,13 +77,17 @@ export class ConversationPool {
     private readonly metrics: Pick<MetricsReporter, "agentSpawned"> = noMetrics,
   ) {}
 
+  private get clock(): Clock {
+    return this.launch.clock ?? realClock;
+  }
+
   /** The session's warm conversation, or a new one opened from its stored cursor. */
   acquire(session: SessionRow, entry: AgentEntry, driver: AgentDriver): AgentConversation {
     const existing = this.warm.get(session.id);
     const usable =
       existing?.conversation.alive === true && !existing.busy && existing.agent === session.agent;
     if (existing && usable && sameCursor(existing.cursor, session)) {
-      if (existing.idleTimer) clearTimeout(existing.idleTimer);
+      if (existing.idleTimer) this.clock.clearTimeout(existing.idleTimer);
       existing.idleTimer = null;
       existing.busy = true;
       return existing.handle;
@@ -129,6 +136,7 @@ export class ConversationPool {
         contextWindow: this.contextWindow,
         upstreamSilentMs: this.launch.upstreamSilentMs,
         upstreamLimits: this.launch.upstreamLimits,
+        clock: this.clock,
       },
       log,
     });
@@ -171,8 +179,8 @@ export class ConversationPool {
       this.drop(sessionId, warm.conversation.alive ? "graceful" : "kill");
       return;
     }
-    warm.idleSince = Date.now();
-    warm.idleTimer = setTimeout(() => this.reap(sessionId), this.idleMs);
+    warm.idleSince = this.clock.now();
+    warm.idleTimer = this.clock.setTimeout(() => this.reap(sessionId), this.idleMs);
     warm.idleTimer.unref();
   }
 
@@ -180,7 +188,12 @@ export class ConversationPool {
     const warm = this.warm.get(sessionId);
     if (!warm || warm.busy) return;
     this.log.info(
-      { sessionId, workspace: warm.workspace, idleMs: Date.now() - warm.idleSince, tokens: warm.tokens },
+      {
+        sessionId,
+        workspace: warm.workspace,
+        idleMs: this.clock.now() - warm.idleSince,
+        tokens: warm.tokens,
+      },
       "idle reap",
     );
     this.drop(sessionId, "graceful");
@@ -190,7 +203,7 @@ export class ConversationPool {
     const warm = this.warm.get(sessionId);
     if (!warm) return;
     this.warm.delete(sessionId);
-    if (warm.idleTimer) clearTimeout(warm.idleTimer);
+    if (warm.idleTimer) this.clock.clearTimeout(warm.idleTimer);
     void warm.conversation.close(mode).catch(() => {});
   }
 
@@ -221,7 +234,7 @@ export class ConversationPool {
     this.warm.clear();
     await Promise.all(
       all.map((w) => {
-        if (w.idleTimer) clearTimeout(w.idleTimer);
+        if (w.idleTimer) this.clock.clearTimeout(w.idleTimer);
         return w.conversation.close("graceful").catch(() => {});
       }),
     );

@@ -89,7 +89,12 @@ export class Permissions {
   private readonly poll: TimedLoop;
 
   constructor(private readonly rt: Runtime) {
-    this.poll = new TimedLoop(rt.config.pollMs, () => this.check([...this.waiters.keys()]));
+    this.poll = new TimedLoop(
+      rt.config.pollMs,
+      () => this.check([...this.waiters.keys()]),
+      undefined,
+      rt.clock,
+    );
     rt.bus.on("permission", (requestId) => {
       if (this.waiters.has(requestId)) void this.check([requestId]);
     });
@@ -131,7 +136,7 @@ export class Permissions {
       sessionId,
       toolCall: tooLarge ? previewToolCall(toolCall) : toolCall,
       options: ask.options.map((o) => ({ optionId: o.optionId, name: o.name, kind: o.kind })),
-      expiresAt: new Date(Date.now() + this.rt.config.permissionTimeoutMs),
+      expiresAt: new Date(this.rt.clock.now() + this.rt.config.permissionTimeoutMs),
     };
     const refused = (by: ResolvedBy): PermissionAnswer => ({ optionId: reject, by });
     if (signal.aborted) return refused(byOfCause[signal.reason as StopCause] ?? "cancel");
@@ -181,7 +186,7 @@ export class Permissions {
       const finish = (value: PermissionRow | null) => {
         if (finished) return;
         finished = true;
-        clearTimeout(timer);
+        this.rt.clock.clearTimeout(timer);
         signal.removeEventListener("abort", onAbort);
         this.waiters.delete(row.id);
         if (this.waiters.size === 0) this.stopPolling();
@@ -202,7 +207,7 @@ export class Permissions {
         if (by === null) finish(null);
         else resolveAs(by);
       };
-      const timer = setTimeout(() => resolveAs("timeout"), this.rt.config.permissionTimeoutMs);
+      const timer = this.rt.clock.setTimeout(() => resolveAs("timeout"), this.rt.config.permissionTimeoutMs);
       this.waiters.set(row.id, { row, done: finish, withdraw: resolveAs, finished: queued });
       signal.addEventListener("abort", onAbort, { once: true });
       this.startPolling();

@@ -12,6 +12,7 @@ import type { Tx } from "../db/client.js";
 import type { StoredEvent } from "../sql/append-events.js";
 import { type Effects, headsOf } from "./committer.js";
 import type { Runtime } from "./runtime.js";
+import type { ClockTimer } from "../clock.js";
 
 /** Positions beyond this are not announced (they still show, live, in every snapshot). */
 const ANNOUNCE_LIMIT = 100;
@@ -19,7 +20,7 @@ const DEBOUNCE_MS = 25;
 
 export class QueuePositionAnnouncer {
   private readonly announced = new Map<string, number>();
-  private timer: NodeJS.Timeout | null = null;
+  private timer: ClockTimer | null = null;
   /**
    * One round at a time, so a slow round never writes an older position after a newer one. A poke
    * during a round is debounced again after it (not lib/single-flight.ts, which would run at once:
@@ -35,7 +36,7 @@ export class QueuePositionAnnouncer {
 
   poke(): void {
     if (this.timer || this.stopped) return;
-    this.timer = setTimeout(() => {
+    this.timer = this.rt.clock.setTimeout(() => {
       this.timer = null;
       void this.run();
     }, DEBOUNCE_MS);
@@ -86,7 +87,8 @@ export class QueuePositionAnnouncer {
 
   stop(): void {
     this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
+    if (this.timer) this.rt.clock.clearTimeout(this.timer);
+    this.timer = null;
   }
 }
 

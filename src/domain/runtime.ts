@@ -3,6 +3,7 @@
  * event log, the committer and who this process is.
  */
 import type { Logger } from "pino";
+import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
 import type { Database } from "../db/client.js";
 import type { ChangeBus } from "../stream/change-bus.js";
@@ -31,4 +32,6 @@ export interface Runtime {
   committer: Committer;
   /** The tenants and their limits, which the gate's SQL applies (docs/tenants.md). */
   tenants: TenantDirectory;
+  /** The gateway's time for what it times itself (src/clock.ts); the database keeps its own now(). */
+  clock: Clock;
 }

@@ -44,8 +44,11 @@ export class Sweeper {
   }
 
   private every(ms: number, fn: () => Promise<unknown>): void {
-    const loop = new TimedLoop(ms, fn, (err) =>
-      this.rt.log.warn({ err: String(err) }, "sweep failed; next tick retries"),
+    const loop = new TimedLoop(
+      ms,
+      fn,
+      (err) => this.rt.log.warn({ err: String(err) }, "sweep failed; next tick retries"),
+      this.rt.clock,
     );
     this.loops.push(loop);
     loop.start();

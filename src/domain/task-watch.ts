@@ -13,13 +13,14 @@ import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { ChangeBus } from "../stream/change-bus.js";
+import type { Clock, ClockTimer } from "../clock.js";
 
 interface Waiter {
   /** The status the caller saw; any other status ends the wait. */
   seen: TaskRow["status"];
   /** Set when the wait ran out: the next read answers whatever the row is then. */
   expired: boolean;
-  timer: NodeJS.Timeout;
+  timer: ClockTimer;
   resolve: (row: TaskRow) => void;
 }
 
@@ -45,9 +46,9 @@ export class TaskWatch {
     private readonly db: Database,
     bus: ChangeBus,
     private readonly log: Logger,
-    private readonly options: { pollMs: number; maxWaiters: number },
+    private readonly options: { pollMs: number; maxWaiters: number; clock: Clock },
   ) {
-    this.poll = new TimedLoop(options.pollMs, () => this.markAll());
+    this.poll = new TimedLoop(options.pollMs, () => this.markAll(), undefined, options.clock);
     bus.on("session", (sessionId) => {
       const ids = this.bySession.get(sessionId);
       if (!ids) return;
@@ -93,7 +94,7 @@ export class TaskWatch {
         seen: seen.status,
         expired: false,
         resolve,
-        timer: setTimeout(() => {
+        timer: this.options.clock.setTimeout(() => {
           waiter.expired = true;
           this.dirty.add(seen.id);
           this.read();
@@ -163,7 +164,7 @@ export class TaskWatch {
     for (const waiter of entry.waiters) {
       const changed = row !== null && row.status !== waiter.seen;
       if (!changed && !waiter.expired) continue;
-      clearTimeout(waiter.timer);
+      this.options.clock.clearTimeout(waiter.timer);
       entry.waiters.delete(waiter);
       this.waiterCount--;
       waiter.resolve(entry.latest);

@@ -53,6 +53,7 @@ export class TaskService {
     this.watch = new TaskWatch(rt.db, rt.bus, rt.log, {
       pollMs: rt.config.pollMs,
       maxWaiters: rt.config.maxLongPolls,
+      clock: rt.clock,
     });
   }
 

@@ -24,6 +24,7 @@ import type { Runtime } from "./runtime.js";
 import { terminalEvent } from "./task-events.js";
 import { TurnRecorder } from "./turn-recorder.js";
 import type { SessionRow } from "./views.js";
+import type { ClockTimer } from "../clock.js";
 
 /** Why a running turn is being stopped before it ended by itself. */
 export type StopCause = "cancel" | "timeout" | "shutdown" | "lost";
@@ -93,8 +94,10 @@ export class TurnExecution {
         return;
       }
       const conversation = this.pool.acquire(session, entry, this.drivers[entry.driver]);
-      const deadline = (row.deadlineAt?.getTime() ?? Date.now() + row.timeoutMs) - Date.now();
-      const deadlineTimer = setTimeout(() => turn.stop("timeout"), Math.max(deadline, 0));
+      // deadline_at was set by the database at admission; the timer runs on the gateway's clock.
+      const now = this.rt.clock.now();
+      const deadline = (row.deadlineAt?.getTime() ?? now + row.timeoutMs) - now;
+      const deadlineTimer = this.rt.clock.setTimeout(() => turn.stop("timeout"), Math.max(deadline, 0));
       const state = new TurnRecorder(
         this.rt,
         session,
@@ -118,7 +121,7 @@ export class TurnExecution {
       } catch (err) {
         failure = err;
       } finally {
-        clearTimeout(deadlineTimer);
+        this.rt.clock.clearTimeout(deadlineTimer);
       }
       // A request the agent left unanswered (it crashed, or withdrew it) is resolved before the
       // settlement, so its event precedes the terminal one.
@@ -162,10 +165,10 @@ export class TurnExecution {
   ): Promise<TurnOutcome | null> {
     const running = run();
     running.catch(() => {});
-    let timer: NodeJS.Timeout | undefined;
+    let timer: ClockTimer | undefined;
     const killed = new Promise<null>((resolve) => {
       const arm = () => {
-        timer = setTimeout(() => resolve(null), CANCEL_ESCALATION_MS);
+        timer = this.rt.clock.setTimeout(() => resolve(null), CANCEL_ESCALATION_MS);
       };
       if (turn.controller.signal.aborted) arm();
       else turn.controller.signal.addEventListener("abort", arm, { once: true });
@@ -173,7 +176,7 @@ export class TurnExecution {
     try {
       return await Promise.race([running, killed]);
     } finally {
-      clearTimeout(timer);
+      this.rt.clock.clearTimeout(timer);
     }
   }
 
@@ -233,6 +236,7 @@ export class TurnExecution {
       // The database is away: the lease keeps the task ours until it expires, so keep trying.
       done = await retrying(retryPolicies.settle, () => this.settleOwnTransaction(turn, fence, settlement), {
         retryable: (_err, attempt) => attempt < 31 && !(this.shuttingDown && attempt >= 2),
+        clock: this.rt.clock,
         onRetry: (err, delay) => log.warn({ err: String(err), retryInMs: delay }, "settling failed; retrying"),
       });
     } catch (err) {

@@ -26,6 +26,7 @@ export class UpstreamOrphans {
       rt.config.sweepMs,
       () => this.releaseAll(),
       (err) => rt.log.warn({ err: String(err) }, "upstream orphan round failed; the next retries"),
+      rt.clock,
     );
   }
 

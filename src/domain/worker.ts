@@ -22,6 +22,7 @@ import type { Runtime } from "./runtime.js";
 import type { SessionService } from "./sessions.js";
 import { RunningTurn, TurnExecution } from "./turn-run.js";
 import type { SessionRow } from "./views.js";
+import { within } from "../clock.js";
 
 export class Worker implements ClaimLimit {
   private readonly turns = new Map<string, RunningTurn>();
@@ -53,7 +54,7 @@ export class Worker implements ClaimLimit {
       () => this.claimOnce(),
       (err) => this.log.warn({ err: String(err) }, "claim failed; the poll will retry"),
     );
-    this.heartbeats = new TimedLoop(rt.config.heartbeatMs, () => this.heartbeat());
+    this.heartbeats = new TimedLoop(rt.config.heartbeatMs, () => this.heartbeat(), undefined, rt.clock);
     rt.bus.on("cancel", (taskId) => this.turns.get(taskId)?.stop("cancel"));
     rt.bus.on("gate", () => this.requestClaim());
   }
@@ -111,9 +112,11 @@ export class Worker implements ClaimLimit {
    * failure: the read is retried for up to one lease, during which the heartbeat keeps the tasks ours.
    */
   private async readSessions(ids: string[]): Promise<Map<string, SessionRow>> {
-    const giveUpAt = Date.now() + this.rt.config.leaseMs;
+    const clock = this.rt.clock;
+    const giveUpAt = clock.now() + this.rt.config.leaseMs;
     return retrying(retryPolicies.read, () => this.sessions.rows(ids), {
-      retryable: (err) => isDatabaseUnavailable(err) && Date.now() < giveUpAt,
+      retryable: (err) => isDatabaseUnavailable(err) && clock.now() < giveUpAt,
+      clock,
     });
   }
 
@@ -205,9 +208,7 @@ export class Worker implements ClaimLimit {
     // Leases keep being renewed during the grace: the turns are still legitimately ours.
     const before = this.turns.size;
     const all = Promise.all([...this.turns.values()].map((t) => t.done));
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([all, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
-    clearTimeout(timer);
+    await within(this.rt.clock, graceMs, all, null);
     const remaining = [...this.turns.values()];
     // If the database is gone, settling cannot succeed: give up after a few attempts rather than
     // hold the shutdown; the leases then expire and another instance (or the next boot) settles.

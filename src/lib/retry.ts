@@ -3,6 +3,8 @@
  * exponential backoff. Every loop that retries uses one of the named policies below, so the
  * constants live in one place and say what they are for.
  */
+import { type Clock, realClock, sleep } from "../clock.js";
+
 export interface RetryPolicy {
   /** The first delay; each next one doubles, up to `maxMs`. */
   baseMs: number;
@@ -32,6 +34,8 @@ export interface RetryOptions {
   retryable: (err: unknown, attempt: number) => boolean;
   /** Told before each wait (for a log line). */
   onRetry?: (err: unknown, delayMs: number, attempt: number) => void;
+  /** Whose time the waits are on (the gateway's Clock); real time when not given. */
+  clock?: Clock;
 }
 
 /** Run `work` until it succeeds or a failure is not retryable (then that failure is thrown). */
@@ -43,7 +47,7 @@ export async function retrying<T>(policy: RetryPolicy, work: (attempt: number) =
       if (!options.retryable(err, attempt)) throw err;
       const delay = retryDelay(policy, attempt);
       options.onRetry?.(err, delay, attempt);
-      await new Promise((resolve) => setTimeout(resolve, delay));
+      await sleep(options.clock ?? realClock, delay);
     }
   }
 }

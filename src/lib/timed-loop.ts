@@ -1,3 +1,5 @@
+import { type Clock, type ClockTimer, realClock } from "../clock.js";
+
 /**
  * A task run every `everyMs`, the next run timed from the end of the last (so a slow run never
  * overlaps itself). One timer at a time and a stopped flag: `stop()` clears the one pending timer,
@@ -6,7 +8,7 @@
  * its slower loops ran on after `stop()`).
  */
 export class TimedLoop {
-  private timer: NodeJS.Timeout | null = null;
+  private timer: ClockTimer | null = null;
   private running: Promise<void> | null = null;
   private stopped = true;
   /** A wake arrived while a run was in flight: run again as soon as it ends. */
@@ -17,6 +19,7 @@ export class TimedLoop {
     private readonly run: () => Promise<unknown> | unknown,
     /** A failed run is reported here; the next run goes on as scheduled. */
     private readonly onError: (err: unknown) => void = () => {},
+    private readonly clock: Clock = realClock,
   ) {}
 
   /**
@@ -35,7 +38,7 @@ export class TimedLoop {
   /** No run starts after this; resolves once a run in flight is over. */
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
+    if (this.timer) this.clock.clearTimeout(this.timer);
     this.timer = null;
     await this.running;
   }
@@ -50,7 +53,7 @@ export class TimedLoop {
       this.again = true;
       return;
     }
-    if (this.timer) clearTimeout(this.timer);
+    if (this.timer) this.clock.clearTimeout(this.timer);
     this.timer = null;
     this.running = this.tick();
   }
@@ -61,7 +64,7 @@ export class TimedLoop {
 
   private schedule(): void {
     if (this.stopped || this.timer) return;
-    this.timer = setTimeout(() => {
+    this.timer = this.clock.setTimeout(() => {
       this.timer = null;
       this.running = this.tick();
     }, this.everyMs);

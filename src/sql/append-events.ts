@@ -67,7 +67,7 @@ export async function appendEvents(
       update tasks t set first_seq = coalesce(t.first_seq, s.min_seq), last_seq = s.max_seq
       -- task.position announcements of queued tasks do not touch the task row: their writer (the
       -- batched log) would row-lock queued tasks, and the claim's SKIP LOCKED would then pass over
-      -- the head of the queue and start a later task first (FIFO broken; found by test/gate.test.ts).
+      -- the head of the queue and start a later task first (FIFO broken; found by test/changes/gate.test.ts).
       from (select task_id, min(seq) as min_seq, max(seq) as max_seq from inserted
             where task_id is not null and type <> 'task.position' group by task_id) s
       -- The array condition makes the tasks a primary-key lookup: planned from the join alone

@@ -30,6 +30,7 @@ import type {
   SettleOutcome,
   SettleRequest,
 } from "./event-types.js";
+import { type Clock, type ClockTimer, realClock } from "../clock.js";
 
 /** A session write or a settlement waiting for a flush. */
 export type Work =
@@ -73,7 +74,11 @@ export class EventLane {
   private eventsWritten = 0;
   private workQueued = 0;
   private workDone = 0;
-  private timer: NodeJS.Timeout | null = null;
+  private timer: ClockTimer | null = null;
+
+  private get clock(): Clock {
+    return this.options.clock ?? realClock;
+  }
   private flushing: Promise<void> | null = null;
   /** Producers waiting for the backlog to shrink (`drained`). */
   private drainWaiters: { limit: number; resolve: () => void }[] = [];
@@ -130,7 +135,7 @@ export class EventLane {
   }
 
   private schedule(): void {
-    if (!this.timer) this.timer = setTimeout(() => void this.flush(), this.options.flushMs);
+    if (!this.timer) this.timer = this.clock.setTimeout(() => void this.flush(), this.options.flushMs);
   }
 
   /**
@@ -140,7 +145,7 @@ export class EventLane {
    */
   async flush(): Promise<void> {
     if (this.timer) {
-      clearTimeout(this.timer);
+      this.clock.clearTimeout(this.timer);
       this.timer = null;
     }
     const events = this.eventsAppended;
@@ -320,6 +325,7 @@ export class EventLane {
     };
     try {
       return await retrying(retryPolicies.flush, once, {
+        clock: this.clock,
         // Refused for its content: nothing was committed (the answer came back), so no doubt is
         // left and retrying cannot help. At shutdown, a few attempts and then give up.
         retryable: (err, attempt) => !isPoisonedFlush(err) && !(this.closed() && attempt >= 3),

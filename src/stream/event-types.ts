@@ -7,6 +7,7 @@ import type { NewEvent, OwnerFence, StoredEvent } from "../sql/append-events.js"
 import type { ContextUsage, CursorFields } from "../sql/save-turn-state.js";
 import type { Settlement } from "../sql/settle-task.js";
 import type { TaskRow } from "../sql/task-row.js";
+import type { Clock } from "../clock.js";
 
 export interface PendingEvent extends NewEvent {
   sessionId: string;
@@ -42,6 +43,8 @@ export type SettleOutcome =
 export interface EventLogOptions {
   /** A flush this many ms after the first pending event or write. */
   flushMs: number;
+  /** The gateway's clock, for the flush timer and the retries' waits; real time when absent. */
+  clock?: Clock;
   /** A flush right away at this many pending events (per lane). */
   flushMax: number;
   /** Independent writers; each session always uses the same one. */

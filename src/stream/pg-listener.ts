@@ -11,11 +11,12 @@ import postgres from "postgres";
 import { reconnectBackoff } from "../db/client.js";
 import { channels } from "../sql/notify.js";
 import type { ChangeBus } from "./change-bus.js";
+import { type Clock, type ClockTimer, realClock } from "../clock.js";
 
 export class PgListener {
   private sql: postgres.Sql | null = null;
   private stopped = false;
-  private retryTimer: NodeJS.Timeout | null = null;
+  private retryTimer: ClockTimer | null = null;
   private attempt = 0;
   /** How many times the sessions channel was (re)listened; more than one means a reconnect. */
   listens = 0;
@@ -25,6 +26,7 @@ export class PgListener {
     private readonly applicationName: string,
     private readonly bus: ChangeBus,
     private readonly log: Logger,
+    private readonly clock: Clock = realClock,
   ) {}
 
   async start(): Promise<void> {
@@ -57,7 +59,7 @@ export class PgListener {
       this.sql = null;
       const delay = retryDelay(retryPolicies.listen, this.attempt++);
       this.log.warn({ err: String(err), retryInMs: delay }, "listen connection failed; retrying");
-      this.retryTimer = setTimeout(() => void this.start(), delay);
+      this.retryTimer = this.clock.setTimeout(() => void this.start(), delay);
       this.retryTimer.unref();
     }
   }
@@ -87,7 +89,7 @@ export class PgListener {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.retryTimer) this.clock.clearTimeout(this.retryTimer);
     await this.sql?.end({ timeout: 1 }).catch(() => {});
   }
 }

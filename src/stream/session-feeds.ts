@@ -13,6 +13,7 @@ import type { Database } from "../db/client.js";
 import type { StoredEvent } from "../sql/append-events.js";
 import { readEventsAfter } from "../sql/read-events.js";
 import type { ChangeBus } from "./change-bus.js";
+import { type Clock, realClock } from "../clock.js";
 
 export interface ClientEvent {
   sessionId: string;
@@ -134,8 +135,9 @@ export class SessionFeeds {
     bus: ChangeBus,
     private readonly log: Logger,
     pollMs: number,
+    clock: Clock = realClock,
   ) {
-    this.pollLoop = new TimedLoop(pollMs, () => this.poll());
+    this.pollLoop = new TimedLoop(pollMs, () => this.poll(), undefined, clock);
     bus.on("session", (sessionId, head) => {
       const feed = this.feeds.get(sessionId);
       if (!feed) return;

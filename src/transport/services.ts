@@ -9,6 +9,7 @@ import type { TenantDirectory } from "../domain/tenants.js";
 import type { NotReadyCause } from "../errors.js";
 import type { SessionFeeds } from "../stream/session-feeds.js";
 import type { DeliveriesService } from "../webhooks/deliveries-service.js";
+import type { Clock } from "../clock.js";
 
 export interface Services {
   sessions: SessionService;
@@ -21,6 +22,8 @@ export interface Services {
   /** The webhook outbox as operators see it. */
   webhookDeliveries: DeliveriesService;
   identity: Identity;
+  /** The gateway's clock: socket pings, SSE heartbeats (src/clock.ts). */
+  clock: Clock;
   /** Tokens → tenants: who a request acts for. */
   tenants: TenantDirectory;
   /** Startup done and the database reachable; else why not (transport/readiness.ts words the refusal). */

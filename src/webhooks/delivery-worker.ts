@@ -24,6 +24,7 @@ import {
 } from "../sql/webhook-deliveries.js";
 import { type EndpointRow, syncWebhookEndpoints } from "../sql/webhook-endpoints.js";
 import { sendDelivery } from "./send.js";
+import { type Clock, realClock } from "../clock.js";
 
 export interface DeliveryReporter {
   /** One attempt ended: `delivered`, `retry` (due again later) or `failed` (schedule over). */
@@ -69,6 +70,7 @@ export class DeliveryWorker {
     private readonly log: Logger,
     private readonly reporter: DeliveryReporter,
     bus: ChangeBus,
+    clock: Clock = realClock,
   ) {
     for (const tenant of tenants) {
       for (const endpoint of tenant.webhooks) {
@@ -82,6 +84,7 @@ export class DeliveryWorker {
       options.webhookPollMs,
       () => this.poll(),
       (err) => log.warn({ err: String(err) }, "webhook poll failed; retrying"),
+      clock,
     );
     // A commit that added deliveries notifies every instance (the outbox trigger): claim at once
     // instead of a poll interval later.

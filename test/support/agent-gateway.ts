@@ -1,5 +1,5 @@
 /**
- * Helpers for gateway-level agent tests (test/agents-*.test.ts): captured logs one can await, a
+ * Helpers for gateway-level agent tests (test/agents/<driver>/agents-*.test.ts): captured logs one can await, a
  * Server-Sent Events reader, session reads and direct cursor writes (create, submit and wait: turns.ts).
  */
 import { type ClientRequest, get as httpGet } from "node:http";

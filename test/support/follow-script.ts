@@ -1,6 +1,6 @@
 /**
  * A separate process that follows a task from a saved cursor with the client SDK and prints each
- * item as a JSON line, then the terminal task (test/client-follow-process.test.ts).
+ * item as a JSON line, then the terminal task (test/process/client-follow-process.test.ts).
  * Usage: follow-script.ts <url> <taskId> <afterSeq>
  */
 import { MooringClient } from "../../src/client/index.js";

@@ -6,6 +6,8 @@ import { fileURLToPath } from "node:url";
 import { pino } from "pino";
 import { loadConfig } from "../../src/config.js";
 import { type Gateway, startGateway } from "../../src/gateway.js";
+import { TestClock } from "./fake-clock.js";
+import { track } from "./leaks.js";
 
 export const repoRoot = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -28,14 +30,20 @@ export interface TestGatewayOptions {
    */
   onLog?: (record: Record<string, any>) => void;
   logLevel?: string;
+  /** The gateway's clock; a fresh TestClock (real time, steppable) when not given. */
+  clock?: TestClock;
 }
+
+/** An in-process test gateway and the clock it runs on (`clock.advance(ms)` steps its time). */
+export type TestGateway = Gateway & { clock: TestClock };
 
 export async function startTestGateway(
   databaseUrl: string,
   extra: Record<string, string> = {},
   options: TestGatewayOptions = {},
-): Promise<Gateway> {
+): Promise<TestGateway> {
   const config = loadConfig(testEnv(databaseUrl, extra));
+  const clock = options.clock ?? new TestClock();
   const { onLog } = options;
   const log = onLog
     ? pino(
@@ -43,9 +51,22 @@ export async function startTestGateway(
         { write: (line: string) => onLog(JSON.parse(line)) },
       )
     : pino({ level: options.logLevel ?? process.env.TEST_LOG_LEVEL ?? "silent" });
-  const gateway = await startGateway(config, log);
+  const gateway = await startGateway(config, log, { clock });
+  let stopped = false;
+  const stop = gateway.stop;
+  gateway.stop = () => {
+    stopped = true;
+    return stop();
+  };
+  track({
+    kind: "gateway",
+    what: `in-process gateway ${gateway.url}`,
+    alive: () => !stopped,
+    release: () => gateway.stop(),
+    timers: () => clock.pending(),
+  });
   await gateway.started;
-  return gateway;
+  return Object.assign(gateway, { clock });
 }
 
 export interface GatewayProcess {
@@ -73,7 +94,10 @@ export type GatewayCommand = keyof typeof gatewayCommands;
  * A real gateway process (`node --import tsx src/main.ts`, or `command`). Its URL is read from the
  * "listening" log line, so PORT=0 works.
  */
-export async function spawnGateway(env: Record<string, string>, command: GatewayCommand = "tsx"): Promise<GatewayProcess> {
+export async function spawnGateway(
+  env: Record<string, string>,
+  command: GatewayCommand = "tsx",
+): Promise<GatewayProcess> {
   const child = spawn(process.execPath, [...gatewayCommands[command]], {
     cwd: repoRoot,
     env: { ...process.env, MOORING_LOG_FORMAT: "json", LOG_LEVEL: "info", ...env },
@@ -91,6 +115,15 @@ export async function spawnGateway(env: Record<string, string>, command: Gateway
   };
   child.stdout!.on("data", onData);
   child.stderr!.on("data", onData);
+  track({
+    kind: "process",
+    what: `gateway process pid ${child.pid} (${gatewayCommands[command].join(" ")})`,
+    alive: () => child.exitCode === null && child.signalCode === null,
+    release: async () => {
+      child.kill("SIGKILL");
+      await once(child, "exit").catch(() => {});
+    },
+  });
   const exited = once(child, "exit").then(([code, signal]) => (code ?? signal) as number | string);
   const url = await Promise.race([
     urlPromise,
@@ -149,7 +182,10 @@ export async function call<T = any>(
 }
 
 /** Poll `fn` until it returns a truthy value (for state that has no event to await). */
-export async function eventually<T>(fn: () => Promise<T | null | undefined | false>, timeoutMs = 20_000): Promise<T> {
+export async function eventually<T>(
+  fn: () => Promise<T | null | undefined | false>,
+  timeoutMs = 20_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -159,7 +195,8 @@ export async function eventually<T>(fn: () => Promise<T | null | undefined | fal
     } catch (err) {
       last = err;
     }
-    if (Date.now() > deadline) throw new Error(`condition not met in ${timeoutMs} ms${last ? `: ${String(last)}` : ""}`);
+    if (Date.now() > deadline)
+      throw new Error(`condition not met in ${timeoutMs} ms${last ? `: ${String(last)}` : ""}`);
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }
@@ -175,5 +212,8 @@ export async function startUnreadyGateway(): Promise<Gateway> {
       s.close(() => resolve(port));
     });
   });
-  return startGateway(loadConfig(testEnv(`postgres://nobody@127.0.0.1:${port}/none`)), pino({ level: "silent" }));
+  return startGateway(
+    loadConfig(testEnv(`postgres://nobody@127.0.0.1:${port}/none`)),
+    pino({ level: "silent" }),
+  );
 }

@@ -1,5 +1,5 @@
 /**
- * The invariants the model-based test (test/model.test.ts) checks after every command, read from
+ * The invariants the model-based test (test/process/model.test.ts) checks after every command, read from
  * the database rows (one statement per kind of row, so each is one consistent snapshot). Each
  * check returns what it found wrong, in words, so a failure explains itself.
  */

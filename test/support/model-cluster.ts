@@ -1,5 +1,5 @@
 /**
- * The system under test of the model-based test (test/model.test.ts): two real gateway processes
+ * The system under test of the model-based test (test/process/model.test.ts): two real gateway processes
  * on one database, each of which can be killed with SIGKILL and started again (with the same
  * instance id, as a supervisor would), a JSON client that waits out a restart, and a sampler that
  * reads the gate's counts from the database while turns run.

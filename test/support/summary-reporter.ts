@@ -1,7 +1,8 @@
 /**
  * Ends every test run with the plain line `N passed, N failed`, the line CI reads. A test file
  * that fails to load and an unhandled error each count as one failure, so a run that vitest
- * calls failed never prints `0 failed`.
+ * calls failed never prints `0 failed`. Above it, the ten slowest test files (a file over 60 s is
+ * a bug to look at); the summary stays the last line.
  */
 import type { Reporter, TestModule } from "vitest/node";
 
@@ -18,6 +19,16 @@ export default class SummaryReporter implements Reporter {
         else if (state === "failed") failed++;
       }
       if (tests === 0 && module.state() === "failed") failed++;
+    }
+    const slowest = testModules
+      .map((m) => ({ file: m.moduleId.replace(`${process.cwd()}/`, ""), ms: m.diagnostic().duration }))
+      .sort((a, b) => b.ms - a.ms)
+      .slice(0, 10);
+    if (slowest.length > 0) {
+      const lines = slowest.map(
+        (s) => `${(s.ms / 1000).toFixed(1).padStart(7)} s  ${s.file}${s.ms > 60_000 ? "  (over 60 s)" : ""}`,
+      );
+      process.stdout.write(`\nslowest test files:\n${lines.join("\n")}\n`);
     }
     process.stdout.write(`\n${passed} passed, ${failed} failed\n`);
   }

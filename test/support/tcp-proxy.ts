@@ -27,6 +27,8 @@ export class TcpProxy {
   readonly links = new Set<Link>();
   /** Every request line that passed, in order (e.g. "GET /v1/tasks/…"). */
   readonly requests: string[] = [];
+  /** Connections accepted so far (also those refused or cut before a request passed). */
+  accepted = 0;
   /** New connections are accepted and closed at once (the gateway is down). */
   refuse = false;
   /** WebSocket upgrades and SSE requests are cut (streaming blocked, REST allowed). */
@@ -132,6 +134,7 @@ export class TcpProxy {
   }
 
   private accept(client: Socket): void {
+    this.accepted++;
     client.setNoDelay(true);
     if (this.refuse) {
       client.destroy();

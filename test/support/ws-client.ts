@@ -7,6 +7,8 @@
 import { once } from "node:events";
 import type { Socket } from "node:net";
 import WebSocket, { type ClientOptions } from "ws";
+import { afterEach } from "vitest";
+import { track } from "./leaks.js";
 
 export interface WsEvent {
   sessionId: string;
@@ -43,7 +45,13 @@ export interface Received {
   at: number;
 }
 
-const TERMINAL = new Set(["task.completed", "task.failed", "task.cancelled", "task.expired", "task.interrupted"]);
+const TERMINAL = new Set([
+  "task.completed",
+  "task.failed",
+  "task.cancelled",
+  "task.expired",
+  "task.interrupted",
+]);
 export const isTerminalEvent = (e: WsEvent) => TERMINAL.has(e.type);
 
 export class WsClient {
@@ -115,6 +123,12 @@ export class WsClient {
   /** Connect and wait for `hello` (which must be the first message). */
   static async connect(baseUrl: string, options: ClientOptions = {}): Promise<WsClient> {
     const client = new WsClient(`${baseUrl.replace(/^http/, "ws")}/v1/ws`, options);
+    track({
+      kind: "websocket",
+      what: `WebSocket to ${baseUrl}`,
+      alive: () => client.ws.readyState === client.ws.OPEN || client.ws.readyState === client.ws.CONNECTING,
+      release: () => client.ws.terminate(),
+    });
     await Promise.race([
       once(client.ws, "open"),
       client.closed.then((c) => {
@@ -143,7 +157,9 @@ export class WsClient {
     const id = this.nextId++;
     const answer = new Promise<RpcAnswer<T>>((resolve, reject) => {
       this.pending.set(id, resolve as (a: RpcAnswer) => void);
-      void this.closed.then((c) => reject(new Error(`socket closed (${c.code}) before the answer to ${method}`)));
+      void this.closed.then((c) =>
+        reject(new Error(`socket closed (${c.code}) before the answer to ${method}`)),
+      );
     });
     this.ws.send(JSON.stringify({ jsonrpc: "2.0", id, method, ...(params === undefined ? {} : { params }) }));
     return answer;
@@ -166,7 +182,11 @@ export class WsClient {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((w) => w !== waiter);
-        reject(new Error(`${what} not met in ${timeoutMs} ms (events: ${this.events.length}, closed: ${JSON.stringify(this.closeInfo)})`));
+        reject(
+          new Error(
+            `${what} not met in ${timeoutMs} ms (events: ${this.events.length}, closed: ${JSON.stringify(this.closeInfo)})`,
+          ),
+        );
       }, timeoutMs);
       const waiter = {
         match,
@@ -185,7 +205,11 @@ export class WsClient {
   }
 
   /** Wait for an event of `sessionId` matching `match`; resolves with it. */
-  async waitForEvent(sessionId: string, match: (e: WsEvent) => boolean, timeoutMs = 20_000): Promise<WsEvent> {
+  async waitForEvent(
+    sessionId: string,
+    match: (e: WsEvent) => boolean,
+    timeoutMs = 20_000,
+  ): Promise<WsEvent> {
     let found: WsEvent | undefined;
     await this.until(
       () => {
@@ -235,7 +259,10 @@ export class WsClient {
 export class WsClients {
   private readonly open: WsClient[] = [];
 
-  constructor(private readonly defaultBase: () => string) {}
+  /** Made at a file's top level: what a test connected is closed when that test ends (the leak guard checks). */
+  constructor(private readonly defaultBase: () => string) {
+    afterEach(() => this.closeAll());
+  }
 
   async connect(base = this.defaultBase(), options: ClientOptions = {}): Promise<WsClient> {
     const client = await WsClient.connect(base, options);
@@ -251,4 +278,5 @@ export class WsClients {
 export const seqs = (events: { seq: number }[]) => events.map((e) => e.seq);
 
 /** 1..n */
-export const range = (from: number, to: number) => Array.from({ length: Math.max(0, to - from + 1) }, (_, i) => from + i);
+export const range = (from: number, to: number) =>
+  Array.from({ length: Math.max(0, to - from + 1) }, (_, i) => from + i);

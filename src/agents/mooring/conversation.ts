@@ -27,6 +27,7 @@ import { relayEvent } from "./events.js";
 import { upstreamLimitDefaults } from "../../config.js";
 import { callUpstream, refusalFailure, SilenceWatch, upstreamClient } from "./link.js";
 import { eventFits, LinkGuard } from "./limits.js";
+import { type Clock, realClock } from "../../clock.js";
 
 /** How long a cancel may take upstream before the downstream turn ends anyway. */
 const CANCEL_WAIT_MS = 2_000;
@@ -44,6 +45,7 @@ export class UpstreamConversation implements AgentConversation {
   private readonly client: MooringClient;
   private readonly log: Logger;
   private readonly silentMs: number;
+  private readonly clock: Clock;
   private readonly limits: UpstreamLimits;
   /** The running turn's bounds (limits.ts); the client's socket and fetch report to it. */
   private guard = new LinkGuard();
@@ -57,6 +59,7 @@ export class UpstreamConversation implements AgentConversation {
     this.client = upstreamClient(this.entry, this.limits, () => this.guard);
     this.cursor = structuredClone(options.cursor);
     this.silentMs = options.settings.upstreamSilentMs ?? 600_000;
+    this.clock = options.settings.clock ?? realClock;
     this.log = options.log.child({
       sessionId: options.sessionId,
       agent: options.entry.name,
@@ -74,7 +77,7 @@ export class UpstreamConversation implements AgentConversation {
 
   async runTurn({ prompt, sink, signal, turn }: RunTurnOptions): Promise<TurnOutcome> {
     if (this.closed) throw new AgentFailure("AGENT_CRASHED", "The upstream conversation was already closed.");
-    const watch = new SilenceWatch(this.silentMs);
+    const watch = new SilenceWatch(this.silentMs, this.clock);
     const stop = new AbortController();
     const onAbort = () => stop.abort();
     const guard = new LinkGuard(() => stop.abort());
@@ -209,7 +212,7 @@ export class UpstreamConversation implements AgentConversation {
         change.state === "streaming" || change.state === "polling" || change.state === "settling",
       );
     });
-    const check = setInterval(
+    const check = this.clock.setInterval(
       () => {
         if (watch.remainingMs() <= 0) lost.abort();
       },
@@ -230,7 +233,7 @@ export class UpstreamConversation implements AgentConversation {
       if (err instanceof AbortError) throw err;
       throw refusalFailure(err) ?? err;
     } finally {
-      clearInterval(check);
+      this.clock.clearInterval(check);
     }
   }
 

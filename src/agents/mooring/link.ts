@@ -12,7 +12,8 @@
  *
  * The token is handed to the SDK only; nothing here logs a request's headers.
  */
-import { backoffMs, sleep, systemClock } from "../../client/clock.js";
+import { backoffMs } from "../../client/clock.js";
+import { type Clock, realClock, sleep } from "../../clock.js";
 import { MooringClient } from "../../client/client.js";
 import { AbortError, ConnectionError, MooringApiError } from "../../client/errors.js";
 import { upstreamLimitDefaults } from "../../config.js";
@@ -47,13 +48,19 @@ export function upstreamClient(
 
 /** When the upstream last answered, and whether a stream to it is up right now. */
 export class SilenceWatch {
-  private lastContact = Date.now();
+  private lastContact: number;
   private connected = false;
 
-  constructor(readonly silentMs: number) {}
+  constructor(
+    readonly silentMs: number,
+    /** The gateway's clock: a test steps it past the silence instead of waiting it out. */
+    readonly clock: Clock = realClock,
+  ) {
+    this.lastContact = clock.now();
+  }
 
   contact(): void {
-    this.lastContact = Date.now();
+    this.lastContact = this.clock.now();
   }
 
   setConnected(connected: boolean): void {
@@ -64,7 +71,7 @@ export class SilenceWatch {
   /** Milliseconds left before the upstream counts as lost (never below 0). */
   remainingMs(): number {
     if (this.connected) this.contact();
-    return Math.max(0, this.lastContact + this.silentMs - Date.now());
+    return Math.max(0, this.lastContact + this.silentMs - this.clock.now());
   }
 
   lostFailure(): AgentFailure {
@@ -126,15 +133,15 @@ export async function callUpstream<T>(
       if (err instanceof MooringApiError && err.status === 429) {
         watch.contact();
         const waitMs = err.retryAfterMs ?? backoffMs(attempt, entry.reconnectBaseMs, entry.reconnectMaxMs);
-        onBusy?.(new Date(Date.now() + waitMs));
-        await sleep(systemClock, waitMs, signal);
+        onBusy?.(new Date(watch.clock.now() + waitMs));
+        await sleep(watch.clock, waitMs, signal);
         continue;
       }
       if (!isUnreachable(err) && !(err instanceof AbortError)) throw refusalFailure(err) ?? err;
       const left = watch.remainingMs();
       if (left <= 0) throw watch.lostFailure();
       const waitMs = Math.min(left, backoffMs(attempt, entry.reconnectBaseMs, entry.reconnectMaxMs));
-      await sleep(systemClock, waitMs, signal);
+      await sleep(watch.clock, waitMs, signal);
     }
   }
 }

@@ -18,6 +18,7 @@ import {
 } from "../driver.js";
 import { carryOverCharsProblem } from "../carry-over.js";
 import { parseDirectives, simulatedLimits } from "./directives.js";
+import { type Clock, realClock } from "../../clock.js";
 
 /**
  * Events emitted between two yields to the event loop: a flood of deltas never holds the process
@@ -64,8 +65,10 @@ const failureCodes: AgentFailureCode[] = ["AGENT_START_FAILED", "AGENT_CRASHED",
 class SimulatedConversation implements AgentConversation {
   alive = true;
   private cursor: ResumeCursor;
+  private readonly clock: Clock;
 
   constructor(options: OpenConversationOptions) {
+    this.clock = options.settings.clock ?? realClock;
     this.cursor = { ...options.cursor, pastAgentSessionIds: [...options.cursor.pastAgentSessionIds] };
   }
 
@@ -85,7 +88,7 @@ class SimulatedConversation implements AgentConversation {
       if (signal.aborted) return cancelled(text);
       switch (directive.kind) {
         case "sleep":
-          if (!(await sleep(directive.ms, signal))) return cancelled(text);
+          if (!(await sleep(this.clock, directive.ms, signal))) return cancelled(text);
           break;
         case "deltas":
           for (let i = 0; i < directive.count && budget.take(); i++) {
@@ -128,7 +131,7 @@ class SimulatedConversation implements AgentConversation {
           this.alive = false;
           throw new Error("simulated agent process exited with code 1");
         case "hang":
-          await sleep(Number.POSITIVE_INFINITY, signal);
+          await sleep(this.clock, Number.POSITIVE_INFINITY, signal);
           return cancelled(text);
         case "stubborn":
           await new Promise<void>(() => {}); // ignores cancel; only close("kill") ends it
@@ -219,13 +222,13 @@ function cancelled(text: string): TurnOutcome {
 }
 
 /** Resolves true after `ms`, false as soon as `signal` aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
+function sleep(clock: Clock, ms: number, signal: AbortSignal): Promise<boolean> {
   return new Promise((resolve) => {
     if (signal.aborted) return resolve(false);
-    const timer = Number.isFinite(ms) ? setTimeout(() => done(true), ms) : null;
+    const timer = Number.isFinite(ms) ? clock.setTimeout(() => done(true), ms) : null;
     const onAbort = () => done(false);
     const done = (value: boolean) => {
-      if (timer) clearTimeout(timer);
+      if (timer) clock.clearTimeout(timer);
       signal.removeEventListener("abort", onAbort);
       resolve(value);
     };

@@ -26,6 +26,7 @@ import { errors } from "../../errors.js";
 import { callCount, handleJsonRpc, parseError, refuseAll } from "../rpc/jsonrpc.js";
 import { notReady } from "../readiness.js";
 import type { Services } from "../services.js";
+import type { ClockTimer } from "../../clock.js";
 
 export const CLOSE_TOO_SLOW = 4008;
 /** The one subprotocol the socket accepts when a client offers any (docs/api.md, Streaming). */
@@ -223,11 +224,11 @@ class SocketConnection {
   private readonly subscriptions = new Map<string, Subscription>();
   /** Calls of this socket not answered yet (bounded by MOORING_WS_MAX_IN_FLIGHT). */
   private inFlight = 0;
-  private lastHeard = Date.now();
-  private readonly pingTimer: NodeJS.Timeout;
+  private lastHeard: number;
+  private readonly pingTimer: ClockTimer;
   private closed = false;
   /** Set while the connection takes no events: its deflate backlog is over the bound. */
-  private drainTimer: NodeJS.Timeout | null = null;
+  private drainTimer: ClockTimer | null = null;
   /** Whether anything was sent since the last ping tick (a quiet connection frees its zlib stream). */
   private sentSinceTick = true;
 
@@ -251,11 +252,13 @@ class SocketConnection {
     const { instanceId, bootId, version } = s.identity;
     this.send({ jsonrpc: "2.0", method: "hello", params: { instanceId, bootId, version, pingMs: config.wsPingMs } });
     socket.on("message", (data, isBinary) => void this.onMessage(data.toString(), isBinary));
+    const clock = s.clock;
+    this.lastHeard = clock.now();
     socket.on("pong", () => {
-      this.lastHeard = Date.now();
+      this.lastHeard = clock.now();
     });
-    this.pingTimer = setInterval(() => {
-      if (Date.now() - this.lastHeard > 2 * config.wsPingMs) {
+    this.pingTimer = clock.setInterval(() => {
+      if (clock.now() - this.lastHeard > 2 * config.wsPingMs) {
         this.log.debug("dropping a silent websocket peer");
         socket.terminate();
         return;
@@ -268,7 +271,7 @@ class SocketConnection {
   }
 
   private async onMessage(text: string, isBinary: boolean): Promise<void> {
-    this.lastHeard = Date.now();
+    this.lastHeard = this.s.clock.now();
     if (isBinary) {
       this.send({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request: send text frames" } });
       return;
@@ -413,7 +416,7 @@ class SocketConnection {
   private pause(): void {
     if (this.drainTimer) return;
     for (const { subscriber } of this.subscriptions.values()) subscriber.paused = true;
-    this.drainTimer = setInterval(() => {
+    this.drainTimer = this.s.clock.setInterval(() => {
       if (this.closed || this.socket.readyState !== this.socket.OPEN) return this.stopDrainCheck();
       if (this.tcp.writableLength > this.config.wsMaxBufferedBytes) return this.closeTooSlow();
       if (this.socket.bufferedAmount > this.config.wsMaxBufferedBytes / 2) return;
@@ -427,7 +430,7 @@ class SocketConnection {
   }
 
   private stopDrainCheck(): void {
-    if (this.drainTimer) clearInterval(this.drainTimer);
+    if (this.drainTimer) this.s.clock.clearInterval(this.drainTimer);
     this.drainTimer = null;
   }
 
@@ -447,7 +450,7 @@ class SocketConnection {
 
   dispose(): void {
     this.closed = true;
-    clearInterval(this.pingTimer);
+    this.s.clock.clearInterval(this.pingTimer);
     this.stopDrainCheck();
     for (const subscription of this.subscriptions.values()) subscription.unsubscribe();
     this.subscriptions.clear();

@@ -97,7 +97,7 @@ export function registerEventRoutes(
       const close = () => {
         if (closed) return;
         closed = true;
-        clearInterval(heartbeat);
+        s.clock.clearInterval(heartbeat);
         unsubscribe();
         forget();
         res.end();
@@ -116,7 +116,7 @@ export function registerEventRoutes(
           if (res.writableLength > config.wsMaxBufferedBytes) close();
         },
       });
-      const heartbeat = setInterval(() => res.write(": ping\n\n"), config.sseHeartbeatMs);
+      const heartbeat = s.clock.setInterval(() => res.write(": ping\n\n"), config.sseHeartbeatMs);
       heartbeat.unref();
       req.raw.on("close", close);
       res.on("error", close);

@@ -1,0 +1,210 @@
+/**
+ * JSON-RPC is bounded (issue 11, finding 3): batches are capped, a socket's calls in flight are
+ * capped, long-poll waits are capped per instance and share one watch per task; ids that cannot
+ * come back exactly are refused. Real gateway, real Postgres, real WebSocket clients.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../support/db.js";
+import { call, eventually, startTestGateway, type TestGateway } from "../support/gateway.js";
+import { counts, createSession, submitOk, tempWorkspace, waitStatus, waitTask } from "../support/turns.js";
+import { WsClients } from "../support/ws-client.js";
+
+const MAX_LONG_POLLS = 150;
+
+let db: TestDatabase;
+let gw: TestGateway;
+let workspace: string;
+const clients = new WsClients(() => gw.url);
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  gw = await startTestGateway(db.url, {
+    MOORING_MAX_ACTIVE: "4",
+    MOORING_MAX_LONG_POLLS: String(MAX_LONG_POLLS),
+  });
+  workspace = await tempWorkspace();
+});
+
+afterAll(async () => {
+  await clients.closeAll();
+  await gw?.stop();
+  await db?.drop();
+});
+
+/** A running turn that lasts `ms`. */
+async function runningTask(ms: number): Promise<{ sessionId: string; taskId: string }> {
+  const sessionId = await createSession(gw.url, workspace);
+  const task = await submitOk(gw.url, sessionId, { prompt: `[sleep ${ms}]` });
+  const running = await waitStatus(gw.url, task.id, "running");
+  expect(running.status).toBe("running");
+  return { sessionId, taskId: task.id };
+}
+
+const batchOf = (n: number, make: (i: number) => object) =>
+  JSON.stringify(Array.from({ length: n }, (_, i) => ({ jsonrpc: "2.0", ...make(i) })));
+
+/** /healthz answers within `boundMs`, sampled every 100 ms until `stop` resolves; the worst time seen. */
+async function watchHealth(stop: Promise<unknown>, boundMs: number): Promise<number> {
+  let done = false;
+  void stop.finally(() => {
+    done = true;
+  });
+  let worst = 0;
+  while (!done) {
+    const t0 = Date.now();
+    const res = await fetch(`${gw.url}/healthz`, { signal: AbortSignal.timeout(boundMs) });
+    expect(res.status).toBe(200);
+    worst = Math.max(worst, Date.now() - t0);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return worst;
+}
+
+describe("a flood of long-poll batches", () => {
+  it("8 frames of 8,000 tasks.get {waitMs: 5000}: refused at once; /healthz answers; the running turn completes", async () => {
+    const { taskId } = await runningTask(3000);
+    const client = await clients.connect();
+    const before = client.received.length;
+    const frame = batchOf(8000, (i) => ({ id: i + 1, method: "tasks.get", params: { taskId, waitMs: 5000 } }));
+    expect(Buffer.byteLength(frame)).toBeLessThan(1024 * 1024); // under the frame limit
+    const t0 = Date.now();
+    for (let i = 0; i < 8; i++) client.sendRaw(frame);
+    const answered = client.until(() => client.received.length - before >= 8, 10_000, "8 answers");
+    const worst = await watchHealth(answered, 2000);
+    await answered;
+    const answers = client.received.slice(before).map((r) => r.message);
+    for (const answer of answers) {
+      // One error for the whole batch: nothing in it ran.
+      expect(answer).toMatchObject({
+        id: null,
+        error: { code: -32600, data: { code: "INVALID_REQUEST", reason: "batch_too_large" } },
+      });
+    }
+    expect(Date.now() - t0).toBeLessThan(5000); // refused, not held for the wait
+    expect(worst).toBeLessThan(2000);
+    expect(gw.holding().longPolls).toBe(0);
+    // The turn that was running meanwhile was not disturbed.
+    expect((await waitTask(gw.url, taskId)).status).toBe("completed");
+  });
+
+  it("calls in flight per socket are capped: past 200 a frame's calls get GATEWAY_BUSY at once, unrun", async () => {
+    const { taskId } = await runningTask(1500);
+    const client = await clients.connect();
+    const before = client.received.length;
+    // Three frames of 100 long-polls: two fit in the socket's 200 calls in flight, the third not.
+    for (let f = 0; f < 3; f++) {
+      client.sendRaw(
+        batchOf(100, (i) => ({ id: `f${f}-${i}`, method: "tasks.get", params: { taskId, waitMs: 10_000 } })),
+      );
+    }
+    await client.until(() => client.received.length - before >= 3, 20_000, "three answers");
+    const answers = client.received.slice(before).map((r) => r.message as any[]);
+    // The refused frame is answered first (the others wait for the task to change).
+    const [refused, ...held] = answers;
+    expect(refused).toHaveLength(100);
+    for (const a of refused) {
+      expect(a.id).toMatch(/^f2-/);
+      expect(a.error).toMatchObject({
+        code: -32002,
+        data: { code: "GATEWAY_BUSY", reason: "calls_in_flight", retryAfterSeconds: 1 },
+      });
+    }
+    // The calls that ran: MAX_LONG_POLLS waited for the change, the rest answered at once (running).
+    const results = held.flat();
+    expect(results).toHaveLength(200);
+    for (const a of results) expect(a.error).toBeUndefined();
+    const completed = results.filter((a) => a.result.status === "completed").length;
+    const running = results.filter((a) => a.result.status === "running").length;
+    expect(completed).toBe(MAX_LONG_POLLS);
+    expect(running).toBe(200 - MAX_LONG_POLLS);
+    await eventually(async () => gw.holding().socketCalls === 0);
+  });
+});
+
+describe("long-poll waits", () => {
+  it("are capped per instance and share one watch per task; past the cap a read answers at once", async () => {
+    const { taskId } = await runningTask(60_000);
+    const client = await clients.connect();
+    const waits = Array.from({ length: 100 }, () => client.request("tasks.get", { taskId, waitMs: 20_000 }));
+    const waits2 = Array.from({ length: 50 }, () => client.request("tasks.get", { taskId, waitMs: 20_000 }));
+    await eventually(async () => gw.holding().longPolls === MAX_LONG_POLLS);
+    // One watched task for all its waiters.
+    expect(gw.holding().watchedTasks).toBe(1);
+
+    // The instance holds no more: REST and JSON-RPC long-polls answer at once with the state.
+    const t0 = Date.now();
+    const rest = await call(gw.url, "GET", `/v1/tasks/${taskId}?waitMs=20000`);
+    const rpc = await client.call("tasks.get", { taskId, waitMs: 20_000 });
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(rest.status).toBe(200);
+    expect(rest.body.status).toBe("running");
+    expect(rpc.status).toBe("running");
+    expect(gw.holding().longPolls).toBe(MAX_LONG_POLLS);
+
+    // A change answers every waiter, promptly, with the new state.
+    const cancel = await call(gw.url, "POST", `/v1/tasks/${taskId}/cancel`);
+    expect(cancel.status).toBe(200);
+    const answers = await Promise.all([...waits, ...waits2]);
+    for (const a of answers) expect(["cancelling", "cancelled"]).toContain(a.result.status);
+    await eventually(async () => gw.holding().longPolls === 0 && gw.holding().watchedTasks === 0);
+  });
+
+  it("a wait that runs out answers with the state at its end", async () => {
+    const { taskId } = await runningTask(60_000);
+    let answered = false;
+    // Half the agent's own sleep, which runs on the same clock.
+    const held = call(gw.url, "GET", `/v1/tasks/${taskId}?waitMs=30000`).finally(() => {
+      answered = true;
+    });
+    await eventually(async () => gw.holding().longPolls === 1);
+    expect(answered).toBe(false);
+    await gw.clock.advance(30_000);
+    const r = await held;
+    expect(r.body.status).toBe("running");
+    expect(gw.holding().longPolls).toBe(0);
+    await call(gw.url, "POST", `/v1/tasks/${taskId}/cancel`);
+    expect((await waitTask(gw.url, taskId)).status).toBe("cancelled");
+  });
+});
+
+describe("POST /v1/rpc", () => {
+  const post = (body: string) => call(gw.url, "POST", "/v1/rpc", body, { "content-type": "application/json" });
+
+  it("a batch of 101 is one -32600 error and nothing in it runs; 100 run", async () => {
+    const sessionId = await createSession(gw.url, workspace);
+    const before = await counts(db.sql);
+    const tooMany = await post(
+      batchOf(101, (i) => ({ id: i, method: "turns.submit", params: { sessionId, prompt: "hi" } })),
+    );
+    expect(tooMany.status).toBe(200);
+    expect(tooMany.body).toMatchObject({
+      id: null,
+      error: { code: -32600, data: { reason: "batch_too_large" } },
+    });
+    expect(await counts(db.sql)).toEqual(before);
+    const fits = await post(batchOf(100, (i) => ({ id: i, method: "gate.status" })));
+    expect(fits.body).toHaveLength(100);
+    for (const a of fits.body) expect(a.result).toMatchObject({ maxActive: 4 });
+  });
+
+  it.each([
+    ["1e400", "Infinity"],
+    ["1.5", "a fraction"],
+    ["{}", "an object"],
+    ["[1]", "an array"],
+    ["true", "a boolean"],
+    ["12345678901234567890", "past 2^53"],
+  ])("refuses the id %s (%s)", async (id) => {
+    const r = await post(`{"jsonrpc":"2.0","id":${id},"method":"gate.status"}`);
+    expect(r.body).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600 } });
+    expect(r.body.result).toBeUndefined();
+  });
+
+  it("keeps string, safe integer and null ids exactly", async () => {
+    for (const id of ['"k\\u00e9"', "9007199254740991", "-3", "0", "null"]) {
+      const r = await post(`{"jsonrpc":"2.0","id":${id},"method":"gate.status"}`);
+      expect(r.body.id).toEqual(JSON.parse(id));
+      expect(r.body.result).toBeDefined();
+    }
+  });
+});

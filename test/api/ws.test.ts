@@ -1,0 +1,459 @@
+/**
+ * WS /v1/ws (docs/api.md: JSON-RPC, Streaming): hello, every JSON-RPC method, subscriptions (answer first,
+ * several per socket, unsubscribe, replay-then-live without a seam, RESYNC_REQUIRED),
+ * permessage-deflate, protocol errors, oversized frames, ping/drop, and slow consumers (4008).
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import WebSocket from "ws";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Gateway } from "../../src/gateway.js";
+import { createTestDatabase, type TestDatabase } from "../support/db.js";
+import { call, startTestGateway } from "../support/gateway.js";
+import { createSession, submitPrompt, waitTask } from "../support/turns.js";
+import { isTerminalEvent, range, seqs, type WsClient, WsClients, type WsEvent } from "../support/ws-client.js";
+
+// Short enough for the ping test to be quick, long enough that a loaded machine delaying the test
+// process's pongs by a few hundred milliseconds does not get every other test's socket dropped.
+const PING_MS = 1000;
+const MAX_PAYLOAD = 4096;
+
+let db: TestDatabase;
+let gw: Gateway;
+let workspace: string;
+const clients = new WsClients(() => gw.url);
+
+async function logSeqs(sessionId: string): Promise<number[]> {
+  const rows = await db.sql<
+    { seq: number }[]
+  >`select seq from events where session_id = ${sessionId} order by seq`;
+  return rows.map((r) => r.seq);
+}
+
+/** Every event of `sessionId` must come exactly once, in order, starting right after `after`. */
+function expectContiguous(events: WsEvent[], after: number, through: number) {
+  expect(seqs(events)).toEqual(range(after + 1, through));
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  gw = await startTestGateway(db.url, {
+    MOORING_WS_PING_MS: String(PING_MS),
+    MOORING_WS_MAX_PAYLOAD_BYTES: String(MAX_PAYLOAD),
+  });
+  workspace = await mkdtemp(join(tmpdir(), "mooring-ws-"));
+});
+
+afterAll(async () => {
+  await clients.closeAll();
+  await gw?.stop();
+  await db?.drop();
+  if (workspace) await rm(workspace, { recursive: true, force: true });
+});
+
+describe("connection", () => {
+  it("sends hello {instanceId, bootId, version} first (no host or pid); a second connection sees the same boot", async () => {
+    const a = await clients.connect();
+    const first = a.received[0].message;
+    expect(first).toMatchObject({
+      jsonrpc: "2.0",
+      method: "hello",
+      params: {
+        instanceId: gw.identity.instanceId,
+        bootId: gw.identity.bootId,
+        version: gw.identity.version,
+        pingMs: PING_MS,
+      },
+    });
+    expect(first.params).not.toHaveProperty("host");
+    expect(first.params).not.toHaveProperty("pid");
+    const b = await clients.connect();
+    expect((await b.hello).bootId).toBe(gw.identity.bootId);
+  });
+
+  it("negotiates permessage-deflate", async () => {
+    const c = await clients.connect();
+    expect(c.ws.extensions).toContain("permessage-deflate");
+  });
+
+  it("answers a malformed frame with -32700 and stays open", async () => {
+    const c = await clients.connect();
+    const before = c.received.length;
+    c.sendRaw("{not json");
+    await c.until(() => c.received.length > before);
+    expect(c.received[before].message).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32700 } });
+    expect(c.ws.readyState).toBe(WebSocket.OPEN);
+    const gate = await c.call("gate.status");
+    expect(gate).toHaveProperty("maxActive");
+  });
+
+  it("answers an unknown method with -32601 and stays open", async () => {
+    const c = await clients.connect();
+    const answer = await c.request("no.such.method", {});
+    expect(answer.error?.code).toBe(-32601);
+    expect(c.ws.readyState).toBe(WebSocket.OPEN);
+    // An invalid request (no method) is -32600, also without closing.
+    const before = c.received.length;
+    c.sendRaw(JSON.stringify({ jsonrpc: "2.0", id: 99 }));
+    await c.until(() => c.received.length > before);
+    expect(c.received[before].message).toMatchObject({ id: 99, error: { code: -32600 } });
+    expect(await c.call("gate.status")).toHaveProperty("maxQueued");
+  });
+
+  it("closes the socket with 1009 on a frame larger than MOORING_WS_MAX_PAYLOAD_BYTES", async () => {
+    const c = await clients.connect();
+    c.sendRaw(
+      JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "gate.status",
+        params: { pad: "p".repeat(MAX_PAYLOAD * 2) },
+      }),
+    );
+    const closed = await c.closed;
+    expect(closed.code).toBe(1009);
+    // A frame just under the limit is fine.
+    const d = await clients.connect();
+    const answer = await d.request("gate.status", { pad: "p".repeat(MAX_PAYLOAD - 200) });
+    expect(answer.error?.data?.code).toBe("INVALID_REQUEST");
+    expect(d.ws.readyState).toBe(WebSocket.OPEN);
+  });
+
+  it("keeps a peer that answers pings and drops one that does not after about two intervals", async () => {
+    const live = await clients.connect();
+    const silent = await clients.connect(gw.url, { autoPong: false });
+    const openedAt = Date.now();
+    const closed = await silent.closed;
+    const after = Date.now() - openedAt;
+    expect(closed.code).toBe(1006); // terminated, no closing handshake
+    // Silent for two intervals, dropped at the next ping tick (measured from the client's side,
+    // which learns of the connection a moment after the server starts counting).
+    expect(after).toBeGreaterThanOrEqual(2 * PING_MS - 50);
+    expect(after).toBeLessThan(5 * PING_MS + 500);
+    // By now the answering peer has been pinged several times and is still there.
+    await live.until(() => live.pings >= 3, 5 * PING_MS, "three pings");
+    expect(live.ws.readyState).toBe(WebSocket.OPEN);
+    expect(await live.call("gate.status")).toHaveProperty("active");
+  });
+});
+
+describe("JSON-RPC over the socket", () => {
+  it("serves every method of the spec", async () => {
+    const c = await clients.connect();
+    const session = await c.call("sessions.create", { workspace, agent: "simulated", title: "rpc" });
+    expect(session).toMatchObject({ agent: "simulated", title: "rpc", status: "idle" });
+    expect((await c.call("sessions.get", { sessionId: session.id })).id).toBe(session.id);
+    const listed = await c.call("sessions.list", { limit: 200 });
+    expect(listed.items.map((s: any) => s.id)).toContain(session.id);
+
+    const task = await c.call("turns.submit", { sessionId: session.id, prompt: "[deltas 2]" });
+    expect(task).toMatchObject({ sessionId: session.id, turnIndex: expect.any(Number) });
+    let got = await c.call("tasks.get", { taskId: task.id, waitMs: 5000 });
+    while (got.status !== "completed") got = await c.call("tasks.get", { taskId: task.id, waitMs: 5000 });
+    expect(got.result.text).toBe("chunk 1 chunk 2 ");
+    const tasks = await c.call("tasks.list", { sessionId: session.id });
+    expect(tasks.items.map((t: any) => t.id)).toEqual([task.id]);
+
+    const hanging = await c.call("turns.submit", { sessionId: session.id, prompt: "[hang]" });
+    const cancelled = await c.call("tasks.cancel", { taskId: hanging.id });
+    expect(["cancelling", "cancelled"]).toContain(cancelled.status);
+    expect((await waitTask(gw.url, hanging.id)).status).toBe("cancelled");
+
+    const gate = await c.call("gate.status");
+    expect(gate).toMatchObject({ maxActive: expect.any(Number), maxQueued: expect.any(Number) });
+
+    const archived = await c.call("sessions.archive", { sessionId: session.id });
+    expect(archived.status).toBe("archived");
+
+    // Domain errors carry data.code.
+    const missing = await c.request("sessions.get", { sessionId: "00000000-0000-0000-0000-000000000000" });
+    expect(missing.error).toMatchObject({ code: -32004, data: { code: "SESSION_NOT_FOUND" } });
+    const invalid = await c.request("turns.submit", { sessionId: session.id });
+    expect(invalid.error).toMatchObject({ code: -32602, data: { code: "INVALID_REQUEST" } });
+  });
+
+  it("keeps events.subscribe to sockets: over POST /v1/rpc it is INVALID_REQUEST", async () => {
+    const sessionId = await createSession(gw.url, workspace);
+    const res = await call(gw.url, "POST", "/v1/rpc", {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "events.subscribe",
+      params: { sessionId },
+    });
+    expect(res.body.error.data.code).toBe("INVALID_REQUEST");
+  });
+});
+
+describe("subscriptions", () => {
+  it("answers {sessionId, headSeq, session} before any event of that subscription", async () => {
+    const sessionId = await createSession(gw.url, workspace);
+    const taskId = (await submitPrompt(gw.url, sessionId, "[deltas 3] [tool 100] [tool 100] [tool 100]")).id;
+    await waitTask(gw.url, taskId);
+    const head = (await logSeqs(sessionId)).at(-1)!;
+    const c = await clients.connect();
+    const before = c.received.length;
+    const result = await c.call("events.subscribe", { sessionId, afterSeq: 0 });
+    expect(result.sessionId).toBe(sessionId);
+    expect(result.headSeq).toBe(head);
+    expect(result.session).toMatchObject({ id: sessionId, lastSeq: head });
+    await c.until(() => c.eventsOf(sessionId).length >= head);
+    const answerIndex = c.received.findIndex(
+      (r, i) => i >= before && r.message.id !== undefined && r.message.result,
+    );
+    const firstEventIndex = c.received.findIndex(
+      (r) => (Array.isArray(r.message) ? r.message[0] : r.message).method === "event",
+    );
+    expect(answerIndex).toBeGreaterThanOrEqual(0);
+    expect(firstEventIndex).toBeGreaterThan(answerIndex);
+    expectContiguous(c.eventsOf(sessionId), 0, head);
+    // The replay is batched: far fewer frames than events.
+    expect(c.received.length - answerIndex - 1).toBeLessThan(head);
+  });
+
+  it("answers first even while a turn is writing events during the subscribe", async () => {
+    const sessionId = await createSession(gw.url, workspace);
+    const taskId = (await submitPrompt(gw.url, sessionId, `${"[deltas 5] [sleep 5] ".repeat(40)}`)).id;
+    const c = await clients.connect();
+    const result = await c.call("events.subscribe", { sessionId });
+    const answerAt = c.received.findIndex((r) => r.message.result?.headSeq !== undefined);
+    await c.waitForTerminal(sessionId, taskId);
+    const eventFrames = c.received
+      .map((r, i) => ({ i, m: Array.isArray(r.message) ? r.message[0] : r.message }))
+      .filter((x) => x.m.method === "event");
+    expect(eventFrames[0].i).toBeGreaterThan(answerAt);
+    expect(result.headSeq).toBeGreaterThanOrEqual(1);
+    expectContiguous(c.eventsOf(sessionId), 0, (await logSeqs(sessionId)).at(-1)!);
+  });
+
+  it("serves several subscriptions on one socket, each complete and in order", async () => {
+    const a = await createSession(gw.url, workspace);
+    const b = await createSession(gw.url, workspace);
+    const c = await clients.connect();
+    await c.call("events.subscribe", { sessionId: a });
+    await c.call("events.subscribe", { sessionId: b });
+    const ta = (await submitPrompt(gw.url, a, "[deltas 20] [tool 3000] [sleep 30] [deltas 20]")).id;
+    const tb = (await submitPrompt(gw.url, b, "[deltas 10] [sleep 10] [tool 50] [deltas 10]")).id;
+    await c.waitForTerminal(a, ta);
+    await c.waitForTerminal(b, tb);
+    expectContiguous(c.eventsOf(a), 0, (await logSeqs(a)).at(-1)!);
+    expectContiguous(c.eventsOf(b), 0, (await logSeqs(b)).at(-1)!);
+    expect(c.eventsOf(a).at(-1)!.type).toBe("task.completed");
+    expect(c.eventsOf(b).at(-1)!.type).toBe("task.completed");
+  });
+
+  it("stops delivery after events.unsubscribe", async () => {
+    const sessionId = await createSession(gw.url, workspace);
+    const quitter = await clients.connect();
+    const witness = await clients.connect();
+    await quitter.call("events.subscribe", { sessionId });
+    await witness.call("events.subscribe", { sessionId });
+    const first = (await submitPrompt(gw.url, sessionId, "[deltas 2]")).id;
+    await quitter.waitForTerminal(sessionId, first);
+    expect(await quitter.call("events.unsubscribe", { sessionId })).toEqual({
+      sessionId,
+      unsubscribed: true,
+    });
+    const second = (await submitPrompt(gw.url, sessionId, "[deltas 5] [tool 10]")).id;
+    await witness.waitForTerminal(sessionId, second);
+    // A round trip after the turn ended: anything still in flight for the quitter would be ahead of it.
+    await quitter.call("gate.status");
+    expect(quitter.eventsOf(sessionId).filter((e) => e.taskId === second)).toEqual([]);
+    expect(witness.eventsOf(sessionId).filter((e) => e.taskId === second).length).toBeGreaterThan(3);
+    expect(await quitter.call("events.unsubscribe", { sessionId })).toEqual({
+      sessionId,
+      unsubscribed: false,
+    });
+  });
+
+  it("replays from Postgres then goes live with no gap or duplicate at the seam", async () => {
+    const sessionId = await createSession(gw.url, workspace);
+    const taskId = (await submitPrompt(gw.url, sessionId, "[deltas 3] [sleep 15] ".repeat(40))).id;
+    // Wait until the running turn has written a good part of its log, then start in its middle.
+    let head = 0;
+    while (head < 20) {
+      const [row] = await db.sql<
+        { lastSeq: number }[]
+      >`select last_seq from sessions where id = ${sessionId}`;
+      head = row.lastSeq;
+      if (head < 20) await new Promise((r) => setTimeout(r, 20));
+    }
+    const after = Math.floor(head / 2);
+    const c = await clients.connect();
+    const result = await c.call("events.subscribe", { sessionId, afterSeq: after });
+    expect(result.headSeq).toBeGreaterThanOrEqual(head);
+    const terminal = await c.waitForTerminal(sessionId, taskId);
+    expect(terminal.type).toBe("task.completed");
+    const all = await logSeqs(sessionId);
+    expect(all).toEqual(range(1, all.length));
+    expectContiguous(c.eventsOf(sessionId), after, all.at(-1)!);
+    // Live events arrived after the subscribe answer, i.e. the turn was still running at the seam.
+    expect(all.at(-1)!).toBeGreaterThan(result.headSeq);
+  });
+
+  it("answers RESYNC_REQUIRED for a cursor older than the retained log", async () => {
+    const sessionId = await createSession(gw.url, workspace);
+    const taskId = (await submitPrompt(gw.url, sessionId, "[deltas 4] [tool 10] [tool 10]")).id;
+    await waitTask(gw.url, taskId);
+    const all = await logSeqs(sessionId);
+    // Simulate pruning: the first 3 events are gone.
+    await db.sql`update sessions set pruned_seq = 3 where id = ${sessionId}`;
+    await db.sql`delete from events where session_id = ${sessionId} and seq <= 3`;
+    const c = await clients.connect();
+    const stale = await c.request("events.subscribe", { sessionId, afterSeq: 1 });
+    expect(stale.error).toMatchObject({ code: -32010, data: { code: "RESYNC_REQUIRED" } });
+    const fromZero = await c.request("events.subscribe", { sessionId });
+    expect(fromZero.error?.data?.code).toBe("RESYNC_REQUIRED");
+    // The socket stays usable and a cursor at the retention edge is served.
+    const ok = await c.call("events.subscribe", { sessionId, afterSeq: 3 });
+    expect(ok.headSeq).toBe(all.at(-1));
+    await c.until(() => c.eventsOf(sessionId).length >= all.length - 3);
+    expectContiguous(c.eventsOf(sessionId), 3, all.at(-1)!);
+  });
+
+  it("drops unknown sessions with SESSION_NOT_FOUND", async () => {
+    const c = await clients.connect();
+    const answer = await c.request("events.subscribe", { sessionId: "00000000-0000-0000-0000-000000000001" });
+    expect(answer.error?.data?.code).toBe("SESSION_NOT_FOUND");
+  });
+});
+
+describe("slow consumers", () => {
+  const MAX_BUFFERED = 2 * 1024 * 1024;
+  let sdb: TestDatabase;
+  let sgw: Gateway;
+  /** Called with the gateway's log records. */
+  let onLog: (record: Record<string, any>) => void = () => {};
+
+  beforeAll(async () => {
+    sdb = await createTestDatabase();
+    sgw = await startTestGateway(
+      sdb.url,
+      // A stalled reader does not answer pings either: keep the ping drop out of this test.
+      { MOORING_WS_MAX_BUFFERED_BYTES: String(MAX_BUFFERED), MOORING_WS_PING_MS: "10000" },
+      { logLevel: "info", onLog: (record) => onLog(record) },
+    );
+  });
+  afterAll(async () => {
+    await sgw?.stop();
+    await sdb?.drop();
+  });
+
+  /** The gateway's end of a client's TCP connection (same process). */
+  function serverSide(client: WsClient): Socket {
+    const port = Number(new URL(sgw.url).port);
+    const handles = (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles();
+    const found = handles.find(
+      (h): h is Socket =>
+        h instanceof Socket && h.localPort === port && h.remotePort === client.socket.localPort,
+    );
+    if (!found) throw new Error("server side of the socket not found");
+    return found;
+  }
+
+  it("closes a client that stops reading with 4008; others keep everything; memory stays flat", async () => {
+    const base = sgw.url;
+    const sessionId = await createSession(base, workspace);
+    // Each [tool 2048] is two events, the result carrying a 2 KiB preview: ~20 MiB per turn, far
+    // more than the kernel's socket buffers take for a reader that stopped. The agent emits in
+    // bursts of 32 tool calls (64 events, one log flush).
+    const prompt = `${"[tool 2048]".repeat(32)}[sleep 1]`.repeat(250);
+
+    const fast = await clients.connect(base);
+    const slow = await clients.connect(base, { perMessageDeflate: false });
+    await fast.call("events.subscribe", { sessionId });
+    await slow.call("events.subscribe", { sessionId });
+    const held = serverSide(slow);
+    slow.socket.pause();
+    // The moment the gateway gives up on the stalled reader, it reads again: the 4008 close frame
+    // is queued behind what it had not read, and the gateway cuts the TCP connection a second later.
+    let gaveUp = false;
+    onLog = (record) => {
+      if (record.msg === "closing a websocket client too slow to read (4008)" && !gaveUp) {
+        gaveUp = true;
+        slow.socket.resume();
+      }
+    };
+    // What the gateway holds for the stalled reader (bytes the kernel would not take), sampled.
+    let peakHeld = 0;
+    const sampler = setInterval(() => {
+      peakHeld = Math.max(peakHeld, held.writableLength);
+    }, 5);
+    const taskId = (await submitPrompt(base, sessionId, prompt)).id;
+    const terminal = await fast.waitForTerminal(sessionId, taskId, 60_000);
+    clearInterval(sampler);
+    peakHeld = Math.max(peakHeld, held.writableLength);
+
+    // The reader that kept up got every event of the turn once, in order.
+    expect(terminal.type).toBe("task.completed");
+    const [{ lastSeq }] = await sdb.sql<
+      { lastSeq: number }[]
+    >`select last_seq from sessions where id = ${sessionId}`;
+    expectContiguous(fast.eventsOf(sessionId), 0, lastSeq);
+    expect(fast.decodedBytes).toBeGreaterThan(16 * 1024 * 1024);
+
+    console.log(
+      `slow consumer: gateway held at most ${(peakHeld / 1048576).toFixed(2)} MiB for the stalled reader ` +
+        `(turn ${(fast.decodedBytes / 1048576).toFixed(1)} MiB, bound ${(MAX_BUFFERED / 1048576).toFixed(0)} MiB)`,
+    );
+    // Memory stays flat: at most the bound plus the frame that crossed it, not the turn.
+    expect(peakHeld).toBeLessThan(MAX_BUFFERED + 2 * 1024 * 1024);
+
+    // The gateway gave up on the stalled reader during the turn; it found a prefix of the log and
+    // then the 4008 close.
+    expect(gaveUp).toBe(true);
+    const closed = await Promise.race([
+      slow.closed,
+      fast.until(() => false, 5_000, "the 4008 close of the stalled reader").then(() => null),
+    ]);
+    expect(closed?.code).toBe(4008);
+    const got = slow.eventsOf(sessionId);
+    expect(got.length).toBeLessThan(lastSeq);
+    expectContiguous(got, 0, got.length);
+
+    // It resumes with its last seq and gets exactly the rest.
+    const again = await clients.connect(base);
+    const resumeFrom = got.at(-1)?.seq ?? 0;
+    await again.call("events.subscribe", { sessionId, afterSeq: resumeFrom });
+    await again.waitForTerminal(sessionId, taskId, 30_000);
+    expectContiguous(again.eventsOf(sessionId), resumeFrom, lastSeq);
+
+    // A reader that keeps up is never closed, even by a replay of the whole log (500-event pages
+    // of ~1 MiB, handed over faster than permessage-deflate compresses them).
+    const replay = await clients.connect(base);
+    await replay.call("events.subscribe", { sessionId, afterSeq: 0 });
+    await replay.waitForTerminal(sessionId, taskId, 30_000);
+    expectContiguous(replay.eventsOf(sessionId), 0, lastSeq);
+    expect(replay.closeEvent).toBeNull();
+    expect(again.closeEvent).toBeNull();
+  });
+});
+
+describe("events are committed first", () => {
+  it("every event a subscriber sees is already in the log", async () => {
+    const sessionId = await createSession(gw.url, workspace);
+    const c = await clients.connect();
+    await c.call("events.subscribe", { sessionId });
+    const checks: Promise<boolean>[] = [];
+    c.ws.on("message", () => {
+      for (const e of c.eventsOf(sessionId)) {
+        if ((e as WsEvent & { checked?: boolean }).checked) continue;
+        (e as WsEvent & { checked?: boolean }).checked = true;
+        checks.push(
+          db.sql`select 1 from events where session_id = ${sessionId} and seq = ${e.seq}`.then(
+            (r) => r.length === 1,
+          ),
+        );
+      }
+    });
+    const taskId = (
+      await submitPrompt(gw.url, sessionId, "[deltas 10] [tool 10] [sleep 10] [deltas 10] [tool 10]")
+    ).id;
+    await c.waitForTerminal(sessionId, taskId);
+    const results = await Promise.all(checks);
+    expect(results.length).toBeGreaterThan(0);
+    expect(results.every(Boolean)).toBe(true);
+    expect(c.eventsOf(sessionId).every((e) => !isTerminalEvent(e) || e.taskId === taskId)).toBe(true);
+  });
+});

@@ -1,0 +1,464 @@
+/**
+ * Model-based test (issue 12): random sequences of commands against two real gateway processes on
+ * one database, checked after every step against a small reference model and the database rows.
+ *
+ * Commands: create a session; submit a turn on the simulated agent (`[sleep N] [deltas N]`,
+ * sometimes `[fail AGENT_ERROR]`) with each `ifBusy` and with repeated idempotency keys; cancel a
+ * task; archive a session; wait until the queued tasks left the queue (started or expired: the
+ * queue timeout is short); wait for a task to end; kill -9 an instance and start it again.
+ *
+ * Checked after every step: the gate never over its limits (also sampled from the database while
+ * turns run); every answer as the model predicts (archived → SESSION_ARCHIVED, a repeated key → 200
+ * with the same task, SESSION_BUSY only for ifBusy=reject, no task written for a refused submit);
+ * a terminal state never changes; per task at most one `task.started` and one terminal event, the
+ * terminal event last; each session's seqs 1..n without gaps; one turn at a time per session; one
+ * key, one task. At the end of a run, once every task ended: each accepted task ended in exactly
+ * one terminal state, a completed turn's output appears exactly once (a restart never ran it
+ * twice), expired tasks never started and carry GATEWAY_BUSY/queue_timeout, interrupted ones
+ * GATEWAY_RESTART, and no gateway logged an uncaught error or died on its own.
+ *
+ * Replay and longer runs (docs/architecture.md, Tests): MOORING_MODEL_SEED=<seed> replays a run
+ * (the seed is printed at the start and in every failure), MOORING_MODEL_PATH=<path> with it
+ * (and MOORING_MODEL_REPLAY=<replayPath> from the counterexample) replays the shrunk
+ * counterexample directly, MOORING_MODEL_RUNS=<n> runs more sequences,
+ * MOORING_MODEL_SHRINK=0 reports the first failure without shrinking.
+ */
+import fc from "fast-check";
+import { expect, it } from "vitest";
+import type { TestDatabase } from "../support/db.js";
+import type { Answer } from "../support/gateway.js";
+import { Processes, useProcessSuite } from "../support/lifecycle.js";
+import {
+  idempotencyProblems,
+  overlapProblems,
+  queuedTaskIds,
+  readTaskFacts,
+  seqProblems,
+  TERMINAL,
+  taskEventProblems,
+} from "../support/model-checks.js";
+import { ModelCluster } from "../support/model-cluster.js";
+
+const LIMITS = { maxActive: 2, maxQueued: 3, queueTimeoutMs: 1500 };
+const RUNS = Number(process.env.MOORING_MODEL_RUNS ?? 3);
+const SEED = process.env.MOORING_MODEL_SEED ? Number(process.env.MOORING_MODEL_SEED) : Date.now() % 2 ** 31;
+const PATH = process.env.MOORING_MODEL_PATH || undefined;
+/** The commands' own replay hint, printed in a counterexample as `/*replayPath="…"*\/`. */
+const REPLAY = process.env.MOORING_MODEL_REPLAY || undefined;
+const MAX_COMMANDS = 16;
+/** Sessions every run starts with (more are created by commands). */
+const INITIAL_SESSIONS = 3;
+/** kill -9 and restart costs seconds of process start on a loaded machine: at most this many per run. */
+const KILLS_PER_RUN = 1;
+
+
+const procs = new Processes();
+let db: TestDatabase;
+let workspace: string;
+useProcessSuite("ws-model-", procs, (d, w) => {
+  db = d;
+  workspace = w;
+});
+
+// ---------------------------------------------------------------------------------------------
+// The reference model
+
+interface ModelSession {
+  id: string;
+  archived: boolean;
+  /** idempotency key → the task it named */
+  keys: Map<string, string>;
+}
+
+interface ModelTask {
+  id: string;
+  sessionId: string;
+  expectedText: string;
+  fails: boolean;
+  /** The terminal state once seen; it must never change. */
+  terminal: string | null;
+}
+
+interface Model {
+  sessions: ModelSession[];
+  tasks: ModelTask[];
+  kills: number;
+  /** What each command saw, for the failure message. */
+  trace: string[];
+}
+
+interface Real {
+  cluster: ModelCluster;
+}
+
+const terminalStates = new Set<string>(TERMINAL);
+
+function fail(m: Model, problem: string): never {
+  throw new Error(`${problem}\ntrace of this run:\n  ${m.trace.join("\n  ")}`);
+}
+
+function pickSession(m: Model, index: number): ModelSession {
+  return m.sessions[index % m.sessions.length];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands
+
+type Cmd = fc.AsyncCommand<Model, Real>;
+
+class CreateSession implements Cmd {
+  constructor(readonly instance: number) {}
+  check = () => true;
+  async run(m: Model, r: Real) {
+    const res = await r.cluster.request(this.instance, "POST", "/v1/sessions", { workspace, agent: "simulated" });
+    m.trace.push(`${this} → ${res.status} on ${res.instance}`);
+    if (res.status !== 201) fail(m, `session not created: ${res.status} ${JSON.stringify(res.body)}`);
+    m.sessions.push({ id: res.body.id, archived: false, keys: new Map() });
+    await checkStep(m, r);
+  }
+  toString = () => `createSession(on ${this.instance})`;
+}
+
+type IfBusy = "enqueue" | "reject" | "interrupt" | undefined;
+
+/** One turn to submit: which session (an index into the model's), where, how, what. */
+class TurnSpec {
+  constructor(
+    readonly session: number,
+    readonly instance: number,
+    readonly ifBusy: IfBusy,
+    readonly key: string | null,
+    readonly sleepMs: number,
+    readonly deltas: number,
+    readonly fails: boolean,
+  ) {}
+  get prompt(): string {
+    return `[sleep ${this.sleepMs}] [deltas ${this.deltas}]${this.fails ? " [fail AGENT_ERROR]" : ""}`;
+  }
+  toString = () =>
+    `{session ${this.session}, on ${this.instance}, ifBusy ${this.ifBusy ?? "-"}, key ${this.key ?? "-"}, "${this.prompt}"}`;
+}
+
+interface SubmitAnswer {
+  spec: TurnSpec;
+  session: ModelSession;
+  res: Answer & { instance: string };
+  /** The task the key named before this submit was sent (submits sent together race each other). */
+  knownBefore: string | undefined;
+}
+
+async function send(m: Model, r: Real, spec: TurnSpec): Promise<SubmitAnswer> {
+  const session = pickSession(m, spec.session);
+  const knownBefore = spec.key ? session.keys.get(spec.key) : undefined;
+  const body = {
+    prompt: spec.prompt,
+    ...(spec.ifBusy ? { ifBusy: spec.ifBusy } : {}),
+    ...(spec.key ? { idempotencyKey: spec.key } : {}),
+  };
+  const res = await r.cluster.request(spec.instance, "POST", `/v1/sessions/${session.id}/turns`, body);
+  return { spec, session, res, knownBefore };
+}
+
+/**
+ * The model's verdict on a submit's answer. A key known before the submit was sent must answer
+ * 200 with its task. Submits sent together race: their answers are judged new tasks first, and a
+ * key one of them made may answer the others 200 with that task, or what a new key may answer.
+ */
+function judge(m: Model, { spec, session, res, knownBefore: known }: SubmitAnswer): void {
+  const code = res.body?.error?.code;
+  m.trace.push(
+    `  ${spec} on session ${session.id.slice(0, 8)} → ${res.status} ${code ?? res.body?.status ?? ""} ${res.body?.id ?? ""} on ${res.instance}`,
+  );
+  const madeTogether = spec.key && !known ? session.keys.get(spec.key) : undefined;
+  // A repeated key answers its task whatever the session's state (docs/decisions.md); found by
+  // this test when only ifBusy=enqueue did so on an archived session.
+  if (session.archived && !known) {
+    if (res.status !== 409 || code !== "SESSION_ARCHIVED")
+      fail(m, `a turn for an archived session answered ${res.status} ${code}`);
+  } else if (known) {
+    if (res.status !== 200 || res.body.id !== known)
+      fail(m, `a repeated idempotency key answered ${res.status} ${res.body?.id ?? code}, not 200 with task ${known}`);
+  } else if (madeTogether && res.status === 200) {
+    if (res.body.id !== madeTogether) fail(m, `a key made by a submit sent together answered 200 with ${res.body.id}, not ${madeTogether}`);
+  } else if (res.status === 202) {
+    if (madeTogether) fail(m, `key ${spec.key} made two tasks: ${madeTogether} and ${res.body.id}`);
+    if (!["queued", "running"].includes(res.body.status)) fail(m, `a new task is ${res.body.status}`);
+    if (res.body.sessionId !== session.id || res.body.prompt !== spec.prompt) fail(m, "the new task is not the one submitted");
+    if (m.tasks.some((t) => t.id === res.body.id)) fail(m, `202 for a task id seen before: ${res.body.id}`);
+    m.tasks.push({ id: res.body.id, sessionId: session.id, expectedText: chunks(spec.deltas), fails: spec.fails, terminal: null });
+    if (spec.key) session.keys.set(spec.key, res.body.id);
+  } else if (res.status === 409 && code === "SESSION_BUSY") {
+    if (spec.ifBusy !== "reject") fail(m, `SESSION_BUSY for ifBusy=${spec.ifBusy}`);
+  } else if (!(res.status === 429 && code === "GATEWAY_BUSY" && res.body.error.reason === "queue_full")) {
+    fail(m, `unexpected answer to a submit: ${res.status} ${JSON.stringify(res.body)}`);
+  }
+}
+
+/** Submit turns all at once (one alone is a plain submit), spread over both instances. */
+class Submit implements Cmd {
+  constructor(readonly specs: TurnSpec[]) {}
+  check = (m: Readonly<Model>) => m.sessions.length > 0;
+  async run(m: Model, r: Real) {
+    m.trace.push(`${this}:`);
+    const answers = await Promise.all(this.specs.map((spec) => send(m, r, spec)));
+    const created = (a: SubmitAnswer) => (a.res.status === 202 ? 0 : 1);
+    for (const answer of [...answers].sort((a, b) => created(a) - created(b))) judge(m, answer);
+    await checkStep(m, r);
+  }
+  toString = () => `submit(${this.specs.map(String).join(", ")})`;
+}
+
+/** A command on the `target`-th task or session of the model, sent to instance `instance`. */
+abstract class Targeted {
+  constructor(
+    readonly target: number,
+    readonly instance: number,
+  ) {}
+}
+
+class Cancel extends Targeted implements Cmd {
+  check = (m: Readonly<Model>) => m.tasks.length > 0;
+  async run(m: Model, r: Real) {
+    const task = m.tasks[this.target % m.tasks.length];
+    const res = await r.cluster.request(this.instance, "POST", `/v1/tasks/${task.id}/cancel`);
+    m.trace.push(`${this} → ${res.status} ${res.body?.status} (task ${task.id.slice(0, 8)}) on ${res.instance}`);
+    if (res.status !== 200) fail(m, `cancel answered ${res.status} ${JSON.stringify(res.body)}`);
+    if (task.terminal && res.body.status !== task.terminal)
+      fail(m, `cancel changed terminal task ${task.id}: ${task.terminal} → ${res.body.status}`);
+    if (!task.terminal && !["cancelling", ...TERMINAL].includes(res.body.status))
+      fail(m, `a cancelled task is ${res.body.status}`);
+    await checkStep(m, r);
+  }
+  toString = () => `cancel(task ${this.target}, on ${this.instance})`;
+}
+
+class Archive extends Targeted implements Cmd {
+  check = (m: Readonly<Model>) => m.sessions.length > 0;
+  async run(m: Model, r: Real) {
+    const session = pickSession(m, this.target);
+    const res = await r.cluster.request(this.instance, "DELETE", `/v1/sessions/${session.id}`);
+    m.trace.push(`${this} → ${res.status} ${res.body?.status} (session ${session.id.slice(0, 8)}) on ${res.instance}`);
+    if (res.status !== 200 || res.body.status !== "archived") fail(m, `archive answered ${res.status} ${JSON.stringify(res.body)}`);
+    session.archived = true;
+    await checkStep(m, r);
+  }
+  toString = () => `archive(session ${this.target}, on ${this.instance})`;
+}
+
+/** Let queue timeouts pass: wait until every task queued now has left the queue (started or expired). */
+class AwaitQueue implements Cmd {
+  check = (m: Readonly<Model>) => m.tasks.length > 0;
+  async run(m: Model, r: Real) {
+    const queued = await queuedTaskIds(db.sql);
+    m.trace.push(`${this}: ${queued.length} queued`);
+    await Promise.all(queued.map((id) => waitFor(m, r, id, (status) => status !== "queued")));
+    await checkStep(m, r);
+  }
+  toString = () => "awaitQueue()";
+}
+
+/** Let a turn finish (or its lease be taken over). */
+class AwaitTask implements Cmd {
+  constructor(readonly task: number) {}
+  check = (m: Readonly<Model>) => m.tasks.length > 0;
+  async run(m: Model, r: Real) {
+    const task = m.tasks[this.task % m.tasks.length];
+    const status = await waitFor(m, r, task.id, (s) => terminalStates.has(s));
+    m.trace.push(`${this} → ${status} (task ${task.id.slice(0, 8)})`);
+    await checkStep(m, r);
+  }
+  toString = () => `awaitTask(${this.task})`;
+}
+
+class KillAndRestart implements Cmd {
+  constructor(readonly instance: number) {}
+  check = (m: Readonly<Model>) => m.kills < KILLS_PER_RUN;
+  async run(m: Model, r: Real) {
+    m.kills++;
+    const id = await r.cluster.killAndRestart(this.instance);
+    m.trace.push(`${this}: killed ${id}, starting it again`);
+    await checkStep(m, r);
+  }
+  toString = () => `kill9AndRestart(${this.instance})`;
+}
+
+/** What the simulated agent streams for `[deltas n]`. */
+function chunks(n: number): string {
+  return Array.from({ length: n }, (_, i) => `chunk ${i + 1} `).join("");
+}
+
+/** Long-polls a task (on whichever instance is up) until `done(status)`; returns the status. */
+async function waitFor(m: Model, r: Real, taskId: string, done: (status: string) => boolean): Promise<string> {
+  for (let polls = 0; ; polls++) {
+    const res = await r.cluster.request(polls, "GET", `/v1/tasks/${taskId}?waitMs=2000`);
+    if (res.status !== 200) fail(m, `GET task ${taskId}: ${res.status} ${JSON.stringify(res.body)}`);
+    if (done(res.body.status)) return res.body.status;
+    // A generous bound, only so that a stuck task fails the test with its trace instead of hanging.
+    if (polls > 60) fail(m, `task ${taskId} still ${res.body.status} after ${polls} long polls`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks
+
+/** Everything that must hold after any step. */
+async function checkStep(m: Model, r: Real): Promise<void> {
+  const { cluster } = r;
+  const sql = db.sql;
+  const now = await cluster.sampler.sample();
+  if (cluster.sampler.violations.length > 0) fail(m, cluster.sampler.violations.join("\n"));
+  const gate = await cluster.request(0, "GET", "/v1/gate");
+  if (
+    gate.status !== 200 ||
+    gate.body.maxActive !== LIMITS.maxActive ||
+    gate.body.maxQueued !== LIMITS.maxQueued ||
+    gate.body.active > LIMITS.maxActive ||
+    gate.body.queued > LIMITS.maxQueued
+  )
+    fail(m, `GET /v1/gate: ${gate.status} ${JSON.stringify(gate.body)} (database: ${JSON.stringify(now)})`);
+
+  const ids = m.sessions.map((s) => s.id);
+  const facts = await readTaskFacts(sql, ids);
+  const problems = [
+    ...taskEventProblems(facts),
+    ...(await seqProblems(sql, ids)),
+    ...(await overlapProblems(sql, ids)),
+    ...(await idempotencyProblems(sql, ids)),
+  ];
+  const byId = new Map(facts.map((f) => [f.id, f]));
+  for (const task of m.tasks) {
+    const row = byId.get(task.id);
+    if (!row) {
+      problems.push(`accepted task ${task.id} is not in the database`);
+      continue;
+    }
+    if (task.terminal && row.status !== task.terminal) problems.push(`task ${task.id}: terminal ${task.terminal} became ${row.status}`);
+    if (terminalStates.has(row.status)) task.terminal = row.status;
+  }
+  // No task written for a refused submit, none twice for one accepted.
+  for (const row of facts) {
+    if (!m.tasks.some((t) => t.id === row.id)) problems.push(`task ${row.id} (${row.status}) was written, but no submit was accepted for it`);
+  }
+  for (const session of m.sessions) {
+    for (const [key, taskId] of session.keys) {
+      const row = byId.get(taskId);
+      if (row && row.idempotencyKey !== key) problems.push(`task ${taskId}: key ${row.idempotencyKey}, submitted with ${key}`);
+    }
+  }
+  if (problems.length > 0) fail(m, problems.join("\n"));
+}
+
+/**
+ * The end of a run: every task ended (an instance killed in the run may still be starting again:
+ * requests go to the other one, and its turns are settled by the lease sweep or its reconcile),
+ * and the end states right.
+ */
+async function finishRun(m: Model, r: Real): Promise<void> {
+  for (const task of m.tasks) await waitFor(m, r, task.id, (s) => terminalStates.has(s));
+  await checkStep(m, r);
+  const facts = new Map((await readTaskFacts(db.sql, m.sessions.map((s) => s.id))).map((f) => [f.id, f]));
+  const problems: string[] = [];
+  for (const task of m.tasks) {
+    const t = facts.get(task.id)!;
+    const api = await r.cluster.request(0, "GET", `/v1/tasks/${task.id}`);
+    if (api.body.status !== t.status) problems.push(`task ${task.id}: the API says ${api.body.status}, the database ${t.status}`);
+    if (t.status === "completed") {
+      if (task.fails) problems.push(`task ${task.id}: completed, but its prompt fails`);
+      if (t.started !== 1) problems.push(`task ${task.id}: completed with ${t.started} starts`);
+      if (t.deltaText !== task.expectedText || t.messages !== 1)
+        problems.push(`task ${task.id}: output ${JSON.stringify(t.deltaText)} in ${t.messages} messages, expected ${JSON.stringify(task.expectedText)} once`);
+    }
+    if (t.status === "failed" && t.error?.code !== "AGENT_ERROR") problems.push(`task ${task.id}: failed with ${JSON.stringify(t.error)}`);
+    if (t.status === "expired" && (t.started !== 0 || t.error?.code !== "GATEWAY_BUSY" || t.error.reason !== "queue_timeout"))
+      problems.push(`task ${task.id}: expired after ${t.started} starts with ${JSON.stringify(t.error)}`);
+    if (t.status === "interrupted" && t.error?.code !== "GATEWAY_RESTART")
+      problems.push(`task ${task.id}: interrupted with ${JSON.stringify(t.error)}`);
+  }
+  problems.push(...r.cluster.fatalLines(), ...r.cluster.deadOnTheirOwn().map((id) => `${id} died on its own`));
+  if (problems.length > 0) fail(m, problems.join("\n"));
+}
+
+/** Before a run (also each replay while shrinking): nothing left running or queued. */
+async function quiesce(r: Real): Promise<void> {
+  const open = await db.sql<{ id: string }[]>`select id from tasks where status in ('queued', 'running', 'cancelling')`;
+  await Promise.all(open.map((t) => r.cluster.request(0, "POST", `/v1/tasks/${t.id}/cancel`)));
+  const model: Model = { sessions: [], tasks: [], kills: 0, trace: ["(quiesce)"] };
+  await Promise.all(open.map((t) => waitFor(model, r, t.id, (s) => terminalStates.has(s))));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arbitraries
+
+const instance = fc.integer({ min: 0, max: 1 });
+const index = fc.nat({ max: 7 });
+const turn = fc
+  .record({
+    session: index,
+    instance,
+    ifBusy: fc.constantFrom<IfBusy>(undefined, "enqueue", "reject", "interrupt"),
+    key: fc.option(fc.constantFrom("k1", "k2", "k3"), { freq: 2 }),
+    sleepMs: fc.constantFrom(0, 100, 400, 1200),
+    deltas: fc.integer({ min: 1, max: 4 }),
+    fails: fc.integer({ min: 0, max: 9 }).map((n) => n < 2),
+  })
+  .map((s) => new TurnSpec(s.session, s.instance, s.ifBusy, s.key, s.sleepMs, s.deltas, s.fails));
+const submit = fc.array(turn, { minLength: 1, maxLength: 5 }).map((specs) => new Submit(specs));
+
+const commands = fc.commands<Model, Real, false>(
+  [
+    instance.map((i) => new CreateSession(i)),
+    submit,
+    submit,
+    submit,
+    fc.tuple(index, instance).map(([t, i]) => new Cancel(t, i)),
+    fc.tuple(index, instance).map(([s, i]) => new Archive(s, i)),
+    fc.constant(new AwaitQueue()),
+    index.map((t) => new AwaitTask(t)),
+    instance.map((i) => new KillAndRestart(i)),
+  ],
+  { maxCommands: MAX_COMMANDS, size: "max", ...(REPLAY ? { replayPath: REPLAY } : {}) },
+);
+
+it(`random command sequences against two gateways on one database keep the model's invariants (seed ${SEED}, ${RUNS} runs)`, async () => {
+  console.log(`model test: MOORING_MODEL_SEED=${SEED} MOORING_MODEL_RUNS=${RUNS}`);
+  const cluster = await ModelCluster.start(procs, db.url, db.sql, LIMITS);
+  const real: Real = { cluster };
+  let run = 0;
+  try {
+    await fc.assert(
+      fc.asyncProperty(commands, async (cmds) => {
+        run++;
+        await quiesce(real);
+        const model: Model = { sessions: [], tasks: [], kills: 0, trace: [] };
+        try {
+          for (let i = 0; i < INITIAL_SESSIONS; i++) await new CreateSession(i).run(model, real);
+          await fc.asyncModelRun(() => ({ model, real }), cmds);
+          await finishRun(model, real);
+          const ends: Record<string, number> = {};
+          for (const t of model.tasks) ends[t.terminal ?? "?"] = (ends[t.terminal ?? "?"] ?? 0) + 1;
+          console.log(`model test: run ${run}: ${model.trace.length} steps, ${model.sessions.length} sessions, tasks ended ${JSON.stringify(ends)}, ${model.kills} kills`);
+        } catch (err) {
+          console.log(`model test: run ${run} failed (MOORING_MODEL_SEED=${SEED}): ${[...cmds].map(String).join(", ")}\n${err}`);
+          throw err;
+        }
+      }),
+      {
+        seed: SEED,
+        numRuns: RUNS,
+        ...(PATH ? { path: PATH } : {}),
+        endOnFailure: process.env.MOORING_MODEL_SHRINK === "0",
+      },
+    );
+    console.log(
+      `model test: ${run} runs, ${cluster.sampler.samples} gate samples, at most ${cluster.sampler.maxActiveSeen} active and ${cluster.sampler.maxQueuedSeen} queued (limits ${LIMITS.maxActive}/${LIMITS.maxQueued})`,
+    );
+    // The runs did reach the limits (else the gate checks proved little).
+    expect(cluster.sampler.maxActiveSeen).toBeGreaterThan(0);
+    // Instances started again in the last run are up, and nothing died or logged a fatal line.
+    await cluster.settled();
+    expect(cluster.fatalLines()).toEqual([]);
+    expect(cluster.deadOnTheirOwn()).toEqual([]);
+  } finally {
+    await cluster.stop();
+  }
+}, 900_000);

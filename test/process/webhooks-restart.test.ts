@@ -1,0 +1,74 @@
+/**
+ * The outbox survives kill -9 (docs/api.md, Webhooks): the delivery row commits with the turn's
+ * settlement and its notification wakes the sender at once (no poll needed); a gateway killed
+ * before the receiver answered delivers it after restart, under the same webhook-id.
+ */
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../support/db.js";
+import { eventually, type GatewayProcess, spawnGateway, testEnv } from "../support/gateway.js";
+import { createSession, submitPrompt, tempWorkspace, waitTerminal } from "../support/turns.js";
+import { type Receiver, startReceiver } from "../support/webhook-receiver.js";
+
+const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+let db: TestDatabase;
+let receiver: Receiver;
+let gateway: GatewayProcess | undefined;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  receiver = await startReceiver(SECRET);
+});
+afterAll(async () => {
+  gateway?.kill();
+  await gateway?.exited;
+  await receiver?.close();
+  await db?.drop();
+});
+
+it("a commit wakes the sender at once; killed -9 before the receiver answered, the webhook is delivered after restart", async () => {
+  // The receiver takes the first request and never answers it.
+  let held = false;
+  receiver.hold = () => {
+    if (held) return Promise.resolve();
+    held = true;
+    return new Promise<void>(() => {});
+  };
+  const env = (pollMs: string) =>
+    testEnv(db.url, {
+      MOORING_WEBHOOKS: JSON.stringify([{ url: receiver.url, secret: SECRET, events: ["task.completed"] }]),
+      MOORING_WEBHOOK_POLL_MS: pollMs,
+      MOORING_WEBHOOK_TIMEOUT_MS: "5000",
+      MOORING_WEBHOOK_LEASE_MS: "6000",
+      LOG_LEVEL: "info",
+    });
+  // Its one poll runs at start, before the turn: only the settlement's notification can wake it.
+  gateway = await spawnGateway(env("3600000"));
+  await gateway.waitReady();
+  const sessionId = await createSession(gateway.url, await tempWorkspace());
+  const task = await submitPrompt(gateway.url, sessionId, "hello");
+  expect((await waitTerminal(gateway.url, task.id)).status).toBe("completed");
+  await eventually(async () => receiver.inFlight === 1);
+  const [pending] = await db.sql<{ status: string; attempts: number }[]>`
+    select status, attempts from webhook_deliveries where event_type = 'task.completed'`;
+  expect(pending).toEqual({ status: "pending", attempts: 0 });
+  gateway.kill("SIGKILL");
+  await gateway.exited;
+  expect(receiver.unique).toHaveLength(0);
+
+  // The killed sender's lease runs out; then the restarted gateway sends it again, same webhook-id.
+  gateway = await spawnGateway(env("50"));
+  await gateway.waitReady();
+  const got = await eventually(async () => receiver.unique.find((r) => r.body.type === "task.completed"));
+  expect(got.body.data).toMatchObject({ taskId: task.id, sessionId, status: "completed", tenant: "default" });
+  expect(receiver.badSignatures).toBe(0);
+  expect(receiver.unique).toHaveLength(1);
+  const [row] = await db.sql<{ id: string; status: string; attempts: number }[]>`
+    select id, status, attempts from webhook_deliveries where event_type = 'task.completed'`;
+  expect(got.id).toBe(row.id);
+  await eventually(async () => {
+    const [r] = await db.sql<
+      { status: string }[]
+    >`select status from webhook_deliveries where id = ${row.id}`;
+    return r.status === "delivered";
+  });
+}, 120_000);
