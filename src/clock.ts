@@ -11,7 +11,6 @@
  *
  * It satisfies the client SDK's Clock (src/client/clock.ts), so the upstream link can hand it on.
  */
-import { AbortError } from "./client/errors.js";
 
 /** A pending timer; `unref()` as Node's: it does not keep the process alive. */
 export interface ClockTimer {
@@ -55,13 +54,21 @@ export function scaledClock(scale: number): Clock {
   };
 }
 
-/** Resolves after `ms` on `clock`; rejects with AbortError as soon as `signal` aborts. */
-export function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
+/**
+ * Resolves after `ms` on `clock`; rejects with `aborted()` as soon as `signal` aborts (the caller
+ * names its error: the clock sits below the layers that define one, docs/architecture.md).
+ */
+export function sleep(
+  clock: Clock,
+  ms: number,
+  signal?: AbortSignal,
+  aborted: () => Error = () => new Error("aborted"),
+): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(new AbortError());
+    if (signal?.aborted) return reject(aborted());
     const onAbort = () => {
       clock.clearTimeout(timer);
-      reject(new AbortError());
+      reject(aborted());
     };
     const timer = clock.setTimeout(
       () => {

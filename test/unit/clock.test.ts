@@ -85,7 +85,7 @@ describe("TestClock", () => {
     const clock = new TestClock();
     await sleep(clock, 20);
     const controller = new AbortController();
-    const aborted = sleep(clock, 60_000, controller.signal);
+    const aborted = sleep(clock, 60_000, controller.signal, () => new AbortError());
     controller.abort();
     await expect(aborted).rejects.toBeInstanceOf(AbortError);
     expect(clock.pending()).toEqual([]);

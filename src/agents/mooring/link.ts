@@ -134,14 +134,14 @@ export async function callUpstream<T>(
         watch.contact();
         const waitMs = err.retryAfterMs ?? backoffMs(attempt, entry.reconnectBaseMs, entry.reconnectMaxMs);
         onBusy?.(new Date(watch.clock.now() + waitMs));
-        await sleep(watch.clock, waitMs, signal);
+        await sleep(watch.clock, waitMs, signal, () => new AbortError());
         continue;
       }
       if (!isUnreachable(err) && !(err instanceof AbortError)) throw refusalFailure(err) ?? err;
       const left = watch.remainingMs();
       if (left <= 0) throw watch.lostFailure();
       const waitMs = Math.min(left, backoffMs(attempt, entry.reconnectBaseMs, entry.reconnectMaxMs));
-      await sleep(watch.clock, waitMs, signal);
+      await sleep(watch.clock, waitMs, signal, () => new AbortError());
     }
   }
 }
