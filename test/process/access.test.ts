@@ -3,7 +3,7 @@
  * WebSocket upgrades included) and CORS for the origins an operator lists, against in-process
  * gateways with a real database. The browser's own view is in test/browser/browser.test.ts.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import type { Gateway } from "../../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "../support/db.js";
@@ -20,6 +20,11 @@ const gateways: Gateway[] = [];
 beforeAll(async () => {
   db = await createTestDatabase();
 });
+/** Gateways a test made itself: stopped when that test ends (the leak guard checks). */
+const ownGateways: Gateway[] = [];
+afterEach(async () => {
+  await Promise.all(ownGateways.splice(0).map((g) => g.stop()));
+});
 afterAll(async () => {
   await Promise.all(gateways.map((g) => g.stop()));
   await db?.drop();
@@ -27,7 +32,8 @@ afterAll(async () => {
 
 async function gateway(extra: Record<string, string> = {}): Promise<Gateway> {
   const gw = await startTestGateway(db.url, extra);
-  gateways.push(gw);
+  // Made inside a test (not a beforeAll): that test's own.
+  (expect.getState().currentTestName === undefined ? gateways : ownGateways).push(gw);
   return gw;
 }
 

@@ -8,7 +8,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { connect as connectDb } from "../../src/db/client.js";
 import type { Gateway } from "../../src/gateway.js";
 import { EventLog } from "../../src/stream/event-log.js";
@@ -229,13 +229,16 @@ describe("gateway killed with SIGKILL mid-turn", () => {
   beforeAll(async () => {
     kdb = await createTestDatabase();
   });
-  afterAll(async () => {
-    for (const p of procs) {
+  // The test's processes are its own: stopped when it ends (the leak guard checks).
+  afterEach(async () => {
+    for (const p of procs.splice(0)) {
       if (p.child.exitCode === null && p.child.signalCode === null) {
         p.kill("SIGKILL");
         await p.exited;
       }
     }
+  });
+  afterAll(async () => {
     await kdb?.drop();
   });
 

@@ -3,7 +3,7 @@
  * settlement and its notification wakes the sender at once (no poll needed); a gateway killed
  * before the receiver answered delivers it after restart, under the same webhook-id.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/db.js";
 import { eventually, type GatewayProcess, spawnGateway, testEnv } from "../support/gateway.js";
 import { createSession, submitPrompt, tempWorkspace, waitTerminal } from "../support/turns.js";
@@ -18,9 +18,13 @@ beforeAll(async () => {
   db = await createTestDatabase();
   receiver = await startReceiver(SECRET);
 });
-afterAll(async () => {
+// The test's gateway is its own: stopped when it ends (the leak guard checks).
+afterEach(async () => {
   gateway?.kill();
   await gateway?.exited;
+  gateway = undefined;
+});
+afterAll(async () => {
   await receiver?.close();
   await db?.drop();
 });
