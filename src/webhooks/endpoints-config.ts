@@ -5,8 +5,12 @@
  * where it is (config.ts turns it into exit 2). A secret never appears in a message.
  */
 import { readFileSync } from "node:fs";
+import type { EventType } from "../contract/events.js";
 
-/** The events an endpoint may subscribe to; an endpoint without `events` gets all of them. */
+/**
+ * The events an endpoint may subscribe to; an endpoint without `events` gets all of them. Each is
+ * an event type of the wire contract (checked by the compiler), so a renamed event cannot drift.
+ */
 export const WEBHOOK_EVENTS = [
   "task.completed",
   "task.failed",
@@ -16,7 +20,7 @@ export const WEBHOOK_EVENTS = [
   "permission.requested",
   "permission.resolved",
   "session.reset",
-] as const;
+] as const satisfies readonly EventType[];
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
 
 export interface WebhookEndpointSpec {
