@@ -10,7 +10,8 @@ import type { FastifyBaseLogger } from "fastify";
 const INTERVAL_MS = 10_000;
 
 const clientCaused = (err: { code?: unknown }) =>
-  typeof err.code === "string" && (err.code.startsWith("WS_ERR_") || err.code === "ECONNRESET" || err.code === "EPIPE");
+  typeof err.code === "string" &&
+  (err.code.startsWith("WS_ERR_") || err.code === "ECONNRESET" || err.code === "EPIPE");
 
 export class SocketErrorLog {
   private lastAt = Number.NEGATIVE_INFINITY;
