@@ -57,7 +57,7 @@ export const startup: Benchmark = {
         unit: "ms",
         reference,
         ratio: ratio(m.cold, m.node),
-        // Issue 16: npm start runs compiled output (scripts/start.mjs) instead of compiling with tsx.
+        // npm start runs compiled output (scripts/start.mjs) instead of compiling with tsx.
         target: "≤ 2500 ms",
         met: m.cold <= 2500,
       },

@@ -1,5 +1,5 @@
 /**
- * What a person approves, shown whole (issue 23): a permission request's tool input as the agent
+ * What a person approves, shown whole: a permission request's tool input as the agent
  * will run it. A stream's preview (`truncated`) is replaced by the whole input from the event's
  * payload before any Allow is possible; long runs of blanks and invisible characters are drawn
  * visibly, so a command padded far to the right cannot hide its tail.

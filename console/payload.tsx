@@ -1,7 +1,7 @@
 /**
  * The whole value behind an event's preview (`GET /v1/sessions/:id/events/:seq/payload`), fetched
  * through the SDK's REST client, so the token travels in the Authorization header and never in a
- * URL (browser history, proxy logs: issue 23), and shown in the page, never in a new tab.
+ * URL (browser history, proxy logs), and shown in the page, never in a new tab.
  */
 import { useEffect, useState } from "preact/hooks";
 import type { MooringEvent } from "../src/client/index.js";

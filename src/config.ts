@@ -495,7 +495,7 @@ export interface UnknownVariable {
   closest: string | null;
 }
 
-/** MOORING_* variables in `env` that neither the gateway nor the CLI reads: typos, mostly (issue 34). */
+/** MOORING_* variables in `env` that neither the gateway nor the CLI reads: typos, mostly. */
 export function unknownVariables(env: NodeJS.ProcessEnv = process.env): UnknownVariable[] {
   // HOST, PORT, LOG_LEVEL and DATABASE_URL too: MOORING_PORT is nearest to PORT.
   const options = optionNames();

@@ -3,7 +3,7 @@
  * drizzle's message and stack end with `params: …` and it keeps `params`; postgres.js keeps
  * `parameters`/`args`/`query` (hidden unless debug) and Postgres' `detail`/`where` quote the
  * offending input (a JSON parse error quotes the document up to the error). Logged as they were,
- * five 900 KB bodies added 13 MB of client data to the log (issue 11). This serializer (pino's
+ * five 900 KB bodies added 13 MB of client data to the log. This serializer (pino's
  * `err`, installed by the gateway on its logger) keeps what an operator needs: the error's type,
  * its SQLSTATE code, its message with quoted values cut, a short identity of the statement (its
  * first words, never its parameters), the schema names Postgres reports, and the stack frames.

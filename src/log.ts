@@ -28,7 +28,7 @@ export function requestIdMixin(_merge: object, _level: number, logger: Logger): 
  */
 function prettyStream(): DestinationStream {
   const build = createRequire(import.meta.url)("pino-pretty") as (options: object) => DestinationStream;
-  // One line per record: a request's fields spread over a dozen lines buried everything (issue 34).
+  // One line per record: a request's fields spread over a dozen lines buried everything.
   return build({ colorize: true, translateTime: "SYS:HH:MM:ss.l", singleLine: true });
 }
 

@@ -76,7 +76,7 @@ async function main(): Promise<void> {
     // The database going away is what this gateway is built to survive: readiness turns 503, and
     // claims, heartbeats, sweeps, flushes and polls retry until it is back. A connection error that
     // escapes as uncaught (a promise of postgres.js or of ours that nobody awaited when the database
-    // stopped, e.g. `connect ECONNREFUSED` right after startup, issue 12) is therefore not a reason
+    // stopped, e.g. `connect ECONNREFUSED` right after startup) is therefore not a reason
     // to exit: the operation it belonged to is retried by its loop.
     if (isDatabaseUnavailable(err)) {
       log.warn({ err, origin }, "database connection error escaped uncaught; carrying on (the loops retry)");

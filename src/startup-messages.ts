@@ -1,5 +1,5 @@
 /**
- * The one-line messages of a start that cannot go on (issue 34): a data folder another gateway
+ * The one-line messages of a start that cannot go on: a data folder another gateway
  * owns, a port that is taken or may not be used. main.ts prints them as `mooring: <line>` and
  * exits 2, instead of an uncaught exception with its stack.
  */

@@ -90,7 +90,7 @@ export interface UpstreamWaiting {
 }
 
 /**
- * A permission request of the agent (issue 13). `options` are offered to clients as they are;
+ * A permission request of the agent. `options` are offered to clients as they are;
  * option kinds follow ACP: `allow_once`, `allow_always`, `reject_once`, `reject_always`, and
  * `answer` for a question's reply. `kind` of the tool call: `question` for a question to the
  * person (answered with `answers`), else the agent's tool kind (`execute`, `edit`, `other`, ...).

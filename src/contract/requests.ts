@@ -120,7 +120,7 @@ export const ListTasksQuery = Type.Object(
   { additionalProperties: false },
 );
 
-/** An answer to an agent's permission request (issue 13). */
+/** An answer to an agent's permission request. */
 export const PERMISSION_MESSAGE_MAX = 4000;
 export const PERMISSION_ANSWERS_MAX = 32;
 const permissionAnswerFields = {

@@ -67,7 +67,7 @@ export const TaskError = Type.Object(
   { title: "TaskError", additionalProperties: true },
 );
 
-/** A permission request a running turn waits on (issue 13; `permission.requested` carries the same). */
+/** A permission request a running turn waits on (`permission.requested` carries the same). */
 export const PermissionRequest = Type.Object(
   {
     requestId: Type.String(),

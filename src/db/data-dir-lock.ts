@@ -1,5 +1,5 @@
 /**
- * One gateway per embedded data folder, for the gateway's whole life (issue 34). Without it a
+ * One gateway per embedded data folder, for the gateway's whole life. Without it a
  * second `npm start` in the same folder took the running gateway's postmaster for a leftover and
  * stopped it.
  *

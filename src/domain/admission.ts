@@ -16,7 +16,7 @@
  * a timer, a lone submit goes at once, and under load one commit and one gate lock serve many
  * submits.
  *
- * A refusal costs the refused submit only (issue 23: one tenant's refusals once stalled every
+ * A refusal costs the refused submit only (one tenant's refusals once stalled every
  * other tenant). A submit whose statements raise (MG409 busy, MG429 / MG430 queue full) rolls back
  * to its savepoint and is answered from the same round trip; the batch's other submits commit.
  * Before, a refused submit rolled back the whole batch and its submits were retried one by one in

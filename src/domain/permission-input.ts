@@ -1,5 +1,5 @@
 /**
- * What a person approves must be what the agent runs (issue 23): a permission request's tool input
+ * What a person approves must be what the agent runs: a permission request's tool input
  * is stored whole, up to MOORING_PERMISSION_INPUT_MAX_BYTES, and streamed as a preview that says
  * it is one (`truncated`, `inputBytes`), its whole input the event's payload. An input above the
  * bound is never offered for approval at all: the gateway denies it unasked.

@@ -1,5 +1,5 @@
 /**
- * Interactive approvals (issue 13): an agent's permission request becomes a durable row and a
+ * Interactive approvals: an agent's permission request becomes a durable row and a
  * `permission.requested` event; the turn waits while it is pending (keeping its active slot and
  * its run deadline); the first answer wins in SQL, from a client on any instance, the request's
  * deadline (MOORING_PERMISSION_TIMEOUT_MS), a cancel, or a restart.

@@ -147,7 +147,7 @@ export class SessionService {
     const view = sessionView(row);
     if (!options.withTurns) return view;
     const recent = await readRecentTurns(this.db.sql, id, SNAPSHOT_TURNS);
-    // A turn waiting for input shows its requests in the snapshot too (issue 13).
+    // A turn waiting for input shows its requests in the snapshot too.
     const { positions, pending, waitingForGroup } = await taskExtras(
       this.db.sql,
       recent,

@@ -216,7 +216,7 @@ export class TaskService {
       maxQueued: this.rt.config.maxQueued,
       active,
       queued,
-      /** Active turns waiting on a permission request: they keep their slots (issue 13). */
+      /** Active turns waiting on a permission request: they keep their slots. */
       waitingForInput,
       queueTimeoutMs: this.rt.config.queueTimeoutMs,
       tenant: usage(tenant.name),

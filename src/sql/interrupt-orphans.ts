@@ -13,7 +13,7 @@ const restartError = JSON.stringify({
  * task rows, like every other writer (docs/architecture.md). Locking the task first deadlocked
  * with the event log's flush of that very turn, which holds the session row and then updates the
  * task's seq range: seen under a delta flood, where a late heartbeat let the lease expire while
- * the turn was still flushing (issue 11). Each function therefore runs two statements and must be
+ * the turn was still flushing. Each function therefore runs two statements and must be
  * called inside a transaction; the second only touches tasks whose session row the first locked.
  */
 

@@ -25,7 +25,7 @@ export interface PermissionRow {
   answeredBy: string | null;
 }
 
-/** `gateway`: answered without asking anyone (an input too large to show whole, issue 23). */
+/** `gateway`: answered without asking anyone (an input too large to show whole). */
 export type ResolvedBy = "client" | "timeout" | "cancel" | "restart" | "gateway";
 
 /**

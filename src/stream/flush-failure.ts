@@ -6,7 +6,7 @@
  * (SQLSTATE class 22, e.g. `\u0000` in jsonb, invalid JSON, a lone surrogate's escape), an
  * integrity violation (23), a program limit (54, e.g. a value too large), a value the driver
  * refuses, or an error building the statement (a value JSON cannot encode). Retrying those forever
- * froze the whole lane, and every session on it, until a restart (issue 11): they are isolated.
+ * froze the whole lane, and every session on it, until a restart: they are isolated.
  * Everything else (the database away, a deadlock, a timeout, a server in recovery, even an
  * authentication error after a restart) may pass on a later attempt and is retried.
  */

@@ -11,7 +11,7 @@ import type { AgentEntry } from "../registry.js";
 
 export type PermissionAnswer = "allow" | "deny";
 
-/** The policy of a session: a fixed answer, or `ask` a person through the gateway (issue 13). */
+/** The policy of a session: a fixed answer, or `ask` a person through the gateway. */
 export function permissionAnswer(
   entry: AgentEntry,
   agentConfig: Record<string, unknown>,

@@ -1,5 +1,5 @@
 /**
- * Interactive approvals for Claude Code (issue 13; docs/claude-code.md). With the entry's
+ * Interactive approvals for Claude Code (docs/claude-code.md). With the entry's
  * `permissions: "ask"` the CLI runs with `--permission-prompt-tool stdio`: every tool call that
  * needs permission arrives on stdout as `control_request` `can_use_tool`, and the CLI waits,
  * forever, for a `control_response` with exactly that `request_id` (an unknown id is dropped
