@@ -15,7 +15,8 @@
  * buffer bound the follower stops reading (unsubscribes, or ends the stream) and resumes from its
  * cursor once the consumer caught up, so memory stays bounded.
  *
- * The streaming transports are in stream.ts, the buffer in buffer.ts; polling (REST) is here.
+ * The transports: streaming (WebSocket, SSE) in stream.ts, polling (REST) in poll.ts; the buffer
+ * in buffer.ts.
  *
  * R4: a follower never reports a task failed or lost while it could still be running: only after
  * its deadline plus the lease and sweep periods, with the gateway still unreachable, does it give
@@ -33,9 +34,9 @@ import {
 import { RunBuffer } from "./buffer.js";
 import type { FetchLike, Http } from "./http.js";
 import type { WebSocketFactory } from "./socket.js";
+import { type PollHost, Poller } from "./poll.js";
 import { Disconnect, type StreamHost, streamSse, streamWs } from "./stream.js";
 import {
-  type EventPage,
   isTerminalEvent,
   isTerminalStatus,
   type MooringEvent,
@@ -109,7 +110,7 @@ const isFatal = (err: unknown) =>
 
 type Listener<T> = (value: T) => void;
 
-export class Follower implements StreamHost {
+export class Follower implements StreamHost, PollHost {
   state: FollowState = "connecting";
   /** The session seq of the last event taken. */
   cursor = 0;
@@ -132,15 +133,19 @@ export class Follower implements StreamHost {
   private endedBy = "";
   private terminalEvent: MooringEvent | null = null;
   private failures = 0;
-  /** Polling rounds in a row that brought no event and no change of the task (the poll backoff). */
-  private emptyPolls = 0;
   private outcome: { task?: Task; error?: unknown } | null = null;
   private readonly stop = new AbortController();
   private readonly closers = new Set<() => void>();
   private readonly timers: unknown[] = [];
   private readonly options: FollowOptions;
+  private readonly poller = new Poller(this);
 
-  constructor(settings: FollowSettings, taskId: string, options: FollowOptions = {}, task: Task | null = null) {
+  constructor(
+    settings: FollowSettings,
+    taskId: string,
+    options: FollowOptions = {},
+    task: Task | null = null,
+  ) {
     this.settings = settings;
     this.options = options;
     this.taskId = taskId;
@@ -218,13 +223,16 @@ export class Follower implements StreamHost {
       try {
         if (mode === "poll") {
           if (this.state !== "polling") this.setState("polling", "long-polling the task");
-          await this.pollOnce();
+          await this.poller.pollOnce();
           this.failures = 0;
-          if (preferred !== "poll" && this.settings.clock.now() - pollingSince >= this.settings.streamRetryMs) {
+          if (
+            preferred !== "poll" &&
+            this.settings.clock.now() - pollingSince >= this.settings.streamRetryMs
+          ) {
             mode = preferred;
           }
         } else if (isTerminalStatus(this.task.status)) {
-          await this.catchUp(); // a finished task's tail needs no stream
+          await this.poller.catchUp(); // a finished task's tail needs no stream
         } else if (mode === "ws") {
           await streamWs(this);
         } else {
@@ -246,7 +254,10 @@ export class Follower implements StreamHost {
             mode = "poll";
             pollingSince = this.settings.clock.now();
             this.failures = 0;
-            this.setState("polling", `streaming is refused or keeps failing (${reason}); the REST API answers`);
+            this.setState(
+              "polling",
+              `streaming is refused or keeps failing (${reason}); the REST API answers`,
+            );
             continue;
           }
           this.setState("reconnecting", reason);
@@ -360,78 +371,22 @@ export class Follower implements StreamHost {
     this.cursor = Math.max(this.cursor, oldestSeq - 1);
     this.buffer.push({ type: "resync", task, fromSeq: oldestSeq }, 512);
     // Its terminal event is gone too: the snapshot is all there is.
-    if (isTerminalStatus(task.status) && (task.lastSeq ?? 0) < oldestSeq) {
-      this.terminal = true;
-      this.endedBy = `task.${task.status}`;
-    }
+    if (isTerminalStatus(task.status) && (task.lastSeq ?? 0) < oldestSeq)
+      this.markTerminal(`task.${task.status}`);
   }
 
-  // ---- transports -------------------------------------------------------------------------
-
-  /** Reads the events after the cursor as JSON pages until the head (or the terminal event). */
-  private async catchUp(): Promise<void> {
-    for (;;) {
-      const page = await this.get<EventPage>(
-        `/v1/sessions/${this.sessionId}/events`,
-        { afterSeq: this.cursor, limit: 500 },
-      );
-      let more = page.nextAfterSeq !== null;
-      for (const e of page.items) {
-        const taken = this.accept(e);
-        if (this.terminal) return;
-        if (taken === "full") {
-          await this.buffer.drained();
-          more = true;
-          break;
-        }
-        if (taken === "gap") {
-          more = true;
-          break;
-        }
-      }
-      if (!more) break;
-    }
-    // At the head of a finished task without its terminal event: it lies at or before the cursor.
-    const task = this.task;
-    if (task && task.id === this.taskId && isTerminalStatus(task.status) && (task.lastSeq ?? 0) <= this.cursor) {
-      this.terminal = true;
-      this.endedBy = `task.${task.status}`;
-    }
-  }
-
-  /**
-   * One polling round: read new events when the task has any, then hold a long-poll until the task
-   * changes state. A long-poll that comes back early with nothing new waits `pollAfterMs`.
-   */
-  private async pollOnce(): Promise<void> {
-    const task = this.task!;
-    const cursorBefore = this.cursor;
-    if ((task.lastSeq ?? Number.POSITIVE_INFINITY) > this.cursor || isTerminalStatus(task.status)) {
-      await this.catchUp();
-      if (this.terminal) return;
-    }
-    const waitMs = this.settings.longPollMs;
-    const asked = this.settings.clock.now();
-    const next = await this.getTask(waitMs);
-    this.task = next;
-    const unchanged = next.status === task.status && (next.lastSeq ?? 0) <= this.cursor;
-    const took = this.settings.clock.now() - asked;
-    let pause = unchanged && took < waitMs / 2 ? (next.pollAfterMs ?? 1000) : 0;
-    // A gateway that answers every long-poll at once (overloaded, or hostile) is polled no more
-    // often than minPollMs, doubling while its early answers bring no event and no new status.
-    const progressed = this.cursor !== cursorBefore || next.status !== task.status;
-    this.emptyPolls = !progressed && took < waitMs / 2 ? this.emptyPolls + 1 : 0;
-    const floor = Math.min(this.settings.minPollMs * 2 ** Math.min(this.emptyPolls, 20), this.settings.backoffMaxMs);
-    pause = Math.max(pause, floor - took);
-    if (pause > 0) await sleep(this.settings.clock, pause, this.stop.signal);
-  }
-
-  private getTask(waitMs: number, timeoutMs?: number): Promise<Task> {
+  /** The task, long-polled for `waitMs` when given (PollHost). */
+  getTask(waitMs: number, timeoutMs?: number): Promise<Task> {
     return this.get<Task>(`/v1/tasks/${this.taskId}`, waitMs > 0 ? { waitMs } : {}, waitMs, timeoutMs);
   }
 
   /** One GET; it gives up after the wait asked for plus 10 s (a request through a dead path). */
-  private async get<T>(path: string, query: Record<string, string | number>, waitMs = 0, timeoutMs?: number): Promise<T> {
+  async get<T>(
+    path: string,
+    query: Record<string, string | number>,
+    waitMs = 0,
+    timeoutMs?: number,
+  ): Promise<T> {
     const answer = await this.settings.http.once<T>("GET", path, {
       query,
       signal: this.stop.signal,
@@ -466,6 +421,12 @@ export class Follower implements StreamHost {
     return this.terminal;
   }
 
+  /** The task ended with no terminal event left to take (it lies at or before the cursor, or was pruned). */
+  markTerminal(endedBy: string): void {
+    this.terminal = true;
+    this.endedBy = endedBy;
+  }
+
   get signal(): AbortSignal {
     return this.stop.signal;
   }
@@ -482,13 +443,18 @@ export class Follower implements StreamHost {
 
   noteBoot(bootId: string): void {
     if (this.bootId && this.bootId !== bootId) {
-      this.emitState({ state: "restart", reason: `the gateway restarted (boot ${bootId}); its log lost nothing`, at: this.settings.clock.now() });
+      this.emitState({
+        state: "restart",
+        reason: `the gateway restarted (boot ${bootId}); its log lost nothing`,
+        at: this.settings.clock.now(),
+      });
     }
     this.bootId = bootId;
   }
 
   private setState(state: FollowState, reason: string): void {
-    if (state === this.state && state !== "connecting" && !reason.startsWith("following the continuation")) return;
+    if (state === this.state && state !== "connecting" && !reason.startsWith("following the continuation"))
+      return;
     this.state = state;
     this.emitState({ state, reason, at: this.settings.clock.now() });
   }
