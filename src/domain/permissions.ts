@@ -12,8 +12,6 @@ import { readTask } from "../sql/read-tasks.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import type { Static } from "typebox";
-import type { PermissionRequest, PermissionResolution } from "../contract/responses.js";
 import type { PermissionAnswer, PermissionAsk } from "../agents/driver.js";
 import { errors, invalid, type MooringError } from "../errors.js";
 import type { OwnerFence } from "../sql/append-events.js";
@@ -26,39 +24,16 @@ import {
   resolvePermission,
 } from "../sql/permissions.js";
 import { INPUT_TOO_LARGE, inputBytesOf, previewToolCall, tooLargeMessage } from "./permission-input.js";
+import { type PermissionResolutionView, requestView, resolutionView } from "./permission-views.js";
 import type { Runtime } from "./runtime.js";
 import { isUuid } from "./ids.js";
 import { type Tenant, visibleTenant } from "./tenants.js";
-
-/** What clients see of a pending request (`Task.pendingPermissions`, `permission.requested`). */
-export type PermissionRequestView = Static<typeof PermissionRequest>;
-
-/** The answer as stored (the winner's, for a 409). */
-export type PermissionResolutionView = Static<typeof PermissionResolution>;
 
 export interface PermissionResponse {
   optionId: string;
   message?: string;
   answers?: Record<string, string>;
 }
-
-/** Streamed and in snapshots with its input as a preview (permission-input.ts); the whole is stored. */
-export const requestView = (row: PermissionRow): PermissionRequestView => ({
-  requestId: row.id,
-  toolCall: previewToolCall(row.toolCall),
-  options: row.options,
-  expiresAt: row.expiresAt.toISOString(),
-});
-
-export const resolutionView = (row: PermissionRow): PermissionResolutionView => ({
-  requestId: row.id,
-  taskId: row.taskId,
-  optionId: row.optionId,
-  by: row.resolvedBy ?? "client",
-  ...(row.message !== null ? { message: row.message } : {}),
-  ...(row.answers !== null ? { answers: row.answers } : {}),
-  resolvedAt: (row.resolvedAt ?? new Date()).toISOString(),
-});
 
 /** The option a request is answered with when nobody chose: the first reject option offered. */
 export function rejectOptionOf(options: PermissionRow["options"]): string | null {
@@ -129,7 +104,8 @@ export class Permissions {
     // Larger than a person is shown whole: stored as its preview only, and refused unasked.
     const bytes = inputBytesOf(toolCall.input);
     const max = this.rt.config.permissionInputMaxBytes;
-    const tooLarge = bytes > max ? { optionId: reject, by: "gateway" as const, message: tooLargeMessage(bytes, max) } : null;
+    const tooLarge =
+      bytes > max ? { optionId: reject, by: "gateway" as const, message: tooLargeMessage(bytes, max) } : null;
     const row = {
       id: randomUUID(),
       taskId,
@@ -169,11 +145,19 @@ export class Permissions {
         data: { requestId: row.id, ...tooLarge, reason: INPUT_TOO_LARGE },
         fence,
       });
-      log.warn({ requestId: row.id, tool: ask.toolCall.name, inputBytes: bytes, max }, "permission request denied: input too large");
+      log.warn(
+        { requestId: row.id, tool: ask.toolCall.name, inputBytes: bytes, max },
+        "permission request denied: input too large",
+      );
       return tooLarge;
     }
     log.info(
-      { requestId: row.id, tool: ask.toolCall.name, kind: ask.toolCall.kind, options: row.options.map((o) => o.optionId) },
+      {
+        requestId: row.id,
+        tool: ask.toolCall.name,
+        kind: ask.toolCall.kind,
+        options: row.options.map((o) => o.optionId),
+      },
       "permission requested",
     );
 
@@ -198,8 +182,19 @@ export class Permissions {
         resolvePermission(this.rt.db.sql, row.id, { optionId: reject, by })
           .then((won) => (won ? finish(won) : this.check([row.id])))
           .catch((err) => {
-            log.warn({ err: String(err), requestId: row.id }, "permission could not be resolved in the database");
-            finish({ ...(row as unknown as PermissionRow), resolvedAt: new Date(), resolvedBy: by, optionId: reject, message: null, answers: null, answeredBy: null });
+            log.warn(
+              { err: String(err), requestId: row.id },
+              "permission could not be resolved in the database",
+            );
+            finish({
+              ...(row as unknown as PermissionRow),
+              resolvedAt: new Date(),
+              resolvedBy: by,
+              optionId: reject,
+              message: null,
+              answers: null,
+              answeredBy: null,
+            });
           });
       };
       const onAbort = () => {
@@ -237,7 +232,13 @@ export class Permissions {
       fence,
     });
     log.info(
-      { requestId: row.id, tool: ask.toolCall.name, optionId: answer.optionId, by: answer.by, answeredBy: resolved.answeredBy },
+      {
+        requestId: row.id,
+        tool: ask.toolCall.name,
+        optionId: answer.optionId,
+        by: answer.by,
+        answeredBy: resolved.answeredBy,
+      },
       "permission resolved",
     );
     announced();
@@ -258,7 +259,8 @@ export class Permissions {
   /** Read the waited-on requests among `ids` and hand every resolved one to its turn. */
   private async check(ids: string[]): Promise<void> {
     try {
-      for (const row of await readResolvedPermissions(this.rt.db.sql, ids)) this.waiters.get(row.id)?.done(row);
+      for (const row of await readResolvedPermissions(this.rt.db.sql, ids))
+        this.waiters.get(row.id)?.done(row);
     } catch (err) {
       this.rt.log.warn({ err: String(err) }, "permission check failed; the poll retries");
     }

@@ -10,7 +10,7 @@ import { liveGroups } from "../sql/instances.js";
 import { pendingPermissionsOf } from "../sql/permissions.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { isActive } from "../contract/task-status.js";
-import { type PermissionRequestView, requestView } from "./permissions.js";
+import { type PermissionRequestView, requestView } from "./permission-views.js";
 
 export interface TaskExtras {
   positions: Map<string, number>;

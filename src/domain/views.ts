@@ -7,7 +7,7 @@ import type { Static } from "typebox";
 import type { SessionStatus as SessionStatusSchema } from "../contract/requests.js";
 import type { CompactTurn, Session, Task } from "../contract/responses.js";
 import type { sessions } from "../db/schema.js";
-import type { PermissionRequestView } from "./permissions.js";
+import type { PermissionRequestView } from "./permission-views.js";
 import { upstreamView } from "./upstream-state.js";
 import { preview } from "../stream/preview.js";
 import { isTerminal, type TaskRow } from "../sql/task-row.js";
