@@ -23,6 +23,7 @@ import type { Recovery } from "./recovery.js";
 import type { Runtime } from "./runtime.js";
 import { terminalEvent } from "./task-events.js";
 import { TurnRecorder } from "./turn-recorder.js";
+import { TurnInputFeed } from "./turn-inputs.js";
 import type { SessionRow } from "./views.js";
 import type { ClockTimer } from "../clock.js";
 
@@ -109,18 +110,33 @@ export class TurnExecution {
       );
       let outcome: TurnOutcome | null = null;
       let failure: unknown = null;
-      try {
-        outcome = await this.runWithEscalation(turn, () =>
+      // Steered input (domain/turn-inputs.ts), for drivers whose agent takes it mid-turn.
+      const input = this.drivers[entry.driver].steer
+        ? new TurnInputFeed(this.rt, row.sessionId, row.id, row.firstSeq, log)
+        : null;
+      const run = (prompt: string) =>
+        this.runWithEscalation(turn, () =>
           conversation.runTurn({
-            prompt: row.prompt,
+            prompt,
             sink: state.sink,
             signal: turn.controller.signal,
             turn: { taskId: row.id, attempt: row.attempt },
+            ...(input ? { input } : {}),
           }),
         );
+      try {
+        outcome = await run(row.prompt);
+        // Input that came too late for the agent's turn goes to it as a follow-up prompt, in this
+        // turn; closing makes later steers answer TASK_NOT_RUNNING, so this loop ends.
+        for (let rest = (await input?.close()) ?? []; rest.length > 0; rest = []) {
+          if (!outcome || outcome.stopReason === "cancelled" || turn.cause || !conversation.alive) break;
+          log.info({ inputs: rest.length }, "steered input after the agent's turn: sent as a follow-up prompt");
+          outcome = await run(rest.map((e) => e.text).join("\n\n"));
+        }
       } catch (err) {
         failure = err;
       } finally {
+        input?.stopListening();
         this.rt.clock.clearTimeout(deadlineTimer);
       }
       // A request the agent left unanswered (it crashed, or withdrew it) is resolved before the
