@@ -65,7 +65,11 @@ export class TaskService {
   }
 
   /** Submit a turn for `tenant` (docs/tenants.md) to one of its sessions. */
-  async submit(sessionId: string, input: SubmitInput, tenant: Tenant): Promise<{ task: TaskView; created: boolean }> {
+  async submit(
+    sessionId: string,
+    input: SubmitInput,
+    tenant: Tenant,
+  ): Promise<{ task: TaskView; created: boolean }> {
     try {
       return await this.submitChecked(sessionId, input, tenant);
     } catch (err) {
@@ -94,8 +98,7 @@ export class TaskService {
       throw invalid(`timeoutMs must be an integer from 1 to ${MAX_TIMEOUT_MS}`, "timeoutMs");
     }
     const webhookUrl = input.webhook === undefined ? null : turnWebhookUrl(input.webhook, tenant);
-    if (!isUuid(sessionId))
-      throw errors.sessionNotFound(sessionId);
+    if (!isUuid(sessionId)) throw errors.sessionNotFound(sessionId);
     // Admission reads no session first: its insert does nothing unless the session is open and
     // the tenant's (every statement of it carries that condition; domain/admission.ts).
     const id = sessionId.toLowerCase();
@@ -128,7 +131,12 @@ export class TaskService {
    * is queued as a turn like ifBusy enqueue. STEER_NOT_SUPPORTED when the running turn's agent
    * cannot take it; a turn that ended meanwhile (TASK_NOT_RUNNING) means nothing runs.
    */
-  private async steerSubmit(sessionId: string, prompt: string, key: string | null, tenant: Tenant): Promise<TaskRow | null> {
+  private async steerSubmit(
+    sessionId: string,
+    prompt: string,
+    key: string | null,
+    tenant: Tenant,
+  ): Promise<TaskRow | null> {
     const owner = visibleTenant(tenant);
     if (key !== null) {
       const queued = await findTaskByIdempotencyKey(this.rt.db.sql, sessionId, key, owner);
@@ -142,7 +150,11 @@ export class TaskService {
     const running = await readRunningTaskOfSession(this.rt.db.sql, sessionId, owner);
     if (!running) return null;
     try {
-      await this.steering.steer(running.id, { text: prompt, ...(key !== null ? { idempotencyKey: key } : {}) }, tenant);
+      await this.steering.steer(
+        running.id,
+        { text: prompt, ...(key !== null ? { idempotencyKey: key } : {}) },
+        tenant,
+      );
     } catch (err) {
       if (err instanceof MooringError && err.code === "TASK_NOT_RUNNING") return null;
       throw err;
@@ -275,7 +287,8 @@ function turnWebhookUrl(webhook: { url: string }, tenant: Tenant): string {
   let href: string | null = null;
   try {
     const url = new URL(webhook.url);
-    if ((url.protocol === "http:" || url.protocol === "https:") && !url.username && !url.password) href = url.href;
+    if ((url.protocol === "http:" || url.protocol === "https:") && !url.username && !url.password)
+      href = url.href;
   } catch {
     // refused below
   }

@@ -92,7 +92,11 @@ export class Steering {
         throw errors.taskNotRunning(task.id, state.status === "running" ? "finishing" : state.status);
       }
       const events = await appendEvents(tx, task.sessionId, [
-        { taskId: task.id, type: "turn.input", data: key !== null ? { text, idempotencyKey: key } : { text } },
+        {
+          taskId: task.id,
+          type: "turn.input",
+          data: key !== null ? { text, idempotencyKey: key } : { text },
+        },
       ]);
       const [event] = events;
       return {
@@ -106,7 +110,14 @@ export class Steering {
       };
     });
     this.rt.log.info(
-      { taskId: task.id, sessionId: task.sessionId, tenant: tenant.name, seq: view.seq, created: view.created, chars: text.length },
+      {
+        taskId: task.id,
+        sessionId: task.sessionId,
+        tenant: tenant.name,
+        seq: view.seq,
+        created: view.created,
+        chars: text.length,
+      },
       "turn input accepted",
     );
     return view;
@@ -114,7 +125,14 @@ export class Steering {
 }
 
 function answer(taskId: string, sessionId: string, event: TurnInputEvent, created: boolean): SteerView {
-  return { taskId, sessionId, seq: event.seq, text: event.text, created, at: new Date(event.at).toISOString() };
+  return {
+    taskId,
+    sessionId,
+    seq: event.seq,
+    text: event.text,
+    created,
+    at: new Date(event.at).toISOString(),
+  };
 }
 
 /** One running turn's steered input, read from the log and handed to its driver once each. */
