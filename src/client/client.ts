@@ -111,7 +111,12 @@ export class MooringClient {
     };
   }
 
-  private async json<T>(method: string, path: string, body?: unknown, query?: Record<string, any>): Promise<T> {
+  private async json<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    query?: Record<string, any>,
+  ): Promise<T> {
     return (await this.http.request<T>(method, path, { body, query })).body;
   }
 
@@ -170,7 +175,10 @@ export class MooringClient {
      * with one idempotency key. Rejects with TaskNotRunningError or SteerNotSupportedError.
      */
     steer: (taskId: string, text: string, options: { idempotencyKey?: string } = {}): Promise<SteerAnswer> =>
-      this.json("POST", `/v1/tasks/${taskId}/input`, { text, idempotencyKey: options.idempotencyKey ?? newKey() }),
+      this.json("POST", `/v1/tasks/${taskId}/input`, {
+        text,
+        idempotencyKey: options.idempotencyKey ?? newKey(),
+      }),
     /** Follows a task, from `afterSeq` (a cursor saved earlier) or from its start. */
     follow: (taskId: string, options: FollowOptions = {}): Run => this.runOf(taskId, options, null),
   };
