@@ -23,6 +23,8 @@ export const errorCodes = {
   SESSION_BUSY: { http: 409, rpc: -32009 },
   RESYNC_REQUIRED: { http: 409, rpc: -32010 },
   PERMISSION_RESOLVED: { http: 409, rpc: -32009 },
+  TASK_NOT_RUNNING: { http: 409, rpc: -32009 },
+  STEER_NOT_SUPPORTED: { http: 409, rpc: -32009 },
   PAYLOAD_TOO_LARGE: { http: 413, rpc: -32600 },
   UNSUPPORTED_MEDIA_TYPE: { http: 415, rpc: -32600 },
   UPGRADE_REQUIRED: { http: 426, rpc: -32600 },
@@ -184,6 +186,19 @@ export const errors = {
   sessionArchived: (id: string) => new MooringError("SESSION_ARCHIVED", `session ${id} is archived`),
   sessionBusy: (id: string) =>
     new MooringError("SESSION_BUSY", `session ${id} is running a turn (ifBusy=reject)`),
+  /** A steer of a task that is not running (queued, cancelling or finished): nothing was stored. */
+  taskNotRunning: (id: string, status: string) =>
+    new MooringError(
+      "TASK_NOT_RUNNING",
+      `task ${id} is ${status}, not running; input can only be added to a running turn (submit a turn instead)`,
+      { details: { status } },
+    ),
+  /** A steer for an agent whose driver cannot take input while a turn runs (ACP, chained gateways). */
+  steerNotSupported: (agent: string) =>
+    new MooringError(
+      "STEER_NOT_SUPPORTED",
+      `the agent ${quoted(agent)} cannot take input while a turn runs; submit a turn (ifBusy enqueue or interrupt) instead`,
+    ),
   /** Events after `afterSeq` were pruned; `reload` says what the client reads again before continuing. */
   resyncRequired: (afterSeq: number, oldestSeq: number, reload: "session" | "task") =>
     new MooringError(

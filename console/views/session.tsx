@@ -147,7 +147,7 @@ function SendTurn({ model }: { model: SessionModel }) {
         try {
           const run = await state.client.turns.submit(model.sessionId, {
             prompt,
-            ifBusy: ifBusy as "enqueue" | "reject" | "interrupt",
+            ifBusy: ifBusy as "enqueue" | "reject" | "interrupt" | "steer",
             loadClass: (loadClass || undefined) as "short" | "long" | "complex" | undefined,
           });
           model.follow(run);
@@ -169,6 +169,7 @@ function SendTurn({ model }: { model: SessionModel }) {
           <option value="enqueue">queue behind</option>
           <option value="reject">refuse</option>
           <option value="interrupt">interrupt the running turn</option>
+          <option value="steer">add to the running turn (steer)</option>
         </select>
       </label>
       <label>

@@ -1,8 +1,8 @@
 /**
  * One turn of a session: its status, its streamed text, tool calls collapsed with their previews
  * and their full payload loaded into the page on demand, notices (`session.reset`,
- * `session.notice`), permission requests with their whole input and their answer buttons, and
- * Cancel while it runs.
+ * `session.notice`), permission requests with their whole input and their answer buttons, the
+ * input steered into it (`turn.input`), and while it runs Cancel and a steer box.
  */
 import { useState } from "preact/hooks";
 import { isTerminalStatus, type MooringEvent, type Task } from "../../src/client/index.js";
@@ -23,6 +23,7 @@ type Block =
   | { kind: "text"; text: string }
   | { kind: "tool"; call: MooringEvent; result: MooringEvent | null }
   | { kind: "notice"; event: MooringEvent }
+  | { kind: "input"; event: MooringEvent }
   | { kind: "permission"; request: MooringEvent; resolved: MooringEvent | null };
 
 /** The turn's events as what a person reads: text runs, tools with their results, notices, requests. */
@@ -35,6 +36,9 @@ function blocksOf(events: MooringEvent[]): Block[] {
     const data = (e.data ?? {}) as Record<string, any>;
     const last = blocks.at(-1);
     switch (e.type) {
+      case "turn.input":
+        blocks.push({ kind: "input", event: e });
+        break;
       case "message.delta":
         deltasSinceMessage = true;
         if (last?.kind === "text") last.text += String(data.text ?? "");
@@ -165,6 +169,47 @@ function PermissionBlock({ task, request, resolved }: { task: Task; request: Moo
   );
 }
 
+/** Adds input to the running turn (docs/api.md, Steering a running turn). */
+function SteerBox({ task }: { task: Task }) {
+  const [text, setText] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  return (
+    <form
+      class="steer"
+      aria-label="Steer this turn"
+      onSubmit={async (e) => {
+        e.preventDefault();
+        setBusy(true);
+        setError(null);
+        try {
+          await state.client.tasks.steer(task.id, text);
+          setText("");
+        } catch (err) {
+          setError((err as Error).message);
+        } finally {
+          setBusy(false);
+        }
+      }}
+    >
+      <input
+        aria-label="Steer input"
+        placeholder="add to the running turn"
+        value={text}
+        onInput={(e) => setText(e.currentTarget.value)}
+      />
+      <button type="submit" disabled={busy || text.trim() === ""}>
+        Steer
+      </button>
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
+    </form>
+  );
+}
+
 export function Turn({ model }: { model: TurnModel }) {
   const { task } = model;
   const [error, setError] = useState<string | null>(null);
@@ -198,6 +243,7 @@ export function Turn({ model }: { model: TurnModel }) {
         )}
       </header>
       <p class="prompt">{task.prompt}</p>
+      {task.status === "running" && <SteerBox task={task} />}
       <div class="blocks">
         {blocks.map((b) => {
           switch (b.kind) {
@@ -216,6 +262,12 @@ export function Turn({ model }: { model: TurnModel }) {
             }
             case "permission":
               return <PermissionBlock task={task} request={b.request} resolved={b.resolved} />;
+            case "input":
+              return (
+                <p class="steered" data-testid="turn-input">
+                  Steered: {String(((b.event.data ?? {}) as Record<string, unknown>).text ?? "")}
+                </p>
+              );
           }
           return null;
         })}

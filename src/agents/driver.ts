@@ -246,6 +246,18 @@ export interface TranscriptStore {
   forget(keep: string | null): Promise<void>;
 }
 
+/**
+ * Input a client adds to the running turn (steer; docs/api.md, Steering a running turn), stored
+ * before the driver is handed it. A driver that can give the agent input mid-turn calls `take`
+ * once, early in `runTurn`: `deliver` gets every input in order, exactly once (those that came
+ * before `take` at once). The driver calls the returned `release` when its agent can take no more
+ * for this turn (before `runTurn` settles); input that comes later is kept by the pipeline and sent
+ * to the agent as a follow-up prompt within the same turn.
+ */
+export interface TurnInput {
+  take(deliver: (text: string) => void): () => void;
+}
+
 /** Options of one turn. */
 export interface RunTurnOptions {
   prompt: string;
@@ -258,6 +270,8 @@ export interface RunTurnOptions {
   signal: AbortSignal;
   /** The task this turn runs for (its id and attempt): a chained turn's idempotency key upstream. */
   turn?: { taskId: string; attempt: number };
+  /** Steered input for this turn (drivers with `steer: true`); absent in driver tests without it. */
+  input?: TurnInput;
 }
 
 /** One live conversation with an agent, possibly backed by a warm process. */
@@ -298,6 +312,11 @@ export interface AgentDriver {
   validateConfig(entry: AgentEntry, config: Record<string, unknown>, rules?: ConfigRules): ConfigValidation;
   /** Open a conversation. Must not block on the agent; starting the process may happen lazily in runTurn. */
   open(options: OpenConversationOptions): AgentConversation;
+  /**
+   * True when its agent takes input while a turn runs (`RunTurnOptions.input`). A steer of a turn
+   * of any other driver answers STEER_NOT_SUPPORTED.
+   */
+  readonly steer?: boolean;
   /**
    * A turn of this driver ended `interrupted` without the driver seeing it end (its gateway was
    * killed): let go of whatever it left running elsewhere (the `mooring` driver cancels the

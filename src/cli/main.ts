@@ -69,7 +69,12 @@ export function buildProgram(): Command {
           "enqueue",
           "reject",
           "interrupt",
+          "steer",
         ]),
+      )
+      .option(
+        "--steer",
+        "add the prompt to the session's running turn when it has one (--if-busy steer), else submit it as a turn",
       )
       .addOption(
         new Option("--load-class <class>", "the turn's deadline class").choices(["short", "long", "complex"]),
@@ -114,9 +119,7 @@ export function buildProgram(): Command {
   const tasks = program.command("tasks").description("list, show or cancel tasks");
   withConnection(tasks.command("list").description("tasks, newest first"))
     .option("--session <id>", "only this session's")
-    .addOption(
-      new Option("--status <status>", "only this status").choices(taskStatuses),
-    )
+    .addOption(new Option("--status <status>", "only this status").choices(taskStatuses))
     .option("--limit <n>", "at most this many (default 50)")
     .option("--json", "JSON lines")
     .addOption(rawOption())
@@ -138,13 +141,18 @@ export function buildProgram(): Command {
     program
       .command("acp")
       .description("an ACP agent on stdin/stdout for editors, relaying to the gateway (docs/acp-server.md)")
-      .option("-a, --agent <name>", "the agent of new sessions (env MOORING_ACP_AGENT, else MOORING_AGENT, default claude-code)")
+      .option(
+        "-a, --agent <name>",
+        "the agent of new sessions (env MOORING_ACP_AGENT, else MOORING_AGENT, default claude-code)",
+      )
       .option("--agent-config <json>", "the agentConfig of new sessions, a JSON object"),
   ).action((options) => acpCommand(options));
 
   program
     .command("serve")
-    .description("start the gateway as `npm start` does (configured by environment variables, see docs/configuration.md)")
+    .description(
+      "start the gateway as `npm start` does (configured by environment variables, see docs/configuration.md)",
+    )
     .action(() => serveCommand());
 
   return program;

@@ -17,7 +17,9 @@ export interface RunOptions extends ConnectionOptions {
   agent?: string;
   session?: string;
   continue?: boolean;
-  ifBusy?: "enqueue" | "reject" | "interrupt";
+  ifBusy?: "enqueue" | "reject" | "interrupt" | "steer";
+  /** Same as --if-busy steer: the running turn takes the prompt (docs/cli.md). */
+  steer?: boolean;
   loadClass?: "short" | "long" | "complex";
   idempotencyKey?: string;
   detach?: boolean;
@@ -41,12 +43,14 @@ export async function runCommand(promptArg: string | undefined, options: RunOpti
   try {
     if (options.session && options.continue)
       throw new UsageError("--session and --continue exclude each other");
+    if (options.steer && options.ifBusy && options.ifBusy !== "steer")
+      throw new UsageError("--steer and --if-busy exclude each other");
     conn = connect(options);
     const prompt = await readPrompt(promptArg);
     const sessionId = await chooseSession(conn.client, options);
     const run = await conn.client.turns.submit(sessionId, {
       prompt,
-      ifBusy: options.ifBusy,
+      ifBusy: options.steer ? "steer" : options.ifBusy,
       loadClass: options.loadClass,
       idempotencyKey: options.idempotencyKey,
       transport: options.transport,

@@ -17,6 +17,7 @@ import type {
   Page,
   Session,
   SessionWithTurns,
+  SteerAnswer,
   SubmitTurnInput,
   Task,
 } from "./types.js";
@@ -110,7 +111,12 @@ export class MooringClient {
     };
   }
 
-  private async json<T>(method: string, path: string, body?: unknown, query?: Record<string, any>): Promise<T> {
+  private async json<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    query?: Record<string, any>,
+  ): Promise<T> {
     return (await this.http.request<T>(method, path, { body, query })).body;
   }
 
@@ -164,6 +170,15 @@ export class MooringClient {
     list: (filter: Omit<ListTasksFilter, "cursor"> = {}): AsyncIterable<Task> =>
       paged((cursor) => this.json("GET", "/v1/tasks", undefined, { ...filter, cursor })),
     cancel: (taskId: string): Promise<Task> => this.json("POST", `/v1/tasks/${taskId}/cancel`),
+    /**
+     * Adds `text` to the turn the task runs (steer; docs/api.md, Steering a running turn), retried
+     * with one idempotency key. Rejects with TaskNotRunningError or SteerNotSupportedError.
+     */
+    steer: (taskId: string, text: string, options: { idempotencyKey?: string } = {}): Promise<SteerAnswer> =>
+      this.json("POST", `/v1/tasks/${taskId}/input`, {
+        text,
+        idempotencyKey: options.idempotencyKey ?? newKey(),
+      }),
     /** Follows a task, from `afterSeq` (a cursor saved earlier) or from its start. */
     follow: (taskId: string, options: FollowOptions = {}): Run => this.runOf(taskId, options, null),
   };

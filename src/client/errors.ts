@@ -58,6 +58,10 @@ export class HostNotAllowedError extends MooringApiError {}
 export class PermissionNotFoundError extends MooringApiError {}
 export class PermissionResolvedError extends MooringApiError {}
 export class TenantBusyError extends MooringApiError {}
+/** A steer of a task that is not running (queued, cancelling, finished); `details.status` says which. */
+export class TaskNotRunningError extends MooringApiError {}
+/** A steer of a turn whose agent cannot take input mid-turn: submit with ifBusy enqueue or interrupt instead. */
+export class SteerNotSupportedError extends MooringApiError {}
 /** The path exists but not with this method (the gateway's `Allow` header lists those it takes). */
 export class MethodNotAllowedError extends MooringApiError {}
 export class UpgradeRequiredError extends MooringApiError {}
@@ -87,6 +91,8 @@ export const errorClasses: Record<string, ApiErrorClass> = {
   PERMISSION_NOT_FOUND: PermissionNotFoundError,
   PERMISSION_RESOLVED: PermissionResolvedError,
   TENANT_BUSY: TenantBusyError,
+  TASK_NOT_RUNNING: TaskNotRunningError,
+  STEER_NOT_SUPPORTED: SteerNotSupportedError,
   METHOD_NOT_ALLOWED: MethodNotAllowedError,
   UPGRADE_REQUIRED: UpgradeRequiredError,
 };

@@ -5,7 +5,7 @@
  */
 import type { Follower, StateChange } from "./follow.js";
 import type { Http } from "./http.js";
-import type { MooringEvent, RunItem, Task } from "./types.js";
+import type { MooringEvent, RunItem, SteerAnswer, Task } from "./types.js";
 
 export interface RunHandlers {
   text: (delta: string, event: MooringEvent) => void;
@@ -58,6 +58,20 @@ export class Run implements AsyncIterable<RunItem> {
   async cancel(): Promise<Task> {
     await this.http.request("POST", `/v1/tasks/${this.follower.taskId}/cancel`);
     return this.done();
+  }
+
+  /**
+   * Adds `text` to this running turn (steer; docs/api.md, Steering a running turn). Retried with
+   * one idempotency key, so a lost answer never adds it twice. Rejects with TaskNotRunningError
+   * (queued or finished) or SteerNotSupportedError (the agent cannot take input mid-turn).
+   */
+  async steer(text: string, options: { idempotencyKey?: string } = {}): Promise<SteerAnswer> {
+    const idempotencyKey = options.idempotencyKey ?? globalThis.crypto.randomUUID();
+    return (
+      await this.http.request<SteerAnswer>("POST", `/v1/tasks/${this.follower.taskId}/input`, {
+        body: { text, idempotencyKey },
+      })
+    ).body;
   }
 
   /** The turn's final text. */

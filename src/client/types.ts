@@ -30,6 +30,8 @@ export type Instance = Static<typeof R.Instance>;
 export type Hello = Static<typeof R.Hello>;
 export type CreateSessionInput = Static<typeof Q.CreateSessionBody>;
 export type SubmitTurnInput = Static<typeof Q.SubmitTurnBody>;
+/** A steer's answer: the stored `turn.input` (docs/api.md, Steering a running turn). */
+export type SteerAnswer = Static<typeof R.SteerAnswer>;
 export type ListSessionsFilter = Static<typeof Q.ListSessionsQuery>;
 export type ListTasksFilter = Omit<Static<typeof Q.ListTasksQuery>, "status"> & { status?: TaskStatus };
 export interface Page<T> {

@@ -14,6 +14,8 @@ export interface EventData {
   /** `position` in this gateway's queue, or null with `upstream` for a chained turn waiting upstream. */
   "task.position": { position: number | null; upstream?: NonNullable<TaskShape["upstream"]> };
   "task.started": { attempt: number; deadlineAt: string | null };
+  /** Input a client added to the running turn (`POST /v1/tasks/:id/input`), stored before the agent sees it. */
+  "turn.input": { text: string; idempotencyKey?: string };
   "message.delta": { text: string };
   message: { text: string };
   /** `input` is a preview when `truncated` (the whole one at `GET …/events/:seq/payload`). */

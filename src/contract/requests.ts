@@ -91,7 +91,12 @@ export const SubmitTurnBody = Type.Object(
   {
     prompt: Type.String({ minLength: 1, description: "the user's message" }),
     idempotencyKey: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-    ifBusy: Type.Optional(Type.Union([Type.Literal("enqueue"), Type.Literal("reject"), Type.Literal("interrupt")])),
+    ifBusy: Type.Optional(
+      Type.Union([Type.Literal("enqueue"), Type.Literal("reject"), Type.Literal("interrupt"), Type.Literal("steer")], {
+        description:
+          "when the session runs a turn: enqueue (default), reject (409 SESSION_BUSY), interrupt it, or steer: add the prompt to the running turn (409 STEER_NOT_SUPPORTED when its agent cannot take it)",
+      }),
+    ),
     loadClass: Type.Optional(Type.Union([Type.Literal("short"), Type.Literal("long"), Type.Literal("complex")])),
     timeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
     webhook: Type.Optional(
@@ -105,6 +110,14 @@ export const SubmitTurnBody = Type.Object(
 );
 
 export const TaskIdParams = Type.Object({ id: Uuid });
+/** Input added to a running turn (steer; docs/api.md, Steering a running turn). */
+const steerFields = {
+  text: Type.String({ minLength: 1, description: "the user's message, given to the agent within the running turn" }),
+  idempotencyKey: Type.Optional(
+    Type.String({ minLength: 1, maxLength: 200, description: "a retried steer with this key is stored and delivered once" }),
+  ),
+};
+export const SteerBody = Type.Object(steerFields, { additionalProperties: false });
 export const GetTaskQuery = Type.Object(
   { waitMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000 })) },
   { additionalProperties: false },
@@ -167,6 +180,7 @@ export const rpcParams = {
     { additionalProperties: false },
   ),
   "tasks.cancel": Type.Object({ taskId: Uuid }, { additionalProperties: false }),
+  "turns.steer": Type.Object({ taskId: Uuid, ...steerFields }, { additionalProperties: false }),
   "tasks.list": ListTasksQuery,
   "permissions.respond": Type.Object(
     { taskId: Uuid, requestId: Uuid, ...permissionAnswerFields },

@@ -116,6 +116,19 @@ export const PermissionResolution = Type.Object(
   { title: "PermissionResolution", additionalProperties: false },
 );
 
+/** A steer's answer: the `turn.input` event that holds the text (docs/api.md, Steering a running turn). */
+export const SteerAnswer = Type.Object(
+  {
+    taskId: Type.String(),
+    sessionId: Type.String(),
+    seq: Type.Integer({ description: "the seq of the turn.input event" }),
+    text: Type.String(),
+    created: Type.Boolean({ description: "false: a retry with the same idempotencyKey; nothing was added" }),
+    at: Time,
+  },
+  { title: "SteerAnswer", additionalProperties: false },
+);
+
 const taskFields = {
   id: Type.String(),
   sessionId: Type.String(),
@@ -395,6 +408,7 @@ export const routeResponses = {
   "GET /v1/tasks/:id": { 200: Task, ...apiFailures },
   "GET /v1/tasks": { 200: TaskPage, ...apiFailures },
   "POST /v1/tasks/:id/cancel": { 200: Task, ...apiFailures },
+  "POST /v1/tasks/:id/input": { 202: SteerAnswer, 200: SteerAnswer, ...apiFailures },
   "POST /v1/tasks/:id/permissions/:requestId": { 200: PermissionResolution, ...apiFailures },
   "GET /v1/gate": { 200: GateStatus, ...apiFailures },
   "GET /v1/instances": { 200: InstanceList, ...apiFailures },

@@ -129,6 +129,11 @@ export const tasks = pgTable(
     upstream: jsonb("upstream"),
     /** A turn's own webhook URL (`webhook.url` of its submit, inside its tenant's prefixes), or null. */
     webhookUrl: text("webhook_url"),
+    /**
+     * When the running turn stopped taking steered input (`turn.input`), just before it settles: a
+     * steer is accepted only while this is null and the task runs (sql/turn-inputs.ts).
+     */
+    inputClosedAt: ts("input_closed_at"),
     version: integer("version").notNull().default(0),
   },
   (t) => [

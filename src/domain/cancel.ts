@@ -52,6 +52,7 @@ export function mergeEffects(all: Effects[]): Effects {
     gateChanged: false,
     queueMoved: false,
     permissionsResolved: [],
+    inputAdded: [],
   };
   for (const e of all) {
     merged.events.push(...(e.events ?? []));
@@ -60,6 +61,7 @@ export function mergeEffects(all: Effects[]): Effects {
     merged.sessionsChanged.push(...(e.sessionsChanged ?? []));
     merged.archived.push(...(e.archived ?? []));
     merged.permissionsResolved.push(...(e.permissionsResolved ?? []));
+    merged.inputAdded.push(...(e.inputAdded ?? []));
     merged.gateChanged ||= e.gateChanged ?? false;
     merged.queueMoved ||= e.queueMoved ?? false;
     if (e.notify) merged.notify = mergeNotify(merged.notify, e.notify);
@@ -85,5 +87,6 @@ function mergeNotify(
     cancel: [...(a.cancel ?? []), ...(b.cancel ?? [])],
     archived: [...(a.archived ?? []), ...(b.archived ?? [])],
     permissions: [...(a.permissions ?? []), ...(b.permissions ?? [])],
+    input: [...(a.input ?? []), ...(b.input ?? [])],
   };
 }

@@ -26,6 +26,8 @@
  * - `queueMoved`: queued tasks moved; positions get announced.
  * - `permissionsResolved`: permission requests answered; the turn waiting on one here resumes at
  *   once (the instance running it elsewhere hears mooring_permissions, declared in `notify`).
+ * - `inputAdded`: tasks whose running turn got steered input; the turn here reads it at once (the
+ *   instance running it elsewhere hears mooring_input, declared in `notify`).
  *
  * Everything reaches its consumer through the change bus (stream/change-bus.ts), to which each
  * part subscribes when it is built: no hooks are wired after construction. Effects run outside the
@@ -56,6 +58,7 @@ export interface Effects<When extends NotifyWhen = NotifyWhen> {
   gateChanged?: boolean;
   queueMoved?: boolean;
   permissionsResolved?: string[];
+  inputAdded?: string[];
 }
 
 /** Named statements of a pipelined change: each a single statement issued when built. */
@@ -150,6 +153,7 @@ export class Committer {
     if (effects.gateChanged) this.bus.emit("gate");
     if (effects.queueMoved) this.bus.emit("queueMoved");
     for (const requestId of effects.permissionsResolved ?? []) this.bus.emit("permission", requestId);
+    for (const taskId of effects.inputAdded ?? []) this.bus.emit("input", taskId);
   }
 }
 

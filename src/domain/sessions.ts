@@ -135,6 +135,12 @@ export class SessionService {
     return row;
   }
 
+  /** Whether turns of `agent` take steered input (its driver's `steer`); false for an unknown agent. */
+  canSteer(agent: string): boolean {
+    const entry = this.registry.get(agent);
+    return entry !== undefined && this.drivers[entry.driver].steer === true;
+  }
+
   /** Several session rows in one query (the sessions of turns claimed together); missing ones are absent. */
   async rows(ids: string[]): Promise<Map<string, SessionRow>> {
     const rows = await readSessions<SessionRow>(this.db.sql, ids);

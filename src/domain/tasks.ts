@@ -5,6 +5,9 @@ import { groupUsage } from "../sql/instances.js";
 import { countWaitingForInput } from "../sql/permissions.js";
 import { isTerminal, type TaskRow, type TaskStatus } from "../sql/task-row.js";
 import { AdmissionQueue, type IfBusy } from "./admission.js";
+import { findTaskByIdempotencyKey } from "../sql/insert-task.js";
+import { findTurnInputByKey, readRunningTaskOfSession } from "../sql/turn-inputs.js";
+import { Steering } from "./turn-inputs.js";
 import type { ClaimLimit } from "./claim.js";
 import { cancelTaskIn } from "./cancel.js";
 import { fittingCount } from "./page-budget.js";
@@ -29,7 +32,8 @@ export const MAX_WAIT_MS = 60_000;
 export interface SubmitInput {
   prompt: string;
   idempotencyKey?: string;
-  ifBusy?: IfBusy;
+  /** `steer`: a busy session's running turn takes the prompt (docs/api.md, Steering a running turn). */
+  ifBusy?: IfBusy | "steer";
   loadClass?: LoadClass;
   timeoutMs?: number;
   /** This turn's own webhook; its URL must begin with one of the tenant's webhookUrlPrefixes. */
@@ -43,6 +47,8 @@ export class TaskService {
   private readonly admissions: AdmissionQueue;
   /** Long-poll waits, one shared watch per instance (domain/task-watch.ts). */
   readonly watch: TaskWatch;
+  /** Steered input for running turns (domain/turn-inputs.ts). */
+  readonly steering: Steering;
 
   constructor(
     private readonly rt: Runtime,
@@ -50,6 +56,7 @@ export class TaskService {
     claims: ClaimLimit,
   ) {
     this.admissions = new AdmissionQueue(rt, claims);
+    this.steering = new Steering(rt, sessions);
     this.watch = new TaskWatch(rt.db, rt.bus, rt.log, {
       pollMs: rt.config.pollMs,
       maxWaiters: rt.config.maxLongPolls,
@@ -58,7 +65,11 @@ export class TaskService {
   }
 
   /** Submit a turn for `tenant` (docs/tenants.md) to one of its sessions. */
-  async submit(sessionId: string, input: SubmitInput, tenant: Tenant): Promise<{ task: TaskView; created: boolean }> {
+  async submit(
+    sessionId: string,
+    input: SubmitInput,
+    tenant: Tenant,
+  ): Promise<{ task: TaskView; created: boolean }> {
     try {
       return await this.submitChecked(sessionId, input, tenant);
     } catch (err) {
@@ -87,12 +98,15 @@ export class TaskService {
       throw invalid(`timeoutMs must be an integer from 1 to ${MAX_TIMEOUT_MS}`, "timeoutMs");
     }
     const webhookUrl = input.webhook === undefined ? null : turnWebhookUrl(input.webhook, tenant);
-    const ifBusy = input.ifBusy ?? "enqueue";
-    if (!isUuid(sessionId))
-      throw errors.sessionNotFound(sessionId);
+    if (!isUuid(sessionId)) throw errors.sessionNotFound(sessionId);
     // Admission reads no session first: its insert does nothing unless the session is open and
     // the tenant's (every statement of it carries that condition; domain/admission.ts).
     const id = sessionId.toLowerCase();
+    if (input.ifBusy === "steer") {
+      const steered = await this.steerSubmit(id, prompt, input.idempotencyKey ?? null, tenant);
+      if (steered) return { task: await this.view(steered), created: false };
+    }
+    const ifBusy = input.ifBusy === "steer" || input.ifBusy === undefined ? "enqueue" : input.ifBusy;
     const admitted = await this.admissions.admit({
       sessionId: id,
       prompt,
@@ -109,6 +123,43 @@ export class TaskService {
     // (answered as missing) or archived.
     const session = await this.sessions.row(id, tenant);
     throw errors.sessionArchived(session.id);
+  }
+
+  /**
+   * ifBusy steer: the running task that took the prompt (a retry with the same idempotencyKey: the
+   * task that took it then, or the task that key queued), or null when nothing runs and the prompt
+   * is queued as a turn like ifBusy enqueue. STEER_NOT_SUPPORTED when the running turn's agent
+   * cannot take it; a turn that ended meanwhile (TASK_NOT_RUNNING) means nothing runs.
+   */
+  private async steerSubmit(
+    sessionId: string,
+    prompt: string,
+    key: string | null,
+    tenant: Tenant,
+  ): Promise<TaskRow | null> {
+    const owner = visibleTenant(tenant);
+    if (key !== null) {
+      const queued = await findTaskByIdempotencyKey(this.rt.db.sql, sessionId, key, owner);
+      if (queued) return queued;
+      const earlier = await findTurnInputByKey(this.rt.db.sql, sessionId, null, key);
+      if (earlier) {
+        const task = await readTask(this.rt.db.sql, earlier.taskId, owner);
+        if (task) return task;
+      }
+    }
+    const running = await readRunningTaskOfSession(this.rt.db.sql, sessionId, owner);
+    if (!running) return null;
+    try {
+      await this.steering.steer(
+        running.id,
+        { text: prompt, ...(key !== null ? { idempotencyKey: key } : {}) },
+        tenant,
+      );
+    } catch (err) {
+      if (err instanceof MooringError && err.code === "TASK_NOT_RUNNING") return null;
+      throw err;
+    }
+    return this.row(running.id, tenant);
   }
 
   /** The task, or TASK_NOT_FOUND, also when it is not `tenant`'s to see (docs/tenants.md). */
@@ -236,7 +287,8 @@ function turnWebhookUrl(webhook: { url: string }, tenant: Tenant): string {
   let href: string | null = null;
   try {
     const url = new URL(webhook.url);
-    if ((url.protocol === "http:" || url.protocol === "https:") && !url.username && !url.password) href = url.href;
+    if ((url.protocol === "http:" || url.protocol === "https:") && !url.username && !url.password)
+      href = url.href;
   } catch {
     // refused below
   }

@@ -23,6 +23,7 @@ import type { Recovery } from "./recovery.js";
 import type { Runtime } from "./runtime.js";
 import { terminalEvent } from "./task-events.js";
 import { TurnRecorder } from "./turn-recorder.js";
+import { TurnInputFeed } from "./turn-inputs.js";
 import type { SessionRow } from "./views.js";
 import type { ClockTimer } from "../clock.js";
 
@@ -109,18 +110,36 @@ export class TurnExecution {
       );
       let outcome: TurnOutcome | null = null;
       let failure: unknown = null;
-      try {
-        outcome = await this.runWithEscalation(turn, () =>
+      // Steered input (domain/turn-inputs.ts), for drivers whose agent takes it mid-turn.
+      const input = this.drivers[entry.driver].steer
+        ? new TurnInputFeed(this.rt, row.sessionId, row.id, row.firstSeq, log)
+        : null;
+      const run = (prompt: string) =>
+        this.runWithEscalation(turn, () =>
           conversation.runTurn({
-            prompt: row.prompt,
+            prompt,
             sink: state.sink,
             signal: turn.controller.signal,
             turn: { taskId: row.id, attempt: row.attempt },
+            ...(input ? { input } : {}),
           }),
         );
+      try {
+        outcome = await run(row.prompt);
+        // Input that came too late for the agent's turn goes to it as a follow-up prompt, in this
+        // turn; closing makes later steers answer TASK_NOT_RUNNING, so this loop ends.
+        for (let rest = (await input?.close()) ?? []; rest.length > 0; rest = []) {
+          if (!outcome || outcome.stopReason === "cancelled" || turn.cause || !conversation.alive) break;
+          log.info(
+            { inputs: rest.length },
+            "steered input after the agent's turn: sent as a follow-up prompt",
+          );
+          outcome = await run(rest.map((e) => e.text).join("\n\n"));
+        }
       } catch (err) {
         failure = err;
       } finally {
+        input?.stopListening();
         this.rt.clock.clearTimeout(deadlineTimer);
       }
       // A request the agent left unanswered (it crashed, or withdrew it) is resolved before the
@@ -166,8 +185,9 @@ export class TurnExecution {
     const running = run();
     running.catch(() => {});
     let timer: ClockTimer | undefined;
+    let arm = () => {};
     const killed = new Promise<null>((resolve) => {
-      const arm = () => {
+      arm = () => {
         timer = this.rt.clock.setTimeout(() => resolve(null), CANCEL_ESCALATION_MS);
       };
       if (turn.controller.signal.aborted) arm();
@@ -176,6 +196,8 @@ export class TurnExecution {
     try {
       return await Promise.race([running, killed]);
     } finally {
+      // A stop after the run (during a steer's follow-up check or the settlement) arms nothing.
+      turn.controller.signal.removeEventListener("abort", arm);
       this.rt.clock.clearTimeout(timer);
     }
   }
@@ -237,7 +259,8 @@ export class TurnExecution {
       done = await retrying(retryPolicies.settle, () => this.settleOwnTransaction(turn, fence, settlement), {
         retryable: (_err, attempt) => attempt < 31 && !(this.shuttingDown && attempt >= 2),
         clock: this.rt.clock,
-        onRetry: (err, delay) => log.warn({ err: String(err), retryInMs: delay }, "settling failed; retrying"),
+        onRetry: (err, delay) =>
+          log.warn({ err: String(err), retryInMs: delay }, "settling failed; retrying"),
       });
     } catch (err) {
       log.error(
@@ -247,7 +270,10 @@ export class TurnExecution {
       return;
     }
     if (!done) {
-      log.warn({ status: settlement.status }, "lost guard: task was settled or taken over elsewhere; nothing written");
+      log.warn(
+        { status: settlement.status },
+        "lost guard: task was settled or taken over elsewhere; nothing written",
+      );
       return;
     }
     log.info({ status: done.status, code: done.error?.code }, "turn settled");
@@ -255,12 +281,15 @@ export class TurnExecution {
   }
 
   /** The settlement and the recovery policy's continuation, under the gate lock, as one change. */
-  private settleOwnTransaction(turn: RunningTurn, fence: OwnerFence, settlement: Settlement): Promise<TaskRow | null> {
+  private settleOwnTransaction(
+    turn: RunningTurn,
+    fence: OwnerFence,
+    settlement: Settlement,
+  ): Promise<TaskRow | null> {
     return this.rt.committer.transaction((tx) =>
       settleWithContinuationIn(tx, this.recovery, turn.row.sessionId, fence, settlement),
     );
   }
-
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { Tx } from "../db/client.js";
+import type { Queryable, Tx } from "../db/client.js";
 import type { StoredEvent } from "./append-events.js";
 import type { TaskRow } from "./task-row.js";
 import { ACTIVE, UNFINISHED, withSets } from "./task-status-sets.js";
@@ -102,7 +102,7 @@ export async function insertQueuedTask(
  * a task's tenant is its session's, so a key used in another tenant's session finds nothing here.
  */
 export async function findTaskByIdempotencyKey(
-  tx: Tx,
+  tx: Queryable,
   sessionId: string,
   key: string,
   tenant: string | null,

@@ -13,6 +13,8 @@ export const channels = {
   archived: "mooring_archived",
   /** Payload: a permission request id that was answered: the instance running its turn reads it. */
   permissions: "mooring_permissions",
+  /** Payload: a task id whose running turn got steered input (a `turn.input` event): its owner reads it. */
+  input: "mooring_input",
   /** Payload: a boot id asked to drain (the row's drain_requested_at is the guarantee). */
   drain: "mooring_drain",
   /** Sent by the outbox trigger (migrations/0012) when a commit added webhook deliveries: claim them. */
@@ -36,6 +38,8 @@ export interface Notifications {
   permissions?: string[];
   /** mooring_drain: boots asked to drain (each reads its row back on the heartbeat too). */
   drain?: string[];
+  /** mooring_input: tasks whose running turn got steered input. */
+  input?: string[];
 }
 
 /**
@@ -43,13 +47,18 @@ export interface Notifications {
  * or never: one statement per channel used, in the order the channels are listed above.
  */
 export async function notifyInTransaction(q: Queryable, notifications: Notifications): Promise<void> {
-  const { heads, gate, cancel = [], archived = [], permissions = [], drain = [] } = notifications;
+  const { heads, gate, cancel = [], archived = [], permissions = [], drain = [], input = [] } = notifications;
   if (heads) await notifySessions(q, heads);
   if (gate) await notifyGate(q);
   for (const taskId of cancel) await notifyCancel(q, taskId);
   for (const sessionId of archived) await notifyArchived(q, sessionId);
   for (const requestId of permissions) await notifyPermission(q, requestId);
   for (const bootId of drain) await notifyDrain(q, bootId);
+  for (const taskId of input) await notifyInput(q, taskId);
+}
+
+export async function notifyInput(q: Queryable, taskId: string): Promise<void> {
+  await q`select pg_notify(${channels.input}, ${taskId})`;
 }
 
 /** Sent inside the writer's transaction, so it is delivered at commit or never. */
@@ -117,6 +126,7 @@ export class Notifier {
     for (const payload of notifications.permissions ?? [])
       this.others.push({ channel: channels.permissions, payload });
     for (const payload of notifications.drain ?? []) this.others.push({ channel: channels.drain, payload });
+    for (const payload of notifications.input ?? []) this.others.push({ channel: channels.input, payload });
     this.sends.request();
   }
 

@@ -23,6 +23,8 @@ export interface ChangeBusEvents {
   archived: [sessionId: string];
   /** This permission request was answered (maybe elsewhere): the instance waiting on it reads it. */
   permission: [requestId: string];
+  /** This task's running turn got steered input (maybe on another instance): its owner reads it. */
+  input: [taskId: string];
   /** This boot was asked to drain (by a request that landed here or on another instance). */
   drain: [bootId: string];
   /** A commit added webhook deliveries (on any instance): the delivery worker claims now. */

@@ -50,6 +50,7 @@ export class PgListener {
       await sql.listen(channels.cancel, (taskId) => this.bus.emit("cancel", taskId));
       await sql.listen(channels.archived, (sessionId) => this.bus.emit("archived", sessionId));
       await sql.listen(channels.permissions, (requestId) => this.bus.emit("permission", requestId));
+      await sql.listen(channels.input, (taskId) => this.bus.emit("input", taskId));
       await sql.listen(channels.drain, (bootId) => this.bus.emit("drain", bootId));
       await sql.listen(channels.webhooks, () => this.bus.emit("webhooks"));
       this.attempt = 0;

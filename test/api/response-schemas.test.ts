@@ -161,6 +161,15 @@ it("every route's successes and refusals of its input are what /docs/json declar
   expect((await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, { optionId: "deny" })).status).toBe(409);
   await waitTask(gw.url, asking.body.id);
 
+  // A steer (docs/api.md, Steering a running turn): accepted, repeated, refused once the turn ended.
+  const steering = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "[input]" });
+  await waitTask(gw.url, steering.body.id, (t) => t.status !== "queued");
+  const inputPath = `/v1/tasks/${steering.body.id}/input`;
+  expect((await answer("POST /v1/tasks/:id/input", inputPath, { text: "go", idempotencyKey: "k" })).status).toBe(202);
+  expect((await answer("POST /v1/tasks/:id/input", inputPath, { text: "go", idempotencyKey: "k" })).status).toBe(200);
+  await waitTask(gw.url, steering.body.id);
+  expect((await answer("POST /v1/tasks/:id/input", inputPath, { text: "late" })).status).toBe(409);
+
   // The webhook outbox (no endpoints here: an empty page; a retry of no delivery is 404).
   await answer("GET /v1/webhooks/deliveries", "/v1/webhooks/deliveries?status=pending&limit=5");
   expect((await answer("POST /v1/webhooks/deliveries/:id/retry", "/v1/webhooks/deliveries/00000000-0000-0000-0000-000000000000/retry")).status).toBe(404);
@@ -198,8 +207,15 @@ it("every route's successes and refusals of its input are what /docs/json declar
   }
   expect((await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "" })).status).toBe(400);
   expect((await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, {})).status).toBe(400);
-  for (const route of ["GET /v1/sessions/:id", "DELETE /v1/sessions/:id", "POST /v1/sessions/:id/turns", "POST /v1/tasks/:id/cancel", "GET /v1/sessions/:id/events", "POST /v1/tasks/:id/permissions/:requestId"] as const) {
-    const body = route === "POST /v1/sessions/:id/turns" ? { prompt: "x" } : route.endsWith(":requestId") ? { optionId: "allow" } : undefined;
+  for (const route of ["GET /v1/sessions/:id", "DELETE /v1/sessions/:id", "POST /v1/sessions/:id/turns", "POST /v1/tasks/:id/cancel", "GET /v1/sessions/:id/events", "POST /v1/tasks/:id/permissions/:requestId", "POST /v1/tasks/:id/input"] as const) {
+    const body =
+      route === "POST /v1/sessions/:id/turns"
+        ? { prompt: "x" }
+        : route.endsWith(":requestId")
+          ? { optionId: "allow" }
+          : route.endsWith("/input")
+            ? { text: "x" }
+            : undefined;
     expect((await answer(route, pathOf(route), body)).status, route).toBe(404);
   }
   // An id longer than any id (64 characters) is a 400 on every route that takes one.
@@ -281,6 +297,7 @@ const EXPECTED: Record<string, number[]> = {
   "GET /v1/tasks": [200, 400, 401, 403, 503],
   "POST /v1/tasks/:id/cancel": [200, 400, 401, 403, 404, 503],
   "POST /v1/tasks/:id/permissions/:requestId": [200, 400, 401, 403, 404, 409, 503],
+  "POST /v1/tasks/:id/input": [200, 202, 400, 401, 403, 404, 409, 503],
   "GET /v1/gate": [200, 401, 403, 503],
   "GET /v1/instances": [200, 401, 403, 503],
   "POST /v1/instances/:instanceId/drain": [200, 400, 401, 403, 404, 503],

@@ -231,6 +231,20 @@ describe("without tokens", () => {
     await page.close();
   });
 
+  it("steers a running turn from its steer box: the input shows in the turn and the agent answers it", { timeout: 300_000 }, async () => {
+    const page = await sessionPage();
+    await send(page, "[input]");
+    await turnStatus(page, 1, "running").waitFor(WAIT);
+    await turn(page, 1).getByLabel("Steer input").fill("go left");
+    await turn(page, 1).getByRole("button", { name: "Steer" }).click();
+    await turn(page, 1).getByTestId("turn-input").filter({ hasText: "Steered: go left" }).waitFor(WAIT);
+    await turn(page, 1).getByText("steered go left").waitFor(WAIT);
+    await turnStatus(page, 1, "completed").waitFor(WAIT);
+    // No steer box once the turn ended.
+    expect(await turn(page, 1).getByRole("button", { name: "Steer" }).count()).toBe(0);
+    await page.close();
+  });
+
   it("shows a kill -9 of the gateway mid-turn, the restart and the turn's end, without a reload", { timeout: 300_000 }, async () => {
     const port = String(await freePort());
     const first = await startGateway({ PORT: port });

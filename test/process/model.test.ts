@@ -4,8 +4,9 @@
  *
  * Commands: create a session; submit a turn on the simulated agent (`[sleep N] [deltas N]`,
  * sometimes `[fail AGENT_ERROR]`) with each `ifBusy` and with repeated idempotency keys; cancel a
- * task; archive a session; wait until the queued tasks left the queue (started or expired: the
- * queue timeout is short); wait for a task to end; kill -9 an instance and start it again.
+ * task; steer a task (POST /v1/tasks/:id/input, on either instance); archive a session; wait until
+ * the queued tasks left the queue (started or expired: the queue timeout is short); wait for a task
+ * to end; kill -9 an instance and start it again.
  *
  * Checked after every step: the gate never over its limits (also sampled from the database while
  * turns run); every answer as the model predicts (archived → SESSION_ARCHIVED, a repeated key → 200
@@ -14,7 +15,9 @@
  * terminal event last; each session's seqs 1..n without gaps; one turn at a time per session; one
  * key, one task. At the end of a run, once every task ended: each accepted task ended in exactly
  * one terminal state, a completed turn's output appears exactly once (a restart never ran it
- * twice), expired tasks never started and carry GATEWAY_BUSY/queue_timeout, interrupted ones
+ * twice), each steer was accepted (202: its `turn.input` event stored once, on its task, and the
+ * agent saw it once in a completed turn, at most once in any other) or refused with
+ * TASK_NOT_RUNNING (nothing stored), expired tasks never started and carry GATEWAY_BUSY/queue_timeout, interrupted ones
  * GATEWAY_RESTART, and no gateway logged an uncaught error or died on its own.
  *
  * Replay and longer runs (docs/architecture.md, Tests): MOORING_MODEL_SEED=<seed> replays a run
@@ -79,9 +82,17 @@ interface ModelTask {
   terminal: string | null;
 }
 
+/** A steer sent (its text is unique in the run, so its echo can be counted). */
+interface ModelSteer {
+  text: string;
+  taskId: string;
+  accepted: boolean;
+}
+
 interface Model {
   sessions: ModelSession[];
   tasks: ModelTask[];
+  steers: ModelSteer[];
   kills: number;
   /** What each command saw, for the failure message. */
   trace: string[];
@@ -232,6 +243,30 @@ class Cancel extends Targeted implements Cmd {
   toString = () => `cancel(task ${this.target}, on ${this.instance})`;
 }
 
+/** Steer a task: 202 while it runs, else 409 TASK_NOT_RUNNING; never anything else. */
+class Steer extends Targeted implements Cmd {
+  check = (m: Readonly<Model>) => m.tasks.length > 0;
+  async run(m: Model, r: Real) {
+    const task = m.tasks[this.target % m.tasks.length];
+    const text = `steer${m.steers.length}x`;
+    const res = await r.cluster.request(this.instance, "POST", `/v1/tasks/${task.id}/input`, { text });
+    const code = res.body?.error?.code;
+    m.trace.push(`${this} → ${res.status} ${code ?? ""} (task ${task.id.slice(0, 8)}, "${text}") on ${res.instance}`);
+    if (res.status === 202) {
+      if (res.body.taskId !== task.id || res.body.text !== text || res.body.created !== true)
+        fail(m, `a steer answered 202 with ${JSON.stringify(res.body)}`);
+      if (task.terminal) fail(m, `a steer of terminal task ${task.id} (${task.terminal}) was accepted`);
+      m.steers.push({ text, taskId: task.id, accepted: true });
+    } else if (res.status === 409 && code === "TASK_NOT_RUNNING") {
+      m.steers.push({ text, taskId: task.id, accepted: false });
+    } else {
+      fail(m, `unexpected answer to a steer: ${res.status} ${JSON.stringify(res.body)}`);
+    }
+    await checkStep(m, r);
+  }
+  toString = () => `steer(task ${this.target}, on ${this.instance})`;
+}
+
 class Archive extends Targeted implements Cmd {
   check = (m: Readonly<Model>) => m.sessions.length > 0;
   async run(m: Model, r: Real) {
@@ -324,6 +359,7 @@ async function checkStep(m: Model, r: Real): Promise<void> {
     ...(await seqProblems(sql, ids)),
     ...(await overlapProblems(sql, ids)),
     ...(await idempotencyProblems(sql, ids)),
+    ...(await steerStoreProblems(m)),
   ];
   const byId = new Map(facts.map((f) => [f.id, f]));
   for (const task of m.tasks) {
@@ -348,6 +384,26 @@ async function checkStep(m: Model, r: Real): Promise<void> {
   if (problems.length > 0) fail(m, problems.join("\n"));
 }
 
+/** Each accepted steer's `turn.input` is stored once, on its task; a refused one not at all. */
+async function steerStoreProblems(m: Model): Promise<string[]> {
+  if (m.steers.length === 0) return [];
+  const rows = await db.sql<{ text: string; taskId: string }[]>`
+    select data->>'text' as text, task_id from events
+    where session_id = any(${m.sessions.map((s) => s.id)}::uuid[]) and type = 'turn.input'`;
+  const problems: string[] = [];
+  for (const steer of m.steers) {
+    const stored = rows.filter((r) => r.text === steer.text);
+    if (steer.accepted && (stored.length !== 1 || stored[0].taskId !== steer.taskId))
+      problems.push(`accepted steer "${steer.text}" of task ${steer.taskId}: ${stored.length} turn.input events (${stored.map((s) => s.taskId).join(", ")})`);
+    if (!steer.accepted && stored.length !== 0) problems.push(`refused steer "${steer.text}" was stored`);
+  }
+  if (rows.length !== m.steers.filter((s) => s.accepted).length) problems.push(`${rows.length} turn.input events for ${m.steers.filter((s) => s.accepted).length} accepted steers`);
+  return problems;
+}
+
+/** How often `text` occurs in `haystack`. */
+const occurrences = (haystack: string, text: string) => haystack.split(text).length - 1;
+
 /**
  * The end of a run: every task ended (an instance killed in the run may still be starting again:
  * requests go to the other one, and its turns are settled by the lease sweep or its reconcile),
@@ -362,10 +418,24 @@ async function finishRun(m: Model, r: Real): Promise<void> {
     const t = facts.get(task.id)!;
     const api = await r.cluster.request(0, "GET", `/v1/tasks/${task.id}`);
     if (api.body.status !== t.status) problems.push(`task ${task.id}: the API says ${api.body.status}, the database ${t.status}`);
+    // Each accepted steer seen by the agent once (echoed `steered TEXT `, or in the follow-up
+    // prompt's `You said: …` when it came after the agent's last directive) in a completed turn,
+    // at most once otherwise.
+    const steers = m.steers.filter((s) => s.accepted && s.taskId === task.id);
+    for (const steer of steers) {
+      const seen = occurrences(t.deltaText, steer.text);
+      if (seen > 1 || (t.status === "completed" && seen !== 1))
+        problems.push(`task ${task.id} (${t.status}): steer "${steer.text}" seen ${seen} times by the agent`);
+    }
+    // The turn's own output, without the steers' echoes and the follow-up's answer.
+    let own = t.deltaText;
+    for (const steer of steers) own = own.replaceAll(`steered ${steer.text} `, "");
+    const followUp = steers.length > 0 && /You said: steer/.test(own);
+    own = own.replace(/You said: steer[\s\S]*$/, "");
     if (t.status === "completed") {
       if (task.fails) problems.push(`task ${task.id}: completed, but its prompt fails`);
       if (t.started !== 1) problems.push(`task ${task.id}: completed with ${t.started} starts`);
-      if (t.deltaText !== task.expectedText || t.messages !== 1)
+      if (own !== task.expectedText || t.messages !== (followUp ? 2 : 1))
         problems.push(`task ${task.id}: output ${JSON.stringify(t.deltaText)} in ${t.messages} messages, expected ${JSON.stringify(task.expectedText)} once`);
     }
     if (t.status === "failed" && t.error?.code !== "AGENT_ERROR") problems.push(`task ${task.id}: failed with ${JSON.stringify(t.error)}`);
@@ -382,7 +452,7 @@ async function finishRun(m: Model, r: Real): Promise<void> {
 async function quiesce(r: Real): Promise<void> {
   const open = await db.sql<{ id: string }[]>`select id from tasks where status in ('queued', 'running', 'cancelling')`;
   await Promise.all(open.map((t) => r.cluster.request(0, "POST", `/v1/tasks/${t.id}/cancel`)));
-  const model: Model = { sessions: [], tasks: [], kills: 0, trace: ["(quiesce)"] };
+  const model: Model = { sessions: [], tasks: [], steers: [], kills: 0, trace: ["(quiesce)"] };
   await Promise.all(open.map((t) => waitFor(model, r, t.id, (s) => terminalStates.has(s))));
 }
 
@@ -411,6 +481,7 @@ const commands = fc.commands<Model, Real, false>(
     submit,
     submit,
     fc.tuple(index, instance).map(([t, i]) => new Cancel(t, i)),
+    fc.tuple(index, instance).map(([t, i]) => new Steer(t, i)),
     fc.tuple(index, instance).map(([s, i]) => new Archive(s, i)),
     fc.constant(new AwaitQueue()),
     index.map((t) => new AwaitTask(t)),
@@ -429,14 +500,15 @@ it(`random command sequences against two gateways on one database keep the model
       fc.asyncProperty(commands, async (cmds) => {
         run++;
         await quiesce(real);
-        const model: Model = { sessions: [], tasks: [], kills: 0, trace: [] };
+        const model: Model = { sessions: [], tasks: [], steers: [], kills: 0, trace: [] };
         try {
           for (let i = 0; i < INITIAL_SESSIONS; i++) await new CreateSession(i).run(model, real);
           await fc.asyncModelRun(() => ({ model, real }), cmds);
           await finishRun(model, real);
           const ends: Record<string, number> = {};
           for (const t of model.tasks) ends[t.terminal ?? "?"] = (ends[t.terminal ?? "?"] ?? 0) + 1;
-          console.log(`model test: run ${run}: ${model.trace.length} steps, ${model.sessions.length} sessions, tasks ended ${JSON.stringify(ends)}, ${model.kills} kills`);
+          const accepted = model.steers.filter((s) => s.accepted).length;
+          console.log(`model test: run ${run}: ${model.trace.length} steps, ${model.sessions.length} sessions, tasks ended ${JSON.stringify(ends)}, ${model.kills} kills, steers ${accepted} accepted / ${model.steers.length - accepted} refused`);
         } catch (err) {
           console.log(`model test: run ${run} failed (MOORING_MODEL_SEED=${SEED}): ${[...cmds].map(String).join(", ")}\n${err}`);
           throw err;

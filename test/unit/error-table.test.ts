@@ -123,6 +123,8 @@ const sampleArgs: { [K in keyof typeof errors]: Parameters<(typeof errors)[K]> }
   permissionNotFound: ["p1", "t1"],
   sessionArchived: ["s1"],
   sessionBusy: ["s1"],
+  taskNotRunning: ["t1", "queued"],
+  steerNotSupported: ["acp-agent"],
   resyncRequired: [3, 10, "session"],
   permissionResolved: ["p1", { by: "client" }],
   payloadTooLarge: [],

@@ -16,6 +16,7 @@ import {
   type OpenConversationOptions,
   type ResumeCursor,
   type RunTurnOptions,
+  type TurnInput,
   type TurnOutcome,
   type TurnSink,
 } from "../driver.js";
@@ -96,10 +97,14 @@ export class ClaudeConversation implements AgentConversation {
     return this.proc?.alive ? this.proc.pid : undefined;
   }
 
-  async runTurn({ prompt, sink: pipelineSink, signal }: RunTurnOptions): Promise<TurnOutcome> {
+  /** The running turn's steered input (RunTurnOptions.input), while a turn runs. */
+  private input: TurnInput | null = null;
+
+  async runTurn({ prompt, sink: pipelineSink, signal, input }: RunTurnOptions): Promise<TurnOutcome> {
     if (this.closed) throw new AgentFailure("AGENT_CRASHED", "The agent conversation was already closed.");
     if (this.busy) throw new Error("claude-code runs one turn at a time per conversation");
     this.busy = true;
+    this.input = input ?? null;
     // With self-reported context the marker never reaches the pipeline (context-marker.ts).
     const sink = this.config.selfReportContext ? new MarkerStrippingSink(pipelineSink) : pipelineSink;
     try {
@@ -113,6 +118,7 @@ export class ClaudeConversation implements AgentConversation {
       // The turn's transcript is stored before the turn settles, so a host that takes the
       // session over next finds all of it.
       await this.syncTranscript();
+      this.input = null;
       this.busy = false;
     }
   }
@@ -165,12 +171,41 @@ export class ClaudeConversation implements AgentConversation {
     // Counted before the prompt leaves: if we crash now, the cursor shows a turn that may be unsaved.
     if (countTurn) this.cursor.turnCount += 1;
     await this.save(sink);
-    const ended = waitForTurnEnd(proc, signal, (line) =>
-      this.asking && this.approvals.handle(line, proc, sink) ? null : translator.handle(line),
-    );
+    // Steered input (docs/claude-code.md, Steering): each goes to stdin as a user message while
+    // the turn runs. The CLI echoes every user message it takes (--replay-user-messages); it takes
+    // one mid-turn at its next model call, or, when the turn's last call was already under way,
+    // runs it as a turn of its own right after this one's `result`. So the turn ends at the first
+    // `result` after every message sent was echoed.
+    let sent = 1;
+    let replayed = 0;
+    const ended = waitForTurnEnd(proc, signal, (line) => {
+      if (line.type === "user" && line.isReplay === true) {
+        replayed += 1;
+        return null;
+      }
+      if (this.asking && this.approvals.handle(line, proc, sink)) return null;
+      const result = translator.handle(line);
+      if (result && sent > 1 && replayed < sent && !signal.aborted) {
+        this.log.info(
+          { sent: sent - 1, taken: replayed - 1 },
+          "claude-code: steered input runs after this result",
+        );
+        return null;
+      }
+      return result;
+    });
     proc.send(userMessage(prompt, this.recap?.text));
     this.recap = null;
-    const end = await ended;
+    const release = this.input?.take((text) => {
+      sent += 1;
+      proc.send(userMessage(text));
+    });
+    let end: Awaited<typeof ended>;
+    try {
+      end = await ended;
+    } finally {
+      release?.();
+    }
     if (translator.model) this.model = translator.model;
     const verdict = judgeTurn(end, {
       aborted: signal.aborted,
@@ -244,9 +279,7 @@ export class ClaudeConversation implements AgentConversation {
   ): Promise<TurnOutcome> {
     const oldId = this.cursor.agentSessionId;
     const proc = this.proc as AgentProcess;
-    const transcript = oldId
-      ? await findTranscript(claudeConfigDir(this.env), this.cwd, oldId)
-      : undefined;
+    const transcript = oldId ? await findTranscript(claudeConfigDir(this.env), this.cwd, oldId) : undefined;
     this.log.error(
       {
         agentSessionId: oldId,
@@ -363,10 +396,7 @@ export class ClaudeConversation implements AgentConversation {
     if (this.config.permissionMode) args.push("--permission-mode", this.config.permissionMode);
     if (this.asking) args.push("--permission-prompt-tool", "stdio");
     if (this.config.selfReportContext) args.push("--append-system-prompt", selfReportInstruction);
-    const proc = new AgentProcess(
-      { command: entry.command ?? "claude", args, cwd, env: this.env },
-      this.log,
-    );
+    const proc = new AgentProcess({ command: entry.command ?? "claude", args, cwd, env: this.env }, this.log);
     this.proc = proc;
     this.log.info(
       // cwd: the folder it really runs in (resolved just now), next to the session's workspace.

@@ -10,4 +10,5 @@ export const claudeCodeDriver: AgentDriver = {
   name: "claude-code",
   validateConfig: validateClaudeCodeConfig,
   open: (options) => new ClaudeConversation(options),
+  steer: true,
 };

@@ -31,6 +31,8 @@ export interface StreamLine {
   /** Set on lines of a sub-agent (Task tool) run; mooring reports only the main conversation. */
   parent_tool_use_id?: string | null;
   model?: string;
+  /** A `user` line echoing a message the CLI took from stdin (`--replay-user-messages`). */
+  isReplay?: boolean;
   /** `assistant` / `user` lines. */
   message?: { id?: string; model?: string; content?: ContentBlock[] | string; usage?: ApiUsage };
   /** Set on synthetic assistant messages that stand for an API error (e.g. "Prompt is too long"). */
@@ -110,4 +112,6 @@ export const streamJsonArgs = [
   "--verbose",
   // Without it the CLI prints a text block only once it is complete: no live deltas.
   "--include-partial-messages",
+  // Echoes each user message when the CLI takes it: how a steered message is known to be taken.
+  "--replay-user-messages",
 ];

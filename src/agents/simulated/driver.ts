@@ -72,8 +72,31 @@ class SimulatedConversation implements AgentConversation {
     this.cursor = { ...options.cursor, pastAgentSessionIds: [...options.cursor.pastAgentSessionIds] };
   }
 
-  async runTurn({ prompt, sink, signal }: RunTurnOptions): Promise<TurnOutcome> {
+  async runTurn({ prompt, sink, signal, input }: RunTurnOptions): Promise<TurnOutcome> {
     if (!this.alive) throw new AgentFailure("AGENT_CRASHED", "The simulated agent is no longer running.");
+    // Steered input (docs/simulated-agent.md): kept until the next directive boundary, then echoed.
+    const inbox: string[] = [];
+    let wake: (() => void) | null = null;
+    const release = input?.take((steered) => {
+      inbox.push(steered);
+      wake?.();
+    });
+    try {
+      return await this.run(prompt, sink, signal, inbox, (w) => {
+        wake = w;
+      });
+    } finally {
+      release?.();
+    }
+  }
+
+  private async run(
+    prompt: string,
+    sink: TurnSink,
+    signal: AbortSignal,
+    inbox: string[],
+    onWake: (wake: (() => void) | null) => void,
+  ): Promise<TurnOutcome> {
     this.cursor = {
       ...this.cursor,
       agentSessionId: this.cursor.agentSessionId ?? `sim-${randomUUID()}`,
@@ -84,9 +107,35 @@ class SimulatedConversation implements AgentConversation {
     let text = "";
     let toolCalls = 0;
     const budget = new Budget();
+    /** Each steered input the agent took, echoed once as `steered TEXT `. */
+    const echo = () => {
+      for (let steered = inbox.shift(); steered !== undefined; steered = inbox.shift()) {
+        const chunk = `steered ${steered} `;
+        text += chunk;
+        sink.emit({ type: "message.delta", text: chunk });
+      }
+    };
     for (const directive of parseDirectives(prompt)) {
       if (signal.aborted) return cancelled(text);
+      echo();
       switch (directive.kind) {
+        case "input":
+          if (inbox.length === 0) {
+            const arrived = await new Promise<boolean>((resolve) => {
+              const onAbort = () => done(false);
+              const done = (value: boolean) => {
+                onWake(null);
+                signal.removeEventListener("abort", onAbort);
+                resolve(value);
+              };
+              onWake(() => done(true));
+              signal.addEventListener("abort", onAbort, { once: true });
+              if (signal.aborted) done(false);
+            });
+            if (!arrived) return cancelled(text);
+          }
+          echo();
+          break;
         case "sleep":
           if (!(await sleep(this.clock, directive.ms, signal))) return cancelled(text);
           break;
@@ -170,6 +219,7 @@ class SimulatedConversation implements AgentConversation {
         }
       }
     }
+    echo();
     if (text === "") {
       // Cut at 200 UTF-16 units, but never between the halves of a surrogate pair (an emoji).
       const head = prompt.slice(0, 200);
@@ -251,4 +301,5 @@ export const simulatedDriver: AgentDriver = {
     return { ok: true, config };
   },
   open: (options) => new SimulatedConversation(options),
+  steer: true,
 };

@@ -34,6 +34,10 @@ const handlers: { [K in keyof Params]: Handler<K> } = {
   },
   "tasks.get": (s, p, ctx) => s.tasks.get(p.taskId, p.waitMs ?? 0, ctx.caller.tenant),
   "tasks.cancel": (s, p, ctx) => s.tasks.cancel(p.taskId, ctx.caller.tenant),
+  "turns.steer": (s, p, ctx) => {
+    const { taskId, ...input } = p;
+    return s.tasks.steering.steer(taskId, input, ctx.caller.tenant);
+  },
   "tasks.list": (s, p, ctx) => s.tasks.list(p, ctx.caller.tenant),
   "permissions.respond": (s, p, ctx) => {
     const { taskId, requestId, ...answer } = p;

@@ -2,7 +2,14 @@ import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import { routeResponses } from "../../../contract/responses.js";
 import { describeCaller, tenantOf } from "../auth.js";
-import { GetTaskQuery, ListTasksQuery, PermissionParams, RespondPermissionBody, TaskIdParams } from "../../../contract/requests.js";
+import {
+  GetTaskQuery,
+  ListTasksQuery,
+  PermissionParams,
+  RespondPermissionBody,
+  SteerBody,
+  TaskIdParams,
+} from "../../../contract/requests.js";
 import type { Services } from "../../services.js";
 
 export function registerTaskRoutes(app: FastifyInstance, s: Services): void {
@@ -30,6 +37,23 @@ export function registerTaskRoutes(app: FastifyInstance, s: Services): void {
     "/tasks/:id/cancel",
     { schema: { summary: "Cancel a task (idempotent)", tags: ["tasks"], params: TaskIdParams, response: routeResponses["POST /v1/tasks/:id/cancel"] } },
     async (req) => s.tasks.cancel(req.params.id, tenantOf(req, s.tenants)),
+  );
+
+  app.post<{ Params: Static<typeof TaskIdParams>; Body: Static<typeof SteerBody> }>(
+    "/tasks/:id/input",
+    {
+      schema: {
+        summary: "Steer: add input to the turn the task runs (stored as a turn.input event before the agent sees it)",
+        tags: ["tasks"],
+        params: TaskIdParams,
+        body: SteerBody,
+        response: routeResponses["POST /v1/tasks/:id/input"],
+      },
+    },
+    async (req, reply) => {
+      const answer = await s.tasks.steering.steer(req.params.id, req.body, tenantOf(req, s.tenants));
+      return reply.status(answer.created ? 202 : 200).send(answer);
+    },
   );
 
   app.post<{ Params: Static<typeof PermissionParams>; Body: Static<typeof RespondPermissionBody> }>(
