@@ -120,6 +120,42 @@ export const ListTasksQuery = Type.Object(
   { additionalProperties: false },
 );
 
+/** Workspace checkpoints (docs/api.md, Workspace checkpoints): a diff page. */
+const diffPaging = {
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 200, description: "files per page" })),
+  cursor: Type.Optional(Type.String({ maxLength: 64 })),
+};
+export const TaskDiffQuery = Type.Object(diffPaging, { additionalProperties: false });
+export const SessionDiffQuery = Type.Object(
+  {
+    fromTurn: Type.Optional(Type.Integer({ minimum: 0, description: "the first turn (its \"before\"); default 0" })),
+    toTurn: Type.Optional(Type.Integer({ minimum: 0, description: "the last turn (its \"after\"); default the newest" })),
+    ...diffPaging,
+  },
+  { additionalProperties: false },
+);
+/** The most paths one revert may name. */
+export const REVERT_MAX_PATHS = 1000;
+export const RevertBody = Type.Object(
+  {
+    toTurn: Type.Optional(
+      Type.Integer({ minimum: 0, description: "restore the workspace as it was before this turn" }),
+    ),
+    unrevert: Type.Optional(
+      Type.Boolean({ description: "undo the newest revert: restore the checkpoint taken just before it" }),
+    ),
+    paths: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 4096 }), {
+        minItems: 1,
+        maxItems: REVERT_MAX_PATHS,
+        description: "only these files or folders, relative to the workspace (default: all)",
+      }),
+    ),
+    force: Type.Optional(Type.Boolean({ description: "overwrite files changed since the last checkpoint" })),
+  },
+  { additionalProperties: false },
+);
+
 /** An answer to an agent's permission request (issue 13). */
 export const PERMISSION_MESSAGE_MAX = 4000;
 export const PERMISSION_ANSWERS_MAX = 32;
@@ -168,6 +204,9 @@ export const rpcParams = {
   ),
   "tasks.cancel": Type.Object({ taskId: Uuid }, { additionalProperties: false }),
   "tasks.list": ListTasksQuery,
+  "tasks.diff": Type.Object({ taskId: Uuid, ...diffPaging }, { additionalProperties: false }),
+  "sessions.diff": Type.Object({ sessionId: Uuid, ...SessionDiffQuery.properties }, { additionalProperties: false }),
+  "sessions.revert": Type.Object({ sessionId: Uuid, ...RevertBody.properties }, { additionalProperties: false }),
   "permissions.respond": Type.Object(
     { taskId: Uuid, requestId: Uuid, ...permissionAnswerFields },
     { additionalProperties: false },
