@@ -72,7 +72,7 @@ async function blobSizes(repo: CheckpointRepo, shas: string[]): Promise<number[]
 
 /**
  * The unified diffs of `paths` (files of changedFiles) between two commits, in the same order,
- * each cut at `maxBytes`. Paths go to git through a pathspec file on stdin, never as arguments.
+ * each cut at `maxBytes`.
  */
 export async function patchesOf(
   repo: CheckpointRepo,
@@ -84,14 +84,28 @@ export async function patchesOf(
   const text = files.filter((f) => !f.binary);
   const patches = new Map<string, string>();
   if (text.length > 0) {
-    const { stdout } = await git(
-      repo,
-      [
-        "diff-tree", "-r", "-p", "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color",
-        "--pathspec-from-file=-", "--pathspec-file-nul", from, to,
-      ],
-      { settings: repo.settings, input: `${text.map((f) => f.path).join("\0")}\0` },
+    // The paths come from git's own listing of the two commits (never from a client); literal
+    // pathspecs (GIT_LITERAL_PATHSPECS) after `--`, in chunks that stay far below ARG_MAX.
+    const chunks: string[][] = [[]];
+    let size = 0;
+    for (const f of text) {
+      if (size > 64 * 1024) {
+        chunks.push([]);
+        size = 0;
+      }
+      chunks[chunks.length - 1]?.push(f.path);
+      size += f.path.length + 1;
+    }
+    const outputs = await Promise.all(
+      chunks.map((paths) =>
+        git(
+          repo,
+          ["diff-tree", "-r", "-p", "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color", from, to, "--", ...paths],
+          { settings: repo.settings },
+        ),
+      ),
     );
+    const stdout = Buffer.concat(outputs.map((o) => o.stdout));
     // Each file's part starts with a "diff --git " line; no content line can (they start with
     // ' ', '+', '-' or '\'), and git lists the files in the order changedFiles did.
     const all = stdout.toString("utf8");
