@@ -3,7 +3,7 @@
  * binary file as "binary, N bytes"), computed by git from the two commits alone (no work tree, no
  * index, no external diff or textconv a repository configures).
  */
-import { type CheckpointRepo } from "./snapshot.js";
+import type { CheckpointRepo } from "./snapshot.js";
 import { git } from "./git.js";
 
 export interface FileChange {
@@ -18,11 +18,20 @@ export interface FileChange {
   patch: string;
 }
 
-const statusOf: Record<string, FileChange["status"]> = { A: "added", M: "modified", D: "deleted", T: "type_changed" };
+const statusOf: Record<string, FileChange["status"]> = {
+  A: "added",
+  M: "modified",
+  D: "deleted",
+  T: "type_changed",
+};
 const ZERO = /^0+$/;
 
 /** The files that differ between two commits, with stats, in path order; no patches. */
-export async function changedFiles(repo: CheckpointRepo, from: string, to: string): Promise<Omit<FileChange, "patch">[]> {
+export async function changedFiles(
+  repo: CheckpointRepo,
+  from: string,
+  to: string,
+): Promise<Omit<FileChange, "patch">[]> {
   const settings = repo.settings;
   const base = ["diff-tree", "-r", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", from, to];
   const [raw, numstat] = await Promise.all([
@@ -36,7 +45,12 @@ export async function changedFiles(repo: CheckpointRepo, from: string, to: strin
     const head = rawParts[i] as string;
     if (!head.startsWith(":")) break;
     const [, , oldSha, newSha, status] = head.slice(1).split(" ");
-    entries.push({ path: rawParts[i + 1] as string, status: (status ?? "M").charAt(0), oldSha: oldSha ?? "", newSha: newSha ?? "" });
+    entries.push({
+      path: rawParts[i + 1] as string,
+      status: (status ?? "M").charAt(0),
+      oldSha: oldSha ?? "",
+      newSha: newSha ?? "",
+    });
   }
   // --numstat -z: "<added>\t<deleted>\t<path>\0" ("-\t-" for binary)
   const stats = new Map<string, { additions: number; deletions: number; binary: boolean }>();
@@ -50,7 +64,10 @@ export async function changedFiles(repo: CheckpointRepo, from: string, to: strin
       binary,
     });
   }
-  const sizes = await blobSizes(repo, entries.map((e) => (ZERO.test(e.newSha) ? e.oldSha : e.newSha)));
+  const sizes = await blobSizes(
+    repo,
+    entries.map((e) => (ZERO.test(e.newSha) ? e.oldSha : e.newSha)),
+  );
   return entries.map((e, i) => {
     const s = stats.get(e.path) ?? { additions: 0, deletions: 0, binary: false };
     return { path: e.path, status: statusOf[e.status] ?? "modified", ...s, bytes: sizes[i] ?? 0 };
@@ -100,7 +117,19 @@ export async function patchesOf(
       chunks.map((paths) =>
         git(
           repo,
-          ["diff-tree", "-r", "-p", "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color", from, to, "--", ...paths],
+          [
+            "diff-tree",
+            "-r",
+            "-p",
+            "--no-renames",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-color",
+            from,
+            to,
+            "--",
+            ...paths,
+          ],
           { settings: repo.settings },
         ),
       ),
@@ -126,6 +155,12 @@ export async function patchesOf(
     if (f.binary) return { patch: `binary, ${f.bytes} bytes`, truncated: false };
     const patch = patches.get(f.path) ?? "";
     if (Buffer.byteLength(patch) <= maxBytes) return { patch, truncated: false };
-    return { patch: Buffer.from(patch).subarray(0, maxBytes).toString("utf8").replace(/\uFFFD$/, ""), truncated: true };
+    return {
+      patch: Buffer.from(patch)
+        .subarray(0, maxBytes)
+        .toString("utf8")
+        .replace(/\uFFFD$/, ""),
+      truncated: true,
+    };
   });
 }

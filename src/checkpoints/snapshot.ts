@@ -71,17 +71,30 @@ async function withTempIndex<T>(work: (indexFile: string) => Promise<T>): Promis
 const nul = (paths: readonly string[]) => (paths.length ? `${paths.join("\0")}\0` : "");
 
 /** The working tree now as a commit (not yet under any ref). */
-export async function snapshot(repo: CheckpointRepo, limits: CheckpointLimits, message: string): Promise<Snapshot> {
+export async function snapshot(
+  repo: CheckpointRepo,
+  limits: CheckpointLimits,
+  message: string,
+): Promise<Snapshot> {
   const settings = repo.settings;
   return withTempIndex(async (indexFile) => {
     const opts = { indexFile, settings };
     // Seed with HEAD's tree: tracked files stay in even when a .gitignore rule matches them.
     if (repo.store === "workspace") {
-      const head = await git(repo, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], { okCodes: [1, 128] });
+      const head = await git(repo, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], {
+        okCodes: [1, 128],
+      });
       if (head.code === 0) await git(repo, ["read-tree", "HEAD"], opts);
     }
     const listed = await git(repo, ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], opts);
-    const paths = [...new Set(listed.stdout.toString("utf8").split("\0").filter((p) => p !== ""))].sort();
+    const paths = [
+      ...new Set(
+        listed.stdout
+          .toString("utf8")
+          .split("\0")
+          .filter((p) => p !== ""),
+      ),
+    ].sort();
     const keep: string[] = [];
     const drop: string[] = [];
     const skipped: Snapshot["skipped"] = [];
@@ -105,10 +118,14 @@ export async function snapshot(repo: CheckpointRepo, limits: CheckpointLimits, m
       }
       keep.push(path);
     }
-    if (keep.length) await git(repo, ["update-index", "-z", "--add", "--remove", "--stdin"], { ...opts, input: nul(keep) });
-    if (drop.length) await git(repo, ["update-index", "-z", "--force-remove", "--stdin"], { ...opts, input: nul(drop) });
+    if (keep.length)
+      await git(repo, ["update-index", "-z", "--add", "--remove", "--stdin"], { ...opts, input: nul(keep) });
+    if (drop.length)
+      await git(repo, ["update-index", "-z", "--force-remove", "--stdin"], { ...opts, input: nul(drop) });
     const tree = (await git(repo, ["write-tree"], opts)).stdout.toString("utf8").trim();
-    const commit = (await git(repo, ["commit-tree", tree], { settings, input: message })).stdout.toString("utf8").trim();
+    const commit = (await git(repo, ["commit-tree", tree], { settings, input: message })).stdout
+      .toString("utf8")
+      .trim();
     return { commit, skipped };
   });
 }
@@ -120,7 +137,9 @@ export async function setRef(repo: CheckpointRepo, ref: string, commit: string):
 
 /** Delete every ref under `prefix` (a session's, when it is garbage-collected). */
 export async function deleteRefs(repo: CheckpointRepo, prefix: string): Promise<number> {
-  const { stdout } = await git(repo, ["for-each-ref", "--format=%(refname)", prefix], { settings: repo.settings });
+  const { stdout } = await git(repo, ["for-each-ref", "--format=%(refname)", prefix], {
+    settings: repo.settings,
+  });
   const refs = stdout.toString("utf8").split("\n").filter(Boolean);
   if (refs.length) {
     await git(repo, ["update-ref", "--stdin", "-z"], {
@@ -133,6 +152,9 @@ export async function deleteRefs(repo: CheckpointRepo, prefix: string): Promise<
 
 /** Whether `commit` still exists in the repository. */
 export async function hasCommit(repo: CheckpointRepo, commit: string): Promise<boolean> {
-  const r = await git(repo, ["cat-file", "-e", `${commit}^{commit}`], { settings: repo.settings, okCodes: [1, 128] });
+  const r = await git(repo, ["cat-file", "-e", `${commit}^{commit}`], {
+    settings: repo.settings,
+    okCodes: [1, 128],
+  });
   return r.code === 0;
 }

@@ -53,6 +53,11 @@ export const CreateSessionBody = Type.Object(
         description: "a retried create with this key returns the same session",
       }),
     ),
+    checkpoints: Type.Optional(
+      Type.Boolean({
+        description: "false: no workspace checkpoints (no diff, no revert) for this session's turns; default true",
+      }),
+    ),
     group: Type.Optional(
       Type.String({
         pattern: GROUP_NAME.source,

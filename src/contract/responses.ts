@@ -37,6 +37,7 @@ export const Session = Type.Object(
     turnCount: Type.Integer(),
     contextUsage: Nullable(ContextUsage),
     lastSeq: Seq,
+    checkpoints: Type.Boolean({ description: "whether its turns get workspace checkpoints (docs/api.md, Workspace checkpoints)" }),
     createdAt: Time,
     updatedAt: Time,
     lastActivityAt: Time,

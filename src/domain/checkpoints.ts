@@ -90,11 +90,18 @@ export class CheckpointService {
   }
 
   private get limits() {
-    return { maxFileBytes: this.rt.config.checkpointMaxFileBytes, maxFiles: this.rt.config.checkpointMaxFiles };
+    return {
+      maxFileBytes: this.rt.config.checkpointMaxFileBytes,
+      maxFiles: this.rt.config.checkpointMaxFiles,
+    };
   }
 
   private async workspaceOf(session: Pick<SessionRow, "workspace" | "tenant">): Promise<string> {
-    return resolveWorkspaceForSpawn(session.workspace, this.workspaceRoots, await this.tenantRoots.of(session.tenant));
+    return resolveWorkspaceForSpawn(
+      session.workspace,
+      this.workspaceRoots,
+      await this.tenantRoots.of(session.tenant),
+    );
   }
 
   /** Run `work` under the workspace's lock (this process's queue, then the database's advisory lock). */
@@ -137,7 +144,7 @@ export class CheckpointService {
         phase: "after",
         atReconcile: true,
       });
-      this.log.info({ sessionId, taskId: missing.taskId }, "checkpoint: missing \"after\" taken at reconcile");
+      this.log.info({ sessionId, taskId: missing.taskId }, 'checkpoint: missing "after" taken at reconcile');
     }
   }
 
@@ -197,7 +204,13 @@ export class CheckpointService {
         };
       });
       if (summary) {
-        this.rt.eventLog.append({ sessionId: session.id, taskId: row.id, type: "turn.diff", data: summary, fence });
+        this.rt.eventLog.append({
+          sessionId: session.id,
+          taskId: row.id,
+          type: "turn.diff",
+          data: summary,
+          fence,
+        });
       }
     } catch (err) {
       log.warn({ err: String(err) }, "checkpoint after the turn not taken");
@@ -230,7 +243,11 @@ export class CheckpointService {
   }
 
   /** `GET /v1/sessions/:id/diff`: from the "before" of `fromTurn` to the "after" of `toTurn`. */
-  async diffSession(sessionId: string, query: DiffPage & { fromTurn?: number; toTurn?: number }, tenant: Tenant) {
+  async diffSession(
+    sessionId: string,
+    query: DiffPage & { fromTurn?: number; toTurn?: number },
+    tenant: Tenant,
+  ) {
     const session = await this.sessions.row(sessionId, tenant);
     const fromTurn = query.fromTurn ?? 0;
     const toTurn = query.toTurn ?? session.nextTurnIndex - 1;
@@ -242,7 +259,13 @@ export class CheckpointService {
     return this.diffBetween(session, null, before, after, query);
   }
 
-  private async diffBetween(session: SessionRow, taskId: string | null, from: CheckpointRow, to: CheckpointRow, page: DiffPage) {
+  private async diffBetween(
+    session: SessionRow,
+    taskId: string | null,
+    from: CheckpointRow,
+    to: CheckpointRow,
+    page: DiffPage,
+  ) {
     const repo = this.repoOfRow(from);
     const all = await changedFiles(repo, from.commitSha, to.commitSha);
     const offset = decodeOffset(page.cursor);
@@ -253,7 +276,10 @@ export class CheckpointService {
     const items: (FileChange & { truncated: boolean })[] = [];
     let bytes = 0;
     for (let i = 0; i < slice.length; i++) {
-      const file = { ...(slice[i] as Omit<FileChange, "patch">), ...(patches[i] as { patch: string; truncated: boolean }) };
+      const file = {
+        ...(slice[i] as Omit<FileChange, "patch">),
+        ...(patches[i] as { patch: string; truncated: boolean }),
+      };
       const size = Buffer.byteLength(file.patch) + Buffer.byteLength(file.path) + 200;
       if (i > 0 && bytes + size > budget) break;
       bytes += size;
@@ -295,7 +321,11 @@ export class CheckpointService {
     }
     const scopes = body.paths?.map((p) => {
       const clean = workspacePath(p);
-      if (clean === null) throw invalid(`path ${JSON.stringify(p.slice(0, 200))} is not a relative path inside the workspace`, "paths");
+      if (clean === null)
+        throw invalid(
+          `path ${JSON.stringify(p.slice(0, 200))} is not a relative path inside the workspace`,
+          "paths",
+        );
       return clean;
     });
     const workspace = await this.workspaceOf(session);
@@ -307,7 +337,8 @@ export class CheckpointService {
       let target: CheckpointRow | null;
       if (body.unrevert) {
         const last = await readLatestRevert(this.rt.db.sql, sessionId);
-        target = last === null ? null : await readCheckpoint(this.rt.db.sql, sessionId, `revert-${last}/before`);
+        target =
+          last === null ? null : await readCheckpoint(this.rt.db.sql, sessionId, `revert-${last}/before`);
         if (!target) throw errors.checkpointNotFound(`a revert of session ${sessionId} to undo`);
       } else {
         target = await readCheckpoint(this.rt.db.sql, sessionId, `${body.toTurn}/before`);
@@ -315,7 +346,9 @@ export class CheckpointService {
       }
       const n = await nextRevertIndex(this.rt.db.sql, sessionId);
       const now = await snapshot(repo, this.limits, `mooring checkpoint ${sessionId} revert-${n}/before\n`);
-      const toChange = (await changedFiles(repo, now.commit, target.commitSha)).filter((f) => inScope(f.path, scopes));
+      const toChange = (await changedFiles(repo, now.commit, target.commitSha)).filter((f) =>
+        inScope(f.path, scopes),
+      );
       // What the user changed since the newest checkpoint of this folder (any session's).
       const last = await readLatestOnRepo(this.rt.db.sql, repo.gitDir);
       if (last && !body.force) {
@@ -368,9 +401,15 @@ export class CheckpointService {
             },
           },
         ]);
-        return { value: null, effects: { events, notify: { when: "inTransaction", heads: headsOf(events) } } };
+        return {
+          value: null,
+          effects: { events, notify: { when: "inTransaction", heads: headsOf(events) } },
+        };
       });
-      this.log.info({ sessionId, revert: n, restored: written.length, removed: deleted.length }, "workspace reverted");
+      this.log.info(
+        { sessionId, revert: n, restored: written.length, removed: deleted.length },
+        "workspace reverted",
+      );
       const createdAt = new Date();
       return {
         sessionId,

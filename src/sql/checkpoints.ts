@@ -43,8 +43,14 @@ export function readTaskCheckpoints(q: Queryable, taskId: string): Promise<Check
 }
 
 /** One checkpoint by its name. */
-export async function readCheckpoint(q: Queryable, sessionId: string, name: string): Promise<CheckpointRow | null> {
-  const [row] = await q<CheckpointRow[]>`select * from checkpoints where session_id = ${sessionId} and name = ${name}`;
+export async function readCheckpoint(
+  q: Queryable,
+  sessionId: string,
+  name: string,
+): Promise<CheckpointRow | null> {
+  const [row] = await q<
+    CheckpointRow[]
+  >`select * from checkpoints where session_id = ${sessionId} and name = ${name}`;
   return row ?? null;
 }
 
@@ -94,7 +100,10 @@ export async function readLatestRevert(q: Queryable, sessionId: string): Promise
 }
 
 /** Every repository the session's checkpoints live in (for garbage collection). */
-export function readCheckpointRepos(q: Queryable, sessionId: string): Promise<{ gitDir: string; store: string }[]> {
+export function readCheckpointRepos(
+  q: Queryable,
+  sessionId: string,
+): Promise<{ gitDir: string; store: string }[]> {
   return q<{ gitDir: string; store: string }[]>`select distinct git_dir, store from checkpoints
     where session_id = ${sessionId}`;
 }

@@ -66,7 +66,10 @@ async function tree(dir: string, prefix = ""): Promise<Record<string, string>> {
     const rel = prefix ? `${prefix}/${entry.name}` : entry.name;
     if (rel === ".git") continue;
     if (entry.isDirectory()) Object.assign(out, await tree(dir, rel));
-    else out[rel] = createHash("sha256").update(await readFile(join(dir, rel))).digest("hex");
+    else
+      out[rel] = createHash("sha256")
+        .update(await readFile(join(dir, rel)))
+        .digest("hex");
   }
   return out;
 }
@@ -79,7 +82,9 @@ async function userView(ws: string) {
     log: userGit(ws, ["log", "--exclude=refs/mooring/*", "--all", "--format=%H %s"]),
     stash: userGit(ws, ["stash", "list"]),
     reflog: userGit(ws, ["reflog"]),
-    index: createHash("sha256").update(await readFile(join(ws, ".git", "index"))).digest("hex"),
+    index: createHash("sha256")
+      .update(await readFile(join(ws, ".git", "index")))
+      .digest("hex"),
     staged: userGit(ws, ["diff", "--cached", "--name-status"]),
   };
 }
@@ -134,30 +139,47 @@ describe("a turn in a git work tree", () => {
     expect(byPath["new/file.txt"].patch).toContain("+line 1\n+line 2\n+line 3\n");
     expect(byPath["a.txt"].patch).toContain(" beta\n+added 1\n+added 2\n");
     expect(byPath["b.txt"].patch).toContain("-four (staged)\n");
-    expect(diff.body).toMatchObject({ sessionId: s, taskId: done.id, fromTurn: 0, toTurn: 0, files: 4, additions: 5, deletions: 4 });
+    expect(diff.body).toMatchObject({
+      sessionId: s,
+      taskId: done.id,
+      fromTurn: 0,
+      toTurn: 0,
+      files: 4,
+      additions: 5,
+      deletions: 4,
+    });
     // big.txt (1000 lines, over 4096 bytes) is left out with a notice; the ignored folder is not looked at.
     expect(diff.body.skipped).toEqual([{ path: "big.txt", reason: "too_large" }]);
 
     const events = await eventsOf(s);
     const turnDiff = events.filter((e) => e.type === "turn.diff");
-    expect(turnDiff).toEqual([{ type: "turn.diff", taskId: done.id, data: { files: 4, additions: 5, deletions: 4, skipped: 1 } }]);
+    expect(turnDiff).toEqual([
+      { type: "turn.diff", taskId: done.id, data: { files: 4, additions: 5, deletions: 4, skipped: 1 } },
+    ]);
     // Before the terminal event, like the turn's other events.
-    expect(events.findIndex((e) => e.type === "turn.diff")).toBeLessThan(events.findIndex((e) => e.type === "task.completed"));
+    expect(events.findIndex((e) => e.type === "turn.diff")).toBeLessThan(
+      events.findIndex((e) => e.type === "task.completed"),
+    );
 
     // HEAD, branches, log, stash, reflog, index: as they were; status shows the agent's work only.
     expect(await userView(ws)).toEqual(view);
     expect(status(ws)).not.toContain("mooring");
     expect(statusBefore).toBe("M  b.txt\n?? untracked.txt\n");
-    expect(status(ws)).toBe(" M a.txt\nMD b.txt\n?? big.txt\n?? bin.dat\n?? new/file.txt\n?? untracked.txt\n");
-    expect(userGit(ws, ["for-each-ref", "--format=%(refname)", "refs/mooring/"]).split("\n").filter(Boolean)).toEqual([
-      `refs/mooring/${s}/0/after`,
-      `refs/mooring/${s}/0/before`,
-    ]);
+    expect(status(ws)).toBe(
+      " M a.txt\nMD b.txt\n?? big.txt\n?? bin.dat\n?? new/file.txt\n?? untracked.txt\n",
+    );
+    expect(
+      userGit(ws, ["for-each-ref", "--format=%(refname)", "refs/mooring/"]).split("\n").filter(Boolean),
+    ).toEqual([`refs/mooring/${s}/0/after`, `refs/mooring/${s}/0/before`]);
 
     // Paged: one file per page, the cursor continues.
     const first = await call(gw.url, "GET", `/v1/tasks/${done.id}/diff?limit=1`);
     expect(first.body.items.map((f: any) => f.path)).toEqual(["a.txt"]);
-    const second = await call(gw.url, "GET", `/v1/tasks/${done.id}/diff?limit=1&cursor=${first.body.nextCursor}`);
+    const second = await call(
+      gw.url,
+      "GET",
+      `/v1/tasks/${done.id}/diff?limit=1&cursor=${first.body.nextCursor}`,
+    );
     expect(second.body.items.map((f: any) => f.path)).toEqual(["b.txt"]);
     expect((await call(gw.url, "GET", `/v1/tasks/${done.id}/diff?cursor=x`)).status).toBe(400);
   }, 120_000);
@@ -168,7 +190,11 @@ describe("a turn in a git work tree", () => {
     const view = await userView(ws);
     const statusBefore = status(ws);
     const s = await createSession(gw.url, ws);
-    const t0 = await runTurn(gw.url, s, "[write src/made.txt 2] [append a.txt 1] [delete untracked.txt] [delete b.txt]");
+    const t0 = await runTurn(
+      gw.url,
+      s,
+      "[write src/made.txt 2] [append a.txt 1] [delete untracked.txt] [delete b.txt]",
+    );
     expect(t0.status).toBe("completed");
     const t1 = await runTurn(gw.url, s, "[writebin data.bin 64] [append src/made.txt 1]");
     expect(t1.status).toBe("completed");
@@ -220,7 +246,9 @@ describe("a turn in a git work tree", () => {
       const bad = await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0, paths });
       expect(bad.status).toBe(400);
     }
-    expect((await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0, unrevert: true })).status).toBe(400);
+    expect(
+      (await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0, unrevert: true })).status,
+    ).toBe(400);
     const missing = await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 9 });
     expect(missing.status).toBe(404);
     expect(missing.body.error.code).toBe("CHECKPOINT_NOT_FOUND");
@@ -260,7 +288,14 @@ describe("a turn in a git work tree", () => {
       await chmod(path, 0o755);
       return path;
     };
-    for (const hook of ["reference-transaction", "post-commit", "pre-commit", "post-checkout", "post-index-change"]) await script(hook);
+    for (const hook of [
+      "reference-transaction",
+      "post-commit",
+      "pre-commit",
+      "post-checkout",
+      "post-index-change",
+    ])
+      await script(hook);
     const fsmonitor = await script("fsmonitor");
     const clean = await script("clean");
     const smudge = await script("smudge");
@@ -330,10 +365,30 @@ describe("other workspaces", () => {
     expect(userGit(ws, ["for-each-ref", "refs/mooring/"])).toBe("");
   }, 120_000);
 
+  it("a session created with checkpoints: false takes none", async () => {
+    const ws = await userRepo();
+    const created = await call(gw.url, "POST", "/v1/sessions", {
+      workspace: ws,
+      agent: "simulated",
+      checkpoints: false,
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.checkpoints).toBe(false);
+    const t0 = await runTurn(gw.url, created.body.id, "[write x.txt 1]");
+    expect(t0.status).toBe("completed");
+    expect((await call(gw.url, "GET", `/v1/tasks/${t0.id}/diff`)).status).toBe(404);
+    expect(userGit(ws, ["for-each-ref", "refs/mooring/"])).toBe("");
+    const other = await call(gw.url, "POST", "/v1/sessions", { workspace: ws, agent: "simulated" });
+    expect(other.body.checkpoints).toBe(true);
+  }, 120_000);
+
   it("two sessions on one workspace each get their turns' checkpoints; archiving collects a session's", async () => {
     const ws = await userRepo();
     const [s1, s2] = [await createSession(gw.url, ws), await createSession(gw.url, ws)];
-    const [a, b] = await Promise.all([runTurn(gw.url, s1, "[write one.txt 1]"), runTurn(gw.url, s2, "[write two.txt 1]")]);
+    const [a, b] = await Promise.all([
+      runTurn(gw.url, s1, "[write one.txt 1]"),
+      runTurn(gw.url, s2, "[write two.txt 1]"),
+    ]);
     expect([a.status, b.status]).toEqual(["completed", "completed"]);
     const [da, db2] = await Promise.all([
       call(gw.url, "GET", `/v1/tasks/${a.id}/diff`),
@@ -342,13 +397,22 @@ describe("other workspaces", () => {
     // Each turn's diff holds its own file (and, when the other ran in between, maybe that one too).
     expect(da.body.items.map((f: any) => f.path)).toContain("one.txt");
     expect(db2.body.items.map((f: any) => f.path)).toContain("two.txt");
-    expect(userGit(ws, ["for-each-ref", "--format=%(refname)", `refs/mooring/${s1}/`]).split("\n").filter(Boolean)).toHaveLength(2);
+    expect(
+      userGit(ws, ["for-each-ref", "--format=%(refname)", `refs/mooring/${s1}/`])
+        .split("\n")
+        .filter(Boolean),
+    ).toHaveLength(2);
     expect((await call(gw.url, "DELETE", `/v1/sessions/${s1}`)).status).toBe(200);
     const rows = async (id: string) =>
-      (await db.sql<{ n: number }[]>`select count(*)::int as n from checkpoints where session_id = ${id}`)[0]?.n;
+      (await db.sql<{ n: number }[]>`select count(*)::int as n from checkpoints where session_id = ${id}`)[0]
+        ?.n;
     await waitFor(async () => (await rows(s1)) === 0);
     expect(userGit(ws, ["for-each-ref", `refs/mooring/${s1}/`])).toBe("");
-    expect(userGit(ws, ["for-each-ref", "--format=%(refname)", `refs/mooring/${s2}/`]).split("\n").filter(Boolean)).toHaveLength(2);
+    expect(
+      userGit(ws, ["for-each-ref", "--format=%(refname)", `refs/mooring/${s2}/`])
+        .split("\n")
+        .filter(Boolean),
+    ).toHaveLength(2);
     expect(await rows(s2)).toBe(2);
   }, 120_000);
 });
