@@ -7,6 +7,7 @@ import {
   SessionBusyError,
   TaskLostError,
   type TaskStatus,
+  WorkspaceConflictError,
 } from "../client/index.js";
 
 export const ExitCode = {
@@ -40,8 +41,11 @@ export class UsageError extends Error {}
 /** The exit code of an error that ended a command before (or instead of) a terminal task. */
 export function exitCodeOfError(err: unknown): number {
   if (err instanceof UsageError) return ExitCode.usage;
-  // Refused: the gate's queue is full, or the session is busy and --if-busy reject was asked.
-  if (err instanceof GatewayBusyError || err instanceof SessionBusyError) return ExitCode.refused;
+  // Refused: the gate's queue is full, the session is busy and --if-busy reject was asked, or a
+  // revert would overwrite files changed since the last checkpoint.
+  if (err instanceof GatewayBusyError || err instanceof SessionBusyError || err instanceof WorkspaceConflictError) {
+    return ExitCode.refused;
+  }
   // The SDK retried until its deadline rule (readyTimeoutMs for a call, R4 for a followed task).
   if (err instanceof ConnectionError || err instanceof NotReadyError || err instanceof TaskLostError) {
     return ExitCode.unreachable;

@@ -58,6 +58,14 @@ export class HostNotAllowedError extends MooringApiError {}
 export class PermissionNotFoundError extends MooringApiError {}
 export class PermissionResolvedError extends MooringApiError {}
 export class TenantBusyError extends MooringApiError {}
+/** A revert would overwrite files changed since the last checkpoint; `paths` names them (retry with `force: true`). */
+export class WorkspaceConflictError extends MooringApiError {
+  get paths(): string[] {
+    return Array.isArray(this.details.paths) ? (this.details.paths as string[]) : [];
+  }
+}
+/** No checkpoint answers the request (checkpoints off, a turn that never ran, no revert to undo). */
+export class CheckpointNotFoundError extends MooringApiError {}
 /** The path exists but not with this method (the gateway's `Allow` header lists those it takes). */
 export class MethodNotAllowedError extends MooringApiError {}
 export class UpgradeRequiredError extends MooringApiError {}
@@ -87,6 +95,8 @@ export const errorClasses: Record<string, ApiErrorClass> = {
   PERMISSION_NOT_FOUND: PermissionNotFoundError,
   PERMISSION_RESOLVED: PermissionResolvedError,
   TENANT_BUSY: TenantBusyError,
+  WORKSPACE_CONFLICT: WorkspaceConflictError,
+  CHECKPOINT_NOT_FOUND: CheckpointNotFoundError,
   METHOD_NOT_ALLOWED: MethodNotAllowedError,
   UPGRADE_REQUIRED: UpgradeRequiredError,
 };
