@@ -24,7 +24,11 @@ let stateHome: string;
 beforeAll(async () => {
   db = await createTestDatabase();
   dataDir = await mkdtemp(join(tmpdir(), "mooring-cli-ckpt-data-"));
-  gw = await startTestGateway(db.url, { MOORING_DATA_DIR: dataDir, MOORING_POLL_MS: "100" });
+  gw = await startTestGateway(db.url, {
+    MOORING_CHECKPOINTS: "true",
+    MOORING_DATA_DIR: dataDir,
+    MOORING_POLL_MS: "100",
+  });
   workspace = await mkdtemp(join(tmpdir(), "mooring-cli-ckpt-"));
   stateHome = await mkdtemp(join(tmpdir(), "mooring-cli-state-"));
 }, 120_000);

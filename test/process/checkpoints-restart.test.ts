@@ -44,7 +44,7 @@ it('kill -9 during a turn: the next instance takes the missing "after" at reconc
 }, 180_000);
 
 async function killedAndReconciled(git: (args: string[]) => string, dataDir: string): Promise<void> {
-  const env = gatewayEnv(db.url, { MOORING_DATA_DIR: dataDir });
+  const env = gatewayEnv(db.url, { MOORING_CHECKPOINTS: "true", MOORING_DATA_DIR: dataDir });
   const first = await procs.spawn(env);
   await first.waitReady();
   const s = await createSession(first.url, workspace);

@@ -101,6 +101,7 @@ beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), "mooring-data-"));
   gw = await startTestGateway(db.url, {
     MOORING_POLL_MS: "100",
+    MOORING_CHECKPOINTS: "true",
     MOORING_DATA_DIR: dataDir,
     MOORING_CHECKPOINT_MAX_FILE_BYTES: "4096",
     MOORING_AGENTS: JSON.stringify({ plain: { driver: "simulated", checkpoints: false } }),
