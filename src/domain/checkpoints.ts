@@ -10,6 +10,7 @@
  */
 import { lstat } from "node:fs/promises";
 import type { Logger } from "pino";
+import { AgentFailure } from "../agents/driver.js";
 import type { AgentEntry } from "../agents/registry.js";
 import { changedFiles, type FileChange, patchesOf } from "../checkpoints/diff.js";
 import { inScope, restoreFiles, workspacePath } from "../checkpoints/restore.js";
@@ -102,6 +103,17 @@ export class CheckpointService {
       this.workspaceRoots,
       await this.tenantRoots.of(session.tenant),
     );
+  }
+  /** The workspace for a client's request: one this instance cannot reach is a clear refusal, not a 500. */
+  private async requestWorkspace(session: Pick<SessionRow, "workspace" | "tenant">): Promise<string> {
+    try {
+      return await this.workspaceOf(session);
+    } catch (err) {
+      if (err instanceof AgentFailure) {
+        throw errors.invalidWorkspace(`the session's workspace is not available here: ${err.message}`);
+      }
+      throw err;
+    }
   }
 
   /** Run `work` under the workspace's lock (this process's queue, then the database's advisory lock). */
@@ -231,7 +243,7 @@ export class CheckpointService {
         throw errors.checkpointNotFound(`task ${taskId} yet: it is still running`);
       }
       // Its instance died mid-turn: this one, touching the session, takes the missing "after".
-      const workspace = await this.workspaceOf(session);
+      const workspace = await this.requestWorkspace(session);
       await this.locked(workspace, async () =>
         this.reconcile(await repoFor(workspace, this.rt.config.dataDir), session.id),
       );
@@ -267,6 +279,12 @@ export class CheckpointService {
     page: DiffPage,
   ) {
     const repo = this.repoOfRow(from);
+    // The repository lives on the host of the session's instance group.
+    if (!(await lstat(repo.gitDir).catch(() => null))) {
+      throw errors.checkpointNotFound(
+        `session ${session.id} on this instance (its repository is on another host)`,
+      );
+    }
     const all = await changedFiles(repo, from.commitSha, to.commitSha);
     const offset = decodeOffset(page.cursor);
     const limit = page.limit ?? 200;
@@ -328,7 +346,7 @@ export class CheckpointService {
         );
       return clean;
     });
-    const workspace = await this.workspaceOf(session);
+    const workspace = await this.requestWorkspace(session);
     return this.locked(workspace, async () => {
       const fresh = await this.sessions.row(sessionId, tenant);
       if (fresh.status !== "idle") throw errors.sessionNotIdle(sessionId);

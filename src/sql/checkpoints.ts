@@ -54,13 +54,6 @@ export async function readCheckpoint(
   return row ?? null;
 }
 
-/** The session's newest checkpoint: what the workspace should look like if nobody touched it since. */
-export async function readLatestCheckpoint(q: Queryable, sessionId: string): Promise<CheckpointRow | null> {
-  const [row] = await q<CheckpointRow[]>`select * from checkpoints where session_id = ${sessionId}
-    order by created_at desc, phase asc limit 1`;
-  return row ?? null;
-}
-
 /** The newest checkpoint taken on `gitDir` by any session (two sessions on one folder share it). */
 export async function readLatestOnRepo(q: Queryable, gitDir: string): Promise<CheckpointRow | null> {
   const [row] = await q<CheckpointRow[]>`select * from checkpoints where git_dir = ${gitDir}

@@ -14,7 +14,14 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/db.js";
 import { call, startTestGateway, type TestGateway } from "../support/gateway.js";
-import { cancelOpenTasks, createSession, runTurn, tempWorkspace } from "../support/turns.js";
+import {
+  cancelOpenTasks,
+  createSession,
+  runTurn,
+  submitOk,
+  tempWorkspace,
+  waitStatus,
+} from "../support/turns.js";
 
 let db: TestDatabase;
 let gw: TestGateway;
@@ -275,6 +282,12 @@ describe("a turn in a git work tree", () => {
     const forced = await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0, force: true });
     expect(forced.status).toBe(200);
     await expect(stat(join(ws, "c.txt"))).rejects.toThrow();
+    // Not while a turn runs.
+    const running = await submitOk(gw.url, s, { prompt: "[hang]" });
+    expect((await waitStatus(gw.url, running.id, "running")).status).toBe("running");
+    const busy = await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0 });
+    expect(busy.status).toBe(409);
+    expect(busy.body.error).toMatchObject({ code: "SESSION_BUSY", reason: "not_idle" });
   }, 120_000);
 
   it("runs none of a hostile .git/config: hooks, fsmonitor, filters, signing, external diff", async () => {
