@@ -87,6 +87,8 @@ export class CheckpointService {
 
   /** Whether a turn of `session` on `entry` gets checkpoints (gateway, agent entry and session all say yes). */
   enabledFor(session: SessionRow, entry: AgentEntry | undefined): boolean {
+    // A chained turn (driver `mooring`) runs in the upstream gateway's workspace, not in a folder here.
+    if (entry?.driver === "mooring") return false;
     return this.rt.config.checkpoints && session.checkpoints !== false && entry?.checkpoints !== false;
   }
 
