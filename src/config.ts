@@ -132,6 +132,12 @@ export interface Config {
   maxLongPolls: number;
   /** A list page stops before its items pass this many bytes of JSON (at least one item); follow nextCursor. Default 1048576. */
   listPageBytes: number;
+  /** Workspace checkpoints before and after every turn (docs/api.md, Workspace checkpoints). Default true. */
+  checkpoints: boolean;
+  /** Files larger than this many bytes are left out of a checkpoint, with a notice. Default 10485760. */
+  checkpointMaxFileBytes: number;
+  /** At most this many files go into one checkpoint; the rest are left out, with a notice. Default 20000. */
+  checkpointMaxFiles: number;
   /** Interval of the comment lines (`: ping`) that keep an idle SSE stream open through proxies, in ms. Default 15000. */
   sseHeartbeatMs: number;
   /** Instance id reported in hello and /readyz; must be unique per live process. Default `<hostname>:<port>` (`<hostname>:<random>` when PORT=0). */
@@ -400,6 +406,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     wsMaxInFlight: read(env, "MOORING_WS_MAX_IN_FLIGHT", integer(1, 100_000), 200),
     maxLongPolls: read(env, "MOORING_MAX_LONG_POLLS", integer(0, 1_000_000), 1000),
     listPageBytes: read(env, "MOORING_LIST_PAGE_BYTES", integer(1024), 1_048_576),
+    checkpoints: read(env, "MOORING_CHECKPOINTS", flag, true),
+    checkpointMaxFileBytes: read(env, "MOORING_CHECKPOINT_MAX_FILE_BYTES", integer(0), 10_485_760),
+    checkpointMaxFiles: read(env, "MOORING_CHECKPOINT_MAX_FILES", integer(1), 20_000),
     sseHeartbeatMs: read(env, "MOORING_SSE_HEARTBEAT_MS", integer(10), 15_000),
     instanceId: read<string | undefined>(env, "MOORING_INSTANCE_ID", text, undefined),
     instanceGroup: read(env, "MOORING_INSTANCE_GROUP", groupName, "default"),

@@ -25,6 +25,8 @@ export const errorCodes = {
   PERMISSION_RESOLVED: { http: 409, rpc: -32009 },
   TASK_NOT_RUNNING: { http: 409, rpc: -32009 },
   STEER_NOT_SUPPORTED: { http: 409, rpc: -32009 },
+  WORKSPACE_CONFLICT: { http: 409, rpc: -32009 },
+  CHECKPOINT_NOT_FOUND: { http: 404, rpc: -32004 },
   PAYLOAD_TOO_LARGE: { http: 413, rpc: -32600 },
   UNSUPPORTED_MEDIA_TYPE: { http: 415, rpc: -32600 },
   UPGRADE_REQUIRED: { http: 426, rpc: -32600 },
@@ -214,6 +216,20 @@ export const errors = {
   permissionResolved: (requestId: string, resolution: unknown) =>
     new MooringError("PERMISSION_RESOLVED", `permission request ${requestId} was already answered`, {
       details: { resolution },
+    }),
+  /** A revert would overwrite files changed since the session's last checkpoint. */
+  workspaceConflict: (paths: string[]) =>
+    new MooringError(
+      "WORKSPACE_CONFLICT",
+      `${paths.length} file(s) changed since the last checkpoint would be overwritten; send force: true to revert anyway`,
+      { details: { paths } },
+    ),
+  /** No checkpoint answers the request (checkpoints off, a turn that never ran, a revert not made). */
+  checkpointNotFound: (what: string) => new MooringError("CHECKPOINT_NOT_FOUND", `no checkpoint for ${what}`),
+  /** A revert while a turn is queued or running. */
+  sessionNotIdle: (id: string) =>
+    new MooringError("SESSION_BUSY", `session ${id} has a turn queued or running; revert when it is idle`, {
+      reason: "not_idle",
     }),
   payloadTooLarge: () =>
     new MooringError("PAYLOAD_TOO_LARGE", "request body is larger than the gateway accepts"),

@@ -3,6 +3,7 @@
  * /healthz and /readyz answer), connect, migrate, register this instance, reconcile, start
  * workers, then accept commands. Shutdown reverses it.
  */
+import { CheckpointService } from "./domain/checkpoints.js";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
@@ -156,6 +157,9 @@ export async function startGateway(
     },
     get permissions() {
       return need(parts).permissions;
+    },
+    get checkpoints() {
+      return need(parts).checkpoints;
     },
     webhookDeliveries: new DeliveriesService(() => need(parts).db),
     identity,
@@ -411,6 +415,7 @@ interface Parts {
   announcer: QueuePositionAnnouncer;
   instances: InstanceService;
   permissions: Permissions;
+  checkpoints: CheckpointService;
   upstreamOrphans: UpstreamOrphans;
   webhooks: DeliveryWorker;
   instanceBeat?: TimedLoop;
@@ -474,13 +479,16 @@ function assemble(
   );
   const recovery = new Recovery(rt);
   const permissions = new Permissions(rt);
-  const worker = new Worker(rt, sessions, registry, drivers, pool, recovery, permissions);
+  const checkpoints = new CheckpointService(rt, sessions, workspaceRoots, tenantRoots);
+  const worker = new Worker(rt, sessions, registry, drivers, pool, recovery, permissions, checkpoints);
   const tasks = new TaskService(rt, sessions, worker);
   const sweeper = new Sweeper(rt, recovery);
   const announcer = new QueuePositionAnnouncer(rt);
   // A running turn is cancelled by the archive; an idle warm agent is closed right away.
   // Archives here and, through their notification (channel mooring_archived), on other instances.
   bus.on("archived", (sessionId) => pool.closeArchived(sessionId));
+  // An archived session's checkpoints are garbage: its refs and rows go (on the host that has them).
+  bus.on("archived", (sessionId) => void checkpoints.collect(sessionId));
   const instances = new InstanceService(db, identity, config.leaseMs, tokensRequired(config), bus, committer);
   const upstreamOrphans = new UpstreamOrphans(rt, registry, drivers);
   return {
@@ -497,6 +505,7 @@ function assemble(
     announcer,
     instances,
     permissions,
+    checkpoints,
     upstreamOrphans,
     webhooks: new DeliveryWorker(db, tenants.list(), config, log, metrics, bus, clock),
   };

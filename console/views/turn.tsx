@@ -2,10 +2,18 @@
  * One turn of a session: its status, its streamed text, tool calls collapsed with their previews
  * and their full payload loaded into the page on demand, notices (`session.reset`,
  * `session.notice`), permission requests with their whole input and their answer buttons, the
- * input steered into it (`turn.input`), and while it runs Cancel and a steer box.
+ * input steered into it (`turn.input`), while it runs Cancel and a steer box, and the workspace
+ * files the turn changed (`turn.diff`) with their diff and a Revert button (docs/api.md, Workspace
+ * checkpoints).
  */
 import { useState } from "preact/hooks";
-import { isTerminalStatus, type MooringEvent, type Task } from "../../src/client/index.js";
+import {
+  isTerminalStatus,
+  type MooringEvent,
+  type Task,
+  type WorkspaceDiff,
+  WorkspaceConflictError,
+} from "../../src/client/index.js";
 import { ApprovalInput, useWholeInput } from "../approval-input.js";
 import { previewText, turnNumber } from "../format.js";
 import { PayloadButton } from "../payload.js";
@@ -24,7 +32,8 @@ type Block =
   | { kind: "tool"; call: MooringEvent; result: MooringEvent | null }
   | { kind: "notice"; event: MooringEvent }
   | { kind: "input"; event: MooringEvent }
-  | { kind: "permission"; request: MooringEvent; resolved: MooringEvent | null };
+  | { kind: "permission"; request: MooringEvent; resolved: MooringEvent | null }
+  | { kind: "diff"; event: MooringEvent };
 
 /** The turn's events as what a person reads: text runs, tools with their results, notices, requests. */
 function blocksOf(events: MooringEvent[]): Block[] {
@@ -64,6 +73,9 @@ function blocksOf(events: MooringEvent[]): Block[] {
       case "session.reset":
       case "session.notice":
         blocks.push({ kind: "notice", event: e });
+        break;
+      case "turn.diff":
+        blocks.push({ kind: "diff", event: e });
         break;
       case "permission.requested": {
         const block = { kind: "permission" as const, request: e, resolved: null };
@@ -107,6 +119,99 @@ function ToolBlock({ call, result }: { call: MooringEvent; result: MooringEvent 
   );
 }
 
+/**
+ * What the turn changed in its workspace: the counts of its `turn.diff` event, the files with their
+ * unified diffs loaded on demand, and Revert (to the checkpoint before this turn). A conflict
+ * (files changed since) lists them and offers to revert anyway.
+ */
+function DiffBlock({ task, event }: { task: Task; event: MooringEvent }) {
+  const data = (event.data ?? {}) as {
+    files?: number;
+    additions?: number;
+    deletions?: number;
+    skipped?: number;
+  };
+  const [diff, setDiff] = useState<WorkspaceDiff | null>(null);
+  const [conflict, setConflict] = useState<string[] | null>(null);
+  const [reverted, setReverted] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const load = async () => {
+    try {
+      setDiff(await state.client.tasks.diff(task.id));
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  };
+  const revert = async (force: boolean) => {
+    try {
+      const r = await state.client.sessions.revert(task.sessionId, {
+        toTurn: task.turnIndex,
+        ...(force ? { force } : {}),
+      });
+      setConflict(null);
+      setReverted(`Reverted: ${r.restored.length} restored, ${r.removed.length} removed.`);
+    } catch (err) {
+      if (err instanceof WorkspaceConflictError) setConflict(err.paths);
+      else setError((err as Error).message);
+    }
+  };
+  return (
+    <details
+      class="diff"
+      aria-label="Workspace changes"
+      onToggle={(e) => (e.currentTarget as HTMLDetailsElement).open && !diff && load()}
+    >
+      <summary>
+        Workspace: {data.files ?? 0} file{data.files === 1 ? "" : "s"} changed, +{data.additions ?? 0} −
+        {data.deletions ?? 0}
+        {data.skipped ? ` (${data.skipped} left out)` : ""}
+      </summary>
+      {diff && (
+        <ul class="files">
+          {diff.items.map((f) => (
+            <li>
+              <details>
+                <summary>
+                  <code>{f.path}</code> {f.status}{" "}
+                  {f.binary ? `(binary, ${f.bytes} bytes)` : `+${f.additions} −${f.deletions}`}
+                </summary>
+                {!f.binary && <pre class="patch">{f.patch}</pre>}
+              </details>
+            </li>
+          ))}
+          {diff.nextCursor && <li>… more files: mooring diff {task.id}</li>}
+        </ul>
+      )}
+      <div class="buttons">
+        <button
+          type="button"
+          class="deny"
+          disabled={!isTerminalStatus(task.status)}
+          onClick={() => revert(false)}
+        >
+          Revert to before this turn
+        </button>
+        {conflict && (
+          <button type="button" class="deny" onClick={() => revert(true)}>
+            Revert anyway
+          </button>
+        )}
+      </div>
+      {conflict && (
+        <p role="alert" class="error">
+          Changed since the last checkpoint: {conflict.join(", ")}
+        </p>
+      )}
+      {reverted && <p class="answer">{reverted}</p>}
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
+    </details>
+  );
+}
+
 const optionLabel: Record<string, string> = {
   allow_once: "Allow",
   allow_always: "Allow always",
@@ -114,7 +219,15 @@ const optionLabel: Record<string, string> = {
   reject_always: "Deny always",
 };
 
-function PermissionBlock({ task, request, resolved }: { task: Task; request: MooringEvent; resolved: MooringEvent | null }) {
+function PermissionBlock({
+  task,
+  request,
+  resolved,
+}: {
+  task: Task;
+  request: MooringEvent;
+  resolved: MooringEvent | null;
+}) {
   const data = (request.data ?? {}) as Record<string, any>;
   const [answered, setAnswered] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -124,16 +237,23 @@ function PermissionBlock({ task, request, resolved }: { task: Task; request: Moo
   const { whole, note } = useWholeInput(request);
   const respond = async (optionId: string) => {
     try {
-      await state.client.http.request("POST", `/v1/tasks/${task.id}/permissions/${encodeURIComponent(data.requestId)}`, {
-        body: { optionId },
-      });
+      await state.client.http.request(
+        "POST",
+        `/v1/tasks/${task.id}/permissions/${encodeURIComponent(data.requestId)}`,
+        {
+          body: { optionId },
+        },
+      );
       setAnswered(optionId);
     } catch (err) {
       setError((err as Error).message);
     }
   };
   return (
-    <section class="permission" aria-label={`Permission request: ${data.toolCall?.title ?? data.toolCall?.name}`}>
+    <section
+      class="permission"
+      aria-label={`Permission request: ${data.toolCall?.title ?? data.toolCall?.name}`}
+    >
       <strong>The agent asks: {data.toolCall?.title ?? data.toolCall?.name}</strong>
       <ApprovalInput request={request} whole={whole} note={note} />
       {open && (
@@ -268,6 +388,8 @@ export function Turn({ model }: { model: TurnModel }) {
                   Steered: {String(((b.event.data ?? {}) as Record<string, unknown>).text ?? "")}
                 </p>
               );
+            case "diff":
+              return <DiffBlock task={task} event={b.event} />;
           }
           return null;
         })}

@@ -33,6 +33,8 @@ export interface AgentEntry {
   permissionModes?: string[];
   /** `mooring`: the upstream gateway and how to reach it (agents/mooring/entry.ts). */
   upstream?: UpstreamEntry;
+  /** false: no workspace checkpoints for this agent's turns (docs/api.md, Workspace checkpoints). */
+  checkpoints?: boolean;
 }
 
 export type AgentRegistry = ReadonlyMap<string, AgentEntry>;
@@ -89,7 +91,7 @@ function parseEntry(name: string, value: unknown): AgentEntry {
     // Another gateway, reached over HTTP: no program, arguments or environment of its own.
     return { name, driver: "mooring", args: [], env: {}, permissions: "deny", upstream: parseUpstreamEntry(v, fail) };
   }
-  const known = ["driver", "command", "args", "env", "inheritEnv", "permissions", "models", "permissionModes"];
+  const known = ["driver", "command", "args", "env", "inheritEnv", "permissions", "models", "permissionModes", "checkpoints"];
   for (const key of Object.keys(v)) {
     if (!known.includes(key)) fail(`unknown field "${key}" (accepted: ${known.join(", ")})`);
   }
@@ -118,6 +120,7 @@ function parseEntry(name: string, value: unknown): AgentEntry {
     const secret = (inheritEnv as string[]).find((n) => GATEWAY_SECRETS.some((p) => matches(n, p)));
     if (secret) fail(`inheritEnv may not pass the gateway's own ${secret} (set what the agent needs in env)`);
   }
+  if (v.checkpoints !== undefined && typeof v.checkpoints !== "boolean") fail("checkpoints must be true or false");
   for (const key of ["models", "permissionModes"] as const) {
     const list = v[key];
     if (list !== undefined && (!Array.isArray(list) || !list.every((m) => typeof m === "string"))) {
@@ -134,5 +137,6 @@ function parseEntry(name: string, value: unknown): AgentEntry {
     permissions: permissions as PermissionPolicy,
     models: v.models as string[] | undefined,
     permissionModes: v.permissionModes as string[] | undefined,
+    ...(v.checkpoints === false ? { checkpoints: false } : {}),
   };
 }

@@ -8,6 +8,7 @@ import {
   SteerNotSupportedError,
   TaskLostError,
   type TaskStatus,
+  WorkspaceConflictError,
 } from "../client/index.js";
 
 export const ExitCode = {
@@ -41,12 +42,14 @@ export class UsageError extends Error {}
 /** The exit code of an error that ended a command before (or instead of) a terminal task. */
 export function exitCodeOfError(err: unknown): number {
   if (err instanceof UsageError) return ExitCode.usage;
-  // Refused: the gate's queue is full, the session is busy and --if-busy reject was asked, or
-  // --steer met a running turn whose agent cannot take input.
+  // Refused: the gate's queue is full, the session is busy and --if-busy reject was asked, --steer
+  // met a running turn whose agent cannot take input, or a revert would overwrite files changed
+  // since the last checkpoint.
   if (
     err instanceof GatewayBusyError ||
     err instanceof SessionBusyError ||
-    err instanceof SteerNotSupportedError
+    err instanceof SteerNotSupportedError ||
+    err instanceof WorkspaceConflictError
   ) {
     return ExitCode.refused;
   }

@@ -133,6 +133,27 @@ export function buildProgram(): Command {
     .addOption(rawOption())
     .action((id, options) => resources.tasksCancel(id, options));
 
+  withConnection(
+    program.command("diff").argument("<taskId>").description("what a turn changed in its workspace (docs/api.md, Workspace checkpoints)"),
+  )
+    .option("--stat", "only the changed files and their line counts")
+    .option("--json", "JSON, one line per page")
+    .addOption(rawOption())
+    .action((id, options) => resources.diff(id, options));
+  withConnection(
+    program
+      .command("revert")
+      .argument("<sessionId>")
+      .description("restore the workspace to the checkpoint before a turn (the session must be idle)"),
+  )
+    .option("--to-turn <n>", "the turn whose \"before\" checkpoint to restore")
+    .option("--unrevert", "undo the newest revert")
+    .option("--path <path...>", "only these files or folders, relative to the workspace")
+    .option("--force", "overwrite files changed since the last checkpoint")
+    .option("--json", "JSON")
+    .addOption(rawOption())
+    .action((id, options) => resources.revert(id, options));
+
   withConnection(program.command("gate").description("the admission gate: running and queued tasks, limits"))
     .option("--json", "JSON")
     .action((options) => resources.gate(options));

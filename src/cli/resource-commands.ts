@@ -3,7 +3,7 @@
  * a terminal, JSON otherwise asked with --json (lists as JSON lines, one item each, so a long list
  * streams).
  */
-import type { Session, Task } from "../client/index.js";
+import { type Session, type Task, type WorkspaceDiff, WorkspaceConflictError } from "../client/index.js";
 import { type Connection, connect, type ConnectionOptions, plainMessage } from "./connection.js";
 import { exitCodeOfError, UsageError } from "./exit-codes.js";
 import { resolveSessionId, resolveTaskId } from "./ids.js";
@@ -18,6 +18,12 @@ export interface ResourceOptions extends ConnectionOptions {
   session?: string;
   limit?: string;
   raw?: boolean;
+  toTurn?: string;
+  unrevert?: boolean;
+  path?: string[];
+  force?: boolean;
+  stat?: boolean;
+  fromTurn?: string;
 }
 
 const sessionRow = (s: Session) => [
@@ -151,4 +157,63 @@ export const gate = (options: ResourceOptions) =>
         out.shown,
       ),
     );
+  });
+
+function turnOf(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d{1,9}$/.test(value)) throw new UsageError(`${name} must be a turn index (0, 1, ...), got ${JSON.stringify(value)}`);
+  return Number(value);
+}
+
+/** A diff as a terminal shows it: a stat line per file, then (unless --stat) the patches. */
+function printDiff(out: Stdout, pages: WorkspaceDiff[], stat: boolean): void {
+  const first = pages[0];
+  if (!first) return;
+  const items = pages.flatMap((p) => p.items);
+  for (const f of items) out.text(`${f.status.padEnd(9)} ${f.binary ? `binary, ${f.bytes} bytes` : `+${f.additions} -${f.deletions}`}  ${f.path}\n`);
+  out.text(`${first.files} file(s) changed, ${first.additions} addition(s), ${first.deletions} deletion(s)\n`);
+  for (const s of first.skipped) out.text(`left out of the checkpoints (${s.reason}): ${s.path}\n`);
+  if (stat) return;
+  for (const f of items) if (!f.binary) out.text(`\n${f.patch}${f.truncated ? "\n[patch cut at the page budget]\n" : ""}`);
+}
+
+/** `mooring diff <task>`: what the turn changed in the workspace (every page). */
+export const diff = (id: string, options: ResourceOptions) =>
+  withClient(options, async ({ client }, out) => {
+    const taskId = await resolveTaskId(client, id);
+    const pages: WorkspaceDiff[] = [];
+    for (let cursor: string | undefined; ; ) {
+      const page = await client.tasks.diff(taskId, { cursor });
+      pages.push(page);
+      if (page.nextCursor === null) break;
+      cursor = page.nextCursor;
+    }
+    if (options.json) for (const p of pages) out.jsonLine(p);
+    else printDiff(out, pages, options.stat === true);
+  });
+
+/** `mooring revert <session> --to-turn N [--path P]... [--force]`, or `--unrevert`. */
+export const revert = (id: string, options: ResourceOptions) =>
+  withClient(options, async ({ client }, out) => {
+    const toTurn = turnOf("--to-turn", options.toTurn);
+    if ((toTurn === undefined) === (options.unrevert !== true)) {
+      throw new UsageError("give --to-turn N, or --unrevert (not both)");
+    }
+    const sessionId = await resolveSessionId(client, id);
+    try {
+      const r = await client.sessions.revert(sessionId, {
+        ...(toTurn !== undefined ? { toTurn } : { unrevert: true }),
+        ...(options.path?.length ? { paths: options.path } : {}),
+        ...(options.force ? { force: true } : {}),
+      });
+      if (options.json) return out.jsonLine(r);
+      for (const p of r.restored) out.text(`restored ${p}\n`);
+      for (const p of r.removed) out.text(`removed  ${p}\n`);
+      out.text(`revert ${r.revert}: ${r.restored.length} restored, ${r.removed.length} removed (undo: mooring revert ${sessionId} --unrevert)\n`);
+    } catch (err) {
+      if (err instanceof WorkspaceConflictError) {
+        for (const p of err.paths) stderrLine(`changed since the last checkpoint: ${p}`);
+      }
+      throw err;
+    }
   });

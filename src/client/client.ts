@@ -20,6 +20,11 @@ import type {
   SteerAnswer,
   SubmitTurnInput,
   Task,
+  WorkspaceDiff,
+  RevertResult,
+  RevertInput,
+  DiffPageOptions,
+  SessionDiffOptions,
 } from "./types.js";
 
 export interface MooringClientOptions {
@@ -129,6 +134,16 @@ export class MooringClient {
     list: (filter: Omit<ListSessionsFilter, "cursor"> = {}): AsyncIterable<Session> =>
       paged((cursor) => this.json("GET", "/v1/sessions", undefined, { ...filter, cursor })),
     archive: (sessionId: string): Promise<Session> => this.json("DELETE", `/v1/sessions/${sessionId}`),
+    /**
+     * Restores the workspace to the checkpoint before turn `toTurn` (or undoes the newest revert
+     * with `unrevert: true`); only `paths` when given. WorkspaceConflictError lists files changed
+     * since the last checkpoint (send `force: true` to overwrite them).
+     */
+    revert: (sessionId: string, input: RevertInput): Promise<RevertResult> =>
+      this.json("POST", `/v1/sessions/${sessionId}/revert`, input),
+    /** One page of what turns `fromTurn`..`toTurn` changed in the workspace (follow `nextCursor`). */
+    diff: (sessionId: string, options: SessionDiffOptions = {}): Promise<WorkspaceDiff> =>
+      this.json("GET", `/v1/sessions/${sessionId}/diff`, undefined, options),
     /** One page of sessions (for callers that hand the cursor on, as ACP's `session/list`). */
     page: (filter: ListSessionsFilter = {}): Promise<Page<Session>> =>
       this.json("GET", "/v1/sessions", undefined, filter),
@@ -179,6 +194,9 @@ export class MooringClient {
         text,
         idempotencyKey: options.idempotencyKey ?? newKey(),
       }),
+    /** One page of what the turn changed in the workspace: per file its stats and unified diff (follow `nextCursor`). */
+    diff: (taskId: string, options: DiffPageOptions = {}): Promise<WorkspaceDiff> =>
+      this.json("GET", `/v1/tasks/${taskId}/diff`, undefined, options),
     /** Follows a task, from `afterSeq` (a cursor saved earlier) or from its start. */
     follow: (taskId: string, options: FollowOptions = {}): Run => this.runOf(taskId, options, null),
   };

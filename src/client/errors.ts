@@ -62,6 +62,14 @@ export class TenantBusyError extends MooringApiError {}
 export class TaskNotRunningError extends MooringApiError {}
 /** A steer of a turn whose agent cannot take input mid-turn: submit with ifBusy enqueue or interrupt instead. */
 export class SteerNotSupportedError extends MooringApiError {}
+/** A revert would overwrite files changed since the last checkpoint; `paths` names them (retry with `force: true`). */
+export class WorkspaceConflictError extends MooringApiError {
+  get paths(): string[] {
+    return Array.isArray(this.details.paths) ? (this.details.paths as string[]) : [];
+  }
+}
+/** No checkpoint answers the request (checkpoints off, a turn that never ran, no revert to undo). */
+export class CheckpointNotFoundError extends MooringApiError {}
 /** The path exists but not with this method (the gateway's `Allow` header lists those it takes). */
 export class MethodNotAllowedError extends MooringApiError {}
 export class UpgradeRequiredError extends MooringApiError {}
@@ -93,6 +101,8 @@ export const errorClasses: Record<string, ApiErrorClass> = {
   TENANT_BUSY: TenantBusyError,
   TASK_NOT_RUNNING: TaskNotRunningError,
   STEER_NOT_SUPPORTED: SteerNotSupportedError,
+  WORKSPACE_CONFLICT: WorkspaceConflictError,
+  CHECKPOINT_NOT_FOUND: CheckpointNotFoundError,
   METHOD_NOT_ALLOWED: MethodNotAllowedError,
   UPGRADE_REQUIRED: UpgradeRequiredError,
 };

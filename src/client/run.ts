@@ -5,7 +5,7 @@
  */
 import type { Follower, StateChange } from "./follow.js";
 import type { Http } from "./http.js";
-import type { MooringEvent, RunItem, SteerAnswer, Task } from "./types.js";
+import type { DiffPageOptions, MooringEvent, RunItem, SteerAnswer, Task, WorkspaceDiff } from "./types.js";
 
 export interface RunHandlers {
   text: (delta: string, event: MooringEvent) => void;
@@ -55,6 +55,13 @@ export class Run implements AsyncIterable<RunItem> {
   }
 
   /** Cancels the task and waits for it to end (`task.cancelled`, or whatever ended it first). */
+  /** What this turn changed in the workspace (one page; docs/api.md, Workspace checkpoints). */
+  async diff(options: DiffPageOptions = {}): Promise<WorkspaceDiff> {
+    return (
+      await this.http.request<WorkspaceDiff>("GET", `/v1/tasks/${this.follower.taskId}/diff`, { query: options })
+    ).body;
+  }
+
   async cancel(): Promise<Task> {
     await this.http.request("POST", `/v1/tasks/${this.follower.taskId}/cancel`);
     return this.done();

@@ -29,6 +29,13 @@ export type TenantUsage = Static<typeof R.TenantUsage>;
 export type Instance = Static<typeof R.Instance>;
 export type Hello = Static<typeof R.Hello>;
 export type CreateSessionInput = Static<typeof Q.CreateSessionBody>;
+/** What a turn (or turns) changed in the workspace (docs/api.md, Workspace checkpoints). */
+export type WorkspaceDiff = Static<typeof R.WorkspaceDiff>;
+export type FileDiff = Static<typeof R.FileDiff>;
+export type RevertResult = Static<typeof R.RevertResult>;
+export type RevertInput = Static<typeof Q.RevertBody>;
+export type DiffPageOptions = Static<typeof Q.TaskDiffQuery>;
+export type SessionDiffOptions = Static<typeof Q.SessionDiffQuery>;
 export type SubmitTurnInput = Static<typeof Q.SubmitTurnBody>;
 /** A steer's answer: the stored `turn.input` (docs/api.md, Steering a running turn). */
 export type SteerAnswer = Static<typeof R.SteerAnswer>;

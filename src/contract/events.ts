@@ -42,6 +42,18 @@ export interface EventData {
     carriedOver?: { turns: number; chars: number };
   };
   "session.notice": { message: string };
+  /** The workspace changes of the turn that just ended (docs/api.md, Workspace checkpoints). */
+  "turn.diff": { files: number; additions: number; deletions: number; skipped?: number };
+  /** A revert restored files of the workspace (docs/api.md, Workspace checkpoints). */
+  "session.reverted": {
+    revert: number;
+    toTurn: number | null;
+    unrevert: boolean;
+    restored: number;
+    removed: number;
+    paths: string[] | null;
+    force: boolean;
+  };
   "permission.requested": TaskShape["pendingPermissions"][number];
   "permission.resolved": {
     requestId: string;

@@ -53,6 +53,11 @@ export const CreateSessionBody = Type.Object(
         description: "a retried create with this key returns the same session",
       }),
     ),
+    checkpoints: Type.Optional(
+      Type.Boolean({
+        description: "false: no workspace checkpoints (no diff, no revert) for this session's turns; default true",
+      }),
+    ),
     group: Type.Optional(
       Type.String({
         pattern: GROUP_NAME.source,
@@ -133,6 +138,42 @@ export const ListTasksQuery = Type.Object(
   { additionalProperties: false },
 );
 
+/** Workspace checkpoints (docs/api.md, Workspace checkpoints): a diff page. */
+const diffPaging = {
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 200, description: "files per page" })),
+  cursor: Type.Optional(Type.String({ maxLength: 64 })),
+};
+export const TaskDiffQuery = Type.Object(diffPaging, { additionalProperties: false });
+export const SessionDiffQuery = Type.Object(
+  {
+    fromTurn: Type.Optional(Type.Integer({ minimum: 0, description: "the first turn (its \"before\"); default 0" })),
+    toTurn: Type.Optional(Type.Integer({ minimum: 0, description: "the last turn (its \"after\"); default the newest" })),
+    ...diffPaging,
+  },
+  { additionalProperties: false },
+);
+/** The most paths one revert may name. */
+export const REVERT_MAX_PATHS = 1000;
+export const RevertBody = Type.Object(
+  {
+    toTurn: Type.Optional(
+      Type.Integer({ minimum: 0, description: "restore the workspace as it was before this turn" }),
+    ),
+    unrevert: Type.Optional(
+      Type.Boolean({ description: "undo the newest revert: restore the checkpoint taken just before it" }),
+    ),
+    paths: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 4096 }), {
+        minItems: 1,
+        maxItems: REVERT_MAX_PATHS,
+        description: "only these files or folders, relative to the workspace (default: all)",
+      }),
+    ),
+    force: Type.Optional(Type.Boolean({ description: "overwrite files changed since the last checkpoint" })),
+  },
+  { additionalProperties: false },
+);
+
 /** An answer to an agent's permission request. */
 export const PERMISSION_MESSAGE_MAX = 4000;
 export const PERMISSION_ANSWERS_MAX = 32;
@@ -182,6 +223,9 @@ export const rpcParams = {
   "tasks.cancel": Type.Object({ taskId: Uuid }, { additionalProperties: false }),
   "turns.steer": Type.Object({ taskId: Uuid, ...steerFields }, { additionalProperties: false }),
   "tasks.list": ListTasksQuery,
+  "tasks.diff": Type.Object({ taskId: Uuid, ...diffPaging }, { additionalProperties: false }),
+  "sessions.diff": Type.Object({ sessionId: Uuid, ...SessionDiffQuery.properties }, { additionalProperties: false }),
+  "sessions.revert": Type.Object({ sessionId: Uuid, ...RevertBody.properties }, { additionalProperties: false }),
   "permissions.respond": Type.Object(
     { taskId: Uuid, requestId: Uuid, ...permissionAnswerFields },
     { additionalProperties: false },

@@ -37,6 +37,7 @@ export const Session = Type.Object(
     turnCount: Type.Integer(),
     contextUsage: Nullable(ContextUsage),
     lastSeq: Seq,
+    checkpoints: Type.Boolean({ description: "whether its turns get workspace checkpoints (docs/api.md, Workspace checkpoints)" }),
     createdAt: Time,
     updatedAt: Time,
     lastActivityAt: Time,
@@ -387,6 +388,65 @@ export const Hello = Type.Object({
   pingMs: Type.Optional(Type.Integer()),
 });
 
+
+/** Workspace checkpoints (docs/api.md, Workspace checkpoints). */
+const CheckpointRef = Type.Object(
+  {
+    name: Type.String({ description: "`<turn>/before`, `<turn>/after`, `revert-<n>/before`, `revert-<n>/after`" }),
+    commit: Type.String(),
+    atReconcile: Type.Boolean({ description: "an \"after\" taken by the next instance, its turn's instance having died" }),
+    createdAt: Type.String(),
+  },
+  { title: "CheckpointRef", additionalProperties: false },
+);
+const SkippedFile = Type.Object(
+  { path: Type.String(), reason: Type.String({ description: "too_large | too_many" }) },
+  { title: "SkippedFile", additionalProperties: false },
+);
+export const FileDiff = Type.Object(
+  {
+    path: Type.String({ description: "relative to the workspace" }),
+    status: Type.Union([Type.Literal("added"), Type.Literal("modified"), Type.Literal("deleted"), Type.Literal("type_changed")]),
+    additions: Type.Integer(),
+    deletions: Type.Integer(),
+    binary: Type.Boolean(),
+    bytes: Type.Integer({ description: "size of the new version (the old one for a deleted file)" }),
+    patch: Type.String({ description: "the unified diff; for a binary file `binary, N bytes`" }),
+    truncated: Type.Boolean({ description: "the patch was cut at the page's byte budget" }),
+  },
+  { title: "FileDiff", additionalProperties: false },
+);
+export const WorkspaceDiff = Type.Object(
+  {
+    sessionId: Type.String(),
+    taskId: Nullable(Type.String()),
+    fromTurn: Type.Integer(),
+    toTurn: Type.Integer(),
+    from: CheckpointRef,
+    to: CheckpointRef,
+    files: Type.Integer({ description: "files changed in all (every page)" }),
+    additions: Type.Integer(),
+    deletions: Type.Integer(),
+    skipped: Type.Array(SkippedFile, { description: "files the checkpoints left out (size or count limit)" }),
+    items: Type.Array(FileDiff),
+    nextCursor: Nullable(Type.String()),
+  },
+  { title: "WorkspaceDiff", additionalProperties: false },
+);
+export const RevertResult = Type.Object(
+  {
+    sessionId: Type.String(),
+    revert: Type.Integer({ description: "this revert's number in the session (undo it with `unrevert`)" }),
+    toTurn: Nullable(Type.Integer()),
+    unrevert: Type.Boolean(),
+    restored: Type.Array(Type.String(), { description: "files written back" }),
+    removed: Type.Array(Type.String(), { description: "files removed (absent from the checkpoint)" }),
+    before: CheckpointRef,
+    after: CheckpointRef,
+  },
+  { title: "RevertResult", additionalProperties: false },
+);
+
 /** Each route's answers by status, keyed `METHOD path` as fastify registers it. */
 export const routeResponses = {
   "GET /healthz": { 200: Type.Object({ ok: Type.Boolean() }, { title: "Health", additionalProperties: false }), 403: Failure },
@@ -409,6 +469,9 @@ export const routeResponses = {
   "GET /v1/tasks": { 200: TaskPage, ...apiFailures },
   "POST /v1/tasks/:id/cancel": { 200: Task, ...apiFailures },
   "POST /v1/tasks/:id/input": { 202: SteerAnswer, 200: SteerAnswer, ...apiFailures },
+  "GET /v1/tasks/:id/diff": { 200: WorkspaceDiff, ...apiFailures },
+  "GET /v1/sessions/:id/diff": { 200: WorkspaceDiff, ...apiFailures },
+  "POST /v1/sessions/:id/revert": { 200: RevertResult, ...apiFailures },
   "POST /v1/tasks/:id/permissions/:requestId": { 200: PermissionResolution, ...apiFailures },
   "GET /v1/gate": { 200: GateStatus, ...apiFailures },
   "GET /v1/instances": { 200: InstanceList, ...apiFailures },

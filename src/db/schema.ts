@@ -73,6 +73,8 @@ export const sessions = pgTable(
     createdAt: ts("created_at").notNull().defaultNow(),
     updatedAt: ts("updated_at").notNull().defaultNow(),
     lastActivityAt: ts("last_activity_at").notNull().defaultNow(),
+    /** Workspace checkpoints before and after each turn (docs/api.md, Workspace checkpoints); false: none. */
+    checkpoints: boolean("checkpoints").notNull().default(true),
   },
   (t) => [
     index("sessions_workspace_idx").on(t.workspace),
@@ -324,4 +326,37 @@ export const transcriptChunks = pgTable(
     at: ts("at").notNull().defaultNow(),
   },
   (t) => [primaryKey({ columns: [t.sessionId, t.agentSessionId, t.byteOffset] })],
+);
+
+/**
+ * Workspace checkpoints (docs/architecture.md, Workspace checkpoints): one row per commit written
+ * under a hidden ref, so the diff and revert routes, and the reconcile after a crash, know what
+ * exists without asking git. `name` is the ref's tail: `<turnIndex>/before`, `<turnIndex>/after`,
+ * `revert-<n>/before`, `revert-<n>/after`.
+ */
+export const checkpoints = pgTable(
+  "checkpoints",
+  {
+    sessionId: uuid("session_id")
+      .notNull()
+      .references(() => sessions.id),
+    name: text("name").notNull(),
+    /** The turn's task (null for a revert's checkpoints). */
+    taskId: uuid("task_id"),
+    turnIndex: integer("turn_index"),
+    /** The revert's number within its session (null for a turn's checkpoints). */
+    revertIndex: integer("revert_index"),
+    /** before | after */
+    phase: text("phase").notNull(),
+    commitSha: text("commit_sha").notNull(),
+    /** workspace (the workspace's own repository) | shadow (one under the data folder) */
+    store: text("store").notNull(),
+    gitDir: text("git_dir").notNull(),
+    /** The "after" of a turn whose instance died: taken by the next instance to touch the session. */
+    atReconcile: boolean("at_reconcile").notNull().default(false),
+    /** Files left out (over the size or count limit): `[{path, reason}]`. */
+    skipped: jsonb("skipped").$type<{ path: string; reason: string }[]>().notNull().default([]),
+    createdAt: ts("created_at").notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.sessionId, t.name] }), index("checkpoints_task_idx").on(t.taskId)],
 );

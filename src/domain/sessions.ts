@@ -33,6 +33,8 @@ export interface CreateSessionInput {
   idempotencyKey?: string;
   /** The instance group to run its turns (admin only); default: the creating instance's group. */
   group?: string;
+  /** false: no workspace checkpoints for its turns (docs/api.md, Workspace checkpoints). */
+  checkpoints?: boolean;
 }
 
 /**
@@ -105,6 +107,7 @@ export class SessionService {
       metadata: input.metadata ?? {},
       idempotencyKey: input.idempotencyKey ?? null,
       group: input.group ?? this.rt.config.instanceGroup,
+      checkpoints: input.checkpoints,
     });
     if (created) this.log.info({ sessionId: id, workspace, agent: input.agent, tenant: tenant.name }, "session created");
     return { session: await this.get(id, tenant, { withTurns: false }), created };

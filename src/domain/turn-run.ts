@@ -26,6 +26,7 @@ import { TurnRecorder } from "./turn-recorder.js";
 import { TurnInputFeed } from "./turn-inputs.js";
 import type { SessionRow } from "./views.js";
 import type { ClockTimer } from "../clock.js";
+import type { CheckpointService } from "./checkpoints.js";
 
 /** Why a running turn is being stopped before it ended by itself. */
 export type StopCause = "cancel" | "timeout" | "shutdown" | "lost";
@@ -60,6 +61,8 @@ export class TurnExecution {
     private readonly recovery: Recovery,
     /** Interactive approvals: where a turn's permission requests go (absent: drivers use their policy). */
     private readonly permissions: Permissions | null,
+    /** Workspace checkpoints before and after each turn (absent: none). */
+    private readonly checkpoints: CheckpointService | null = null,
   ) {}
 
   /** Shutdown: the grace is over; settlements give up after a few attempts. */
@@ -94,6 +97,10 @@ export class TurnExecution {
         });
         return;
       }
+      // The workspace as it is before the agent starts (docs/api.md, Workspace checkpoints).
+      const checkpointed =
+        this.checkpoints?.enabledFor(session, entry) === true &&
+        (await this.checkpoints.beforeTurn(session, row, log));
       const conversation = this.pool.acquire(session, entry, this.drivers[entry.driver]);
       // deadline_at was set by the database at admission; the timer runs on the gateway's clock.
       const now = this.rt.clock.now();
@@ -145,6 +152,10 @@ export class TurnExecution {
       // A request the agent left unanswered (it crashed, or withdrew it) is resolved before the
       // settlement, so its event precedes the terminal one.
       await this.permissions?.endTurn(row.id);
+      // The workspace as the agent left it (stopped, failed or done), with the turn's turn.diff event.
+      if (checkpointed && this.checkpoints && turn.cause !== "lost") {
+        await this.checkpoints.afterTurn(session, row, fence, log);
+      }
       // The turn's session writes need no waiting for: its lane commits them before (or with)
       // the settlement queued after them, while the fence that guards them still holds.
       tokens = state.contextTokens;

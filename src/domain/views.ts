@@ -41,6 +41,7 @@ export function sessionView(row: SessionRow): SessionView {
     turnCount: row.turnCount,
     contextUsage: row.contextUsage,
     lastSeq: row.lastSeq,
+    checkpoints: row.checkpoints,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
     lastActivityAt: row.lastActivityAt.toISOString(),

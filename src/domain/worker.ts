@@ -16,6 +16,7 @@ import { renewLease, renewLeases } from "../sql/renew-leases.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { type ClaimLimit, claimChange } from "./claim.js";
 import type { ConversationPool } from "./conversation-pool.js";
+import type { CheckpointService } from "./checkpoints.js";
 import type { Permissions } from "./permissions.js";
 import type { Recovery } from "./recovery.js";
 import type { Runtime } from "./runtime.js";
@@ -47,8 +48,9 @@ export class Worker implements ClaimLimit {
     recovery: Recovery,
     /** Interactive approvals: where a turn's permission requests go (absent: drivers use their policy). */
     permissions: Permissions | null = null,
+    checkpoints: CheckpointService | null = null,
   ) {
-    this.execution = new TurnExecution(rt, registry, drivers, pool, recovery, permissions);
+    this.execution = new TurnExecution(rt, registry, drivers, pool, recovery, permissions, checkpoints);
     rt.bus.on("claimed", (rows) => this.startClaimed(rows));
     this.claims = new SingleFlight(
       () => this.claimOnce(),

@@ -10,6 +10,8 @@ export interface SessionToInsert {
   idempotencyKey: string | null;
   /** The instance group whose instances run its turns (absent: `default`). */
   group?: string;
+  /** Workspace checkpoints for its turns (absent: true). */
+  checkpoints?: boolean;
 }
 
 /**
@@ -20,9 +22,9 @@ export interface SessionToInsert {
  */
 export async function insertSession(q: Queryable, s: SessionToInsert): Promise<{ id: string; created: boolean }> {
   const [inserted] = await q<{ id: string }[]>`
-    insert into sessions (tenant, instance_group, workspace, agent, agent_config, title, metadata, idempotency_key)
+    insert into sessions (tenant, instance_group, workspace, agent, agent_config, title, metadata, idempotency_key, checkpoints)
     values (${s.tenant}, ${s.group ?? "default"}, ${s.workspace}, ${s.agent}, ${JSON.stringify(s.agentConfig)}::text::jsonb, ${s.title}, ${JSON.stringify(s.metadata)}::text::jsonb,
-            ${s.idempotencyKey})
+            ${s.idempotencyKey}, ${s.checkpoints ?? true})
     on conflict (tenant, idempotency_key) do nothing
     returning id`;
   if (inserted) return { id: inserted.id, created: true };

@@ -1,4 +1,5 @@
 /** The domain operations the transports call; transports hold no business rules. */
+import type { CheckpointService } from "../domain/checkpoints.js";
 import type { EventService } from "../domain/events.js";
 import type { InstanceService } from "../domain/instances.js";
 import type { Permissions } from "../domain/permissions.js";
@@ -19,6 +20,8 @@ export interface Services {
   instances: InstanceService;
   /** Interactive approvals: clients answer agents' permission requests. */
   permissions: Permissions;
+  /** Workspace checkpoints: diffs and reverts. */
+  checkpoints: CheckpointService;
   /** The webhook outbox as operators see it. */
   webhookDeliveries: DeliveriesService;
   identity: Identity;

@@ -77,6 +77,7 @@ describe("a ready gateway", () => {
     expect(Object.keys(body.properties).sort()).toEqual([
       "agent",
       "agentConfig",
+      "checkpoints",
       "group",
       "idempotencyKey",
       "metadata",

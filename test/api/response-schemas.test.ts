@@ -7,7 +7,8 @@
  * on a tokened gateway, 403 for a foreign Host, 503 on a gateway without its database. Known
  * objects are closed, so a field added to an answer without its schema fails here (issue 14).
  */
-import { rm } from "node:fs/promises";
+import { rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../../src/gateway.js";
 import { type RouteKey, routeResponses } from "../../src/contract/responses.js";
@@ -28,16 +29,19 @@ let tokened: Gateway;
 /** No database: 503 NOT_READY. */
 let unready: Gateway;
 let workspace: string;
+let dataDir: string;
 let check: OpenApiCheck;
 /** Each route's statuses this file provoked and checked. */
 const provoked = new Map<RouteKey, Set<number>>();
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  gw = await startTestGateway(db.url);
+  workspace = await tempWorkspace();
+  dataDir = await tempWorkspace();
+  // Workspace checkpoints on: the workspace (no git) gets a shadow repository in a data dir of its own.
+  gw = await startTestGateway(db.url, { MOORING_CHECKPOINTS: "true", MOORING_DATA_DIR: dataDir });
   tokened = await startTestGateway(db.url, { MOORING_API_TOKENS: TOKEN, MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "0" });
   unready = await startUnreadyGateway();
-  workspace = await tempWorkspace();
   const served = await call(gw.url, "GET", "/docs/json");
   expect(served.status).toBe(200);
   check = new OpenApiCheck(served.body);
@@ -49,6 +53,7 @@ afterAll(async () => {
   await gw?.stop();
   await db?.drop();
   await rm(workspace, { recursive: true, force: true });
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
 });
 
 const routes = Object.keys(routeResponses) as RouteKey[];
@@ -103,6 +108,23 @@ it("every route's successes and refusals of its input are what /docs/json declar
   expect(task.status).toBe(202);
   await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "x", idempotencyKey: "turn-1" });
   const done = await waitTask(gw.url, task.body.id);
+  // Workspace checkpoints: the turn's diff, a session diff, a revert, and their refusals.
+  const diffRoute = "GET /v1/tasks/:id/diff";
+  expect((await answer(diffRoute, `/v1/tasks/${task.body.id}/diff`)).status).toBe(200);
+  expect((await answer(diffRoute, `/v1/tasks/${task.body.id}/diff?cursor=nope`)).status).toBe(400);
+  expect((await answer(diffRoute, "/v1/tasks/00000000-0000-0000-0000-000000000000/diff")).status).toBe(404);
+  const sessionDiff = "GET /v1/sessions/:id/diff";
+  expect((await answer(sessionDiff, `/v1/sessions/${id}/diff?fromTurn=0&toTurn=0`)).status).toBe(200);
+  expect((await answer(sessionDiff, `/v1/sessions/${id}/diff?fromTurn=1&toTurn=0`)).status).toBe(400);
+  expect((await answer(sessionDiff, `/v1/sessions/${id}/diff?fromTurn=7&toTurn=7`)).status).toBe(404);
+  const revert = "POST /v1/sessions/:id/revert";
+  expect((await answer(revert, `/v1/sessions/${id}/revert`, { toTurn: 0 })).status).toBe(200);
+  expect((await answer(revert, `/v1/sessions/${id}/revert`, { toTurn: 0, unrevert: true })).status).toBe(400);
+  expect((await answer(revert, `/v1/sessions/${id}/revert`, { toTurn: 7 })).status).toBe(404);
+  await writeFile(join(workspace, "user-edit.txt"), "a file the user made after the last checkpoint\n");
+  const conflict = await answer(revert, `/v1/sessions/${id}/revert`, { toTurn: 0 });
+  expect(conflict.status).toBe(409);
+  expect(conflict.body.error).toMatchObject({ code: "WORKSPACE_CONFLICT", paths: ["user-edit.txt"] });
   const final = await answer("GET /v1/tasks/:id", `/v1/tasks/${task.body.id}`);
   expect(final.body.result.usage).toEqual(done.result.usage);
   await answer("GET /v1/tasks/:id", `/v1/tasks/00000000-0000-0000-0000-000000000000`);
@@ -296,6 +318,9 @@ const EXPECTED: Record<string, number[]> = {
   "GET /v1/tasks/:id": [200, 400, 401, 403, 404, 503],
   "GET /v1/tasks": [200, 400, 401, 403, 503],
   "POST /v1/tasks/:id/cancel": [200, 400, 401, 403, 404, 503],
+  "GET /v1/tasks/:id/diff": [200, 400, 401, 403, 404, 503],
+  "GET /v1/sessions/:id/diff": [200, 400, 401, 403, 404, 503],
+  "POST /v1/sessions/:id/revert": [200, 400, 401, 403, 404, 409, 503],
   "POST /v1/tasks/:id/permissions/:requestId": [200, 400, 401, 403, 404, 409, 503],
   "POST /v1/tasks/:id/input": [200, 202, 400, 401, 403, 404, 409, 503],
   "GET /v1/gate": [200, 401, 403, 503],

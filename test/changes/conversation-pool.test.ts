@@ -58,6 +58,7 @@ function row(cursor: Partial<SessionRow> = {}): SessionRow {
     tenant: "default",
     instanceGroup: "default",
     workspace: "/srv/ws",
+    checkpoints: true,
     agent: "scripted",
     agentConfig: {},
     title: null,

@@ -19,6 +19,9 @@ export function testEnv(databaseUrl: string, extra: Record<string, string> = {})
     PORT: "0",
     LOG_LEVEL: "silent",
     MOORING_POLL_MS: "200",
+    // Workspace checkpoints run git before and after every turn: off unless a test asks for them
+    // (test/process/checkpoints*.test.ts, test/cli/cli-checkpoints.test.ts, response-schemas).
+    MOORING_CHECKPOINTS: "false",
     ...extra,
   };
 }

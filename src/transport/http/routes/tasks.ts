@@ -8,6 +8,7 @@ import {
   PermissionParams,
   RespondPermissionBody,
   SteerBody,
+  TaskDiffQuery,
   TaskIdParams,
 } from "../../../contract/requests.js";
 import type { Services } from "../../services.js";
@@ -31,6 +32,20 @@ export function registerTaskRoutes(app: FastifyInstance, s: Services): void {
     "/tasks",
     { schema: { summary: "List tasks, newest first", tags: ["tasks"], querystring: ListTasksQuery, response: routeResponses["GET /v1/tasks"] } },
     async (req) => s.tasks.list(req.query, tenantOf(req, s.tenants)),
+  );
+
+  app.get<{ Params: Static<typeof TaskIdParams>; Querystring: Static<typeof TaskDiffQuery> }>(
+    "/tasks/:id/diff",
+    {
+      schema: {
+        summary: "What the turn changed in the workspace: its checkpoints' unified diff, paged by files",
+        tags: ["tasks"],
+        params: TaskIdParams,
+        querystring: TaskDiffQuery,
+        response: routeResponses["GET /v1/tasks/:id/diff"],
+      },
+    },
+    async (req) => s.checkpoints.diffTask(req.params.id, req.query, tenantOf(req, s.tenants)),
   );
 
   app.post<{ Params: Static<typeof TaskIdParams> }>(

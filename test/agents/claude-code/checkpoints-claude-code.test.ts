@@ -1,0 +1,133 @@
+/**
+ * Workspace checkpoints with the REAL Claude Code CLI against the fake Anthropic server
+ * (docs/api.md, Workspace checkpoints): a reply that uses the Write tool (permission mode
+ * acceptEdits, so it runs unasked) creates a file in a git workspace; the turn's diff shows the
+ * write, and a revert removes it.
+ */
+import { execFileSync } from "node:child_process";
+import { realpathSync } from "node:fs";
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from "vitest";
+import type { Gateway } from "../../../src/gateway.js";
+import { isRunning } from "../../support/agent-gateway.js";
+import { createTestDatabase, type TestDatabase } from "../../support/db.js";
+import { type FakeAnthropic, startFakeAnthropic } from "../../support/fake-anthropic.js";
+import { call, repoRoot, startTestGateway } from "../../support/gateway.js";
+import { createSessionWith, submitPrompt, waitTerminal } from "../../support/turns.js";
+
+const claudeBin = join(repoRoot, "node_modules/.bin/claude");
+
+let db: TestDatabase;
+let fake: FakeAnthropic;
+let root: string;
+let workspace: string;
+let gw: Gateway;
+const agentPids = new Set<number>();
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  fake = await startFakeAnthropic();
+});
+afterAll(async () => {
+  await fake?.close();
+  await db?.drop();
+});
+beforeEach(async () => {
+  root = realpathSync(await mkdtemp(join(tmpdir(), "mooring-ckpt-claude-")));
+  workspace = join(root, "ws");
+  await mkdir(workspace, { recursive: true });
+  gw = await startTestGateway(
+    db.url,
+    {
+      MOORING_CHECKPOINTS: "true",
+      MOORING_DATA_DIR: join(root, "data"),
+      MOORING_AGENTS: JSON.stringify({
+        claude: {
+          driver: "claude-code",
+          command: claudeBin,
+          env: {
+            ANTHROPIC_BASE_URL: fake.url,
+            ANTHROPIC_API_KEY: "test",
+            CLAUDE_CONFIG_DIR: join(root, "config"),
+          },
+          permissionModes: ["default", "acceptEdits"],
+        },
+      }),
+    },
+    {
+      onLog: (record) => {
+        if (record.msg === "claude-code spawned" && typeof record.agentPid === "number")
+          agentPids.add(record.agentPid);
+      },
+    },
+  );
+});
+afterEach(async () => {
+  await gw?.stop();
+  for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
+  agentPids.clear();
+  await rm(root, { recursive: true, force: true });
+});
+
+it("a Write tool call of the real CLI shows in the turn's diff, and a revert removes the file", async () => {
+  const git = (args: string[]) =>
+    execFileSync("git", args, {
+      cwd: workspace,
+      encoding: "utf8",
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: root,
+        GIT_CONFIG_NOSYSTEM: "1",
+        GIT_CONFIG_GLOBAL: "/dev/null",
+        GIT_AUTHOR_NAME: "u",
+        GIT_AUTHOR_EMAIL: "u@example.com",
+        GIT_COMMITTER_NAME: "u",
+        GIT_COMMITTER_EMAIL: "u@example.com",
+      },
+    });
+  git(["init", "-q"]);
+  await writeFile(join(workspace, "README.md"), "# project\n");
+  git(["add", "-A"]);
+  git(["commit", "-q", "-m", "first"]);
+  const target = join(workspace, "src", "hello.txt");
+  fake.respond((r) => {
+    if (!r.isMain) return undefined;
+    if (r.hasToolResult) return { text: "Written." };
+    return {
+      text: "Writing the file.",
+      toolUse: {
+        id: "toolu_write_1",
+        name: "Write",
+        input: { file_path: target, content: "hello from claude\nsecond line\n" },
+      },
+    };
+  });
+  const session = await createSessionWith(gw.url, {
+    workspace,
+    agent: "claude",
+    agentConfig: { permissionMode: "acceptEdits" },
+  });
+  const task = await submitPrompt(gw.url, session.id, "write src/hello.txt");
+  const done = await waitTerminal(gw.url, task.id, 120_000);
+  expect(done.status).toBe("completed");
+  expect(await readFile(target, "utf8")).toBe("hello from claude\nsecond line\n");
+
+  const diff = await call(gw.url, "GET", `/v1/tasks/${task.id}/diff`);
+  expect(diff.status).toBe(200);
+  const file = diff.body.items.find((f: any) => f.path === "src/hello.txt");
+  expect(file).toMatchObject({ status: "added", additions: 2, deletions: 0, binary: false });
+  expect(file.patch).toContain("+hello from claude\n+second line\n");
+  const [turnDiff] = await db.sql<
+    { data: any }[]
+  >`select data from events where task_id = ${task.id} and type = 'turn.diff'`;
+  expect(turnDiff?.data.files).toBe(diff.body.files);
+  expect(git(["status", "--porcelain", "--untracked-files=all"])).toContain("?? src/hello.txt");
+
+  const reverted = await call(gw.url, "POST", `/v1/sessions/${session.id}/revert`, { toTurn: 0 });
+  expect(reverted.status).toBe(200);
+  expect(reverted.body.removed).toContain("src/hello.txt");
+  await expect(stat(target)).rejects.toThrow();
+  expect(await readFile(join(workspace, "README.md"), "utf8")).toBe("# project\n");
+}, 180_000);
