@@ -184,6 +184,16 @@ export const errors = {
   sessionArchived: (id: string) => new MooringError("SESSION_ARCHIVED", `session ${id} is archived`),
   sessionBusy: (id: string) =>
     new MooringError("SESSION_BUSY", `session ${id} is running a turn (ifBusy=reject)`),
+  /**
+   * A purge (`DELETE /v1/sessions/:id?purge=true`) found a turn of the session still ending after
+   * its archive cancelled it: the session stays archived, nothing was deleted; asking again purges it.
+   */
+  sessionPurgeBusy: (id: string, retryAfterSeconds: number) =>
+    new MooringError(
+      "SESSION_BUSY",
+      `session ${id} was archived but a turn of it is still ending; nothing was deleted, purge it again`,
+      { reason: "turn_ending", retryAfterSeconds },
+    ),
   /** Events after `afterSeq` were pruned; `reload` says what the client reads again before continuing. */
   resyncRequired: (afterSeq: number, oldestSeq: number, reload: "session" | "task") =>
     new MooringError(

@@ -15,6 +15,7 @@ import type {
   ListSessionsFilter,
   ListTasksFilter,
   Page,
+  PurgedSession,
   Session,
   SessionWithTurns,
   SubmitTurnInput,
@@ -110,7 +111,12 @@ export class MooringClient {
     };
   }
 
-  private async json<T>(method: string, path: string, body?: unknown, query?: Record<string, any>): Promise<T> {
+  private async json<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    query?: Record<string, any>,
+  ): Promise<T> {
     return (await this.http.request<T>(method, path, { body, query })).body;
   }
 
@@ -123,6 +129,12 @@ export class MooringClient {
     list: (filter: Omit<ListSessionsFilter, "cursor"> = {}): AsyncIterable<Session> =>
       paged((cursor) => this.json("GET", "/v1/sessions", undefined, { ...filter, cursor })),
     archive: (sessionId: string): Promise<Session> => this.json("DELETE", `/v1/sessions/${sessionId}`),
+    /**
+     * Archives the session and deletes it with everything of it; resolves once nothing of it is
+     * left. A retry after a lost answer finds it gone (SessionNotFound).
+     */
+    purge: (sessionId: string): Promise<PurgedSession> =>
+      this.json("DELETE", `/v1/sessions/${sessionId}`, undefined, { purge: true }),
     /** One page of sessions (for callers that hand the cursor on, as ACP's `session/list`). */
     page: (filter: ListSessionsFilter = {}): Promise<Page<Session>> =>
       this.json("GET", "/v1/sessions", undefined, filter),

@@ -25,7 +25,8 @@ import { activeStatuses, type TaskStatus, terminalStatuses } from "../contract/t
  * A status set as the SQL list a partial index's predicate names, `('running', 'cancelling')`: the
  * text sql/task-status-sets.ts splices into the statements that must match these indexes.
  */
-const statusList = (statuses: readonly TaskStatus[]) => sql.raw(`(${statuses.map((s) => `'${s}'`).join(", ")})`);
+const statusList = (statuses: readonly TaskStatus[]) =>
+  sql.raw(`(${statuses.map((s) => `'${s}'`).join(", ")})`);
 const ACTIVE = statusList(activeStatuses);
 const TERMINAL = statusList(terminalStatuses);
 
@@ -80,6 +81,8 @@ export const sessions = pgTable(
     index("sessions_tenant_created_idx").on(t.tenant, t.createdAt, t.id),
     // Idempotency keys are per tenant: two tenants using one key get two sessions.
     uniqueIndex("sessions_tenant_idempotency_idx").on(t.tenant, t.idempotencyKey),
+    // The retention sweep's scan (sql/purge-sessions.ts): archived sessions only, oldest archive first.
+    index("sessions_archived_idx").on(t.archivedAt).where(sql`archived_at is not null`),
   ],
 );
 
@@ -135,20 +138,14 @@ export const tasks = pgTable(
     uniqueIndex("tasks_idempotency_idx").on(t.sessionId, t.idempotencyKey),
     index("tasks_queued_idx").on(t.queueOrder).where(sql`status = 'queued'`),
     index("tasks_session_queued_idx").on(t.sessionId, t.queueOrder).where(sql`status = 'queued'`),
-    index("tasks_active_idx")
-      .on(t.sessionId)
-      .where(sql`status in ${ACTIVE}`),
-    index("tasks_lease_idx")
-      .on(t.leaseExpiresAt)
-      .where(sql`status in ${ACTIVE}`),
+    index("tasks_active_idx").on(t.sessionId).where(sql`status in ${ACTIVE}`),
+    index("tasks_lease_idx").on(t.leaseExpiresAt).where(sql`status in ${ACTIVE}`),
     index("tasks_session_idx").on(t.sessionId, t.turnIndex),
     index("tasks_created_idx").on(t.createdAt, t.id),
     index("tasks_tenant_created_idx").on(t.tenant, t.createdAt, t.id),
     // Per-tenant queue and running counts (quotas) and the fair claim's per-tenant queue heads.
     index("tasks_tenant_queued_idx").on(t.tenant, t.queueOrder).where(sql`status = 'queued'`),
-    index("tasks_tenant_active_idx")
-      .on(t.tenant)
-      .where(sql`status in ${ACTIVE}`),
+    index("tasks_tenant_active_idx").on(t.tenant).where(sql`status in ${ACTIVE}`),
     // Ended chained turns whose upstream task was not let go of yet (domain/upstream-orphans.ts).
     index("tasks_upstream_orphans_idx")
       .on(t.finishedAt)
@@ -293,6 +290,8 @@ export const webhookDeliveries = pgTable(
     // The claim counts each URL's deliveries in flight (its per-endpoint concurrency): only leased
     // rows, few at any time, since an attempt's record clears the lease.
     index("webhook_deliveries_leased_idx").on(t.url).where(sql`lease_until is not null`),
+    // A purged session's deliveries (sql/purge-sessions.ts).
+    index("webhook_deliveries_session_idx").on(t.sessionId),
   ],
 );
 

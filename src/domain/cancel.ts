@@ -11,7 +11,10 @@ import type { Effects } from "./committer.js";
 import { terminalEvent } from "./task-events.js";
 
 /** The task after the cancel (null when it was neither queued nor running) and the effects. */
-export async function cancelTaskIn(tx: Tx, task: TaskRow): Promise<{ row: TaskRow | null; effects: Effects }> {
+export async function cancelTaskIn(
+  tx: Tx,
+  task: TaskRow,
+): Promise<{ row: TaskRow | null; effects: Effects }> {
   const queued = await cancelQueuedTask(tx, task.id);
   if (queued) {
     const events = await appendEvents(tx, queued.sessionId, [terminalEvent(queued)]);
@@ -49,6 +52,7 @@ export function mergeEffects(all: Effects[]): Effects {
     cancel: [],
     sessionsChanged: [],
     archived: [],
+    purged: [],
     gateChanged: false,
     queueMoved: false,
     permissionsResolved: [],
@@ -59,6 +63,7 @@ export function mergeEffects(all: Effects[]): Effects {
     merged.cancel.push(...(e.cancel ?? []));
     merged.sessionsChanged.push(...(e.sessionsChanged ?? []));
     merged.archived.push(...(e.archived ?? []));
+    merged.purged.push(...(e.purged ?? []));
     merged.permissionsResolved.push(...(e.permissionsResolved ?? []));
     merged.gateChanged ||= e.gateChanged ?? false;
     merged.queueMoved ||= e.queueMoved ?? false;

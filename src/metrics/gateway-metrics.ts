@@ -7,7 +7,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import { isTerminal, type TaskStatus, terminalStatuses } from "../contract/task-status.js";
 import type { DeliveryReporter } from "../webhooks/delivery-worker.js";
-import type { MetricsReporter, SpawnKind } from "./reporter.js";
+import type { MetricsReporter, PurgeTrigger, SpawnKind } from "./reporter.js";
 
 /** A gate read on scrape is reused for this long: many scrapers cost one query a second at most. */
 const GATE_CACHE_MS = 1000;
@@ -37,6 +37,8 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
   private readonly appended: Counter;
   private readonly spawns: Counter<"agent" | "kind">;
   private readonly webhookAttempts: Counter<"result">;
+  private readonly purgedSessions: Counter<"trigger">;
+  private readonly purgedRows: Counter<"table">;
 
   constructor(private readonly sources: MetricSources) {
     const registers = [this.registry];
@@ -68,14 +70,26 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
         if (typeof n === "number") this.set(n);
       },
     });
-    gateGauge("mooring_gate_active", "Tasks running across all instances (global, from the database).", (g) => g.active);
-    gateGauge("mooring_gate_queued", "Tasks queued across all instances (global, from the database).", (g) => g.queued);
-    new Gauge({ name: "mooring_gate_max_active", help: "MOORING_MAX_ACTIVE: tasks allowed to run at once.", registers }).set(
-      sources.maxActive,
+    gateGauge(
+      "mooring_gate_active",
+      "Tasks running across all instances (global, from the database).",
+      (g) => g.active,
     );
-    new Gauge({ name: "mooring_gate_max_queued", help: "MOORING_MAX_QUEUED: tasks allowed to wait at once.", registers }).set(
-      sources.maxQueued,
+    gateGauge(
+      "mooring_gate_queued",
+      "Tasks queued across all instances (global, from the database).",
+      (g) => g.queued,
     );
+    new Gauge({
+      name: "mooring_gate_max_active",
+      help: "MOORING_MAX_ACTIVE: tasks allowed to run at once.",
+      registers,
+    }).set(sources.maxActive);
+    new Gauge({
+      name: "mooring_gate_max_queued",
+      help: "MOORING_MAX_QUEUED: tasks allowed to wait at once.",
+      registers,
+    }).set(sources.maxQueued);
     new Gauge({
       name: "mooring_db_up",
       help: "1 when this instance read the database on this scrape, else 0.",
@@ -84,7 +98,11 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
         this.set((await metrics.gate()) ? 1 : 0);
       },
     });
-    const connection = (name: string, help: string, pick: (c: ReturnType<MetricSources["connections"]>) => number) =>
+    const connection = (
+      name: string,
+      help: string,
+      pick: (c: ReturnType<MetricSources["connections"]>) => number,
+    ) =>
       new Gauge({
         name,
         help,
@@ -95,7 +113,11 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
       });
     connection("mooring_ws_connections", "Open WebSocket connections on this instance.", (c) => c.ws);
     connection("mooring_sse_connections", "Open SSE streams on this instance.", (c) => c.sse);
-    connection("mooring_subscriptions", "Event subscriptions (sockets and SSE) on this instance.", (c) => c.subscriptions);
+    connection(
+      "mooring_subscriptions",
+      "Event subscriptions (sockets and SSE) on this instance.",
+      (c) => c.subscriptions,
+    );
     new Counter({
       name: "mooring_ws_stray_responses_total",
       help: "JSON-RPC responses WebSocket peers sent to no call of the gateway's, dropped unanswered.",
@@ -154,6 +176,19 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
       help: "Session events this instance committed.",
       registers,
     });
+    this.purgedSessions = new Counter({
+      name: "mooring_sessions_purged_total",
+      help: "Archived sessions this instance deleted with all their rows, by trigger: retention (the sweep) or request (a purge).",
+      labelNames: ["trigger"],
+      registers,
+    });
+    for (const trigger of ["retention", "request"]) this.purgedSessions.inc({ trigger }, 0);
+    this.purgedRows = new Counter({
+      name: "mooring_purged_rows_total",
+      help: "Rows this instance deleted with purged sessions, by table.",
+      labelNames: ["table"],
+      registers,
+    });
     this.spawns = new Counter({
       name: "mooring_agent_spawns_total",
       help: "Agent processes started, by agent and kind (new, resume, fresh_fallback).",
@@ -202,6 +237,11 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
 
   agentSpawned(agent: string, kind: SpawnKind): void {
     this.spawns.inc({ agent, kind });
+  }
+
+  sessionPurged(trigger: PurgeTrigger, rows: Readonly<Record<string, number>>): void {
+    this.purgedSessions.inc({ trigger });
+    for (const [table, n] of Object.entries(rows)) this.purgedRows.inc({ table }, n);
   }
 
   webhookAttempt(result: "delivered" | "retry" | "failed"): void {

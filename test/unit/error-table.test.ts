@@ -123,6 +123,7 @@ const sampleArgs: { [K in keyof typeof errors]: Parameters<(typeof errors)[K]> }
   permissionNotFound: ["p1", "t1"],
   sessionArchived: ["s1"],
   sessionBusy: ["s1"],
+  sessionPurgeBusy: ["s1", 10],
   resyncRequired: [3, 10, "session"],
   permissionResolved: ["p1", { by: "client" }],
   payloadTooLarge: [],

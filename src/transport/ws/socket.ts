@@ -42,7 +42,12 @@ export interface SocketHub {
   closeAll(code: number, reason: string): void;
 }
 
-export function registerSocketRoute(app: FastifyInstance, s: Services, config: Config, log: Logger): SocketHub {
+export function registerSocketRoute(
+  app: FastifyInstance,
+  s: Services,
+  config: Config,
+  log: Logger,
+): SocketHub {
   const sockets = new Set<WebSocket>();
   const calls = { inFlight: 0 };
   const strays = { count: 0 };
@@ -61,24 +66,24 @@ export function registerSocketRoute(app: FastifyInstance, s: Services, config: C
         throw errors.upgradeRequired();
       },
       wsHandler: (socket, req) => {
-      sockets.add(socket);
-      const caller = callerOf(req) ?? s.tenants.openCaller;
-      const connection = new SocketConnection(
-        socket,
-        req.socket,
-        s,
-        config,
-        // What the socket logs names its tenant (docs/tenants.md).
-        log.child(callerForLog(caller)),
-        calls,
-        `ws ${describeCaller(req)}`,
-        caller,
-        strays,
-      );
-      socket.on("close", () => {
-        sockets.delete(socket);
-        connection.dispose();
-      });
+        sockets.add(socket);
+        const caller = callerOf(req) ?? s.tenants.openCaller;
+        const connection = new SocketConnection(
+          socket,
+          req.socket,
+          s,
+          config,
+          // What the socket logs names its tenant (docs/tenants.md).
+          log.child(callerForLog(caller)),
+          calls,
+          `ws ${describeCaller(req)}`,
+          caller,
+          strays,
+        );
+        socket.on("close", () => {
+          sockets.delete(socket);
+          connection.dispose();
+        });
       },
     });
   });
@@ -218,6 +223,8 @@ interface Subscription {
   subscriber: Subscriber;
   /** Events wait here until the subscribe answer has been sent, so the answer always comes first. */
   held: ClientEvent[][] | null;
+  /** Why its feed ended (`session_purged`), once it has. */
+  ended?: string;
 }
 
 class SocketConnection {
@@ -250,7 +257,11 @@ class SocketConnection {
   ) {
     // Only what the contract names: host and pid tell a page nothing it needs (and an attacker much).
     const { instanceId, bootId, version } = s.identity;
-    this.send({ jsonrpc: "2.0", method: "hello", params: { instanceId, bootId, version, pingMs: config.wsPingMs } });
+    this.send({
+      jsonrpc: "2.0",
+      method: "hello",
+      params: { instanceId, bootId, version, pingMs: config.wsPingMs },
+    });
     socket.on("message", (data, isBinary) => void this.onMessage(data.toString(), isBinary));
     const clock = s.clock;
     this.lastHeard = clock.now();
@@ -273,7 +284,11 @@ class SocketConnection {
   private async onMessage(text: string, isBinary: boolean): Promise<void> {
     this.lastHeard = this.s.clock.now();
     if (isBinary) {
-      this.send({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request: send text frames" } });
+      this.send({
+        jsonrpc: "2.0",
+        id: null,
+        error: { code: -32600, message: "Invalid Request: send text frames" },
+      });
       return;
     }
     let message: unknown;
@@ -351,6 +366,14 @@ class SocketConnection {
         if (subscription.held) subscription.held.push(...frames);
         else for (const frame of frames) this.sendEvents(frame);
       },
+      // The session was purged: the subscription ends with a last notification, after every event
+      // it was given (held ones included); the socket and its other subscriptions go on.
+      end: (reason) => {
+        if (this.subscriptions.get(sessionId) !== subscription) return;
+        subscription.ended = `session_${reason}`;
+        // Still before its subscribe answer: `release` sends the end after the answer and the events.
+        if (!subscription.held) this.endSubscription(sessionId);
+      },
     };
     const subscription: Subscription = { unsubscribe: () => {}, subscriber, held: [] };
     subscription.unsubscribe = this.s.feeds.subscribe(sessionId, opened.headSeq, subscriber);
@@ -364,6 +387,15 @@ class SocketConnection {
     const held = subscription.held;
     subscription.held = null;
     for (const events of held) this.sendEvents(events);
+    if (subscription.ended) this.endSubscription(sessionId);
+  }
+
+  /** A subscription whose session was purged: forgotten, and the client told (`events.ended`). */
+  private endSubscription(sessionId: string): void {
+    const subscription = this.subscriptions.get(sessionId);
+    if (!subscription?.ended) return;
+    this.subscriptions.delete(sessionId);
+    this.send({ jsonrpc: "2.0", method: "events.ended", params: { sessionId, reason: subscription.ended } });
   }
 
   /**
@@ -376,7 +408,10 @@ class SocketConnection {
     let frame = serialized.get(events[0]);
     if (!frame || frame.last !== events[events.length - 1]) {
       const notes = events.map((params) => ({ jsonrpc: "2.0", method: "event", params }));
-      frame = { last: events[events.length - 1], text: JSON.stringify(notes.length === 1 ? notes[0] : notes) };
+      frame = {
+        last: events[events.length - 1],
+        text: JSON.stringify(notes.length === 1 ? notes[0] : notes),
+      };
       serialized.set(events[0], frame);
     }
     if (!this.writable()) return;
