@@ -133,8 +133,7 @@ function parseTenant(name: string, tenant: string, value: unknown, env: NodeJS.P
       throw new TenantConfigError(`${where}: "admin" must be true or false`);
     spec.admin = value.admin;
   }
-  if (value.webhooks !== undefined)
-    spec.webhooks = parseEndpoints(`${where}: "webhooks"`, value.webhooks, env);
+  if (value.webhooks !== undefined) spec.webhooks = parseEndpoints(`${where}: "webhooks"`, value.webhooks, env);
   if (value.webhookUrlPrefixes !== undefined) {
     const prefixes = strings(where, "webhookUrlPrefixes", value.webhookUrlPrefixes);
     // A prefix is a whole URL up to its path, so `https://hooks.example.com` cannot admit
@@ -150,17 +149,10 @@ function parseTenant(name: string, tenant: string, value: unknown, env: NodeJS.P
     });
   }
   if (value.webhookSecret !== undefined || value.webhookSecretEnv !== undefined) {
-    spec.webhookSecret = parseSecret(
-      `${where} (webhookSecret)`,
-      value.webhookSecret,
-      value.webhookSecretEnv,
-      env,
-    );
+    spec.webhookSecret = parseSecret(`${where} (webhookSecret)`, value.webhookSecret, value.webhookSecretEnv, env);
   }
   if (spec.webhookUrlPrefixes.length > 0 && !spec.webhookSecret) {
-    throw new TenantConfigError(
-      `${where}: "webhookUrlPrefixes" needs "webhookSecret" or "webhookSecretEnv" to sign per-turn webhooks`,
-    );
+    throw new TenantConfigError(`${where}: "webhookUrlPrefixes" needs "webhookSecret" or "webhookSecretEnv" to sign per-turn webhooks`);
   }
   return spec;
 }

@@ -111,12 +111,7 @@ export class MooringClient {
     };
   }
 
-  private async json<T>(
-    method: string,
-    path: string,
-    body?: unknown,
-    query?: Record<string, any>,
-  ): Promise<T> {
+  private async json<T>(method: string, path: string, body?: unknown, query?: Record<string, any>): Promise<T> {
     return (await this.http.request<T>(method, path, { body, query })).body;
   }
 

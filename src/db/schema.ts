@@ -25,8 +25,7 @@ import { activeStatuses, type TaskStatus, terminalStatuses } from "../contract/t
  * A status set as the SQL list a partial index's predicate names, `('running', 'cancelling')`: the
  * text sql/task-status-sets.ts splices into the statements that must match these indexes.
  */
-const statusList = (statuses: readonly TaskStatus[]) =>
-  sql.raw(`(${statuses.map((s) => `'${s}'`).join(", ")})`);
+const statusList = (statuses: readonly TaskStatus[]) => sql.raw(`(${statuses.map((s) => `'${s}'`).join(", ")})`);
 const ACTIVE = statusList(activeStatuses);
 const TERMINAL = statusList(terminalStatuses);
 
@@ -138,14 +137,20 @@ export const tasks = pgTable(
     uniqueIndex("tasks_idempotency_idx").on(t.sessionId, t.idempotencyKey),
     index("tasks_queued_idx").on(t.queueOrder).where(sql`status = 'queued'`),
     index("tasks_session_queued_idx").on(t.sessionId, t.queueOrder).where(sql`status = 'queued'`),
-    index("tasks_active_idx").on(t.sessionId).where(sql`status in ${ACTIVE}`),
-    index("tasks_lease_idx").on(t.leaseExpiresAt).where(sql`status in ${ACTIVE}`),
+    index("tasks_active_idx")
+      .on(t.sessionId)
+      .where(sql`status in ${ACTIVE}`),
+    index("tasks_lease_idx")
+      .on(t.leaseExpiresAt)
+      .where(sql`status in ${ACTIVE}`),
     index("tasks_session_idx").on(t.sessionId, t.turnIndex),
     index("tasks_created_idx").on(t.createdAt, t.id),
     index("tasks_tenant_created_idx").on(t.tenant, t.createdAt, t.id),
     // Per-tenant queue and running counts (quotas) and the fair claim's per-tenant queue heads.
     index("tasks_tenant_queued_idx").on(t.tenant, t.queueOrder).where(sql`status = 'queued'`),
-    index("tasks_tenant_active_idx").on(t.tenant).where(sql`status in ${ACTIVE}`),
+    index("tasks_tenant_active_idx")
+      .on(t.tenant)
+      .where(sql`status in ${ACTIVE}`),
     // Ended chained turns whose upstream task was not let go of yet (domain/upstream-orphans.ts).
     index("tasks_upstream_orphans_idx")
       .on(t.finishedAt)

@@ -11,10 +11,7 @@ import type { Effects } from "./committer.js";
 import { terminalEvent } from "./task-events.js";
 
 /** The task after the cancel (null when it was neither queued nor running) and the effects. */
-export async function cancelTaskIn(
-  tx: Tx,
-  task: TaskRow,
-): Promise<{ row: TaskRow | null; effects: Effects }> {
+export async function cancelTaskIn(tx: Tx, task: TaskRow): Promise<{ row: TaskRow | null; effects: Effects }> {
   const queued = await cancelQueuedTask(tx, task.id);
   if (queued) {
     const events = await appendEvents(tx, queued.sessionId, [terminalEvent(queued)]);

@@ -144,8 +144,7 @@ export class Committer {
       this.feeds.publish(events);
       // Every event this instance commits passes here, terminal ones (mooring_tasks_total) included.
       this.metrics.eventsCommitted(events);
-      for (const sessionId of new Set(events.map((e) => e.sessionId)))
-        this.bus.emit("session", sessionId, null);
+      for (const sessionId of new Set(events.map((e) => e.sessionId))) this.bus.emit("session", sessionId, null);
     }
     if (effects.claimed && effects.claimed.length > 0) this.bus.emit("claimed", effects.claimed);
     for (const taskId of effects.cancel ?? []) this.bus.emit("cancel", taskId);

@@ -10,11 +10,7 @@ import { appendEvents } from "../sql/append-events.js";
 import { expireQueuedTasks } from "../sql/expire-queued.js";
 import { lockGate } from "../sql/gate-lock.js";
 import { type PermissionRow, resolvePendingOfTasks } from "../sql/permissions.js";
-import {
-  interruptExpiredLeases,
-  interruptOwnTasks,
-  interruptPreviousBootTasks,
-} from "../sql/interrupt-orphans.js";
+import { interruptExpiredLeases, interruptOwnTasks, interruptPreviousBootTasks } from "../sql/interrupt-orphans.js";
 import { pruneEventWrites } from "../sql/event-writes.js";
 import { pruneEvents } from "../sql/prune-events.js";
 import type { TaskRow } from "../sql/task-row.js";
@@ -75,11 +71,7 @@ export class Sweeper {
     const previous = await this.settleInterrupted((tx) => interruptPreviousBootTasks(tx, instanceId, bootId));
     const expired = await this.sweepLeases();
     const queued = await this.expireQueued();
-    const counts = {
-      previousBoot: previous.length,
-      expiredLeases: expired.length,
-      expiredQueued: queued.length,
-    };
+    const counts = { previousBoot: previous.length, expiredLeases: expired.length, expiredQueued: queued.length };
     this.rt.log.info(counts, "startup reconcile done");
     return counts;
   }
@@ -90,10 +82,7 @@ export class Sweeper {
     );
     if (rows.length > 0) {
       this.rt.log.warn(
-        {
-          count: rows.length,
-          tasks: rows.map((r) => ({ id: r.id, owner: r.ownerInstance, attempt: r.attempt })),
-        },
+        { count: rows.length, tasks: rows.map((r) => ({ id: r.id, owner: r.ownerInstance, attempt: r.attempt })) },
         "lease takeover: tasks of a stopped instance interrupted",
       );
     }
@@ -136,11 +125,7 @@ export class Sweeper {
       const rows = await settle(tx);
       // Nobody can answer an interrupted turn's requests any more: resolved `restart`, their
       // events before the terminal one (domain/permissions.ts).
-      const withdrawn = await resolvePendingOfTasks(
-        tx,
-        rows.map((r) => r.id),
-        "restart",
-      );
+      const withdrawn = await resolvePendingOfTasks(tx, rows.map((r) => r.id), "restart");
       const events = await this.terminalEvents(tx, rows, withdrawn);
       events.push(...(await this.recovery.afterInterrupted(tx, rows)));
       if (rows.length === 0) return { value: rows, effects: {} };
@@ -154,11 +139,7 @@ export class Sweeper {
    * connection; Postgres runs them in this order): at startup after a crash that is hundreds of
    * round trips in one (bench/results/history.md, recovery).
    */
-  private async terminalEvents(
-    tx: Tx,
-    rows: TaskRow[],
-    withdrawn: PermissionRow[] = [],
-  ): Promise<StoredEvent[]> {
+  private async terminalEvents(tx: Tx, rows: TaskRow[], withdrawn: PermissionRow[] = []): Promise<StoredEvent[]> {
     const before = (task: TaskRow) =>
       withdrawn
         .filter((p) => p.taskId === task.id)

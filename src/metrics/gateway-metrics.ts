@@ -70,26 +70,14 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
         if (typeof n === "number") this.set(n);
       },
     });
-    gateGauge(
-      "mooring_gate_active",
-      "Tasks running across all instances (global, from the database).",
-      (g) => g.active,
+    gateGauge("mooring_gate_active", "Tasks running across all instances (global, from the database).", (g) => g.active);
+    gateGauge("mooring_gate_queued", "Tasks queued across all instances (global, from the database).", (g) => g.queued);
+    new Gauge({ name: "mooring_gate_max_active", help: "MOORING_MAX_ACTIVE: tasks allowed to run at once.", registers }).set(
+      sources.maxActive,
     );
-    gateGauge(
-      "mooring_gate_queued",
-      "Tasks queued across all instances (global, from the database).",
-      (g) => g.queued,
+    new Gauge({ name: "mooring_gate_max_queued", help: "MOORING_MAX_QUEUED: tasks allowed to wait at once.", registers }).set(
+      sources.maxQueued,
     );
-    new Gauge({
-      name: "mooring_gate_max_active",
-      help: "MOORING_MAX_ACTIVE: tasks allowed to run at once.",
-      registers,
-    }).set(sources.maxActive);
-    new Gauge({
-      name: "mooring_gate_max_queued",
-      help: "MOORING_MAX_QUEUED: tasks allowed to wait at once.",
-      registers,
-    }).set(sources.maxQueued);
     new Gauge({
       name: "mooring_db_up",
       help: "1 when this instance read the database on this scrape, else 0.",
@@ -98,11 +86,7 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
         this.set((await metrics.gate()) ? 1 : 0);
       },
     });
-    const connection = (
-      name: string,
-      help: string,
-      pick: (c: ReturnType<MetricSources["connections"]>) => number,
-    ) =>
+    const connection = (name: string, help: string, pick: (c: ReturnType<MetricSources["connections"]>) => number) =>
       new Gauge({
         name,
         help,
@@ -113,11 +97,7 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
       });
     connection("mooring_ws_connections", "Open WebSocket connections on this instance.", (c) => c.ws);
     connection("mooring_sse_connections", "Open SSE streams on this instance.", (c) => c.sse);
-    connection(
-      "mooring_subscriptions",
-      "Event subscriptions (sockets and SSE) on this instance.",
-      (c) => c.subscriptions,
-    );
+    connection("mooring_subscriptions", "Event subscriptions (sockets and SSE) on this instance.", (c) => c.subscriptions);
     new Counter({
       name: "mooring_ws_stray_responses_total",
       help: "JSON-RPC responses WebSocket peers sent to no call of the gateway's, dropped unanswered.",

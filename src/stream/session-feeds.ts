@@ -65,10 +65,7 @@ class Feed {
   private readonly pumps = new SingleFlight(
     () => this.run(),
     (err) =>
-      this.log.warn(
-        { err: String(err), sessionId: this.sessionId },
-        "event feed read failed; the poll will retry",
-      ),
+      this.log.warn({ err: String(err), sessionId: this.sessionId }, "event feed read failed; the poll will retry"),
   );
 
   constructor(

@@ -42,12 +42,7 @@ export interface SocketHub {
   closeAll(code: number, reason: string): void;
 }
 
-export function registerSocketRoute(
-  app: FastifyInstance,
-  s: Services,
-  config: Config,
-  log: Logger,
-): SocketHub {
+export function registerSocketRoute(app: FastifyInstance, s: Services, config: Config, log: Logger): SocketHub {
   const sockets = new Set<WebSocket>();
   const calls = { inFlight: 0 };
   const strays = { count: 0 };
@@ -66,24 +61,24 @@ export function registerSocketRoute(
         throw errors.upgradeRequired();
       },
       wsHandler: (socket, req) => {
-        sockets.add(socket);
-        const caller = callerOf(req) ?? s.tenants.openCaller;
-        const connection = new SocketConnection(
-          socket,
-          req.socket,
-          s,
-          config,
-          // What the socket logs names its tenant (docs/tenants.md).
-          log.child(callerForLog(caller)),
-          calls,
-          `ws ${describeCaller(req)}`,
-          caller,
-          strays,
-        );
-        socket.on("close", () => {
-          sockets.delete(socket);
-          connection.dispose();
-        });
+      sockets.add(socket);
+      const caller = callerOf(req) ?? s.tenants.openCaller;
+      const connection = new SocketConnection(
+        socket,
+        req.socket,
+        s,
+        config,
+        // What the socket logs names its tenant (docs/tenants.md).
+        log.child(callerForLog(caller)),
+        calls,
+        `ws ${describeCaller(req)}`,
+        caller,
+        strays,
+      );
+      socket.on("close", () => {
+        sockets.delete(socket);
+        connection.dispose();
+      });
       },
     });
   });
@@ -257,11 +252,7 @@ class SocketConnection {
   ) {
     // Only what the contract names: host and pid tell a page nothing it needs (and an attacker much).
     const { instanceId, bootId, version } = s.identity;
-    this.send({
-      jsonrpc: "2.0",
-      method: "hello",
-      params: { instanceId, bootId, version, pingMs: config.wsPingMs },
-    });
+    this.send({ jsonrpc: "2.0", method: "hello", params: { instanceId, bootId, version, pingMs: config.wsPingMs } });
     socket.on("message", (data, isBinary) => void this.onMessage(data.toString(), isBinary));
     const clock = s.clock;
     this.lastHeard = clock.now();
@@ -284,11 +275,7 @@ class SocketConnection {
   private async onMessage(text: string, isBinary: boolean): Promise<void> {
     this.lastHeard = this.s.clock.now();
     if (isBinary) {
-      this.send({
-        jsonrpc: "2.0",
-        id: null,
-        error: { code: -32600, message: "Invalid Request: send text frames" },
-      });
+      this.send({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request: send text frames" } });
       return;
     }
     let message: unknown;
@@ -408,10 +395,7 @@ class SocketConnection {
     let frame = serialized.get(events[0]);
     if (!frame || frame.last !== events[events.length - 1]) {
       const notes = events.map((params) => ({ jsonrpc: "2.0", method: "event", params }));
-      frame = {
-        last: events[events.length - 1],
-        text: JSON.stringify(notes.length === 1 ? notes[0] : notes),
-      };
+      frame = { last: events[events.length - 1], text: JSON.stringify(notes.length === 1 ? notes[0] : notes) };
       serialized.set(events[0], frame);
     }
     if (!this.writable()) return;
