@@ -14,6 +14,7 @@ import {
   limitLockWait,
   lockArchivedForPurge,
   type PurgedRows,
+  purgedRowTables,
   purgeSession,
   type RetentionRule,
 } from "../sql/purge-sessions.js";
@@ -93,7 +94,8 @@ export class SessionPurger {
       return { value: { status: "purged", rows }, effects: { purged: [sessionId] } };
     });
     if (outcome.status === "purged") {
-      this.rt.metrics.sessionPurged(options.trigger, outcome.rows);
+      const byTable = Object.entries(outcome.rows).map(([key, n]) => [purgedRowTables[key as keyof PurgedRows], n]);
+      this.rt.metrics.sessionPurged(options.trigger, Object.fromEntries(byTable));
       this.rt.log.info({ sessionId, trigger: options.trigger, rows: outcome.rows }, "session purged");
     }
     return outcome;
@@ -105,8 +107,8 @@ function emptyRows(): PurgedRows {
     sessions: 0,
     tasks: 0,
     events: 0,
-    permission_requests: 0,
-    transcript_chunks: 0,
-    webhook_deliveries: 0,
+    permissionRequests: 0,
+    transcriptChunks: 0,
+    webhookDeliveries: 0,
   };
 }

@@ -19,7 +19,26 @@ export const sessionTables = [
   "webhook_deliveries",
 ] as const;
 export type SessionTable = (typeof sessionTables)[number];
-export type PurgedRows = Record<SessionTable, number>;
+
+/** Rows a purge deleted, by table, keyed as the pool reads columns (camelCase: `permissionRequests`). */
+export interface PurgedRows {
+  sessions: number;
+  tasks: number;
+  events: number;
+  permissionRequests: number;
+  transcriptChunks: number;
+  webhookDeliveries: number;
+}
+
+/** Each count's table, for the metric's `table` label. */
+export const purgedRowTables: Record<keyof PurgedRows, SessionTable> = {
+  sessions: "sessions",
+  tasks: "tasks",
+  events: "events",
+  permissionRequests: "permission_requests",
+  transcriptChunks: "transcript_chunks",
+  webhookDeliveries: "webhook_deliveries",
+};
 
 /** How long archived sessions are kept: the default, and each tenant's own figure (0: forever). */
 export interface RetentionRule {
