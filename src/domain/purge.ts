@@ -94,7 +94,10 @@ export class SessionPurger {
       return { value: { status: "purged", rows }, effects: { purged: [sessionId] } };
     });
     if (outcome.status === "purged") {
-      const byTable = Object.entries(outcome.rows).map(([key, n]) => [purgedRowTables[key as keyof PurgedRows], n]);
+      const byTable = Object.entries(outcome.rows).map(([key, n]) => [
+        purgedRowTables[key as keyof PurgedRows],
+        n,
+      ]);
       this.rt.metrics.sessionPurged(options.trigger, Object.fromEntries(byTable));
       this.rt.log.info({ sessionId, trigger: options.trigger, rows: outcome.rows }, "session purged");
     }

@@ -57,7 +57,14 @@ async function rowsOf(sessionId: string): Promise<Record<string, number>> {
            (select count(*)::int from webhook_deliveries where session_id = ${sessionId}) as webhook_deliveries`;
   return row;
 }
-const NONE = { sessions: 0, tasks: 0, events: 0, permissionRequests: 0, transcriptChunks: 0, webhookDeliveries: 0 };
+const NONE = {
+  sessions: 0,
+  tasks: 0,
+  events: 0,
+  permissionRequests: 0,
+  transcriptChunks: 0,
+  webhookDeliveries: 0,
+};
 
 /** A session of `headers`' tenant with one completed turn (a tool call: several events). */
 async function sessionWithTurn(headers: Record<string, string>): Promise<{ id: string; lastSeq: number }> {
@@ -88,158 +95,155 @@ async function metric(name: string, labels: Record<string, string>): Promise<num
 }
 
 describe("the retention sweep", () => {
-  it(
-    "deletes a session archived long ago with every row; yesterday's, an idle one and a keeping tenant's stay",
-    async () => {
-      const old = await sessionWithTurn(A);
-      const yesterday = await sessionWithTurn(A);
-      const idle = await sessionWithTurn(A);
-      const kept = await sessionWithTurn(B);
-      await archive(old.id, A);
-      await archive(yesterday.id, A);
-      await archive(kept.id, B);
-      const before = await rowsOf(old.id);
-      expect(before.tasks).toBe(1);
-      expect(before.events).toBeGreaterThanOrEqual(4);
-      const purgedBefore = await metric("mooring_sessions_purged_total", { trigger: "retention" });
-      const eventsBefore = await metric("mooring_purged_rows_total", { table: "events" });
+  it("deletes a session archived long ago with every row; yesterday's, an idle one and a keeping tenant's stay", async () => {
+    const old = await sessionWithTurn(A);
+    const yesterday = await sessionWithTurn(A);
+    const idle = await sessionWithTurn(A);
+    const kept = await sessionWithTurn(B);
+    await archive(old.id, A);
+    await archive(yesterday.id, A);
+    await archive(kept.id, B);
+    const before = await rowsOf(old.id);
+    expect(before.tasks).toBe(1);
+    expect(before.events).toBeGreaterThanOrEqual(4);
+    const purgedBefore = await metric("mooring_sessions_purged_total", { trigger: "retention" });
+    const eventsBefore = await metric("mooring_purged_rows_total", { table: "events" });
 
-      await archivedDaysAgo(old.id, 40);
-      await archivedDaysAgo(yesterday.id, 1);
-      await archivedDaysAgo(kept.id, 400);
-      // Idle for over a year and never archived: retention never touches it.
-      await db.sql`update sessions set created_at = now() - interval '400 days', last_activity_at = now() - interval '400 days'
+    await archivedDaysAgo(old.id, 40);
+    await archivedDaysAgo(yesterday.id, 1);
+    await archivedDaysAgo(kept.id, 400);
+    // Idle for over a year and never archived: retention never touches it.
+    await db.sql`update sessions set created_at = now() - interval '400 days', last_activity_at = now() - interval '400 days'
                    where id = ${idle.id}`;
 
-      await eventually(async () => (await rowsOf(old.id)).sessions === 0, 60_000);
-      expect(await rowsOf(old.id)).toEqual(NONE);
-      for (const id of [yesterday.id, idle.id, kept.id]) {
-        const rows = await rowsOf(id);
-        expect(rows.sessions).toBe(1);
-        expect(rows.tasks).toBe(1);
-        expect(rows.events).toBeGreaterThanOrEqual(4);
-      }
-      expect((await call(gw.url, "GET", `/v1/sessions/${old.id}`, undefined, A)).status).toBe(404);
-      expect(await metric("mooring_sessions_purged_total", { trigger: "retention" })).toBe(purgedBefore + 1);
-      expect(await metric("mooring_purged_rows_total", { table: "events" })).toBe(eventsBefore + before.events);
-    },
-    120_000,
-  );
+    await eventually(async () => (await rowsOf(old.id)).sessions === 0, 60_000);
+    expect(await rowsOf(old.id)).toEqual(NONE);
+    for (const id of [yesterday.id, idle.id, kept.id]) {
+      const rows = await rowsOf(id);
+      expect(rows.sessions).toBe(1);
+      expect(rows.tasks).toBe(1);
+      expect(rows.events).toBeGreaterThanOrEqual(4);
+    }
+    expect((await call(gw.url, "GET", `/v1/sessions/${old.id}`, undefined, A)).status).toBe(404);
+    expect(await metric("mooring_sessions_purged_total", { trigger: "retention" })).toBe(purgedBefore + 1);
+    expect(await metric("mooring_purged_rows_total", { table: "events" })).toBe(eventsBefore + before.events);
+  }, 120_000);
 });
 
 describe("DELETE /v1/sessions/:id?purge=true", () => {
-  it(
-    "ends the session's WebSocket subscription and SSE stream, answers once nothing is left, then the session is missing everywhere",
-    async () => {
-      const s = await sessionWithTurn(A);
-      const other = await sessionWithTurn(A);
-      const ws = await clients.connect(gw.url, { headers: A });
-      await ws.call("events.subscribe", { sessionId: s.id, afterSeq: 0 });
-      await ws.call("events.subscribe", { sessionId: other.id, afterSeq: 0 });
-      await ws.until(() => ws.eventsOf(s.id).length === s.lastSeq, 20_000, "the replay");
+  it("ends the session's WebSocket subscription and SSE stream, answers once nothing is left, then the session is missing everywhere", async () => {
+    const s = await sessionWithTurn(A);
+    const other = await sessionWithTurn(A);
+    const ws = await clients.connect(gw.url, { headers: A });
+    await ws.call("events.subscribe", { sessionId: s.id, afterSeq: 0 });
+    await ws.call("events.subscribe", { sessionId: other.id, afterSeq: 0 });
+    await ws.until(() => ws.eventsOf(s.id).length === s.lastSeq, 20_000, "the replay");
 
-      const controller = new AbortController();
-      const sse = await fetch(`${gw.url}/v1/sessions/${s.id}/events?afterSeq=0`, {
-        headers: { ...A, accept: "text/event-stream" },
-        signal: controller.signal,
-      });
-      expect(sse.status).toBe(200);
-      const reader = sse.body!.getReader();
-      const decoder = new TextDecoder();
-      let text = "";
-      try {
-        while (!text.includes(`id: ${s.lastSeq}\n`)) text += decoder.decode((await reader.read()).value);
+    const controller = new AbortController();
+    const sse = await fetch(`${gw.url}/v1/sessions/${s.id}/events?afterSeq=0`, {
+      headers: { ...A, accept: "text/event-stream" },
+      signal: controller.signal,
+    });
+    expect(sse.status).toBe(200);
+    const reader = sse.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    try {
+      while (!text.includes(`id: ${s.lastSeq}\n`)) text += decoder.decode((await reader.read()).value);
 
-        // Another tenant's session answers as a missing one; nothing is deleted.
-        const foreign = await call(gw.url, "DELETE", `/v1/sessions/${s.id}?purge=true`, undefined, B);
-        expect(foreign.status).toBe(404);
-        expect(foreign.body.error.code).toBe("SESSION_NOT_FOUND");
-        expect((await rowsOf(s.id)).sessions).toBe(1);
+      // Another tenant's session answers as a missing one; nothing is deleted.
+      const foreign = await call(gw.url, "DELETE", `/v1/sessions/${s.id}?purge=true`, undefined, B);
+      expect(foreign.status).toBe(404);
+      expect(foreign.body.error.code).toBe("SESSION_NOT_FOUND");
+      expect((await rowsOf(s.id)).sessions).toBe(1);
 
-        const before = await rowsOf(s.id);
-        const purged = await call(gw.url, "DELETE", `/v1/sessions/${s.id}?purge=true`, undefined, A);
-        expect(purged.status).toBe(200);
-        expect(purged.body).toEqual({
-          id: s.id,
-          purged: true,
-          deleted: {
-            sessions: 1,
-            tasks: 1,
-            events: before.events,
-            permissionRequests: 0,
-            transcriptChunks: 0,
-            webhookDeliveries: 0,
-          },
-        });
-        // Answered when nothing of it is left.
-        expect(await rowsOf(s.id)).toEqual(NONE);
-
-        // SSE: a last `end` record, then the stream ends.
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done) break;
-          text += decoder.decode(value);
-        }
-        expect(text).toContain(`event: end\ndata: ${JSON.stringify({ sessionId: s.id, reason: "session_purged" })}\n\n`);
-        expect(text.endsWith(`event: end\ndata: ${JSON.stringify({ sessionId: s.id, reason: "session_purged" })}\n\n`)).toBe(
-          true,
-        );
-      } finally {
-        controller.abort();
-      }
-
-      // WebSocket: `events.ended` for that subscription; the socket and its other subscription go on.
-      await ws.until(
-        () => ws.received.some((r) => r.message?.method === "events.ended"),
-        20_000,
-        "events.ended",
-      );
-      const ended = ws.received.filter((r) => r.message?.method === "events.ended").map((r) => r.message);
-      expect(ended).toEqual([{ jsonrpc: "2.0", method: "events.ended", params: { sessionId: s.id, reason: "session_purged" } }]);
-      expect(ws.eventsOf(s.id).map((e) => e.seq)).toEqual(Array.from({ length: s.lastSeq }, (_, i) => i + 1));
-      expect(ws.ws.readyState).toBe(ws.ws.OPEN);
-      const task = await submitPrompt(gw.url, other.id, "hello", A);
-      await ws.waitForTerminal(other.id, task.id, 30_000);
-      // Unsubscribing the ended subscription finds nothing to end.
-      expect(await ws.call("events.unsubscribe", { sessionId: s.id })).toEqual({ sessionId: s.id, unsubscribed: false });
-
-      // An event-log cursor on it answers as for a missing session, on every way in.
-      const resubscribe = await ws.request("events.subscribe", { sessionId: s.id, afterSeq: 3 });
-      expect(resubscribe.error?.data?.code).toBe("SESSION_NOT_FOUND");
-      const page = await call(gw.url, "GET", `/v1/sessions/${s.id}/events?afterSeq=3`, undefined, {
-        ...A,
-        accept: "application/json",
-      });
-      expect(page.status).toBe(404);
-      expect(page.body.error.code).toBe("SESSION_NOT_FOUND");
-      const stream = await call(gw.url, "GET", `/v1/sessions/${s.id}/events?afterSeq=3`, undefined, A);
-      expect(stream.status).toBe(404);
-      expect(stream.body.error.code).toBe("SESSION_NOT_FOUND");
-      // A second purge finds nothing.
-      const again = await call(gw.url, "DELETE", `/v1/sessions/${s.id}?purge=true`, undefined, A);
-      expect(again.status).toBe(404);
-    },
-    120_000,
-  );
-
-  it(
-    "cancels a running turn first, then deletes; an admin may purge any tenant's session",
-    async () => {
-      const purgedBefore = await metric("mooring_sessions_purged_total", { trigger: "request" });
-      const id = await createSession(gw.url, workspace, {}, A);
-      const task = await submitPrompt(gw.url, id, "[hang]", A);
-      const running = await waitTask(gw.url, task.id, (t) => t.status !== "queued", 60_000, A);
-      expect(running.status).toBe("running");
-      const purged = await call(gw.url, "DELETE", `/v1/sessions/${id}?purge=true`, undefined, OPS);
+      const before = await rowsOf(s.id);
+      const purged = await call(gw.url, "DELETE", `/v1/sessions/${s.id}?purge=true`, undefined, A);
       expect(purged.status).toBe(200);
-      expect(purged.body.deleted.sessions).toBe(1);
-      expect(purged.body.deleted.tasks).toBe(1);
-      expect(await rowsOf(id)).toEqual(NONE);
-      expect((await call(gw.url, "GET", `/v1/tasks/${task.id}`, undefined, A)).status).toBe(404);
-      expect(await metric("mooring_sessions_purged_total", { trigger: "request" })).toBe(purgedBefore + 1);
-    },
-    120_000,
-  );
+      expect(purged.body).toEqual({
+        id: s.id,
+        purged: true,
+        deleted: {
+          sessions: 1,
+          tasks: 1,
+          events: before.events,
+          permissionRequests: 0,
+          transcriptChunks: 0,
+          webhookDeliveries: 0,
+        },
+      });
+      // Answered when nothing of it is left.
+      expect(await rowsOf(s.id)).toEqual(NONE);
+
+      // SSE: a last `end` record, then the stream ends.
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value);
+      }
+      expect(text).toContain(
+        `event: end\ndata: ${JSON.stringify({ sessionId: s.id, reason: "session_purged" })}\n\n`,
+      );
+      expect(
+        text.endsWith(
+          `event: end\ndata: ${JSON.stringify({ sessionId: s.id, reason: "session_purged" })}\n\n`,
+        ),
+      ).toBe(true);
+    } finally {
+      controller.abort();
+    }
+
+    // WebSocket: `events.ended` for that subscription; the socket and its other subscription go on.
+    await ws.until(
+      () => ws.received.some((r) => r.message?.method === "events.ended"),
+      20_000,
+      "events.ended",
+    );
+    const ended = ws.received.filter((r) => r.message?.method === "events.ended").map((r) => r.message);
+    expect(ended).toEqual([
+      { jsonrpc: "2.0", method: "events.ended", params: { sessionId: s.id, reason: "session_purged" } },
+    ]);
+    expect(ws.eventsOf(s.id).map((e) => e.seq)).toEqual(Array.from({ length: s.lastSeq }, (_, i) => i + 1));
+    expect(ws.ws.readyState).toBe(ws.ws.OPEN);
+    const task = await submitPrompt(gw.url, other.id, "hello", A);
+    await ws.waitForTerminal(other.id, task.id, 30_000);
+    // Unsubscribing the ended subscription finds nothing to end.
+    expect(await ws.call("events.unsubscribe", { sessionId: s.id })).toEqual({
+      sessionId: s.id,
+      unsubscribed: false,
+    });
+
+    // An event-log cursor on it answers as for a missing session, on every way in.
+    const resubscribe = await ws.request("events.subscribe", { sessionId: s.id, afterSeq: 3 });
+    expect(resubscribe.error?.data?.code).toBe("SESSION_NOT_FOUND");
+    const page = await call(gw.url, "GET", `/v1/sessions/${s.id}/events?afterSeq=3`, undefined, {
+      ...A,
+      accept: "application/json",
+    });
+    expect(page.status).toBe(404);
+    expect(page.body.error.code).toBe("SESSION_NOT_FOUND");
+    const stream = await call(gw.url, "GET", `/v1/sessions/${s.id}/events?afterSeq=3`, undefined, A);
+    expect(stream.status).toBe(404);
+    expect(stream.body.error.code).toBe("SESSION_NOT_FOUND");
+    // A second purge finds nothing.
+    const again = await call(gw.url, "DELETE", `/v1/sessions/${s.id}?purge=true`, undefined, A);
+    expect(again.status).toBe(404);
+  }, 120_000);
+
+  it("cancels a running turn first, then deletes; an admin may purge any tenant's session", async () => {
+    const purgedBefore = await metric("mooring_sessions_purged_total", { trigger: "request" });
+    const id = await createSession(gw.url, workspace, {}, A);
+    const task = await submitPrompt(gw.url, id, "[hang]", A);
+    const running = await waitTask(gw.url, task.id, (t) => t.status !== "queued", 60_000, A);
+    expect(running.status).toBe("running");
+    const purged = await call(gw.url, "DELETE", `/v1/sessions/${id}?purge=true`, undefined, OPS);
+    expect(purged.status).toBe(200);
+    expect(purged.body.deleted.sessions).toBe(1);
+    expect(purged.body.deleted.tasks).toBe(1);
+    expect(await rowsOf(id)).toEqual(NONE);
+    expect((await call(gw.url, "GET", `/v1/tasks/${task.id}`, undefined, A)).status).toBe(404);
+    expect(await metric("mooring_sessions_purged_total", { trigger: "request" })).toBe(purgedBefore + 1);
+  }, 120_000);
 
   it("purge=false only archives; a purge value that is not a boolean is refused and changes nothing", async () => {
     const id = await createSession(gw.url, workspace, {}, A);

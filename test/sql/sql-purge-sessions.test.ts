@@ -57,8 +57,22 @@ async function rowsOf(sql: Sql, sessionId: string): Promise<Record<string, numbe
   return row;
 }
 
-const FULL = { sessions: 1, tasks: 2, events: 3, permissionRequests: 1, transcriptChunks: 2, webhookDeliveries: 1 };
-const NONE = { sessions: 0, tasks: 0, events: 0, permissionRequests: 0, transcriptChunks: 0, webhookDeliveries: 0 };
+const FULL = {
+  sessions: 1,
+  tasks: 2,
+  events: 3,
+  permissionRequests: 1,
+  transcriptChunks: 2,
+  webhookDeliveries: 1,
+};
+const NONE = {
+  sessions: 0,
+  tasks: 0,
+  events: 0,
+  permissionRequests: 0,
+  transcriptChunks: 0,
+  webhookDeliveries: 0,
+};
 
 describe("the tables a purge covers", () => {
   it("names every table with a session_id column or a foreign key to sessions or tasks", async () => {
