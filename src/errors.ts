@@ -185,14 +185,15 @@ export const errors = {
   sessionBusy: (id: string) =>
     new MooringError("SESSION_BUSY", `session ${id} is running a turn (ifBusy=reject)`),
   /**
-   * A purge (`DELETE /v1/sessions/:id?purge=true`) found a turn of the session still ending after
-   * its archive cancelled it: the session stays archived, nothing was deleted; asking again purges it.
+   * A purge (`DELETE /v1/sessions/:id?purge=true`) could not delete the session within its wait: a
+   * turn of it still ending after the archive cancelled it, or its rows held by another
+   * transaction. The session stays archived and whole; asking again purges it.
    */
   sessionPurgeBusy: (id: string, retryAfterSeconds: number) =>
     new MooringError(
       "SESSION_BUSY",
-      `session ${id} was archived but a turn of it is still ending; nothing was deleted, purge it again`,
-      { reason: "turn_ending", retryAfterSeconds },
+      `session ${id} is archived but could not be deleted yet (a turn of it is still ending, or its rows are in use); nothing was deleted, purge it again`,
+      { reason: "purge_pending", retryAfterSeconds },
     ),
   /** Events after `afterSeq` were pruned; `reload` says what the client reads again before continuing. */
   resyncRequired: (afterSeq: number, oldestSeq: number, reload: "session" | "task") =>

@@ -24,6 +24,8 @@ import type { Runtime } from "./runtime.js";
 export const PURGE_BATCH = 50;
 /** The longest a purge transaction waits for a lock before giving up (the next sweep retries). */
 const LOCK_WAIT_MS = 2_000;
+/** SQLSTATE of a lock not granted within lock_timeout. */
+const LOCK_NOT_AVAILABLE = "55P03";
 
 export type PurgeOutcome =
   | { status: "purged"; rows: PurgedRows }
@@ -86,13 +88,20 @@ export class SessionPurger {
     sessionId: string,
     options: { wait: boolean; trigger: PurgeTrigger },
   ): Promise<PurgeOutcome> {
-    const outcome = await this.rt.committer.transaction<PurgeOutcome>(async (tx) => {
-      await limitLockWait(tx, LOCK_WAIT_MS);
-      const found = await lockArchivedForPurge(tx, sessionId, options.wait);
-      if (found !== "locked") return { value: { status: found }, effects: {} };
-      const rows = await purgeSession(tx, sessionId);
-      return { value: { status: "purged", rows }, effects: { purged: [sessionId] } };
-    });
+    let outcome: PurgeOutcome;
+    try {
+      outcome = await this.rt.committer.transaction<PurgeOutcome>(async (tx) => {
+        await limitLockWait(tx, LOCK_WAIT_MS);
+        const found = await lockArchivedForPurge(tx, sessionId, options.wait);
+        if (found !== "locked") return { value: { status: found }, effects: {} };
+        const rows = await purgeSession(tx, sessionId);
+        return { value: { status: "purged", rows }, effects: { purged: [sessionId] } };
+      });
+    } catch (err) {
+      // lock_timeout: a row of it stayed locked past LOCK_WAIT_MS; nothing was deleted (rolled back).
+      if ((err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) return { status: "skipped" };
+      throw err;
+    }
     if (outcome.status === "purged") {
       const byTable = Object.entries(outcome.rows).map(([key, n]) => [
         purgedRowTables[key as keyof PurgedRows],

@@ -207,7 +207,7 @@ export class SessionService {
    * every row of it go in one transaction (domain/purge.ts). Answers when nothing of it is left,
    * with the rows deleted by table; its subscribers are ended (stream/session-feeds.ts). A turn
    * still ending after the wait (its owner is gone: the lease sweep settles it) answers
-   * SESSION_BUSY `turn_ending`, the session archived and whole.
+   * SESSION_BUSY `purge_pending`, the session archived and whole.
    */
   async purge(sessionId: string, tenant: Tenant): Promise<{ id: string; purged: true; deleted: PurgedRows }> {
     const session = await this.row(sessionId, tenant);

@@ -245,6 +245,47 @@ describe("DELETE /v1/sessions/:id?purge=true", () => {
     expect(await metric("mooring_sessions_purged_total", { trigger: "request" })).toBe(purgedBefore + 1);
   }, 120_000);
 
+  it("waits out a lock another transaction holds on one of its rows (no 500), then deletes", async () => {
+    const s = await sessionWithTurn(A);
+    await db.sql`insert into webhook_deliveries (tenant, url, event_type, session_id, seq, body, status)
+                   values ('a', 'https://hooks.example.com/x', 'task.completed', ${s.id}, 1, '{}', 'delivered')`;
+    let release: () => void = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let locked: () => void = () => {};
+    const isLocked = new Promise<void>((resolve) => {
+      locked = resolve;
+    });
+    // A delivery being recorded, say: its row stays locked past the purge's 2 s lock wait.
+    const holder = db.sql.begin(async (tx) => {
+      await tx`select 1 from webhook_deliveries where session_id = ${s.id} for update`;
+      locked();
+      await released;
+    });
+    try {
+      await isLocked;
+      const answer = call(gw.url, "DELETE", `/v1/sessions/${s.id}?purge=true`, undefined, A);
+      // The purge's transaction waits on the lock, gives up (lock_timeout), rolls back and tries
+      // again in a new transaction: a waiter whose transaction started later than the first one's.
+      const waiters = () =>
+        db.sql<{ xactStart: Date }[]>`
+            select xact_start from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`;
+      const first = await eventually(async () => (await waiters())[0]?.xactStart, 30_000);
+      await eventually(async () => (await waiters()).some((w) => w.xactStart > first), 30_000);
+      expect((await rowsOf(s.id)).sessions).toBe(1);
+      expect((await rowsOf(s.id)).webhookDeliveries).toBe(1);
+      release();
+      const purged = await answer;
+      expect(purged.status).toBe(200);
+      expect(purged.body.deleted.webhookDeliveries).toBe(1);
+    } finally {
+      release();
+      await holder;
+    }
+    expect(await rowsOf(s.id)).toEqual(NONE);
+  }, 120_000);
+
   it("purge=false only archives; a purge value that is not a boolean is refused and changes nothing", async () => {
     const id = await createSession(gw.url, workspace, {}, A);
     const bad = await call(gw.url, "DELETE", `/v1/sessions/${id}?purge=yes`, undefined, A);
