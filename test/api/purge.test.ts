@@ -3,7 +3,8 @@
  * row of them (MOORING_ARCHIVED_RETENTION_DAYS, a tenant's archivedRetentionDays), keeps the rest;
  * `DELETE /v1/sessions/:id?purge=true` archives and deletes at once, for the session's tenant or an
  * admin, and ends the session's WebSocket subscriptions (`events.ended`) and SSE streams (`event:
- * end`) cleanly. The purge counters (docs/metrics.md) count what went.
+ * end`) cleanly, on another instance too (its feed poll). The purge counters (docs/metrics.md)
+ * count what went.
  */
 import { rm } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -284,6 +285,31 @@ describe("DELETE /v1/sessions/:id?purge=true", () => {
       await holder;
     }
     expect(await rowsOf(s.id)).toEqual(NONE);
+  }, 120_000);
+
+  it("ends a subscription on another instance too, within its feed poll", async () => {
+    const other = await startTestGateway(db.url, { MOORING_TENANTS: JSON.stringify(TENANTS) });
+    try {
+      const s = await sessionWithTurn(A);
+      const ws = await clients.connect(other.url, { headers: A });
+      await ws.call("events.subscribe", { sessionId: s.id, afterSeq: 0 });
+      await ws.until(() => ws.eventsOf(s.id).length === s.lastSeq, 20_000, "the replay");
+      const purged = await call(gw.url, "DELETE", `/v1/sessions/${s.id}?purge=true`, undefined, A);
+      expect(purged.status).toBe(200);
+      await ws.until(
+        () => ws.received.some((r) => r.message?.method === "events.ended"),
+        20_000,
+        "events.ended from the other instance",
+      );
+      const ended = ws.received
+        .filter((r) => r.message?.method === "events.ended")
+        .map((r) => r.message.params);
+      expect(ended).toEqual([{ sessionId: s.id, reason: "session_purged" }]);
+      expect(other.holding()).toMatchObject({ subscribers: 0, feeds: 0 });
+    } finally {
+      await clients.closeAll();
+      await other.stop();
+    }
   }, 120_000);
 
   it("purge=false only archives; a purge value that is not a boolean is refused and changes nothing", async () => {
