@@ -1,11 +1,13 @@
 # mooring gateway image. Build: `docker build -t mooring .`
+# Node 24 LTS (bookworm slim), one of the two Node lines CI runs the tests on (22 and 24, .ci/run).
+# NODE_COMPILE_CACHE: Node's on-disk compile cache for dist/ (a restarted container compiles less).
 # Run against your Postgres:
 #   docker run -p 8787:8787 -e DATABASE_URL=postgres://... -e MOORING_API_TOKENS=secret mooring
 # The image listens on HOST=0.0.0.0, which the gateway only accepts with MOORING_API_TOKENS set
 # (it refuses to start otherwise). Without DATABASE_URL it starts an embedded Postgres in /data.
 
 # --- build: compile TypeScript to dist/ ---------------------------------------------------------
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # npm ci's postinstall patches postgres.js (scripts/patch-postgres.mjs, docs/operations.md).
@@ -20,19 +22,20 @@ COPY scripts ./scripts
 RUN node scripts/build-console.mjs
 
 # --- runtime dependencies only -------------------------------------------------------------------
-FROM node:20-bookworm-slim AS deps
+FROM node:24-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY scripts/patch-postgres.mjs ./scripts/
 RUN npm ci --omit=dev && npm cache clean --force
 
 # --- runtime -------------------------------------------------------------------------------------
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=8787 \
     MOORING_DATA_DIR=/data \
-    MOORING_LOG_FORMAT=json
+    MOORING_LOG_FORMAT=json \
+    NODE_COMPILE_CACHE=/tmp/node-compile-cache
 WORKDIR /app
 # dist/db/migrate.js reads ../../migrations and dist/gateway.js reads ../package.json.
 COPY --from=deps /app/node_modules ./node_modules

@@ -24,6 +24,7 @@ import { createHash } from "node:crypto";
 import { once } from "node:events";
 import { setPriority } from "node:os";
 import { existsSync, writeFileSync } from "node:fs";
+import * as nodeModule from "node:module";
 import { createRequire } from "node:module";
 import vm from "node:vm";
 import { mkdir, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
@@ -283,9 +284,22 @@ export async function ensureBuilt(root, { waitForTypes = false } = {}) {
   return { built: true };
 }
 
+/**
+ * Node 22's own compile cache (`module.enableCompileCache`; absent on Node 20, where this does
+ * nothing) for what is loaded as modules: the per-file dist/ and the tsx fallback. The bundle keeps
+ * its vm.Script cache (`run`), which the module cache does not cover and which every Node has. A
+ * cache directory that cannot be written leaves the cache off, nothing more.
+ */
+function enableModuleCompileCache(root) {
+  try {
+    nodeModule.enableCompileCache?.(join(root, ".cache", "node-compile-cache"));
+  } catch {}
+}
+
 async function main(argv) {
   const at = argv.indexOf("--root");
   const root = at >= 0 ? argv[at + 1] : dirname(dirname(fileURLToPath(import.meta.url)));
+  enableModuleCompileCache(root);
   const { built } = await ensureBuilt(root, { waitForTypes: argv.includes("--build-only") });
   if (built) process.stderr.write("mooring: sources changed; compiled src/ to dist/\n");
   if (argv.includes("--build-only")) return;

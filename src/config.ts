@@ -100,6 +100,11 @@ export interface Config {
   /** Events kept per session; older ones are pruned by the sweep and a cursor before them gets RESYNC_REQUIRED. Default 0 (keep all). */
   eventRetention: number;
   /**
+   * Archived sessions are deleted, with everything that belongs to them, this many days after their
+   * archive (a tenant's `archivedRetentionDays` overrides it). Default 0 (keep forever).
+   */
+  archivedRetentionDays: number;
+  /**
    * How long the event log waits after an agent event before writing (batching). Default 2: under
    * load batches still form, because a flush waits for the one in flight; 20 added up to 20 ms to
    * every agent event's delivery (bench/results/history.md).
@@ -395,6 +400,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxPendingPerAddress: read(env, "MOORING_MAX_PENDING_PER_ADDRESS", integer(1, 100_000), 64),
     maxPromptChars: read(env, "MOORING_MAX_PROMPT_CHARS", integer(1), 200_000),
     eventRetention: read(env, "MOORING_EVENT_RETENTION", integer(0), 0),
+    archivedRetentionDays: read(env, "MOORING_ARCHIVED_RETENTION_DAYS", integer(0, 36_500), 0),
     eventFlushMs: read(env, "MOORING_EVENT_FLUSH_MS", integer(1, 1000), 2),
     eventFlushMax: read(env, "MOORING_EVENT_FLUSH_MAX", integer(1, 10000), 64),
     eventFlushLanes: read(env, "MOORING_EVENT_FLUSH_LANES", integer(1, 16), 4),

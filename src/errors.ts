@@ -201,6 +201,17 @@ export const errors = {
       "STEER_NOT_SUPPORTED",
       `the agent ${quoted(agent)} cannot take input while a turn runs; submit a turn (ifBusy enqueue or interrupt) instead`,
     ),
+  /**
+   * A purge (`DELETE /v1/sessions/:id?purge=true`) could not delete the session within its wait: a
+   * turn of it still ending after the archive cancelled it, or its rows held by another
+   * transaction. The session stays archived and whole; asking again purges it.
+   */
+  sessionPurgeBusy: (id: string, retryAfterSeconds: number) =>
+    new MooringError(
+      "SESSION_BUSY",
+      `session ${id} is archived but could not be deleted yet (a turn of it is still ending, or its rows are in use); nothing was deleted, purge it again`,
+      { reason: "purge_pending", retryAfterSeconds },
+    ),
   /** Events after `afterSeq` were pruned; `reload` says what the client reads again before continuing. */
   resyncRequired: (afterSeq: number, oldestSeq: number, reload: "session" | "task") =>
     new MooringError(

@@ -29,6 +29,8 @@ export interface TenantSpec {
   webhookUrlPrefixes: string[];
   /** The secret per-turn webhooks are signed with (`webhookSecret` or `webhookSecretEnv`); needed with prefixes. */
   webhookSecret?: string;
+  /** Days after which its archived sessions are deleted; 0 keeps them; absent: MOORING_ARCHIVED_RETENTION_DAYS. */
+  archivedRetentionDays?: number;
 }
 
 /** Thrown for a bad MOORING_TENANTS; config.ts turns it into its ConfigError. */
@@ -45,6 +47,7 @@ const FIELDS = new Set([
   "webhookUrlPrefixes",
   "webhookSecret",
   "webhookSecretEnv",
+  "archivedRetentionDays",
 ]);
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
@@ -112,6 +115,8 @@ function parseTenant(name: string, tenant: string, value: unknown, env: NodeJS.P
   const spec: TenantSpec = { name: tenant, tokens, admin: false, webhooks: [], webhookUrlPrefixes: [] };
   if (value.maxActive !== undefined) spec.maxActive = count(where, "maxActive", value.maxActive, 1);
   if (value.maxQueued !== undefined) spec.maxQueued = count(where, "maxQueued", value.maxQueued, 0);
+  if (value.archivedRetentionDays !== undefined)
+    spec.archivedRetentionDays = count(where, "archivedRetentionDays", value.archivedRetentionDays, 0);
   if (value.workspaceRoots !== undefined) {
     const roots = strings(where, "workspaceRoots", value.workspaceRoots);
     for (const root of roots) {

@@ -15,6 +15,7 @@ import type {
   ListSessionsFilter,
   ListTasksFilter,
   Page,
+  PurgedSession,
   Session,
   SessionWithTurns,
   SteerAnswer,
@@ -144,6 +145,12 @@ export class MooringClient {
     /** One page of what turns `fromTurn`..`toTurn` changed in the workspace (follow `nextCursor`). */
     diff: (sessionId: string, options: SessionDiffOptions = {}): Promise<WorkspaceDiff> =>
       this.json("GET", `/v1/sessions/${sessionId}/diff`, undefined, options),
+    /**
+     * Archives the session and deletes it with everything of it; resolves once nothing of it is
+     * left. A retry after a lost answer finds it gone (SessionNotFound).
+     */
+    purge: (sessionId: string): Promise<PurgedSession> =>
+      this.json("DELETE", `/v1/sessions/${sessionId}`, undefined, { purge: true }),
     /** One page of sessions (for callers that hand the cursor on, as ACP's `session/list`). */
     page: (filter: ListSessionsFilter = {}): Promise<Page<Session>> =>
       this.json("GET", "/v1/sessions", undefined, filter),

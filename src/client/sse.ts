@@ -19,6 +19,8 @@ export async function* sseRecords(
       for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
         const record = buffer.slice(0, end);
         buffer = buffer.slice(end + 2);
+        // A named record (`event: end`, a purged session's last) is no event: the stream's end says it.
+        if (record.split("\n").some((line) => line.startsWith("event:"))) continue;
         const data = record
           .split("\n")
           .filter((line) => line.startsWith("data:"))

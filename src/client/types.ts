@@ -13,6 +13,8 @@ export type { TaskStatus, TerminalStatus } from "../contract/task-status.js";
 
 export type Session = Static<typeof R.Session>;
 export type SessionWithTurns = Static<typeof R.SessionWithTurns>;
+/** What `sessions.purge` answers: the session is gone, with this many rows of each table. */
+export type PurgedSession = Static<typeof R.PurgedSession>;
 export type Task = Static<typeof R.Task>;
 /** An event as the wire schema has it: any `type`, `data` unknown. */
 export type RawEvent = Static<typeof R.Event>;

@@ -90,6 +90,17 @@ export const ListSessionsQuery = Type.Object(
 );
 
 export const SessionIdParams = Type.Object({ id: Uuid });
+export const DeleteSessionQuery = Type.Object(
+  {
+    purge: Type.Optional(
+      Type.Boolean({
+        description:
+          "true: archive the session and delete it with everything that belongs to it (its tasks, events, permission requests, transcripts, webhook deliveries); answers once nothing of it is left",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
 export const EventPayloadParams = Type.Object({ id: Uuid, seq: Seq(1) });
 
 export const SubmitTurnBody = Type.Object(

@@ -190,6 +190,26 @@ export const SessionWithTurns = Type.Object(
 const page = <T extends TSchema>(title: string, item: T) =>
   Type.Object({ items: Type.Array(item), nextCursor: Nullable(Type.String()) }, { title, additionalProperties: false });
 export const SessionPage = page("SessionPage", Session);
+
+/** `DELETE /v1/sessions/:id?purge=true`: the session is gone; how many rows of each table went with it. */
+export const PurgedSession = Type.Object(
+  {
+    id: Type.String(),
+    purged: Type.Literal(true),
+    deleted: Type.Object(
+      {
+        sessions: Type.Integer(),
+        tasks: Type.Integer(),
+        events: Type.Integer(),
+        permissionRequests: Type.Integer(),
+        transcriptChunks: Type.Integer(),
+        webhookDeliveries: Type.Integer(),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  { title: "PurgedSession", additionalProperties: false },
+);
 export const TaskPage = page("TaskPage", Task);
 
 export const Event = Type.Object(
@@ -463,7 +483,7 @@ export const routeResponses = {
   "GET /v1/agents": { 200: AgentList, ...apiFailures },
   "GET /v1/sessions": { 200: SessionPage, ...apiFailures },
   "GET /v1/sessions/:id": { 200: SessionWithTurns, ...apiFailures },
-  "DELETE /v1/sessions/:id": { 200: Session, ...apiFailures },
+  "DELETE /v1/sessions/:id": { 200: Type.Union([Session, PurgedSession]), ...apiFailures },
   "POST /v1/sessions/:id/turns": { 202: Task, 200: Task, 429: Failure, ...apiFailures },
   "GET /v1/tasks/:id": { 200: Task, ...apiFailures },
   "GET /v1/tasks": { 200: TaskPage, ...apiFailures },

@@ -82,6 +82,8 @@ export const sessions = pgTable(
     index("sessions_tenant_created_idx").on(t.tenant, t.createdAt, t.id),
     // Idempotency keys are per tenant: two tenants using one key get two sessions.
     uniqueIndex("sessions_tenant_idempotency_idx").on(t.tenant, t.idempotencyKey),
+    // The retention sweep's scan (sql/purge-sessions.ts): archived sessions only, oldest archive first.
+    index("sessions_archived_idx").on(t.archivedAt).where(sql`archived_at is not null`),
   ],
 );
 
@@ -300,6 +302,8 @@ export const webhookDeliveries = pgTable(
     // The claim counts each URL's deliveries in flight (its per-endpoint concurrency): only leased
     // rows, few at any time, since an attempt's record clears the lease.
     index("webhook_deliveries_leased_idx").on(t.url).where(sql`lease_until is not null`),
+    // A purged session's deliveries (sql/purge-sessions.ts).
+    index("webhook_deliveries_session_idx").on(t.sessionId),
   ],
 );
 

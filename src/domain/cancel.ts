@@ -49,6 +49,7 @@ export function mergeEffects(all: Effects[]): Effects {
     cancel: [],
     sessionsChanged: [],
     archived: [],
+    purged: [],
     gateChanged: false,
     queueMoved: false,
     permissionsResolved: [],
@@ -60,6 +61,7 @@ export function mergeEffects(all: Effects[]): Effects {
     merged.cancel.push(...(e.cancel ?? []));
     merged.sessionsChanged.push(...(e.sessionsChanged ?? []));
     merged.archived.push(...(e.archived ?? []));
+    merged.purged.push(...(e.purged ?? []));
     merged.permissionsResolved.push(...(e.permissionsResolved ?? []));
     merged.inputAdded.push(...(e.inputAdded ?? []));
     merged.gateChanged ||= e.gateChanged ?? false;

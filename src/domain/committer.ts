@@ -22,6 +22,8 @@
  * - `sessionsChanged`: sessions whose tasks changed without a new event (a turn going
  *   `cancelling`): their subscribers and long-polls here re-read.
  * - `archived`: sessions archived; their warm agents here close (others hear mooring_archived).
+ * - `purged`: sessions deleted with all their rows; their subscribers here are ended (others find
+ *   the session gone at their feeds' next poll, stream/session-feeds.ts).
  * - `gateChanged`: a slot may be free or work was queued: this instance tries to claim.
  * - `queueMoved`: queued tasks moved; positions get announced.
  * - `permissionsResolved`: permission requests answered; the turn waiting on one here resumes at
@@ -55,6 +57,7 @@ export interface Effects<When extends NotifyWhen = NotifyWhen> {
   cancel?: string[];
   sessionsChanged?: string[];
   archived?: string[];
+  purged?: string[];
   gateChanged?: boolean;
   queueMoved?: boolean;
   permissionsResolved?: string[];
@@ -150,6 +153,7 @@ export class Committer {
     for (const taskId of effects.cancel ?? []) this.bus.emit("cancel", taskId);
     for (const sessionId of effects.sessionsChanged ?? []) this.bus.emit("session", sessionId, null);
     for (const sessionId of effects.archived ?? []) this.bus.emit("archived", sessionId);
+    for (const sessionId of effects.purged ?? []) this.bus.emit("purged", sessionId);
     if (effects.gateChanged) this.bus.emit("gate");
     if (effects.queueMoved) this.bus.emit("queueMoved");
     for (const requestId of effects.permissionsResolved ?? []) this.bus.emit("permission", requestId);

@@ -12,6 +12,8 @@ import { lockOpenTasksOfSession } from "../sql/cancel-task.js";
 import { markSessionArchived } from "../sql/archive-session.js";
 import { insertSession } from "../sql/insert-session.js";
 import { cancelTaskIn, mergeEffects } from "./cancel.js";
+import { SessionPurger } from "./purge.js";
+import type { PurgedRows } from "../sql/purge-sessions.js";
 import type { Effects } from "./committer.js";
 import { fittingCount } from "./page-budget.js";
 import { isUuid } from "./ids.js";
@@ -59,6 +61,7 @@ export class SessionService {
   private readonly log: Logger;
   /** Bytes of items a list page may carry (MOORING_LIST_PAGE_BYTES). */
   private readonly listPageBytes: number;
+  private readonly purger: SessionPurger;
 
   constructor(
     private readonly rt: Runtime,
@@ -71,6 +74,7 @@ export class SessionService {
     this.db = rt.db;
     this.log = rt.log;
     this.listPageBytes = rt.config.listPageBytes;
+    this.purger = new SessionPurger(rt);
   }
 
   /** Create a session owned by `tenant`, inside its workspace roots, with one of its agents. */
@@ -204,6 +208,48 @@ export class SessionService {
     const cancelled = await this.rt.committer.transaction((tx) => archiveSessionIn(tx, sessionId));
     this.log.info({ sessionId, cancelled, tenant: session.tenant }, "session archived");
     return this.get(sessionId, tenant, { withTurns: false });
+  }
+
+  /**
+   * Archive and delete a session at once (`DELETE /v1/sessions/:id?purge=true`): the archive
+   * cancels its open turns, then, once none of them is running or ending any more, the session and
+   * every row of it go in one transaction (domain/purge.ts). Answers when nothing of it is left,
+   * with the rows deleted by table; its subscribers are ended (stream/session-feeds.ts). A turn
+   * still ending after the wait (its owner is gone: the lease sweep settles it) answers
+   * SESSION_BUSY `purge_pending`, the session archived and whole.
+   */
+  async purge(sessionId: string, tenant: Tenant): Promise<{ id: string; purged: true; deleted: PurgedRows }> {
+    const session = await this.row(sessionId, tenant);
+    if (session.archivedAt === null)
+      await this.rt.committer.transaction((tx) => archiveSessionIn(tx, sessionId));
+    const { clock, config, bus } = this.rt;
+    // Long enough for a dead owner's lease to run out and be swept, short of the request timeout.
+    const waitMs = Math.min(config.leaseMs + 2 * config.sweepMs, Math.floor(config.requestTimeoutMs / 2));
+    const deadline = clock.now() + waitMs;
+    for (;;) {
+      const outcome = await this.purger.purgeOne(sessionId, { wait: true, trigger: "request" });
+      if (outcome.status === "purged") {
+        this.log.info({ sessionId, tenant: session.tenant }, "session purged on request");
+        return { id: sessionId, purged: true, deleted: outcome.rows };
+      }
+      // Purged meanwhile by someone else (the sweep, another request): nothing of it is left.
+      if (outcome.status === "missing") throw errors.sessionNotFound(sessionId);
+      const left = deadline - clock.now();
+      if (left <= 0) throw errors.sessionPurgeBusy(sessionId, Math.max(1, Math.ceil(config.sweepMs / 1000)));
+      // A turn is ending: its settlement moves the session (a `session` hint here, or the poll).
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clock.clearTimeout(timer);
+          bus.off("session", onSession);
+          resolve();
+        };
+        const onSession = (id: string) => {
+          if (id === sessionId) done();
+        };
+        const timer = clock.setTimeout(done, Math.min(left, config.pollMs));
+        bus.on("session", onSession);
+      });
+    }
   }
 }
 

@@ -15,24 +15,35 @@ import { pruneEventWrites } from "../sql/event-writes.js";
 import { pruneEvents } from "../sql/prune-events.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { Recovery } from "./recovery.js";
+import { SessionPurger } from "./purge.js";
 import { headsOf } from "./committer.js";
 import type { Runtime } from "./runtime.js";
 import { terminalEvent } from "./task-events.js";
 
 type Settler = (tx: Tx) => Promise<TaskRow[]>;
 
+/** How often the retention sweep looks for archived sessions past retention (one batch a tick). */
+const RETENTION_SWEEP_MS = 60_000;
+
 export class Sweeper {
   private readonly loops: TimedLoop[] = [];
+  /** MOORING_ARCHIVED_RETENTION_DAYS and the tenants' archivedRetentionDays (domain/purge.ts). */
+  readonly purger: SessionPurger;
 
   constructor(
     private readonly rt: Runtime,
     private readonly recovery: Recovery,
-  ) {}
+  ) {
+    this.purger = new SessionPurger(rt);
+  }
 
   start(): void {
     const { config } = this.rt;
     this.every(config.sweepMs, () => this.sweepLeases());
     if (config.eventRetention > 0) this.every(config.sweepMs, () => this.prune());
+    // A batch a tick, one session per transaction: a backlog drains over several ticks.
+    if (this.purger.enabled)
+      this.every(Math.min(RETENTION_SWEEP_MS, config.sweepMs * 6), () => this.purger.sweep());
     this.every(60_000, () => pruneEventWrites(this.rt.db.sql));
     this.every(config.pollMs, () => this.pollQueue());
   }

@@ -7,7 +7,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import { isTerminal, type TaskStatus, terminalStatuses } from "../contract/task-status.js";
 import type { DeliveryReporter } from "../webhooks/delivery-worker.js";
-import type { MetricsReporter, SpawnKind } from "./reporter.js";
+import type { MetricsReporter, PurgeTrigger, SpawnKind } from "./reporter.js";
 
 /** A gate read on scrape is reused for this long: many scrapers cost one query a second at most. */
 const GATE_CACHE_MS = 1000;
@@ -37,6 +37,8 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
   private readonly appended: Counter;
   private readonly spawns: Counter<"agent" | "kind">;
   private readonly webhookAttempts: Counter<"result">;
+  private readonly purgedSessions: Counter<"trigger">;
+  private readonly purgedRows: Counter<"table">;
 
   constructor(private readonly sources: MetricSources) {
     const registers = [this.registry];
@@ -154,6 +156,19 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
       help: "Session events this instance committed.",
       registers,
     });
+    this.purgedSessions = new Counter({
+      name: "mooring_sessions_purged_total",
+      help: "Archived sessions this instance deleted with all their rows, by trigger: retention (the sweep) or request (a purge).",
+      labelNames: ["trigger"],
+      registers,
+    });
+    for (const trigger of ["retention", "request"]) this.purgedSessions.inc({ trigger }, 0);
+    this.purgedRows = new Counter({
+      name: "mooring_purged_rows_total",
+      help: "Rows this instance deleted with purged sessions, by table.",
+      labelNames: ["table"],
+      registers,
+    });
     this.spawns = new Counter({
       name: "mooring_agent_spawns_total",
       help: "Agent processes started, by agent and kind (new, resume, fresh_fallback).",
@@ -202,6 +217,11 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
 
   agentSpawned(agent: string, kind: SpawnKind): void {
     this.spawns.inc({ agent, kind });
+  }
+
+  sessionPurged(trigger: PurgeTrigger, rows: Readonly<Record<string, number>>): void {
+    this.purgedSessions.inc({ trigger });
+    for (const [table, n] of Object.entries(rows)) this.purgedRows.inc({ table }, n);
   }
 
   webhookAttempt(result: "delivered" | "retry" | "failed"): void {

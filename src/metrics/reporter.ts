@@ -17,7 +17,12 @@ export interface MetricsReporter {
   eventsCommitted(events: readonly { type: string }[]): void;
   /** An agent process was started for a session. */
   agentSpawned(agent: string, kind: SpawnKind): void;
+  /** One session was deleted with its rows (`rows`: how many, by table), by the retention sweep or a purge request. */
+  sessionPurged(trigger: PurgeTrigger, rows: Readonly<Record<string, number>>): void;
 }
+
+/** What deleted a session: the retention sweep, or `DELETE /v1/sessions/:id?purge=true`. */
+export type PurgeTrigger = "retention" | "request";
 
 /** For parts built without metrics (unit tests). */
 export const noMetrics: MetricsReporter = {
@@ -27,6 +32,7 @@ export const noMetrics: MetricsReporter = {
   eventFlush() {},
   eventsCommitted() {},
   agentSpawned() {},
+  sessionPurged() {},
 };
 
 /** Seconds between two database times, never negative (clock steps). */

@@ -21,6 +21,8 @@ export interface ChangeBusEvents {
   cancel: [taskId: string];
   /** This session was archived: its warm agent, wherever it is, should go. */
   archived: [sessionId: string];
+  /** This session was deleted with all its rows (retention or a purge): its subscribers are ended. */
+  purged: [sessionId: string];
   /** This permission request was answered (maybe elsewhere): the instance waiting on it reads it. */
   permission: [requestId: string];
   /** This task's running turn got steered input (maybe on another instance): its owner reads it. */

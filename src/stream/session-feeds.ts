@@ -45,6 +45,11 @@ export interface Subscriber {
    * catching up with what it was already given); after clearing it, call `SessionFeeds.wake`.
    */
   paused?: boolean;
+  /**
+   * The session was purged (deleted with all its rows): nothing more will come. Called once, after
+   * the subscriber was removed from the feed; the transport tells its client and ends the stream.
+   */
+  end?(reason: "purged"): void;
 }
 
 const CACHE_SIZE = 512;
@@ -145,6 +150,7 @@ export class SessionFeeds {
       feed.pump();
     });
     bus.on("allSessions", () => void this.poll());
+    bus.on("purged", (sessionId) => this.end(sessionId));
   }
 
   start(): void {
@@ -193,6 +199,25 @@ export class SessionFeeds {
     this.feeds.get(sessionId)?.pump();
   }
 
+  /**
+   * A purged session's feed ends: each subscriber is removed, then told (`end`). Its events are
+   * gone from the log, so there is nothing left to deliver.
+   */
+  private end(sessionId: string): void {
+    const feed = this.feeds.get(sessionId);
+    if (!feed) return;
+    this.feeds.delete(sessionId);
+    const subscribers = [...feed.subscribers];
+    feed.subscribers.clear();
+    for (const sub of subscribers) {
+      try {
+        sub.end?.("purged");
+      } catch (err) {
+        this.log.warn({ err: String(err), sessionId }, "ending a purged session's subscriber failed");
+      }
+    }
+  }
+
   /** Sessions with a live feed (each is read by the poll). */
   get feedCount(): number {
     return this.feeds.size;
@@ -213,6 +238,10 @@ export class SessionFeeds {
     try {
       const ids = [...this.feeds.keys()];
       const rows = await readSessionHeads(this.db.sql, ids);
+      // A subscribed session always existed (the subscription read it): one gone now was purged,
+      // here or on another instance (which tells nobody else), and its subscribers are ended.
+      const found = new Set(rows.map((r) => r.id));
+      for (const id of ids) if (!found.has(id)) this.end(id);
       for (const row of rows) {
         const feed = this.feeds.get(row.id);
         if (!feed) continue;

@@ -114,17 +114,22 @@ it("an unknown MOORING_* variable is warned about, naming the nearest option", a
 it("the README's Node requirement is package.json's engines, accepted by every installed dependency", () => {
   const pkg = JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8"));
   const readme = readFileSync(join(repoRoot, "README.md"), "utf8");
-  const stated = /Requirements: Node\.js (\d+(?:\.\d+)*) or newer/.exec(readme)?.[1];
-  expect(pkg.engines.node).toBe(`>=${stated}`);
+  const stated = /Requirements: Node\.js (\d+) \((\d+\.\d+) or newer\) or (\d+) /.exec(readme);
+  expect(stated).not.toBeNull();
+  const [, older, olderMinimum, newer] = stated!;
+  expect(olderMinimum.startsWith(`${older}.`)).toBe(true);
+  expect(pkg.engines.node).toBe(`^${olderMinimum}.0 || ^${newer}.0.0`);
   // semver comes with npm's own tooling in node_modules (a dependency of several packages).
   const semver = createRequire(import.meta.url)("semver") as typeof import("semver");
-  const minimum = semver.minVersion(pkg.engines.node)!.version;
+  // The lowest version of each tested line must satisfy every dependency.
+  const minimums = pkg.engines.node.split("||").map((range: string) => semver.minVersion(range.trim())!.version);
+  expect(minimums).toEqual([`${olderMinimum}.0`, `${newer}.0.0`]);
   const refusing: string[] = [];
   const lock = JSON.parse(readFileSync(join(repoRoot, "node_modules", ".package-lock.json"), "utf8"));
   for (const [path, entry] of Object.entries<any>(lock.packages)) {
     const range = entry.engines?.node;
     if (typeof range !== "string" || !path) continue;
-    if (!semver.satisfies(minimum, range)) refusing.push(`${path} (${range})`);
+    for (const minimum of minimums) if (!semver.satisfies(minimum, range)) refusing.push(`${path} (${range}) on ${minimum}`);
   }
   expect(refusing).toEqual([]);
 });

@@ -125,6 +125,7 @@ const sampleArgs: { [K in keyof typeof errors]: Parameters<(typeof errors)[K]> }
   sessionBusy: ["s1"],
   taskNotRunning: ["t1", "queued"],
   steerNotSupported: ["acp-agent"],
+  sessionPurgeBusy: ["s1", 10],
   resyncRequired: [3, 10, "session"],
   permissionResolved: ["p1", { by: "client" }],
   workspaceConflict: [["a.txt"]],

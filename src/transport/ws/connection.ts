@@ -49,6 +49,8 @@ interface Subscription {
   subscriber: Subscriber;
   /** Events wait here until the subscribe answer has been sent, so the answer always comes first. */
   held: ClientEvent[][] | null;
+  /** Why its feed ended (`session_purged`), once it has. */
+  ended?: string;
 }
 
 export class SocketConnection {
@@ -190,6 +192,14 @@ export class SocketConnection {
         if (subscription.held) subscription.held.push(...frames);
         else for (const frame of frames) this.sendEvents(frame);
       },
+      // The session was purged: the subscription ends with a last notification, after every event
+      // it was given (held ones included); the socket and its other subscriptions go on.
+      end: (reason) => {
+        if (this.subscriptions.get(sessionId) !== subscription) return;
+        subscription.ended = `session_${reason}`;
+        // Still before its subscribe answer: `release` sends the end after the answer and the events.
+        if (!subscription.held) this.endSubscription(sessionId);
+      },
     };
     const subscription: Subscription = { unsubscribe: () => {}, subscriber, held: [] };
     subscription.unsubscribe = this.s.feeds.subscribe(sessionId, opened.headSeq, subscriber);
@@ -203,6 +213,15 @@ export class SocketConnection {
     const held = subscription.held;
     subscription.held = null;
     for (const events of held) this.sendEvents(events);
+    if (subscription.ended) this.endSubscription(sessionId);
+  }
+
+  /** A subscription whose session was purged: forgotten, and the client told (`events.ended`). */
+  private endSubscription(sessionId: string): void {
+    const subscription = this.subscriptions.get(sessionId);
+    if (!subscription?.ended) return;
+    this.subscriptions.delete(sessionId);
+    this.send({ jsonrpc: "2.0", method: "events.ended", params: { sessionId, reason: subscription.ended } });
   }
 
   /**

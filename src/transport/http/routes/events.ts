@@ -115,6 +115,15 @@ export function registerEventRoutes(
           // A reader this far behind gets dropped; it resumes with Last-Event-ID.
           if (res.writableLength > config.wsMaxBufferedBytes) close();
         },
+        // The session was purged: a last record named `end` (not a message: no `id:`, so the
+        // cursor stays), then the stream ends. A reconnect finds the session gone (404).
+        end: (reason) => {
+          if (closed) return;
+          res.write(
+            `event: end\ndata: ${JSON.stringify({ sessionId: req.params.id, reason: `session_${reason}` })}\n\n`,
+          );
+          close();
+        },
       });
       const heartbeat = s.clock.setInterval(() => res.write(": ping\n\n"), config.sseHeartbeatMs);
       heartbeat.unref();

@@ -3,6 +3,7 @@ import type { Static } from "typebox";
 import { routeResponses } from "../../../contract/responses.js";
 import {
   CreateSessionBody,
+  DeleteSessionQuery,
   ListSessionsQuery,
   RevertBody,
   SessionDiffQuery,
@@ -41,10 +42,22 @@ export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
     async (req) => s.sessions.get(req.params.id, tenantOf(req, s.tenants)),
   );
 
-  app.delete<{ Params: Static<typeof SessionIdParams> }>(
+  app.delete<{ Params: Static<typeof SessionIdParams>; Querystring: Static<typeof DeleteSessionQuery> }>(
     "/sessions/:id",
-    { schema: { summary: "Archive a session; its open turns are cancelled", tags: ["sessions"], params: SessionIdParams, response: routeResponses["DELETE /v1/sessions/:id"] } },
-    async (req) => s.sessions.archive(req.params.id, tenantOf(req, s.tenants)),
+    {
+      schema: {
+        summary: "Archive a session (its open turns are cancelled); with purge=true, also delete it with everything of it",
+        tags: ["sessions"],
+        params: SessionIdParams,
+        querystring: DeleteSessionQuery,
+        response: routeResponses["DELETE /v1/sessions/:id"],
+      },
+    },
+    async (req) => {
+      const tenant = tenantOf(req, s.tenants);
+      if (req.query.purge === true) return s.sessions.purge(req.params.id, tenant);
+      return s.sessions.archive(req.params.id, tenant);
+    },
   );
 
   app.post<{ Params: Static<typeof SessionIdParams>; Body: Static<typeof SubmitTurnBody> }>(
