@@ -106,7 +106,7 @@ export const growth: Benchmark = {
           OPS.map((op) => `${op.id} ${m[`${op.id}.p50`].toFixed(2)}/${m[`${op.id}.p99`].toFixed(2)}`).join(
             ", ",
           ) +
-          `, reconcile ${m.reconcile.toFixed(0)} ms, RSS ${(m.rss / 2 ** 20).toFixed(0)} MiB`,
+          `, reconcile ${m.reconcile.toFixed(0)} ms, RSS ${m.rss.toFixed(0)} MiB`,
       );
     }
     return out;
@@ -147,13 +147,7 @@ export const growth: Benchmark = {
       true,
       `by size (ms, one start each) ${series("reconcile")}`,
     );
-    relative(
-      "gateway RSS, idle",
-      "rss",
-      "B",
-      false,
-      `by size (MiB) ${list.map((n) => `${sizeLabel(n)}: ${(m[`rss@${n}`] / 2 ** 20).toFixed(1)}`).join(", ")}`,
-    );
+    relative("gateway RSS, idle", "rss", "MiB", false, `by size (MiB) ${series("rss")}`);
     for (const [key, figure] of [
       ["eventsTable", "events table per 10^6 events"],
       ["eventsIndexes", "events indexes per 10^6 events"],
@@ -212,7 +206,7 @@ async function atSize(ctx: BenchContext, n: number): Promise<Record<string, numb
         await first.waitReady(600_000, 20);
         reconcile = reconcileMs(first);
         await sleep(3000);
-        rss = first.rss();
+        rss = first.rss() / 2 ** 20;
       } finally {
         await first.stop();
       }

@@ -52,7 +52,10 @@ export interface SessionListFilter {
  * (sessions_tenant_page_idx for a tenant, sessions_page_idx for all; db/schema.ts) so a page is a
  * walk of the index that stops after `limit` rows. Only the filters given are written into the
  * statement: as `($1 is null or s.tenant = $1)` they kept the planner from the index, and every
- * page read and sorted all the sessions (bench/results/notes.md, Growth).
+ * page read and sorted all the sessions (bench/results/notes.md, Growth). A tenant's cursor
+ * compares the tenant too, `(tenant, time, id) < (…)`: a row comparison that starts at the tenant
+ * index's first column bounds the walk there; without it the generic plan walked the all-tenants
+ * index and filtered by tenant (EXPLAIN, 100000 sessions, a tenant with 1%: 4938 rows read for 50).
  */
 export async function listSessions<T>(q: Queryable, f: SessionListFilter): Promise<T[]> {
   const none = q``;
@@ -65,8 +68,11 @@ export async function listSessions<T>(q: Queryable, f: SessionListFilter): Promi
         ${
           f.after === null
             ? none
-            : q`and (date_trunc('milliseconds', (s.created_at at time zone 'UTC')), s.id)
-                  < (date_trunc('milliseconds', (${f.after.createdAt}::timestamptz at time zone 'UTC')), ${f.after.id}::uuid)`
+            : f.tenant === null
+              ? q`and (date_trunc('milliseconds', (s.created_at at time zone 'UTC')), s.id)
+                    < (date_trunc('milliseconds', (${f.after.createdAt}::timestamptz at time zone 'UTC')), ${f.after.id}::uuid)`
+              : q`and (s.tenant, date_trunc('milliseconds', (s.created_at at time zone 'UTC')), s.id)
+                    < (${f.tenant}, date_trunc('milliseconds', (${f.after.createdAt}::timestamptz at time zone 'UTC')), ${f.after.id}::uuid)`
         }
     ) x
     ${f.status === null ? none : q`where x.status = ${f.status}`}
