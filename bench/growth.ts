@@ -48,6 +48,8 @@ const LONG_TURNS = 200;
 const MAX_ACTIVE = 1000;
 const PAGE = 50;
 const REPLAY = 1000;
+/** The caller's bearer token: its tenant, `default`, is the one the requests are aimed at. */
+const TOKEN = "growth-default";
 
 /** Operations in table order; `heavy` ones take fewer samples. */
 const OPS = [
@@ -196,6 +198,16 @@ async function atSize(ctx: BenchContext, n: number): Promise<Record<string, numb
         MOORING_INSTANCE_ID: INSTANCE,
         MOORING_MAX_ACTIVE: String(MAX_ACTIVE),
         MOORING_MAX_QUEUED: "100000",
+        // Tenants with tokens, so that the client is a tenant (not an admin seeing all) and its
+        // pages walk its own index, as a tenant's would.
+        MOORING_TENANTS: JSON.stringify(
+          Object.fromEntries(
+            TENANTS.map((name) => [
+              name,
+              { tokens: [`growth-${name}`], maxActive: MAX_ACTIVE, maxQueued: 100_000 },
+            ]),
+          ),
+        ),
       });
 
       // First start (LOG_LEVEL=info, for the "ready" line's steps): reconcile and idle RSS.
@@ -353,13 +365,13 @@ interface Picks {
   deepCursor: string;
 }
 
-/** Rows of the caller's tenant (`default`, no tokens) to aim the requests at, picked at random. */
+/** Rows of the caller's tenant (`default`, by its token) to aim the requests at, picked at random. */
 async function pick(sql: Sql, n: number): Promise<Picks> {
   const count = samplesPer(false);
   const idle = await sql<{ id: string }[]>`
     select id from sessions s where tenant = 'default' and archived_at is null and turn_count = 1
       and not exists (select 1 from tasks t where t.session_id = s.id and t.status in ('queued', 'running', 'cancelling'))
-    order by random() limit ${2 * count}`;
+    order by random() limit ${count}`;
   const tasks = await sql<{ id: string }[]>`
     select id from tasks where tenant = 'default' and status = 'completed' order by random() limit ${count}`;
   const snapshots = await sql<{ id: string }[]>`
@@ -375,7 +387,7 @@ async function pick(sql: Sql, n: number): Promise<Picks> {
   const [deep] = await sql<{ at: Date; id: string }[]>`
     select date_trunc('milliseconds', created_at) as at, id from sessions where tenant = 'default'
     order by created_at desc, id desc offset ${Math.floor(tenantSessions * 0.9)} limit 1`;
-  if (idle.length < count || waiting.length === 0 || long.length === 0 || !deep) {
+  if (idle.length < 20 || waiting.length === 0 || long.length === 0 || !deep) {
     throw new Error(`the seeded database has too few rows to aim at (${idle.length} idle sessions)`);
   }
   return {
@@ -395,7 +407,7 @@ async function measure(
   n: number,
 ): Promise<Record<string, number>> {
   const picks = await pick(sql, n);
-  const client = new HttpClient(gateway.url, 4);
+  const client = new HttpClient(gateway.url, 4, { authorization: `Bearer ${TOKEN}` });
   const out: Record<string, number> = {};
   const record = (id: OpId, times: number[]) => {
     out[`${id}.p50`] = percentile(times, 50);
@@ -423,12 +435,13 @@ async function measure(
     const heavy = samplesPer(true);
     const at = <T>(list: T[], i: number) => list[i % list.length];
 
-    // Submit: each on its own idle session; the turn (the simulated agent's 10 events) is awaited
-    // untimed before the next, so every submit meets an idle gateway.
+    // Submit: on idle sessions in turn (at 10^3 there are fewer than the samples); the turn (the
+    // simulated agent's 10 events) is awaited untimed before the next, so every submit meets an
+    // idle gateway and an idle session.
     const submits: number[] = [];
     for (let i = 0; i < light; i++) {
       const t0 = performance.now();
-      const task = await client.json<{ id: string }>("POST", `/v1/sessions/${picks.idle[i]}/turns`, {
+      const task = await client.json<{ id: string }>("POST", `/v1/sessions/${at(picks.idle, i)}/turns`, {
         prompt: "[tool 10] [tool 10] [tokens 5]",
       });
       submits.push(performance.now() - t0);
@@ -508,9 +521,9 @@ async function rolledBack(sql: GatewaySql, fn: (tx: Tx) => Promise<void>): Promi
  */
 async function claimTimes(sql: GatewaySql, picks: Picks, count: number): Promise<number[]> {
   const times: number[] = [];
-  const sessions = picks.idle.slice(count);
+  const sessions = picks.idle;
   for (let i = -5; i < count; i++) {
-    const sessionId = sessions[(i + sessions.length) % sessions.length];
+    const sessionId = sessions[(i + 5) % sessions.length];
     await rolledBack(sql, async (tx) => {
       await lockGate(tx);
       await tx`
