@@ -227,7 +227,7 @@ async function atSize(ctx: BenchContext, n: number): Promise<Record<string, numb
       const gateway = await spawnGateway({ env });
       try {
         await gateway.waitReady(600_000, 20);
-        const ops = await measure(db.sql, database.sql, gateway, n);
+        const ops = await measure(db.sql, database.sql, gateway);
         const sizes = await tableSizes(db.sql);
         return { seedSeconds, reconcile, rss, ...ops, ...sizes };
       } finally {
@@ -366,7 +366,7 @@ interface Picks {
 }
 
 /** Rows of the caller's tenant (`default`, by its token) to aim the requests at, picked at random. */
-async function pick(sql: Sql, n: number): Promise<Picks> {
+async function pick(sql: Sql): Promise<Picks> {
   const count = samplesPer(false);
   const idle = await sql<{ id: string }[]>`
     select id from sessions s where tenant = 'default' and archived_at is null and turn_count = 1
@@ -383,10 +383,13 @@ async function pick(sql: Sql, n: number): Promise<Picks> {
     select id, last_seq from sessions where tenant = 'default' and turn_count = ${LONG_TURNS}`;
   // The cursor of the session 90% down the tenant's list, as the gateway writes cursors
   // (domain/page-cursor.ts: the millisecond time and the id of the last item of a page).
-  const tenantSessions = Math.ceil(n / 4);
+  // (At 10^3 the tenant has ~250 sessions: the cursor then stays a full page from the end.)
+  const [{ tenantSessions }] = await sql<{ tenantSessions: number }[]>`
+    select count(*)::int as "tenantSessions" from sessions where tenant = 'default'`;
+  const depth = Math.max(0, Math.min(Math.floor(tenantSessions * 0.9), tenantSessions - PAGE - 1));
   const [deep] = await sql<{ at: Date; id: string }[]>`
     select date_trunc('milliseconds', created_at) as at, id from sessions where tenant = 'default'
-    order by created_at desc, id desc offset ${Math.floor(tenantSessions * 0.9)} limit 1`;
+    order by created_at desc, id desc offset ${depth} limit 1`;
   if (idle.length < 20 || waiting.length === 0 || long.length === 0 || !deep) {
     throw new Error(`the seeded database has too few rows to aim at (${idle.length} idle sessions)`);
   }
@@ -404,9 +407,8 @@ async function measure(
   sql: Sql,
   gatewaySql: GatewaySql,
   gateway: GatewayProcess,
-  n: number,
 ): Promise<Record<string, number>> {
-  const picks = await pick(sql, n);
+  const picks = await pick(sql);
   const client = new HttpClient(gateway.url, 4, { authorization: `Bearer ${TOKEN}` });
   const out: Record<string, number> = {};
   const record = (id: OpId, times: number[]) => {
