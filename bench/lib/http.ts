@@ -16,7 +16,12 @@ export class HttpClient {
   private readonly host: string;
   private readonly port: number;
 
-  constructor(base: string, maxSockets = 64) {
+  /** `headers` go with every request (e.g. a tenant's `authorization`). */
+  constructor(
+    base: string,
+    maxSockets = 64,
+    private readonly headers: Record<string, string> = {},
+  ) {
     const url = new URL(base);
     this.host = url.hostname;
     this.port = Number(url.port);
@@ -27,8 +32,9 @@ export class HttpClient {
     method: string,
     path: string,
     body?: unknown,
-    headers: Record<string, string> = {},
+    extraHeaders: Record<string, string> = {},
   ): Promise<Answer<T>> {
+    const headers = { ...this.headers, ...extraHeaders };
     const payload = body === undefined ? undefined : JSON.stringify(body);
     return new Promise((resolve, reject) => {
       const req = http.request(

@@ -19,15 +19,31 @@ import {
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
-import { activeStatuses, type TaskStatus, terminalStatuses } from "../contract/task-status.js";
+import type { AnyPgColumn } from "drizzle-orm/pg-core";
+import {
+  activeStatuses,
+  type TaskStatus,
+  terminalStatuses,
+  unfinishedStatuses,
+} from "../contract/task-status.js";
 
 /**
  * A status set as the SQL list a partial index's predicate names, `('running', 'cancelling')`: the
  * text sql/task-status-sets.ts splices into the statements that must match these indexes.
  */
-const statusList = (statuses: readonly TaskStatus[]) => sql.raw(`(${statuses.map((s) => `'${s}'`).join(", ")})`);
+const statusList = (statuses: readonly TaskStatus[]) =>
+  sql.raw(`(${statuses.map((s) => `'${s}'`).join(", ")})`);
 const ACTIVE = statusList(activeStatuses);
 const TERMINAL = statusList(terminalStatuses);
+const UNFINISHED = statusList(unfinishedStatuses);
+
+/**
+ * A session's place in a list page: its creation time cut to the millisecond (what a page cursor
+ * carries, domain/page-cursor.ts), in UTC so that the expression is immutable and can be indexed.
+ * sql/read-sessions.ts orders and compares by this exact expression.
+ */
+const pageTime = (createdAt: AnyPgColumn) =>
+  sql`date_trunc('milliseconds', (${createdAt} at time zone 'UTC'))`;
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
 
@@ -78,8 +94,10 @@ export const sessions = pgTable(
   },
   (t) => [
     index("sessions_workspace_idx").on(t.workspace),
-    index("sessions_created_idx").on(t.createdAt, t.id),
-    index("sessions_tenant_created_idx").on(t.tenant, t.createdAt, t.id),
+    // List pages, newest first (sql/read-sessions.ts): an admin's, and a tenant's. On created_at
+    // itself they could not give the page order, so every page read and sorted all the sessions.
+    index("sessions_page_idx").on(pageTime(t.createdAt), t.id),
+    index("sessions_tenant_page_idx").on(t.tenant, pageTime(t.createdAt), t.id),
     // Idempotency keys are per tenant: two tenants using one key get two sessions.
     uniqueIndex("sessions_tenant_idempotency_idx").on(t.tenant, t.idempotencyKey),
     // The retention sweep's scan (sql/purge-sessions.ts): archived sessions only, oldest archive first.
@@ -144,20 +162,19 @@ export const tasks = pgTable(
     uniqueIndex("tasks_idempotency_idx").on(t.sessionId, t.idempotencyKey),
     index("tasks_queued_idx").on(t.queueOrder).where(sql`status = 'queued'`),
     index("tasks_session_queued_idx").on(t.sessionId, t.queueOrder).where(sql`status = 'queued'`),
-    index("tasks_active_idx")
-      .on(t.sessionId)
-      .where(sql`status in ${ACTIVE}`),
-    index("tasks_lease_idx")
-      .on(t.leaseExpiresAt)
-      .where(sql`status in ${ACTIVE}`),
+    index("tasks_active_idx").on(t.sessionId).where(sql`status in ${ACTIVE}`),
+    index("tasks_lease_idx").on(t.leaseExpiresAt).where(sql`status in ${ACTIVE}`),
     index("tasks_session_idx").on(t.sessionId, t.turnIndex),
+    // The unfinished turns (queued, running, cancelling), which the gate keeps few: counted per
+    // tenant and group by the gate and by every submit, and probed per session for its status.
+    // Neither tasks_queued_idx nor tasks_active_idx matches `status in (all three)`, so those
+    // counts read every task ever run (bench/results/notes.md, Growth).
+    index("tasks_unfinished_idx").on(t.sessionId).where(sql`status in ${UNFINISHED}`),
     index("tasks_created_idx").on(t.createdAt, t.id),
     index("tasks_tenant_created_idx").on(t.tenant, t.createdAt, t.id),
     // Per-tenant queue and running counts (quotas) and the fair claim's per-tenant queue heads.
     index("tasks_tenant_queued_idx").on(t.tenant, t.queueOrder).where(sql`status = 'queued'`),
-    index("tasks_tenant_active_idx")
-      .on(t.tenant)
-      .where(sql`status in ${ACTIVE}`),
+    index("tasks_tenant_active_idx").on(t.tenant).where(sql`status in ${ACTIVE}`),
     // Ended chained turns whose upstream task was not let go of yet (domain/upstream-orphans.ts).
     index("tasks_upstream_orphans_idx")
       .on(t.finishedAt)

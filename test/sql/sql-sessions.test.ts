@@ -210,6 +210,45 @@ describe("listSessions", () => {
     expect(ids(page2)).toEqual([s[2], s[1]]);
   });
 
+  it("pages a tenant's sessions through the cursor, with and without the other filters", async () => {
+    const s = await fiveSessions();
+    const [tieHigh, tieLow] = await tieWithinMillisecond(t.sql, "sessions", [s[3], s[4]], at(3));
+    const page1 = await listSessions<Status & { createdAt: Date }>(t.sql, filter({ tenant: "a", limit: 1 }));
+    expect(ids(page1)).toEqual([tieHigh]);
+    const cursorOf = (row: Status & { createdAt: Date }) => ({
+      createdAt: row.createdAt.toISOString(),
+      id: row.id,
+    });
+    const page2 = await listSessions<Status & { createdAt: Date }>(
+      t.sql,
+      filter({ tenant: "a", limit: 2, after: cursorOf(page1[0]) }),
+    );
+    // The other row of the same millisecond comes next (the cursor's tie is broken by id), and
+    // tenant b's session between them in time is not on a's pages.
+    expect(ids(page2)).toEqual([tieLow, s[2]]);
+    expect(
+      ids(await listSessions<Status>(t.sql, filter({ tenant: "a", after: cursorOf(page2[1]) }))),
+    ).toEqual([s[0]]);
+    expect(
+      ids(
+        await listSessions<Status>(
+          t.sql,
+          filter({ tenant: "a", workspace: "/w1", after: cursorOf(page1[0]) }),
+        ),
+      ),
+    ).toEqual([tieLow, s[0]]);
+    await t.sql`update sessions set archived_at = now() where id = ${s[0]}`;
+    expect(
+      ids(
+        await listSessions<Status>(
+          t.sql,
+          filter({ tenant: "a", status: "archived", after: cursorOf(page1[0]) }),
+        ),
+      ),
+    ).toEqual([s[0]]);
+    expect(ids(await listSessions<Status>(t.sql, filter({ tenant: "c" })))).toEqual([]);
+  });
+
   it("filters by tenant, workspace and derived status", async () => {
     const s = await fiveSessions();
     await addTask(t.sql, s[0], { status: "running" });

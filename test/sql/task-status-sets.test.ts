@@ -3,7 +3,8 @@
  * the statements are the ones written out by hand before and the planner still proves the partial
  * indexes' predicates: checked on the statements as sent (the claim in a pipelined transaction,
  * the gate's counts), with EXPLAIN under `enable_seqscan = off` (a partial index the predicate
- * does not imply could not be chosen, and the plan would fall back to a scan of the table).
+ * does not imply could not be chosen, and the plan would fall back to a scan of the table). The
+ * unfinished-turn counts and the session list pages are checked the same way on a small history.
  */
 import postgres from "postgres";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -12,7 +13,9 @@ import { applyMigrations } from "../../src/db/migrate.js";
 import { pipelined } from "../../src/db/pipeline.js";
 import { claimTasks } from "../../src/sql/claim-tasks.js";
 import { lockGate } from "../../src/sql/gate-lock.js";
-import { countActiveAndQueued } from "../../src/sql/gate-status.js";
+import { countActiveAndQueued, countByTenant } from "../../src/sql/gate-status.js";
+import { groupUsage } from "../../src/sql/instances.js";
+import { listSessions } from "../../src/sql/read-sessions.js";
 import { activeStatuses, taskStatuses, terminalStatuses } from "../../src/contract/task-status.js";
 import { ACTIVE, TERMINAL, withSets } from "../../src/sql/task-status-sets.js";
 import { createTestDatabase, type TestDatabase } from "../support/db.js";
@@ -69,7 +72,13 @@ it("sends the claim and the gate's counts with the sets as text, and their plans
   sent.length = 0;
   await pipelined(traced, (q) => [
     lockGate(q),
-    claimTasks(q, { instanceId: "i", bootId: "00000000-0000-0000-0000-000000000001", leaseMs: 1000 }, 4, "{}", 4),
+    claimTasks(
+      q,
+      { instanceId: "i", bootId: "00000000-0000-0000-0000-000000000001", leaseMs: 1000 },
+      4,
+      "{}",
+      4,
+    ),
   ]);
   await countActiveAndQueued(traced);
   const claim = sentWith("with recursive active as");
@@ -86,6 +95,59 @@ it("sends the claim and the gate's counts with the sets as text, and their plans
   expect(gatePlan).toMatch(/tasks_(tenant_active|active|lease)_idx/);
   expect(gatePlan).toMatch(/tasks_(session_|tenant_)?queued_idx/);
   expect(`${claimPlan}\n${gatePlan}`).not.toContain("Seq Scan on tasks");
+});
+
+/** A history the planner can weigh: 2000 sessions with a finished turn each, 5 turns queued. */
+async function seedHistory(): Promise<void> {
+  const [{ n }] = await db.sql<{ n: number }[]>`select count(*)::int as n from sessions`;
+  if (n > 0) return;
+  await db.sql`
+    insert into sessions (id, tenant, workspace, agent, created_at)
+    select md5('s' || g)::uuid, (array['default', 'other'])[1 + g % 2], '/w', 'simulated', now() - g * interval '1 minute'
+    from generate_series(1, 2000) g`;
+  await db.sql`
+    insert into tasks (session_id, tenant, turn_index, status, prompt, timeout_ms, queue_deadline_at)
+    select id, tenant, 0, case when row_number() over (order by id) <= 5 then 'queued' else 'completed' end, 'p', 1000, now()
+    from sessions`;
+  await db.sql`analyze sessions`;
+  await db.sql`analyze tasks`;
+}
+
+it("counts unfinished turns (the gate's per-tenant and per-group figures) from tasks_unfinished_idx", async () => {
+  await seedHistory();
+  sent.length = 0;
+  await countByTenant(traced, ["default"]);
+  await groupUsage(traced, 30_000);
+  for (const statement of [sentWith("group by tenant"), sentWith("group by instance_group")]) {
+    expect(statement.text).toContain("status in ('queued', 'running', 'cancelling')");
+    const plan = await planOf(statement);
+    expect(plan).toContain("tasks_unfinished_idx");
+    expect(plan).not.toContain("Seq Scan on tasks");
+  }
+});
+
+it("reads a page of sessions as a walk of a page index, never a sort of all sessions", async () => {
+  await seedHistory();
+  const after = { createdAt: "2026-01-01T00:00:00.000Z", id: "00000000-0000-4000-8000-000000000000" };
+  const pages = [
+    { tenant: "default", after: null, index: "sessions_tenant_page_idx" },
+    { tenant: "default", after, index: "sessions_tenant_page_idx" },
+    { tenant: null, after: null, index: "sessions_page_idx" },
+    { tenant: null, after, index: "sessions_page_idx" },
+  ];
+  for (const page of pages) {
+    sent.length = 0;
+    await listSessions(traced, {
+      tenant: page.tenant,
+      workspace: null,
+      status: null,
+      after: page.after,
+      limit: 50,
+    });
+    const plan = await planOf(sentWith("from sessions s"));
+    expect(plan).toContain(`Index Scan Backward using ${page.index}`);
+    expect(plan).not.toMatch(/Sort|Seq Scan on sessions/);
+  }
 });
 
 it("keeps every other value a parameter and reuses one template per spliced statement", async () => {
