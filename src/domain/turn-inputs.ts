@@ -24,7 +24,7 @@ import type { TurnInput } from "../agents/driver.js";
 import { errors, invalid } from "../errors.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import { SingleFlight } from "../lib/single-flight.js";
-import { appendEvents } from "../sql/append-events.js";
+import { appendEvents, type OwnerFence } from "../sql/append-events.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { readTask } from "../sql/read-tasks.js";
 import {
@@ -152,6 +152,8 @@ export class TurnInputFeed implements TurnInput {
     private readonly rt: Runtime,
     private readonly sessionId: string,
     private readonly taskId: string,
+    /** The turn's owner fence: closing its input is the owner's write. */
+    private readonly fence: OwnerFence,
     /** The task's first event: its inputs all come after it. */
     firstSeq: number | null,
     private readonly log: Logger,
@@ -208,7 +210,7 @@ export class TurnInputFeed implements TurnInput {
     this.stopListening();
     this.deliver = null;
     try {
-      await closeTurnInput(this.rt.db.sql, this.taskId);
+      await closeTurnInput(this.rt.db.sql, this.fence);
       this.accept(await readTurnInputs(this.rt.db.sql, this.sessionId, this.taskId, this.lastSeq));
     } catch (err) {
       this.log.warn({ err: String(err) }, "closing steered input failed; late input is not delivered");

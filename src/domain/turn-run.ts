@@ -119,7 +119,7 @@ export class TurnExecution {
       let failure: unknown = null;
       // Steered input (domain/turn-inputs.ts), for drivers whose agent takes it mid-turn.
       const input = this.drivers[entry.driver].steer
-        ? new TurnInputFeed(this.rt, row.sessionId, row.id, row.firstSeq, log)
+        ? new TurnInputFeed(this.rt, row.sessionId, row.id, fence, row.firstSeq, log)
         : null;
       const run = (prompt: string) =>
         this.runWithEscalation(turn, () =>

@@ -6,6 +6,7 @@
  * (taking the same row lock) before its last read, so every steer that was accepted is read.
  */
 import type { Queryable, Tx } from "../db/client.js";
+import type { OwnerFence } from "./append-events.js";
 import type { TaskStatus } from "./task-row.js";
 
 /** The running turn's state as a steer sees it, under the task row's lock (the session row is locked first). */
@@ -88,7 +89,10 @@ export async function readTurnInputs(
 /**
  * The turn takes no more input: from this commit on a steer answers TASK_NOT_RUNNING. Takes the
  * task row's lock, so it waits for a steer in flight, whose event the caller's next read then sees.
+ * Fenced like every write of the owner: a stale owner (the task taken over) changes nothing.
  */
-export async function closeTurnInput(q: Queryable, taskId: string): Promise<void> {
-  await q`update tasks set input_closed_at = coalesce(input_closed_at, now()) where id = ${taskId}`;
+export async function closeTurnInput(q: Queryable, fence: OwnerFence): Promise<void> {
+  await q`
+    update tasks set input_closed_at = coalesce(input_closed_at, now())
+    where id = ${fence.taskId} and owner_boot = ${fence.bootId} and attempt = ${fence.attempt}`;
 }

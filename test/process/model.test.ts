@@ -247,7 +247,10 @@ class Cancel extends Targeted implements Cmd {
 class Steer extends Targeted implements Cmd {
   check = (m: Readonly<Model>) => m.tasks.length > 0;
   async run(m: Model, r: Real) {
-    const task = m.tasks[this.target % m.tasks.length];
+    // A task not seen ended yet when there is one: most of those still run, so steers get taken.
+    const open = m.tasks.filter((t) => !t.terminal);
+    const pool = open.length > 0 ? open : m.tasks;
+    const task = pool[this.target % pool.length];
     const text = `steer${m.steers.length}x`;
     const res = await r.cluster.request(this.instance, "POST", `/v1/tasks/${task.id}/input`, { text });
     const code = res.body?.error?.code;
@@ -264,7 +267,7 @@ class Steer extends Targeted implements Cmd {
     }
     await checkStep(m, r);
   }
-  toString = () => `steer(task ${this.target}, on ${this.instance})`;
+  toString = () => `steer(open task ${this.target}, on ${this.instance})`;
 }
 
 class Archive extends Targeted implements Cmd {
@@ -481,6 +484,7 @@ const commands = fc.commands<Model, Real, false>(
     submit,
     submit,
     fc.tuple(index, instance).map(([t, i]) => new Cancel(t, i)),
+    fc.tuple(index, instance).map(([t, i]) => new Steer(t, i)),
     fc.tuple(index, instance).map(([t, i]) => new Steer(t, i)),
     fc.tuple(index, instance).map(([s, i]) => new Archive(s, i)),
     fc.constant(new AwaitQueue()),
