@@ -150,6 +150,28 @@ export async function deleteRefs(repo: CheckpointRepo, prefix: string): Promise<
   return refs.length;
 }
 
+/**
+ * Deletes a session's refs from every repository its checkpoints were written to (garbage
+ * collection at archive, and a purge), where that repository is on this host: another host's
+ * instance does it there. Answers how many refs went, and how many repositories are not here.
+ */
+export async function removeSessionRefs(
+  repos: readonly { gitDir: string; store: string }[],
+  sessionId: string,
+): Promise<{ removed: number; elsewhere: number }> {
+  let removed = 0;
+  let elsewhere = 0;
+  for (const { gitDir, store } of repos) {
+    if (!(await lstat(gitDir).catch(() => null))) {
+      elsewhere++;
+      continue;
+    }
+    const repo = { gitDir, workTree: gitDir, store: store as CheckpointRepo["store"], settings: [] };
+    removed += await deleteRefs(repo, `refs/mooring/${sessionId}/`);
+  }
+  return { removed, elsewhere };
+}
+
 /** Whether `commit` still exists in the repository. */
 export async function hasCommit(repo: CheckpointRepo, commit: string): Promise<boolean> {
   const r = await git(repo, ["cat-file", "-e", `${commit}^{commit}`], {

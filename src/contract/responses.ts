@@ -204,6 +204,7 @@ export const PurgedSession = Type.Object(
         permissionRequests: Type.Integer(),
         transcriptChunks: Type.Integer(),
         webhookDeliveries: Type.Integer(),
+        checkpoints: Type.Integer(),
       },
       { additionalProperties: false },
     ),

@@ -16,7 +16,7 @@ import { changedFiles, type FileChange, patchesOf } from "../checkpoints/diff.js
 import { inScope, restoreFiles, workspacePath } from "../checkpoints/restore.js";
 import {
   type CheckpointRepo,
-  deleteRefs,
+  removeSessionRefs,
   repoFor,
   setRef,
   snapshot,
@@ -452,12 +452,8 @@ export class CheckpointService {
     try {
       const repos = await readCheckpointRepos(this.rt.db.sql, sessionId);
       if (repos.length === 0) return;
-      for (const { gitDir, store } of repos) {
-        // Another instance's host may hold the repository: only the one that has it deletes.
-        if (!(await lstat(gitDir).catch(() => null))) return;
-        const repo = { gitDir, workTree: gitDir, store: store as CheckpointRepo["store"], settings: [] };
-        await deleteRefs(repo, `refs/mooring/${sessionId}/`);
-      }
+      // Another instance's host may hold a repository: its rows stay for that instance to collect.
+      if ((await removeSessionRefs(repos, sessionId)).elsewhere > 0) return;
       await deleteSessionCheckpoints(this.rt.db.sql, sessionId);
     } catch (err) {
       this.log.warn({ sessionId, err: String(err) }, "checkpoints not collected");

@@ -18,6 +18,8 @@ import {
   purgeSession,
   type RetentionRule,
 } from "../sql/purge-sessions.js";
+import { readCheckpointRepos } from "../sql/checkpoints.js";
+import { removeSessionRefs } from "../checkpoints/snapshot.js";
 import type { Runtime } from "./runtime.js";
 
 /** Sessions one sweep tick purges at most (each in its own transaction). */
@@ -89,11 +91,13 @@ export class SessionPurger {
     options: { wait: boolean; trigger: PurgeTrigger },
   ): Promise<PurgeOutcome> {
     let outcome: PurgeOutcome;
+    let repos: { gitDir: string; store: string }[] = [];
     try {
       outcome = await this.rt.committer.transaction<PurgeOutcome>(async (tx) => {
         await limitLockWait(tx, LOCK_WAIT_MS);
         const found = await lockArchivedForPurge(tx, sessionId, options.wait);
         if (found !== "locked") return { value: { status: found }, effects: {} };
+        repos = await readCheckpointRepos(tx, sessionId);
         const rows = await purgeSession(tx, sessionId);
         return { value: { status: "purged", rows }, effects: { purged: [sessionId] } };
       });
@@ -103,6 +107,10 @@ export class SessionPurger {
       throw err;
     }
     if (outcome.status === "purged") {
+      // Its checkpoint refs, on this host (another host's stay: they hold only its own files).
+      await removeSessionRefs(repos, sessionId).catch((err) =>
+        this.rt.log.warn({ sessionId, err: String(err) }, "checkpoint refs of a purged session not removed"),
+      );
       const byTable = Object.entries(outcome.rows).map(([key, n]) => [
         purgedRowTables[key as keyof PurgedRows],
         n,
@@ -122,5 +130,6 @@ function emptyRows(): PurgedRows {
     permissionRequests: 0,
     transcriptChunks: 0,
     webhookDeliveries: 0,
+    checkpoints: 0,
   };
 }

@@ -6,9 +6,8 @@ import { ACTIVE, withSets } from "./task-status-sets.js";
  * added later that references a session (by `session_id`, or through its tasks) belongs here and
  * in `purgeSession` below; test/sql/purge-sessions.test.ts fails when the schema has a
  * `session_id` column in a table this list does not name.
- *
- * Checkpoints: when a `checkpoints` table (or any other per-session store) lands, add it here and
- * as one more `delete ... returning 1` step in `purgeSession`, before `sessions`.
+ * The git refs of a session's checkpoints are not rows: the purge removes them after its commit
+ * (domain/purge.ts).
  */
 export const sessionTables = [
   "sessions",
@@ -17,6 +16,7 @@ export const sessionTables = [
   "permission_requests",
   "transcript_chunks",
   "webhook_deliveries",
+  "checkpoints",
 ] as const;
 export type SessionTable = (typeof sessionTables)[number];
 
@@ -28,6 +28,7 @@ export interface PurgedRows {
   permissionRequests: number;
   transcriptChunks: number;
   webhookDeliveries: number;
+  checkpoints: number;
 }
 
 /** Each count's table, for the metric's `table` label. */
@@ -38,6 +39,7 @@ export const purgedRowTables: Record<keyof PurgedRows, SessionTable> = {
   permissionRequests: "permission_requests",
   transcriptChunks: "transcript_chunks",
   webhookDeliveries: "webhook_deliveries",
+  checkpoints: "checkpoints",
 };
 
 /** How long archived sessions are kept: the default, and each tenant's own figure (0: forever). */
@@ -126,6 +128,8 @@ export async function purgeSession(tx: Tx, sessionId: string): Promise<PurgedRow
       delete from events where session_id = ${sessionId} returning 1
     ), transcript_rows as (
       delete from transcript_chunks where session_id = ${sessionId} returning 1
+    ), checkpoint_rows as (
+      delete from checkpoints where session_id = ${sessionId} returning 1
     ), task_rows as (
       delete from tasks where session_id = ${sessionId} returning 1
     ), session_rows as (
@@ -136,7 +140,8 @@ export async function purgeSession(tx: Tx, sessionId: string): Promise<PurgedRow
            (select count(*)::int from event_rows) as events,
            (select count(*)::int from permission_rows) as permission_requests,
            (select count(*)::int from transcript_rows) as transcript_chunks,
-           (select count(*)::int from delivery_rows) as webhook_deliveries`;
+           (select count(*)::int from delivery_rows) as webhook_deliveries,
+           (select count(*)::int from checkpoint_rows) as checkpoints`;
   return row;
 }
 

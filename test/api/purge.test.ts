@@ -55,7 +55,8 @@ async function rowsOf(sessionId: string): Promise<Record<string, number>> {
            (select count(*)::int from events where session_id = ${sessionId}) as events,
            (select count(*)::int from permission_requests where session_id = ${sessionId}) as permission_requests,
            (select count(*)::int from transcript_chunks where session_id = ${sessionId}) as transcript_chunks,
-           (select count(*)::int from webhook_deliveries where session_id = ${sessionId}) as webhook_deliveries`;
+           (select count(*)::int from webhook_deliveries where session_id = ${sessionId}) as webhook_deliveries,
+           (select count(*)::int from checkpoints where session_id = ${sessionId}) as checkpoints`;
   return row;
 }
 const NONE = {
@@ -65,6 +66,7 @@ const NONE = {
   permissionRequests: 0,
   transcriptChunks: 0,
   webhookDeliveries: 0,
+  checkpoints: 0,
 };
 
 /** A session of `headers`' tenant with one completed turn (a tool call: several events). */
@@ -171,6 +173,7 @@ describe("DELETE /v1/sessions/:id?purge=true", () => {
           permissionRequests: 0,
           transcriptChunks: 0,
           webhookDeliveries: 0,
+          checkpoints: 0,
         },
       });
       // Answered when nothing of it is left.

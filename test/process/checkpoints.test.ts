@@ -429,6 +429,28 @@ describe("other workspaces", () => {
     ).toHaveLength(2);
     expect(await rows(s2)).toBe(2);
   }, 120_000);
+
+  it("a purge deletes a session's checkpoint rows and refs with it, and nobody else's", async () => {
+    const ws = await userRepo();
+    const [s1, s2] = [await createSession(gw.url, ws), await createSession(gw.url, ws)];
+    expect((await runTurn(gw.url, s1, "[write one.txt 1]")).status).toBe("completed");
+    expect((await runTurn(gw.url, s2, "[write two.txt 1]")).status).toBe("completed");
+    const purged = await call(gw.url, "DELETE", `/v1/sessions/${s1}?purge=true`);
+    expect(purged.status).toBe(200);
+    // The archive's own collection may have taken them first: then the purge found none.
+    expect([0, 2]).toContain(purged.body.deleted.checkpoints);
+    const rows = async (id: string) =>
+      (await db.sql<{ n: number }[]>`select count(*)::int as n from checkpoints where session_id = ${id}`)[0]
+        ?.n;
+    expect(await rows(s1)).toBe(0);
+    await waitFor(async () => userGit(ws, ["for-each-ref", `refs/mooring/${s1}/`]) === "");
+    expect(
+      userGit(ws, ["for-each-ref", "--format=%(refname)", `refs/mooring/${s2}/`])
+        .split("\n")
+        .filter(Boolean),
+    ).toHaveLength(2);
+    expect(await rows(s2)).toBe(2);
+  }, 120_000);
 });
 
 async function waitFor(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {

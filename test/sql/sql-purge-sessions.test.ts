@@ -25,7 +25,7 @@ async function archivedDaysAgo(sql: Sql, sessionId: string, daysAgo: number): Pr
   await sql`update sessions set archived_at = now() - make_interval(days => ${daysAgo}) where id = ${sessionId}`;
 }
 
-/** A session with rows in every table that holds session rows: 2 tasks, 3 events, 1 permission request, 2 transcript chunks, 1 delivery. */
+/** A session with rows in every table that holds session rows: 2 tasks, 3 events, 1 permission request, 2 transcript chunks, 1 delivery, 2 checkpoints. */
 async function fullSession(sql: Sql, tenant = "default"): Promise<string> {
   const sessionId = await addSession(sql, { tenant, archived: true, lastSeq: 3 });
   const first = await addTask(sql, sessionId, { status: "completed" });
@@ -42,6 +42,10 @@ async function fullSession(sql: Sql, tenant = "default"): Promise<string> {
   }
   await sql`insert into webhook_deliveries (tenant, url, event_type, session_id, seq, body, status)
             values (${tenant}, 'https://hooks.example.com/x', 'task.completed', ${sessionId}, 3, '{}', 'delivered')`;
+  for (const phase of ["before", "after"]) {
+    await sql`insert into checkpoints (session_id, name, task_id, turn_index, phase, commit_sha, store, git_dir)
+              values (${sessionId}, ${`0/${phase}`}, ${first.id}, 0, ${phase}, ${"a".repeat(40)}, 'shadow', '/nowhere.git')`;
+  }
   return sessionId;
 }
 
@@ -53,7 +57,8 @@ async function rowsOf(sql: Sql, sessionId: string): Promise<Record<string, numbe
            (select count(*)::int from events where session_id = ${sessionId}) as events,
            (select count(*)::int from permission_requests where session_id = ${sessionId}) as permission_requests,
            (select count(*)::int from transcript_chunks where session_id = ${sessionId}) as transcript_chunks,
-           (select count(*)::int from webhook_deliveries where session_id = ${sessionId}) as webhook_deliveries`;
+           (select count(*)::int from webhook_deliveries where session_id = ${sessionId}) as webhook_deliveries,
+           (select count(*)::int from checkpoints where session_id = ${sessionId}) as checkpoints`;
   return row;
 }
 
@@ -64,6 +69,7 @@ const FULL = {
   permissionRequests: 1,
   transcriptChunks: 2,
   webhookDeliveries: 1,
+  checkpoints: 2,
 };
 const NONE = {
   sessions: 0,
@@ -72,6 +78,7 @@ const NONE = {
   permissionRequests: 0,
   transcriptChunks: 0,
   webhookDeliveries: 0,
+  checkpoints: 0,
 };
 
 describe("the tables a purge covers", () => {

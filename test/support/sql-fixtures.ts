@@ -33,7 +33,7 @@ export function useSqlTestDatabase({ emptyBeforeEach = true } = {}): SqlTestData
     await applyMigrations(db);
   });
   beforeEach(async () => {
-    if (emptyBeforeEach) await db.sql`truncate transcript_chunks, permission_requests, events, tasks, sessions, instances, event_writes`;
+    if (emptyBeforeEach) await db.sql`truncate checkpoints, transcript_chunks, permission_requests, events, tasks, sessions, instances, event_writes`;
   });
   afterAll(async () => {
     await db?.close();
