@@ -129,6 +129,12 @@ export const tasks = pgTable(
     upstream: jsonb("upstream"),
     /** A turn's own webhook URL (`webhook.url` of its submit, inside its tenant's prefixes), or null. */
     webhookUrl: text("webhook_url"),
+    /**
+     * The turn's W3C trace context (a `traceparent`): the submit's span, under the client's own
+     * traceparent when it sent one; null when neither tracing nor the client gave one. Whoever
+     * claims, settles or delivers the turn continues this trace (docs/operations.md, Tracing).
+     */
+    traceContext: text("trace_context"),
     version: integer("version").notNull().default(0),
   },
   (t) => [

@@ -77,6 +77,8 @@ export interface AdmissionRequest {
   tenant?: Tenant;
   /** The turn's own webhook URL (checked against the tenant's prefixes), or none. */
   webhookUrl?: string | null;
+  /** The turn's trace context (a W3C traceparent, stored with the task), or none. */
+  traceContext?: string | null;
 }
 
 /**
@@ -134,6 +136,7 @@ export function admissionStatements(q: Tx, id: string, request: AdmissionRequest
     continuesTaskId,
     tenant: owner,
     webhookUrl: request.webhookUrl ?? null,
+    traceContext: request.traceContext ?? null,
   });
   return { named: { existing, busy, interrupted, inserted }, existing, interrupted, inserted };
 }
