@@ -337,7 +337,12 @@ export class AdmissionQueue {
     return {
       statements: (q: Tx) => ({
         // The gate lock's answer arrives once Postgres holds it: how long the batch waited for it.
-        gate: gateLocked ? lockGate(q).then((v) => (gateLocked(), v)) : lockGate(q),
+        gate: gateLocked
+          ? lockGate(q).then((v) => {
+              gateLocked();
+              return v;
+            })
+          : lockGate(q),
         sessions: lockSessionRows(q, sessionIds),
         ...Object.fromEntries(
           batch.flatMap(({ id, request }, i) => {

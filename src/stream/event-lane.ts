@@ -182,7 +182,10 @@ export class EventLane {
     try {
       results = await this.commit(batch, items);
     } catch (err) {
-      if (spans) for (const span of spans) span.fail("FLUSH_FAILED"), span.end();
+      for (const span of spans ?? []) {
+        span.fail("FLUSH_FAILED");
+        span.end();
+      }
       throw err;
     }
     if (spans) for (const span of spans) span.end();
@@ -393,8 +396,8 @@ export class EventLane {
     const counts = new Map<string, { events: number; settles: boolean; writes: number }>();
     const count = (taskId: string | undefined) => {
       if (!taskId || !this.traced.has(taskId)) return null;
-      let c = counts.get(taskId);
-      if (!c) counts.set(taskId, (c = { events: 0, settles: false, writes: 0 }));
+      const c = counts.get(taskId) ?? { events: 0, settles: false, writes: 0 };
+      counts.set(taskId, c);
       return c;
     };
     for (const event of batch) {

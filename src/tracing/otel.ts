@@ -66,7 +66,8 @@ export function startOtelTracer(options: TracingOptions, identity: TracingIdenti
   const tracer = provider.getTracer("mooring", identity.version);
   return {
     on: true,
-    span: (name, parent, attributes, startTime) => new OtelSpanHandle(tracer, name, parent, attributes, startTime),
+    span: (name, parent, attributes, startTime) =>
+      new OtelSpanHandle(tracer, name, parent, attributes, startTime),
     shutdown: () => provider.shutdown(),
   };
 }
