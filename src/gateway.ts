@@ -504,7 +504,7 @@ function assemble(
     instances,
     permissions,
     upstreamOrphans,
-    webhooks: new DeliveryWorker(db, tenants.list(), config, log, metrics, bus, clock),
+    webhooks: new DeliveryWorker(db, tenants.list(), config, log, metrics, bus, clock, tracer),
   };
 }
 

@@ -12,13 +12,16 @@ import { createTestDatabase, type TestDatabase } from "../support/db.js";
 import { call, startTestGateway, type TestGateway, testEnv } from "../support/gateway.js";
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from "../support/otlp-receiver.js";
 import { createSession, submit, tempWorkspace, waitPermission, waitTask } from "../support/turns.js";
+import { type Receiver, startReceiver } from "../support/webhook-receiver.js";
 
 const TOKEN = "tok-SECRET-tracing-0123456789";
 const auth = { authorization: `Bearer ${TOKEN}` };
 const SECRET_PROMPT = "PROMPT-SECRET-kestrel";
+const HOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 let db: TestDatabase;
 let receiver: OtlpReceiver;
+let hooks: Receiver;
 let gw: TestGateway;
 let workspace: string;
 const logs: Record<string, any>[] = [];
@@ -26,6 +29,7 @@ const logs: Record<string, any>[] = [];
 beforeAll(async () => {
   db = await createTestDatabase();
   receiver = await startOtlpReceiver();
+  hooks = await startReceiver(HOOK_SECRET);
   workspace = await tempWorkspace();
   gw = await startTestGateway(
     db.url,
@@ -36,6 +40,7 @@ beforeAll(async () => {
       OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
       OTEL_SERVICE_NAME: "mooring-under-test",
       OTEL_BSP_SCHEDULE_DELAY: "50",
+      MOORING_WEBHOOKS: JSON.stringify([{ url: hooks.url, secret: HOOK_SECRET, events: ["task.completed"] }]),
     },
     { onLog: (record) => logs.push(record) },
   );
@@ -43,6 +48,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gw?.stop();
   await receiver?.close();
+  await hooks?.close();
   await db?.drop();
 });
 
@@ -123,6 +129,15 @@ it("exports one trace per turn under the client's traceparent, submit to settlem
   const ids = new Set([CLIENT_SPAN, ...spans.map((s) => s.spanId)]);
   expect(spans.every((s) => ids.has(s.parentSpanId))).toBe(true);
 
+  // The webhook of its completion continues the trace, from the task's stored context.
+  const withHook = await receiver.waitFor((all) =>
+    traceOf(all, CLIENT_TRACE).some((s) => s.name === "mooring.webhook.delivery"),
+  );
+  const delivery = one(traceOf(withHook, CLIENT_TRACE), "mooring.webhook.delivery");
+  expect(delivery.parentSpanId).toBe(submitSpan.spanId);
+  expect(delivery.attributes).toMatchObject({ "mooring.webhook.event": "task.completed", "mooring.webhook.ok": true });
+  expect(hooks.unique.some((h) => h.body.data.taskId === task.id)).toBe(true);
+
   // From a log line to the trace: the turn's lines carry its trace id.
   const settledLine = logs.find((l) => l.msg === "turn settled" && l.taskId === task.id);
   expect(settledLine?.traceId).toBe(CLIENT_TRACE);
@@ -196,6 +211,7 @@ it("puts no prompt, agent output or token in any exported attribute", async () =
   const everything = receiver.bodies.join("\n");
   expect(everything).not.toContain(SECRET_PROMPT);
   expect(everything).not.toContain(TOKEN);
+  expect(everything).not.toContain("receiver-secret"); // the webhook URL's own token
   expect(everything).not.toContain("chunk 1"); // the simulated agent's output text
   expect(everything.toLowerCase()).not.toContain("bearer");
 });
