@@ -48,9 +48,14 @@ it("a turn submitted on one instance and run by another is one trace", { timeout
   await Promise.all([a.waitReady(), b.waitReady()]);
   const session = await call(a.url, "POST", "/v1/sessions", { workspace, agent: "simulated", group: "gb" });
   expect(session.status).toBe(201);
-  const task = await submitOk(a.url, session.body.id, { prompt: "[deltas 2]" }, {
-    traceparent: `00-${CLIENT_TRACE}-${CLIENT_SPAN}-01`,
-  });
+  const task = await submitOk(
+    a.url,
+    session.body.id,
+    { prompt: "[deltas 2]" },
+    {
+      traceparent: `00-${CLIENT_TRACE}-${CLIENT_SPAN}-01`,
+    },
+  );
   const done = await waitTerminal(a.url, task.id, 60_000);
   expect(done.status).toBe("completed");
   expect(done.traceId).toBe(CLIENT_TRACE);
@@ -73,14 +78,21 @@ it("a turn submitted on one instance and run by another is one trace", { timeout
   expect(settle.resource["service.instance.id"]).toBe("trace-b");
 });
 
-it("the instance that takes over a killed one's turn settles it in the same trace", { timeout: 120_000 }, async () => {
+it("the instance that takes over a killed one's turn settles it in the same trace", {
+  timeout: 120_000,
+}, async () => {
   const a = await procs.spawn(traced("trace-a"));
   await a.waitReady();
   const session = await call(a.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
   expect(session.status).toBe(201);
-  const task = await submitOk(a.url, session.body.id, { prompt: "[sleep 60000]" }, {
-    traceparent: `00-${CLIENT_TRACE}-${CLIENT_SPAN}-01`,
-  });
+  const task = await submitOk(
+    a.url,
+    session.body.id,
+    { prompt: "[sleep 60000]" },
+    {
+      traceparent: `00-${CLIENT_TRACE}-${CLIENT_SPAN}-01`,
+    },
+  );
   expect((await waitStatus(a.url, task.id, "running")).status).toBe("running");
   // a's submit and claim spans are out before it dies (its turn span never ends).
   await receiver.waitFor((all) => {

@@ -8,6 +8,7 @@
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
+import { AcpTestClient } from "../support/acp-client.js";
 import { createTestDatabase, type TestDatabase } from "../support/db.js";
 import { call, startTestGateway, type TestGateway, testEnv } from "../support/gateway.js";
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from "../support/otlp-receiver.js";
@@ -135,7 +136,10 @@ it("exports one trace per turn under the client's traceparent, submit to settlem
   );
   const delivery = one(traceOf(withHook, CLIENT_TRACE), "mooring.webhook.delivery");
   expect(delivery.parentSpanId).toBe(submitSpan.spanId);
-  expect(delivery.attributes).toMatchObject({ "mooring.webhook.event": "task.completed", "mooring.webhook.ok": true });
+  expect(delivery.attributes).toMatchObject({
+    "mooring.webhook.event": "task.completed",
+    "mooring.webhook.ok": true,
+  });
   expect(hooks.unique.some((h) => h.body.data.taskId === task.id)).toBe(true);
 
   // From a log line to the trace: the turn's lines carry its trace id.
@@ -182,6 +186,33 @@ it("takes a traceparent from JSON-RPC _meta; without one a submit starts its own
   const root = one(ownSpans, "mooring.submit");
   expect(root.parentSpanId).toBe("");
   expect(one(ownSpans, "mooring.turn").parentSpanId).toBe(root.spanId);
+});
+
+it("takes a traceparent from ACP _meta on session/prompt", async () => {
+  const acpTrace = "1af7651916cd43dd8448eb211c80319d";
+  const c = AcpTestClient.http(gw.url, TOKEN);
+  try {
+    await c.initialize();
+    const { sessionId } = await c.agent.request("session/new", {
+      cwd: workspace,
+      mcpServers: [],
+      _meta: { mooring: { agent: "simulated" } },
+    });
+    const answer = await c.agent.request("session/prompt", {
+      sessionId,
+      prompt: [{ type: "text", text: "[deltas 1]" }],
+      _meta: { traceparent: `00-${acpTrace}-d7ad6b7169203332-01` },
+    });
+    expect(answer.stopReason).toBe("end_turn");
+  } finally {
+    c.close();
+  }
+  const spans = traceOf(
+    await receiver.waitFor((all) => traceOf(all, acpTrace).some((s) => s.name === "mooring.settle")),
+    acpTrace,
+  );
+  expect(one(spans, "mooring.submit").parentSpanId).toBe("d7ad6b7169203332");
+  expect(one(spans, "mooring.turn").parentSpanId).toBe(one(spans, "mooring.submit").spanId);
 });
 
 it("spans a permission wait under the turn", async () => {
