@@ -217,8 +217,14 @@ export class AdmissionQueue {
    */
   admit(request: AdmissionRequest, parent: Span = noSpan): Promise<Admitted> {
     const { tracer } = this.rt;
-    const span = tracer.on ? tracer.span("mooring.admission", parent) : noSpan;
-    const queuedAt = tracer.on ? performance.now() : 0;
+    if (!tracer.on) {
+      return new Promise((resolve, reject) => {
+        this.waiting.push({ id: randomUUID(), request, span: noSpan, queuedAt: 0, resolve, reject });
+        if (!this.draining) void this.drain();
+      });
+    }
+    const span = tracer.span("mooring.admission", parent);
+    const queuedAt = performance.now();
     return new Promise((resolve, reject) => {
       this.waiting.push({
         id: randomUUID(),
@@ -226,14 +232,12 @@ export class AdmissionQueue {
         span,
         queuedAt,
         resolve: (admitted) => {
-          if (span !== noSpan) {
-            const row = admitted.created ?? admitted.existing;
-            span.set({
-              "mooring.admission.outcome": admitted.created ? "created" : admitted.existing ? "existing" : "not_found",
-              ...(row ? { "mooring.task.id": row.id, "mooring.task.status": row.status } : {}),
-            });
-            span.end();
-          }
+          const row = admitted.created ?? admitted.existing;
+          span.set({
+            "mooring.admission.outcome": admitted.created ? "created" : admitted.existing ? "existing" : "not_found",
+            ...(row ? { "mooring.task.id": row.id, "mooring.task.status": row.status } : {}),
+          });
+          span.end();
           resolve(admitted);
         },
         reject: (err) => {

@@ -247,6 +247,42 @@ it("puts no prompt, agent output or token in any exported attribute", async () =
   expect(everything.toLowerCase()).not.toContain("bearer");
 });
 
+it("with tracing off, a client's traceparent is still the Task's traceId and in the turn's log lines", async () => {
+  const offLogs: Record<string, any>[] = [];
+  const off = await startTestGateway(
+    db.url,
+    { MOORING_API_TOKENS: TOKEN, MOORING_INSTANCE_ID: "trace-off" },
+    { onLog: (record) => offLogs.push(record) },
+  );
+  try {
+    const exported = receiver.spans.length;
+    const sessionId = await createSession(off.url, workspace, {}, auth);
+    const untraced = await submit(off.url, sessionId, { prompt: "[deltas 1]" }, auth);
+    expect(untraced.body.traceId).toBeNull();
+    await waitTask(off.url, untraced.body.id, undefined, 30_000, auth);
+    const offTrace = "2af7651916cd43dd8448eb211c80319e";
+    const traced = await submit(
+      off.url,
+      sessionId,
+      { prompt: "[deltas 1]" },
+      {
+        ...auth,
+        traceparent: `00-${offTrace}-e7ad6b7169203333-01`,
+      },
+    );
+    expect(traced.body.traceId).toBe(offTrace);
+    await waitTask(off.url, traced.body.id, undefined, 30_000, auth);
+    const line = offLogs.find((l) => l.msg === "turn settled" && l.taskId === traced.body.id);
+    expect(line?.traceId).toBe(offTrace);
+    // Nothing of this gateway's turns was exported (the receiver counts every span it got).
+    expect(
+      receiver.spans.slice(exported).filter((s) => s.resource["service.instance.id"] === "trace-off"),
+    ).toEqual([]);
+  } finally {
+    await off.stop();
+  }
+});
+
 it("is off without an OTLP endpoint, or with OTEL_SDK_DISABLED / OTEL_TRACES_EXPORTER=none", () => {
   const base = testEnv("postgres://x@127.0.0.1:1/none");
   expect(loadConfig(base).tracing).toBeNull();
