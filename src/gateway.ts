@@ -515,7 +515,7 @@ function assemble(
 async function startTracer(config: Config, identity: Identity, log: Logger): Promise<Tracer> {
   if (!config.tracing) return tracingOff;
   const { startOtelTracer } = await import("./tracing/otel.js");
-  const tracer = startOtelTracer(config.tracing, identity);
+  const tracer = startOtelTracer(config.tracing, identity, log);
   // The URL without credentials or query (the headers are never logged).
   const url = new URL(config.tracing.url);
   log.info(

@@ -26,8 +26,10 @@ import {
   BatchSpanProcessor,
   ParentBasedSampler,
   type Sampler,
+  type SpanExporter,
   TraceIdRatioBasedSampler,
 } from "@opentelemetry/sdk-trace-base";
+import { ExportResultCode } from "@opentelemetry/core";
 import type { TracingOptions } from "../config.js";
 import { formatTraceparent, parseTraceparent } from "./trace-context.js";
 import type { Span, SpanAttributes, Tracer } from "./tracer.js";
@@ -40,12 +42,21 @@ export interface TracingIdentity {
 /** Names of spans that stand for a request received from a client (SpanKind SERVER). */
 const SERVER_SPANS = new Set(["mooring.submit"]);
 
-export function startOtelTracer(options: TracingOptions, identity: TracingIdentity): Tracer {
-  const exporter = new OTLPTraceExporter({
-    url: options.url,
-    headers: options.headers,
-    timeoutMillis: options.timeoutMs,
-  });
+/** Where the tracer says that exports fail and recover (the gateway's logger). */
+export interface TracingLog {
+  warn(fields: object, message: string): void;
+  info(fields: object, message: string): void;
+}
+
+export function startOtelTracer(options: TracingOptions, identity: TracingIdentity, log: TracingLog): Tracer {
+  const exporter = reporting(
+    new OTLPTraceExporter({
+      url: options.url,
+      headers: options.headers,
+      timeoutMillis: options.timeoutMs,
+    }),
+    log,
+  );
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({
       ...options.resourceAttributes,
@@ -69,6 +80,32 @@ export function startOtelTracer(options: TracingOptions, identity: TracingIdenti
     span: (name, parent, attributes, startTime) =>
       new OtelSpanHandle(tracer, name, parent, attributes, startTime),
     shutdown: () => provider.shutdown(),
+  };
+}
+
+/**
+ * The exporter, saying once when exports start failing (the receiver is away: those spans are
+ * dropped, the turns go on) and once when they work again, instead of the SDK's silence.
+ */
+function reporting(exporter: SpanExporter, log: TracingLog): SpanExporter {
+  let failing = false;
+  return {
+    export: (spans, done) =>
+      exporter.export(spans, (result) => {
+        if (result.code !== ExportResultCode.SUCCESS && !failing) {
+          failing = true;
+          log.warn(
+            { err: String(result.error ?? "export failed"), spans: spans.length },
+            "tracing: spans not exported (dropped); later batches are tried",
+          );
+        } else if (result.code === ExportResultCode.SUCCESS && failing) {
+          failing = false;
+          log.info({}, "tracing: spans exported again");
+        }
+        done(result);
+      }),
+    shutdown: () => exporter.shutdown(),
+    forceFlush: () => exporter.forceFlush?.() ?? Promise.resolve(),
   };
 }
 

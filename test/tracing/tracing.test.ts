@@ -10,7 +10,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { AcpTestClient } from "../support/acp-client.js";
 import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, startTestGateway, type TestGateway, testEnv } from "../support/gateway.js";
+import { call, eventually, startTestGateway, type TestGateway, testEnv } from "../support/gateway.js";
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from "../support/otlp-receiver.js";
 import { createSession, submit, tempWorkspace, waitPermission, waitTask } from "../support/turns.js";
 import { type Receiver, startReceiver } from "../support/webhook-receiver.js";
@@ -280,6 +280,40 @@ it("with tracing off, a client's traceparent is still the Task's traceId and in 
     ).toEqual([]);
   } finally {
     await off.stop();
+  }
+});
+
+it("a receiver that is away costs dropped spans, said once in the log, never a turn", async () => {
+  const away = await startOtlpReceiver();
+  const url = away.url;
+  await away.close(); // nothing listens there now
+  const awayLogs: Record<string, any>[] = [];
+  const gwAway = await startTestGateway(
+    db.url,
+    {
+      MOORING_API_TOKENS: TOKEN,
+      MOORING_INSTANCE_ID: "trace-away",
+      OTEL_EXPORTER_OTLP_ENDPOINT: url,
+      OTEL_BSP_SCHEDULE_DELAY: "50",
+      OTEL_EXPORTER_OTLP_HEADERS: `x-api-key=${TOKEN}`,
+    },
+    { onLog: (record) => awayLogs.push(record) },
+  );
+  try {
+    const sessionId = await createSession(gwAway.url, workspace, {}, auth);
+    for (let i = 0; i < 2; i++) {
+      const answer = await submit(gwAway.url, sessionId, { prompt: "[deltas 1]" }, auth);
+      expect((await waitTask(gwAway.url, answer.body.id, undefined, 30_000, auth)).status).toBe("completed");
+    }
+    const said = await eventually(async () => {
+      const lines = awayLogs.filter((l) => l.msg?.startsWith("tracing: spans not exported"));
+      return lines.length > 0 ? lines : null;
+    });
+    expect(said).toHaveLength(1);
+    // The export headers (an API key) are never logged.
+    expect(JSON.stringify(awayLogs)).not.toContain(TOKEN);
+  } finally {
+    await gwAway.stop();
   }
 });
 
