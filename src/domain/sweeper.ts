@@ -123,7 +123,7 @@ export class Sweeper {
     const began = this.rt.tracer.on ? new Date() : null;
     const rows = await this.settleInterruptedIn(settle);
     if (began) {
-      for (const row of rows) {
+      for (const row of rows.filter((r) => r.traceContext)) {
         this.rt.tracer
           .span(
             "mooring.settle",

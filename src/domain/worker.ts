@@ -92,7 +92,8 @@ export class Worker implements ClaimLimit {
     for (const row of starting) {
       const waited = secondsBetween(row.createdAt, row.startedAt);
       if (waited !== null) this.rt.metrics.taskStarted(waited);
-      if (this.rt.tracer.on) this.traceClaim(row, waited);
+      // A task with no stored context (admitted before tracing was on) gets no trace of its claim.
+      if (this.rt.tracer.on && row.traceContext) this.traceClaim(row, waited);
       const turn = new RunningTurn(row);
       this.turns.set(row.id, turn);
       turn.done = this.execution
