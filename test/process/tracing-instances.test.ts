@@ -122,3 +122,60 @@ it("the instance that takes over a killed one's turn settles it in the same trac
     "mooring.error.code": "GATEWAY_RESTART",
   });
 });
+
+it("a continuation (MOORING_RECOVERY=continue) carries on the interrupted turn's trace on another instance", {
+  timeout: 120_000,
+}, async () => {
+  const timers = {
+    MOORING_RECOVERY: "continue",
+    MOORING_SHUTDOWN_GRACE_MS: "500",
+    MOORING_LEASE_MS: "30000",
+  };
+  const a = await procs.spawn(traced("trace-a", timers));
+  const b = await procs.spawn(traced("trace-b", timers));
+  await Promise.all([a.waitReady(), b.waitReady()]);
+  const session = await call(a.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
+  expect(session.status).toBe(201);
+  // A saved conversation first: only that one is continued.
+  const warmup = await submitOk(a.url, session.body.id, { prompt: "hello" });
+  expect((await waitTerminal(a.url, warmup.id)).status).toBe("completed");
+  const long = await submitOk(
+    a.url,
+    session.body.id,
+    { prompt: "[sleep 30000]" },
+    {
+      traceparent: `00-${CLIENT_TRACE}-${CLIENT_SPAN}-01`,
+    },
+  );
+  expect(long.status).toBe("running");
+  a.kill("SIGTERM");
+  expect(await exitedWithOutput(a)).toBe(0);
+  expect((await waitTerminal(b.url, long.id)).status).toBe("interrupted");
+  const [continuation] = await db.sql`select id from tasks where continues_task_id = ${long.id}`;
+  const done = await waitTerminal(b.url, continuation.id);
+  expect(done.status).toBe("completed");
+  expect(done.traceId).toBe(CLIENT_TRACE);
+
+  const spans = inTrace(
+    await receiver.waitFor(
+      (all) =>
+        inTrace(all, CLIENT_TRACE).some(
+          (s) => s.name === "mooring.turn" && s.attributes["mooring.task.id"] === continuation.id,
+        ),
+      60_000,
+    ),
+    CLIENT_TRACE,
+  );
+  const [submit] = named(spans, "mooring.submit");
+  const turns = named(spans, "mooring.turn");
+  // The interrupted turn on a (its span ended at the shutdown) and the continuation on b.
+  expect(
+    Object.fromEntries(
+      turns.map((t) => [t.attributes["mooring.task.id"], t.resource["service.instance.id"]]),
+    ),
+  ).toEqual({
+    [long.id]: "trace-a",
+    [continuation.id]: "trace-b",
+  });
+  expect(turns.every((t) => t.parentSpanId === submit.spanId)).toBe(true);
+});
