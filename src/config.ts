@@ -173,7 +173,46 @@ export interface Config {
   metricsPublic: boolean;
   /** The agent of a session an ACP client creates on `/acp` without naming one (`_meta.mooring.agent`). Default claude-code. */
   acpAgent: string;
+  /**
+   * Tracing with OpenTelemetry (docs/operations.md, Tracing), from the standard OTEL_* variables:
+   * null (off, the default) unless OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT
+   * is set (or OTEL_TRACES_EXPORTER=otlp), and always with OTEL_SDK_DISABLED=true or
+   * OTEL_TRACES_EXPORTER=none.
+   */
+  tracing: TracingOptions | null;
 }
+
+/** Where and how spans are exported (OTLP over HTTP with JSON bodies), from the OTEL_* variables. */
+export interface TracingOptions {
+  /** The full URL spans are posted to (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces). */
+  url: string;
+  /** Headers sent with each export (OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TRACES_HEADERS); never logged. */
+  headers: Record<string, string>;
+  /** One export's timeout (OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, OTEL_EXPORTER_OTLP_TIMEOUT). Default 10000. */
+  timeoutMs: number;
+  /** service.name (OTEL_SERVICE_NAME, else service.name of OTEL_RESOURCE_ATTRIBUTES). Default mooring. */
+  serviceName: string;
+  /** OTEL_RESOURCE_ATTRIBUTES: `key=value,...`, percent-decoded. */
+  resourceAttributes: Record<string, string>;
+  /** OTEL_TRACES_SAMPLER. Default parentbased_always_on. */
+  sampler: TracesSampler;
+  /** OTEL_TRACES_SAMPLER_ARG: the ratio of the traceidratio samplers. Default 1. */
+  samplerRatio: number;
+  /** OTEL_BSP_SCHEDULE_DELAY: ms between two exports. Default 5000. */
+  scheduleDelayMs: number;
+  /** OTEL_BSP_MAX_QUEUE_SIZE: spans buffered before new ones are dropped. Default 2048. */
+  maxQueueSize: number;
+  /** OTEL_BSP_MAX_EXPORT_BATCH_SIZE: spans per export. Default 512. */
+  maxExportBatchSize: number;
+}
+
+export type TracesSampler =
+  | "always_on"
+  | "always_off"
+  | "traceidratio"
+  | "parentbased_always_on"
+  | "parentbased_always_off"
+  | "parentbased_traceidratio";
 
 type Parser<T> = (name: string, raw: string) => T;
 
@@ -326,6 +365,112 @@ export const upstreamLimitDefaults = {
   pollMinMs: 250,
 };
 
+/**
+ * The OpenTelemetry options from the standard variables (opentelemetry.io/docs/specs/otel/configuration/sdk-environment-variables/),
+ * or null when tracing is off. mooring exports OTLP over HTTP with JSON bodies: OTEL_*_PROTOCOL may
+ * say http/json or http/protobuf (the receiver is the same URL; the body is JSON either way); grpc
+ * is refused, so a gRPC port is never sent HTTP.
+ */
+function tracingOptions(env: NodeJS.ProcessEnv): TracingOptions | null {
+  const disabled = read(env, "OTEL_SDK_DISABLED", oneOf("true", "false", "TRUE", "FALSE"), "false").toLowerCase() === "true";
+  const exporter = read(env, "OTEL_TRACES_EXPORTER", oneOf("otlp", "none"), null as "otlp" | "none" | null);
+  const tracesEndpoint = read<string | null>(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", httpUrl, null);
+  const endpoint = read<string | null>(env, "OTEL_EXPORTER_OTLP_ENDPOINT", httpUrl, null);
+  const protocol = read(env, "OTEL_EXPORTER_OTLP_PROTOCOL", otlpProtocol, "http/json");
+  const tracesProtocol = read(env, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", otlpProtocol, protocol);
+  const headers = {
+    ...read(env, "OTEL_EXPORTER_OTLP_HEADERS", keyValues, {}),
+    ...read(env, "OTEL_EXPORTER_OTLP_TRACES_HEADERS", keyValues, {}),
+  };
+  const timeoutMs = read(
+    env,
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+    integer(1, 600_000),
+    read(env, "OTEL_EXPORTER_OTLP_TIMEOUT", integer(1, 600_000), 10_000),
+  );
+  const resourceAttributes = read(env, "OTEL_RESOURCE_ATTRIBUTES", keyValues, {});
+  const serviceName = read(env, "OTEL_SERVICE_NAME", text, resourceAttributes["service.name"] ?? "mooring");
+  const sampler = read<TracesSampler>(
+    env,
+    "OTEL_TRACES_SAMPLER",
+    oneOf(
+      "always_on",
+      "always_off",
+      "traceidratio",
+      "parentbased_always_on",
+      "parentbased_always_off",
+      "parentbased_traceidratio",
+    ),
+    "parentbased_always_on",
+  );
+  const samplerRatio = read(env, "OTEL_TRACES_SAMPLER_ARG", ratio, 1);
+  const scheduleDelayMs = read(env, "OTEL_BSP_SCHEDULE_DELAY", integer(1, 3_600_000), 5000);
+  const maxQueueSize = read(env, "OTEL_BSP_MAX_QUEUE_SIZE", integer(1, 1_000_000), 2048);
+  const maxExportBatchSize = read(env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", integer(1, 1_000_000), 512);
+  if (disabled || exporter === "none") return null;
+  const url = tracesEndpoint ?? (endpoint ? `${endpoint.replace(/\/+$/, "")}/v1/traces` : null);
+  if (url === null && exporter !== "otlp") return null;
+  void tracesProtocol; // validated above: JSON is what is sent
+  return {
+    url: url ?? "http://localhost:4318/v1/traces",
+    headers,
+    timeoutMs,
+    serviceName,
+    resourceAttributes,
+    sampler,
+    samplerRatio,
+    scheduleDelayMs,
+    maxQueueSize: Math.max(maxQueueSize, maxExportBatchSize),
+    maxExportBatchSize,
+  };
+}
+
+const httpUrl: Parser<string> = (name, raw) => {
+  let url: URL | null = null;
+  try {
+    url = new URL(raw);
+  } catch {
+    // refused below
+  }
+  if (!url || (url.protocol !== "http:" && url.protocol !== "https:")) {
+    throw new ConfigError(`${name} is invalid: expected an http:// or https:// URL`);
+  }
+  return raw;
+};
+
+const otlpProtocol: Parser<string> = (name, raw) => {
+  if (raw === "grpc") {
+    throw new ConfigError(
+      `${name}=grpc is not supported: mooring exports OTLP over HTTP (http/json); point OTEL_EXPORTER_OTLP_ENDPOINT at the receiver's HTTP port (4318)`,
+    );
+  }
+  return oneOf("http/json", "http/protobuf")(name, raw);
+};
+
+/** `key=value,key2=value2` (W3C baggage-like, percent-decoded), as the OTEL_*_HEADERS and OTEL_RESOURCE_ATTRIBUTES say it. */
+const keyValues: Parser<Record<string, string>> = (name, raw) => {
+  const out: Record<string, string> = {};
+  for (const part of raw.split(",")) {
+    if (part.trim() === "") continue;
+    const eq = part.indexOf("=");
+    if (eq <= 0) throw new ConfigError(`${name} is invalid: expected key=value pairs separated by commas`);
+    try {
+      out[decodeURIComponent(part.slice(0, eq).trim())] = decodeURIComponent(part.slice(eq + 1).trim());
+    } catch {
+      throw new ConfigError(`${name} is invalid: a key or value is not valid percent-encoding`);
+    }
+  }
+  return out;
+};
+
+const ratio: Parser<number> = (name, raw) => {
+  const n = Number(raw);
+  if (raw.trim() === "" || !Number.isFinite(n) || n < 0 || n > 1) {
+    throw new ConfigError(`${name}=${JSON.stringify(raw)} is invalid: expected a number from 0 to 1`);
+  }
+  return n;
+};
+
 /** Build the configuration from an environment (default `process.env`). Throws ConfigError. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const config: Config = {
@@ -434,6 +579,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookLeaseMs: read(env, "MOORING_WEBHOOK_LEASE_MS", integer(1000), 60_000),
     webhookConcurrency: read(env, "MOORING_WEBHOOK_CONCURRENCY", integer(1, 64), 4),
     webhookEndpointConcurrency: read(env, "MOORING_WEBHOOK_ENDPOINT_CONCURRENCY", integer(1, 64), 2),
+    tracing: tracingOptions(env),
   };
   if (config.webhookLeaseMs <= config.webhookTimeoutMs) {
     throw new ConfigError(

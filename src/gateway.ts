@@ -56,6 +56,7 @@ import { countActiveAndQueued } from "./sql/gate-status.js";
 import type { Services } from "./transport/services.js";
 import { CLOSE_GOING_AWAY } from "./transport/ws/socket.js";
 import { type Clock, scaledClock } from "./clock.js";
+import { type Tracer, tracingOff } from "./tracing/tracer.js";
 
 export const version: string = JSON.parse(readFileSync(join(packageRoot, "package.json"), "utf8")).version;
 
@@ -134,6 +135,7 @@ export async function startGateway(
     pid: process.pid,
     version,
   };
+  const tracer = await startTracer(config, identity, log);
   const bus = new ChangeBus();
   const state = { ready: false, stopping: false, cause: "starting" as NotReadyCause };
 
@@ -267,7 +269,7 @@ export async function startGateway(
 
   const started = (async () => {
     const db = await migrated;
-    parts = assemble(config, log, db, bus, identity, registry, workspaceRoots, metrics, tenants, clock);
+    parts = assemble(config, log, db, bus, identity, registry, workspaceRoots, metrics, tenants, clock, tracer);
     // The LISTEN connection opens while the instance registers and reconciles (nothing listens to
     // the bus before the API is ready); workers start once it listens. start() retries by itself.
     const listening = parts.listener.start();
@@ -381,6 +383,8 @@ export async function startGateway(
         await p.db.close();
       }
       if (embedded) await (embedded as EmbeddedDatabase).stop();
+      // The last spans (the settlements of the drain) go out before the process ends.
+      await tracer.shutdown().catch((err) => log.warn({ err: String(err) }, "shutdown: spans not exported"));
       log.info("shutdown: done");
     })();
     return stopping;
@@ -432,6 +436,7 @@ function assemble(
   metrics: MetricsReporter & DeliveryReporter,
   tenants: TenantDirectory,
   clock: Clock,
+  tracer: Tracer,
 ): Parts {
   const feeds = new SessionFeeds(db, bus, log, config.pollMs, clock);
   // What happens after any state change commits: one applier (domain/committer.ts).
@@ -444,11 +449,12 @@ function assemble(
       lanes: config.eventFlushLanes,
       onFlush: (seconds) => metrics.eventFlush(seconds),
       clock,
+      tracer,
     },
     log,
     (effects) => committer.apply(effects),
   );
-  const rt: Runtime = { config, db, log, bus, eventLog, identity, metrics, committer, tenants, clock };
+  const rt: Runtime = { config, db, log, bus, eventLog, identity, metrics, committer, tenants, clock, tracer };
   const listener = new PgListener(db.url, `mooring-listen:${identity.instanceId}`, bus, log, clock);
   const tenantRoots = new TenantRoots(tenants);
   const sessions = new SessionService(rt, registry, drivers, workspaceRoots, tenantRoots);
@@ -507,8 +513,25 @@ function assemble(
     permissions,
     checkpoints,
     upstreamOrphans,
-    webhooks: new DeliveryWorker(db, tenants.list(), config, log, metrics, bus, clock),
+    webhooks: new DeliveryWorker(db, tenants.list(), config, log, metrics, bus, clock, tracer),
   };
+}
+
+/**
+ * The tracer: OpenTelemetry's SDK, loaded only when the OTEL_* variables turn tracing on
+ * (config.ts, docs/operations.md, Tracing); otherwise the no-op tracer.
+ */
+async function startTracer(config: Config, identity: Identity, log: Logger): Promise<Tracer> {
+  if (!config.tracing) return tracingOff;
+  const { startOtelTracer } = await import("./tracing/otel.js");
+  const tracer = startOtelTracer(config.tracing, identity, log);
+  // The URL without credentials or query (the headers are never logged).
+  const url = new URL(config.tracing.url);
+  log.info(
+    { endpoint: `${url.origin}${url.pathname}`, serviceName: config.tracing.serviceName, sampler: config.tracing.sampler },
+    "tracing on: exporting spans over OTLP/HTTP",
+  );
+  return tracer;
 }
 
 function need(parts: Parts | null): Parts {

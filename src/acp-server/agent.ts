@@ -159,7 +159,15 @@ export function mooringAcpAgent(options: AcpAgentOptions): AgentApp {
       if (!links.has(sessionId)) await sessionOf(sessionId);
       const held = link(sessionId, client);
       const run = await answering(
-        () => mooring.turns.submit(sessionId, { prompt, ifBusy: "enqueue", signal: held.signal, followContinuation: true }),
+        () =>
+          mooring.turns.submit(sessionId, {
+            prompt,
+            ifBusy: "enqueue",
+            signal: held.signal,
+            followContinuation: true,
+            // An ACP client's `_meta.traceparent` on session/prompt parents the turn's spans.
+            ...traceparentOf(params._meta),
+          }),
         sessionId,
       );
       const task = await held.follow(run);
@@ -204,4 +212,10 @@ export function mooringAcpAgent(options: AcpAgentOptions): AgentApp {
     })
     .onRequest("_mooring/gate", (p: unknown) => p, () => answering(() => mooring.gate()));
   return app;
+}
+
+/** `{traceparent}` from an ACP request's `_meta` when it carries a string one (the gateway checks its form). */
+function traceparentOf(meta: unknown): { traceparent?: string } {
+  const value = (meta as { traceparent?: unknown } | null | undefined)?.traceparent;
+  return typeof value === "string" && value.length <= 512 ? { traceparent: value } : {};
 }

@@ -62,7 +62,10 @@ export interface MooringClientOptions {
   clock?: Clock;
 }
 
-export interface SubmitOptions extends Omit<FollowOptions, "afterSeq"> {}
+export interface SubmitOptions extends Omit<FollowOptions, "afterSeq"> {
+  /** A W3C `traceparent`, sent as the header of that name: the parent of the turn's spans (docs/operations.md, Tracing). */
+  traceparent?: string;
+}
 
 const newKey = (): string => globalThis.crypto.randomUUID();
 
@@ -174,11 +177,12 @@ export class MooringClient {
      * retry, so a lost answer never makes a second task.
      */
     submit: async (sessionId: string, input: SubmitTurnInput & SubmitOptions): Promise<Run> => {
-      const { transport, followContinuation, giveUpAfterMs, signal, ...turn } = input;
+      const { transport, followContinuation, giveUpAfterMs, signal, traceparent, ...turn } = input;
       const task = (
         await this.http.request<Task>("POST", `/v1/sessions/${sessionId}/turns`, {
           body: { ...turn, idempotencyKey: turn.idempotencyKey ?? newKey() },
           signal,
+          ...(traceparent ? { headers: { traceparent } } : {}),
         })
       ).body;
       return this.runOf(task.id, { transport, followContinuation, giveUpAfterMs, signal }, task);

@@ -26,6 +26,8 @@ export interface RequestOptions {
   accept?: string;
   /** Gives up on this one attempt after this long (a long-poll's wait plus a margin). */
   timeoutMs?: number;
+  /** Extra request headers (a submit's `traceparent`). */
+  headers?: Record<string, string>;
 }
 
 export interface HttpAnswer<T> {
@@ -63,7 +65,7 @@ export class Http {
   }
 
   async once<T>(method: string, path: string, options: RequestOptions = {}): Promise<HttpAnswer<T>> {
-    const headers: Record<string, string> = { accept: options.accept ?? "application/json" };
+    const headers: Record<string, string> = { ...options.headers, accept: options.accept ?? "application/json" };
     if (this.config.token) headers.authorization = `Bearer ${this.config.token}`;
     if (options.body !== undefined) headers["content-type"] = "application/json";
     const query = Object.entries(options.query ?? {}).filter(([, v]) => v !== undefined);

@@ -224,7 +224,23 @@ export const rpcParams = {
   "sessions.list": ListSessionsQuery,
   "sessions.archive": Type.Object({ sessionId: Uuid }, { additionalProperties: false }),
   "turns.submit": Type.Object(
-    { sessionId: Uuid, ...SubmitTurnBody.properties },
+    {
+      sessionId: Uuid,
+      ...SubmitTurnBody.properties,
+      _meta: Type.Optional(
+        Type.Object(
+          {
+            traceparent: Type.Optional(
+              Type.String({
+                maxLength: 512,
+                description: "W3C traceparent: the parent of the turn's spans (docs/operations.md, Tracing); a malformed one is ignored",
+              }),
+            ),
+          },
+          { additionalProperties: true, description: "call metadata (as MCP and ACP carry it)" },
+        ),
+      ),
+    },
     { additionalProperties: false },
   ),
   "tasks.get": Type.Object(

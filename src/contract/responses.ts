@@ -150,6 +150,13 @@ const taskFields = {
   lastSeq: Nullable(Seq),
   pollAfterMs: Nullable(Type.Integer()),
   continuesTaskId: Nullable(Type.String({ description: "the interrupted task this one continues" })),
+  traceId: Nullable(
+    Type.String({
+      pattern: "^[0-9a-f]{32}$",
+      description:
+        "the W3C trace id of the turn's trace (its submit's traceparent, or the gateway's own when tracing is on): the same id is in the turn's log lines (docs/operations.md, Tracing); null when the turn has no trace",
+    }),
+  ),
   pendingPermissions: Type.Array(PermissionRequest, {
     description: "permission requests the running turn waits on (status stays running)",
   }),

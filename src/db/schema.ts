@@ -156,6 +156,12 @@ export const tasks = pgTable(
      * steer is accepted only while this is null and the task runs (sql/turn-inputs.ts).
      */
     inputClosedAt: ts("input_closed_at"),
+    /**
+     * The turn's W3C trace context (a `traceparent`): the submit's span, under the client's own
+     * traceparent when it sent one; null when neither tracing nor the client gave one. Whoever
+     * claims, settles or delivers the turn continues this trace (docs/operations.md, Tracing).
+     */
+    traceContext: text("trace_context"),
     version: integer("version").notNull().default(0),
   },
   (t) => [

@@ -56,6 +56,7 @@ import { type ClaimLimit, claimAndStart } from "./claim.js";
 import type { Effects } from "./committer.js";
 import type { Runtime } from "./runtime.js";
 import { type Tenant, visibleTenant } from "./tenants.js";
+import { noSpan, type Span } from "../tracing/tracer.js";
 
 /** What a submit asks for when its session is busy (docs/api.md, ifBusy). */
 export type IfBusy = "enqueue" | "reject" | "interrupt";
@@ -77,6 +78,8 @@ export interface AdmissionRequest {
   tenant?: Tenant;
   /** The turn's own webhook URL (checked against the tenant's prefixes), or none. */
   webhookUrl?: string | null;
+  /** The turn's trace context (a W3C traceparent, stored with the task), or none. */
+  traceContext?: string | null;
 }
 
 /**
@@ -134,6 +137,7 @@ export function admissionStatements(q: Tx, id: string, request: AdmissionRequest
     continuesTaskId,
     tenant: owner,
     webhookUrl: request.webhookUrl ?? null,
+    traceContext: request.traceContext ?? null,
   });
   return { named: { existing, busy, interrupted, inserted }, existing, interrupted, inserted };
 }
@@ -168,6 +172,10 @@ export interface BatchAnswer extends Admitted {
 interface Waiting extends BatchEntry {
   resolve: (admitted: Admitted) => void;
   reject: (err: unknown) => void;
+  /** Its `mooring.admission` span (noSpan when tracing is off). */
+  span: Span;
+  /** When it was queued (performance.now(); 0 when tracing is off). */
+  queuedAt: number;
 }
 
 /** The statements of one submit inside its savepoint, in order; the first that fails is the cause. */
@@ -207,9 +215,37 @@ export class AdmissionQueue {
    * Admit one submit; resolves once its transaction committed, rejects with GATEWAY_BUSY or
    * TENANT_BUSY when a queue is full and SESSION_BUSY when ifBusy=reject found the session busy.
    */
-  admit(request: AdmissionRequest): Promise<Admitted> {
+  admit(request: AdmissionRequest, parent: Span = noSpan): Promise<Admitted> {
+    const { tracer } = this.rt;
+    if (!tracer.on) {
+      return new Promise((resolve, reject) => {
+        this.waiting.push({ id: randomUUID(), request, span: noSpan, queuedAt: 0, resolve, reject });
+        if (!this.draining) void this.drain();
+      });
+    }
+    const span = tracer.span("mooring.admission", parent);
+    const queuedAt = performance.now();
     return new Promise((resolve, reject) => {
-      this.waiting.push({ id: randomUUID(), request, resolve, reject });
+      this.waiting.push({
+        id: randomUUID(),
+        request,
+        span,
+        queuedAt,
+        resolve: (admitted) => {
+          const row = admitted.created ?? admitted.existing;
+          span.set({
+            "mooring.admission.outcome": admitted.created ? "created" : admitted.existing ? "existing" : "not_found",
+            ...(row ? { "mooring.task.id": row.id, "mooring.task.status": row.status } : {}),
+          });
+          span.end();
+          resolve(admitted);
+        },
+        reject: (err) => {
+          span.fail((err as { code?: string })?.code ?? "INTERNAL");
+          span.end();
+          reject(err);
+        },
+      });
       if (!this.draining) void this.drain();
     });
   }
@@ -230,8 +266,24 @@ export class AdmissionQueue {
    */
   private async admitBatch(batch: Waiting[]): Promise<void> {
     let results: BatchAnswer[];
+    // Traced: each submit's span says how long it waited for the batch before it, how many went
+    // in with it, and how long the transaction waited for the gate lock.
+    const traced = batch[0].span !== noSpan;
+    const began = traced ? performance.now() : 0;
+    const gateLocked = traced
+      ? () => {
+          const now = performance.now();
+          for (const waiting of batch) {
+            waiting.span.set({
+              "mooring.admission.batch_size": batch.length,
+              "mooring.admission.batch_wait_ms": Math.round(began - waiting.queuedAt),
+              "mooring.admission.gate_lock_wait_ms": Math.round(now - began),
+            });
+          }
+        }
+      : undefined;
     try {
-      results = await this.rt.committer.pipelined(this.change(batch));
+      results = await this.rt.committer.pipelined(this.change(batch, gateLocked));
     } catch (err) {
       // One at a time would only fail the same way, each after its own connection wait.
       if (batch.length === 1 || isDatabaseUnavailable(err)) {
@@ -282,13 +334,19 @@ export class AdmissionQueue {
    * the commit, the claimed turns, the interrupted turns, the queue moved. Public for its direct
    * test (test/changes/state-changes.test.ts); everything else admits through `admit`.
    */
-  change(batch: BatchEntry[]) {
+  change(batch: BatchEntry[], gateLocked?: () => void) {
     const { config } = this.rt;
     const sessionIds = [...new Set(batch.map((w) => w.request.sessionId))].sort();
     const limit = this.claims.claimLimit();
     return {
       statements: (q: Tx) => ({
-        gate: lockGate(q),
+        // The gate lock's answer arrives once Postgres holds it: how long the batch waited for it.
+        gate: gateLocked
+          ? lockGate(q).then((v) => {
+              gateLocked();
+              return v;
+            })
+          : lockGate(q),
         sessions: lockSessionRows(q, sessionIds),
         ...Object.fromEntries(
           batch.flatMap(({ id, request }, i) => {

@@ -82,7 +82,13 @@ export class ConversationPool {
   }
 
   /** The session's warm conversation, or a new one opened from its stored cursor. */
-  acquire(session: SessionRow, entry: AgentEntry, driver: AgentDriver): AgentConversation {
+  acquire(
+    session: SessionRow,
+    entry: AgentEntry,
+    driver: AgentDriver,
+    /** Told how the conversation starts: warm (reused), resume (from the stored cursor) or new. */
+    started?: (how: "warm" | "resume" | "new") => void,
+  ): AgentConversation {
     const existing = this.warm.get(session.id);
     const usable =
       existing?.conversation.alive === true && !existing.busy && existing.agent === session.agent;
@@ -90,6 +96,7 @@ export class ConversationPool {
       if (existing.idleTimer) this.clock.clearTimeout(existing.idleTimer);
       existing.idleTimer = null;
       existing.busy = true;
+      started?.("warm");
       return existing.handle;
     }
     if (existing && usable) {
@@ -157,6 +164,7 @@ export class ConversationPool {
       closeWhenReleased: false,
     };
     this.metrics.agentSpawned(session.agent, session.agentSessionId ? "resume" : "new");
+    started?.(session.agentSessionId ? "resume" : "new");
     warm.handle = observeCursor(conversation, warm, () => this.metrics.agentSpawned(session.agent, "fresh_fallback"));
     this.warm.set(session.id, warm);
     return warm.handle;

@@ -71,6 +71,8 @@ export class Recovery {
             timeoutMs: interrupted.timeoutMs,
             ifBusy: "enqueue",
             continuesTaskId: interrupted.id,
+            // The continuation carries on the interrupted turn's trace.
+            traceContext: interrupted.traceContext,
           },
           this.rt.config.queueTimeoutMs,
         );

@@ -11,6 +11,7 @@ import type { EventLog } from "../stream/event-log.js";
 import type { MetricsReporter } from "../metrics/reporter.js";
 import type { Committer } from "./committer.js";
 import type { TenantDirectory } from "./tenants.js";
+import type { Tracer } from "../tracing/tracer.js";
 
 export interface Identity {
   instanceId: string;
@@ -34,4 +35,6 @@ export interface Runtime {
   tenants: TenantDirectory;
   /** The gateway's time for what it times itself (src/clock.ts); the database keeps its own now(). */
   clock: Clock;
+  /** Spans of a turn's life (src/tracing/tracer.ts); the no-op tracer when tracing is off. */
+  tracer: Tracer;
 }

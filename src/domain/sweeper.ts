@@ -68,7 +68,10 @@ export class Sweeper {
   /** Startup: settle what this instance's previous boot left running, then any expired lease. */
   async reconcile(): Promise<{ previousBoot: number; expiredLeases: number; expiredQueued: number }> {
     const { instanceId, bootId } = this.rt.identity;
-    const previous = await this.settleInterrupted((tx) => interruptPreviousBootTasks(tx, instanceId, bootId));
+    const previous = await this.settleInterrupted(
+      (tx) => interruptPreviousBootTasks(tx, instanceId, bootId),
+      "previous_boot",
+    );
     const expired = await this.sweepLeases();
     const queued = await this.expireQueued();
     const counts = { previousBoot: previous.length, expiredLeases: expired.length, expiredQueued: queued.length };
@@ -77,8 +80,9 @@ export class Sweeper {
   }
 
   async sweepLeases(): Promise<TaskRow[]> {
-    const rows = await this.settleInterrupted((tx) =>
-      interruptExpiredLeases(tx, this.rt.identity.bootId, this.rt.config.instanceGroup),
+    const rows = await this.settleInterrupted(
+      (tx) => interruptExpiredLeases(tx, this.rt.identity.bootId, this.rt.config.instanceGroup),
+      "lease_takeover",
     );
     if (rows.length > 0) {
       this.rt.log.warn(
@@ -97,7 +101,7 @@ export class Sweeper {
 
   /** Graceful shutdown: give up this boot's remaining tasks at once so others can take the slots. */
   async releaseOwnTasks(): Promise<TaskRow[]> {
-    return this.settleInterrupted((tx) => interruptOwnTasks(tx, this.rt.identity.bootId));
+    return this.settleInterrupted((tx) => interruptOwnTasks(tx, this.rt.identity.bootId), "released");
   }
 
   private async pollQueue(): Promise<void> {
@@ -119,7 +123,39 @@ export class Sweeper {
     return rows;
   }
 
-  private async settleInterrupted(settle: Settler): Promise<TaskRow[]> {
+  /**
+   * Settles what `settle` interrupts; traced, each settled turn gets a `mooring.settle` span in its
+   * own trace (from its stored context), saying why (`by`) and which instance did it.
+   */
+  private async settleInterrupted(
+    settle: Settler,
+    by: "previous_boot" | "lease_takeover" | "released",
+  ): Promise<TaskRow[]> {
+    const began = this.rt.tracer.on ? new Date() : null;
+    const rows = await this.settleInterruptedIn(settle);
+    if (began) {
+      for (const row of rows.filter((r) => r.traceContext)) {
+        this.rt.tracer
+          .span(
+            "mooring.settle",
+            row.traceContext,
+            {
+              "mooring.task.id": row.id,
+              "mooring.task.status": row.status,
+              "mooring.settle.by": by,
+              "mooring.instance.id": this.rt.identity.instanceId,
+              "mooring.attempt": row.attempt,
+              ...(row.error?.code ? { "mooring.error.code": row.error.code } : {}),
+            },
+            began,
+          )
+          .end();
+      }
+    }
+    return rows;
+  }
+
+  private async settleInterruptedIn(settle: Settler): Promise<TaskRow[]> {
     return this.rt.committer.transaction(async (tx) => {
       if (this.recovery.needsGateLock) await lockGate(tx);
       const rows = await settle(tx);

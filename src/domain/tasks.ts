@@ -19,6 +19,8 @@ import type { SessionService } from "./sessions.js";
 import { TaskWatch } from "./task-watch.js";
 import { listedTenant, type Tenant, visibleTenant } from "./tenants.js";
 import { type TaskView, taskView } from "./views.js";
+import { parseTraceparent } from "../tracing/trace-context.js";
+import type { Span } from "../tracing/tracer.js";
 
 export type LoadClass = "short" | "long" | "complex";
 export const loadClassTimeoutMs: Record<LoadClass, number> = {
@@ -38,6 +40,11 @@ export interface SubmitInput {
   timeoutMs?: number;
   /** This turn's own webhook; its URL must begin with one of the tenant's webhookUrlPrefixes. */
   webhook?: { url: string };
+  /**
+   * The client's W3C `traceparent` (HTTP header, JSON-RPC or ACP `_meta`): the parent of the
+   * turn's spans. Not part of the body; a malformed one is ignored.
+   */
+  traceparent?: string;
 }
 
 export class TaskService {
@@ -65,17 +72,28 @@ export class TaskService {
   }
 
   /** Submit a turn for `tenant` (docs/tenants.md) to one of its sessions. */
-  async submit(
-    sessionId: string,
-    input: SubmitInput,
-    tenant: Tenant,
-  ): Promise<{ task: TaskView; created: boolean }> {
+  async submit(sessionId: string, input: SubmitInput, tenant: Tenant): Promise<{ task: TaskView; created: boolean }> {
+    const { tracer } = this.rt;
+    const clientParent = parseTraceparent(input.traceparent);
+    // The turn's trace: this span, under the client's traceparent when it sent one.
+    const span = tracer.span(
+      "mooring.submit",
+      clientParent,
+      tracer.on ? { "mooring.session.id": sessionId, "mooring.tenant": tenant.name, "mooring.if_busy": input.ifBusy ?? "enqueue" } : undefined,
+    );
     try {
-      return await this.submitChecked(sessionId, input, tenant);
+      const submitted = await this.submitChecked(sessionId, input, tenant, span, span.traceparent ?? clientParent);
+      if (tracer.on) span.set({ "mooring.task.id": submitted.task.id, "mooring.task.created": submitted.created });
+      return submitted;
     } catch (err) {
       // Refusals by code for mooring_submit_refused_total (GATEWAY_BUSY is the one to alert on).
-      if (err instanceof MooringError) this.rt.metrics.submitRefused(err.code);
+      if (err instanceof MooringError) {
+        this.rt.metrics.submitRefused(err.code);
+        span.fail(err.code);
+      } else span.fail("INTERNAL");
       throw err;
+    } finally {
+      span.end();
     }
   }
 
@@ -83,6 +101,8 @@ export class TaskService {
     sessionId: string,
     input: SubmitInput,
     tenant: Tenant,
+    span: Span,
+    traceContext: string | null,
   ): Promise<{ task: TaskView; created: boolean }> {
     if (!this.accepting) throw errors.notReady("stopping");
     const prompt = input.prompt;
@@ -116,7 +136,8 @@ export class TaskService {
       ifBusy,
       tenant,
       webhookUrl,
-    });
+      traceContext,
+    }, span);
     if (admitted.created) return { task: await this.view(admitted.created), created: true };
     if (admitted.existing) return { task: await this.view(admitted.existing), created: false };
     // Nothing inserted and no earlier task with the key: the session is missing, another tenant's

@@ -12,6 +12,15 @@ import type { Permissions } from "./permissions.js";
 import type { Runtime } from "./runtime.js";
 import { UpstreamRecorder } from "./upstream-state.js";
 import type { SessionRow } from "./views.js";
+import type { Span } from "../tracing/tracer.js";
+
+/** A traced turn's spans that its events end or mark (absent when tracing is off). */
+export interface TurnTrace {
+  /** The `mooring.turn` span: notices and resets become its span events. */
+  turn: Span;
+  /** `mooring.agent.start`, ended by the agent's first event. */
+  agentStart: Span | null;
+}
 
 
 /**
@@ -37,6 +46,7 @@ export class TurnRecorder {
     private readonly log: Logger,
     permissions: Permissions | null = null,
     signal?: AbortSignal,
+    private readonly trace: TurnTrace | null = null,
   ) {
     this.upstream = new UpstreamRecorder(rt, fence, log, (type, data) => this.append(type, data));
     // The driver boundary: everything an agent emits or saves is made storable here, once, for
@@ -56,15 +66,32 @@ export class TurnRecorder {
       // The turn waits here, keeping its active slot and its run deadline (domain/permissions.ts).
       requestPermission:
         permissions && signal
-          ? (ask) =>
-              permissions.ask({
+          ? (ask) => {
+              const asking = permissions.ask({
                 sessionId: this.session.id,
                 taskId: this.row.id,
                 fence: this.fence,
                 ask,
                 signal,
                 log: this.log,
-              })
+              });
+              if (!this.trace) return asking;
+              // The wait for a person's answer, the turn's slot held meanwhile.
+              const span = this.rt.tracer.span("mooring.permission", this.trace.turn, {
+                "mooring.task.id": this.row.id,
+              });
+              return asking.then(
+                (answer) => {
+                  span.end();
+                  return answer;
+                },
+                (err) => {
+                  span.fail("PERMISSION_FAILED");
+                  span.end();
+                  throw err;
+                },
+              );
+            }
           : undefined,
     });
   }
@@ -81,6 +108,7 @@ export class TurnRecorder {
   }
 
   private emit(event: AgentEvent): void {
+    if (this.trace) this.traced(this.trace, event);
     switch (event.type) {
       case "message.delta":
         this.append("message.delta", { text: event.text });
@@ -168,6 +196,24 @@ export class TurnRecorder {
       case "upstream.state":
         this.upstream.record(event);
         break;
+    }
+  }
+
+  /** The agent's first event ends its start; resets and notices are the turn's span events (no text). */
+  private traced(trace: TurnTrace, event: AgentEvent): void {
+    if (trace.agentStart) {
+      if (event.type === "session.reset" && event.reason === "resume_failed") {
+        trace.agentStart.set({ "mooring.agent.start": "fresh_fallback" });
+        trace.turn.set({ "mooring.agent.start": "fresh_fallback" });
+      }
+      trace.agentStart.end();
+      trace.agentStart = null;
+    }
+    if (event.type === "session.reset") {
+      trace.turn.event("mooring.session.reset", { "mooring.reset.reason": event.reason });
+      if (event.reason === "resume_failed") trace.turn.set({ "mooring.agent.start": "fresh_fallback" });
+    } else if (event.type === "session.notice") {
+      trace.turn.event("mooring.session.notice");
     }
   }
 

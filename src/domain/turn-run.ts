@@ -27,6 +27,9 @@ import { TurnInputFeed } from "./turn-inputs.js";
 import type { SessionRow } from "./views.js";
 import type { ClockTimer } from "../clock.js";
 import type { CheckpointService } from "./checkpoints.js";
+import { traceIdOf } from "../tracing/trace-context.js";
+import { noSpan, type Span } from "../tracing/tracer.js";
+import type { TurnTrace } from "./turn-recorder.js";
 
 /** Why a running turn is being stopped before it ended by itself. */
 export type StopCause = "cancel" | "timeout" | "shutdown" | "lost";
@@ -74,12 +77,26 @@ export class TurnExecution {
   async execute(turn: RunningTurn, sessions: Promise<Map<string, SessionRow>>): Promise<void> {
     const { row } = turn;
     const fence: OwnerFence = { taskId: row.id, bootId: this.rt.identity.bootId, attempt: row.attempt };
+    // The turn's log lines carry its trace id: from a line to the trace (docs/operations.md, Tracing).
+    const traceId = traceIdOf(row.traceContext);
     const log = this.rt.log.child({
       taskId: row.id,
       sessionId: row.sessionId,
       tenant: row.tenant,
       attempt: row.attempt,
+      ...(traceId ? { traceId } : {}),
     });
+    const { tracer } = this.rt;
+    const span = tracer.on
+      ? tracer.span("mooring.turn", row.traceContext, {
+          "mooring.task.id": row.id,
+          "mooring.session.id": row.sessionId,
+          "mooring.tenant": row.tenant,
+          "mooring.attempt": row.attempt,
+          "mooring.instance.id": this.rt.identity.instanceId,
+        })
+      : noSpan;
+    if (tracer.on) this.rt.eventLog.traceTurn(row.id, span);
     let session: SessionRow | null = null;
     let healthy = false;
     let tokens: number | null = null;
@@ -94,14 +111,29 @@ export class TurnExecution {
             code: "AGENT_START_FAILED",
             message: `The agent "${session.agent}" is no longer registered.`,
           },
-        });
+        }, span);
         return;
       }
       // The workspace as it is before the agent starts (docs/api.md, Workspace checkpoints).
       const checkpointed =
         this.checkpoints?.enabledFor(session, entry) === true &&
         (await this.checkpoints.beforeTurn(session, row, log));
-      const conversation = this.pool.acquire(session, entry, this.drivers[entry.driver]);
+      // Traced: the agent's start, until its first event (resume, new, warm; fresh_fallback when a
+      // resume failed and the agent started a fresh conversation).
+      const trace: TurnTrace | null = tracer.on
+        ? { turn: span, agentStart: tracer.span("mooring.agent.start", span, { "mooring.agent": session.agent }) }
+        : null;
+      const conversation = this.pool.acquire(
+        session,
+        entry,
+        this.drivers[entry.driver],
+        trace
+          ? (how) => {
+              trace.agentStart?.set({ "mooring.agent.start": how });
+              span.set({ "mooring.agent.start": how, "mooring.agent": session!.agent });
+            }
+          : undefined,
+      );
       // deadline_at was set by the database at admission; the timer runs on the gateway's clock.
       const now = this.rt.clock.now();
       const deadline = (row.deadlineAt?.getTime() ?? now + row.timeoutMs) - now;
@@ -114,6 +146,7 @@ export class TurnExecution {
         log,
         this.permissions,
         turn.controller.signal,
+        trace,
       );
       let outcome: TurnOutcome | null = null;
       let failure: unknown = null;
@@ -148,6 +181,8 @@ export class TurnExecution {
       } finally {
         input?.stopListening();
         this.rt.clock.clearTimeout(deadlineTimer);
+        // An agent that ended without a single event: its start ends with the turn.
+        trace?.agentStart?.end();
       }
       // A request the agent left unanswered (it crashed, or withdrew it) is resolved before the
       // settlement, so its event precedes the terminal one.
@@ -173,15 +208,21 @@ export class TurnExecution {
         fence,
         log,
         storable(settlementFor(turn.cause, outcome, failure, state, session)),
+        span,
       );
     } catch (err) {
       log.error({ err: String(err) }, "turn could not run");
       await this.settle(turn, fence, log, {
         status: "failed",
         error: { code: "AGENT_START_FAILED", message: "The agent could not be started for this turn." },
-      }).catch(() => {});
+      }, span).catch(() => {});
     } finally {
       this.pool.release(row.sessionId, healthy, tokens);
+      if (tracer.on) {
+        if (turn.cause) span.set({ "mooring.stop.cause": turn.cause });
+        this.rt.eventLog.untraceTurn(row.id);
+        span.end();
+      }
     }
   }
 
@@ -230,13 +271,42 @@ export class TurnExecution {
     fence: OwnerFence,
     log: Logger,
     settlement: Settlement,
+    parent: Span,
   ): Promise<void> {
-    if (turn.cause === "lost") return; // another instance owns the outcome now
+    if (turn.cause === "lost") {
+      parent.event("mooring.lease.lost"); // another instance owns the outcome now
+      return;
+    }
+    const { tracer } = this.rt;
+    const span = tracer.on
+      ? tracer.span("mooring.settle", parent, {
+          "mooring.task.id": turn.row.id,
+          "mooring.task.status": settlement.status,
+          ...(settlement.error ? { "mooring.error.code": settlement.error.code } : {}),
+        })
+      : noSpan;
+    if (settlement.error && (settlement.status === "failed" || settlement.status === "interrupted"))
+      parent.fail(settlement.error.code);
+    try {
+      await this.settleTraced(turn, fence, log, settlement, span);
+    } finally {
+      span.end();
+    }
+  }
+
+  private async settleTraced(
+    turn: RunningTurn,
+    fence: OwnerFence,
+    log: Logger,
+    settlement: Settlement,
+    span: Span,
+  ): Promise<void> {
     if (settlement.status === "interrupted" && this.recovery.needsGateLock) {
       await this.rt.eventLog.flush(turn.row.sessionId);
       return this.settleWithContinuation(turn, fence, log, settlement);
     }
     const outcome = await this.rt.eventLog.settle({ sessionId: turn.row.sessionId, fence, settlement });
+    span.set({ "mooring.settle.outcome": outcome.kind });
     switch (outcome.kind) {
       case "settled":
         log.info({ status: outcome.row.status, code: outcome.row.error?.code }, "turn settled");

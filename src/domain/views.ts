@@ -3,6 +3,7 @@
  * wire contract's (contract/responses.ts). Snapshots of sessions carry compact turns with previews
  * only (docs/api.md, Wire budget).
  */
+import { traceIdOf } from "../tracing/trace-context.js";
 import type { Static } from "typebox";
 import type { SessionStatus as SessionStatusSchema } from "../contract/requests.js";
 import type { CompactTurn, Session, Task } from "../contract/responses.js";
@@ -102,6 +103,7 @@ export function taskView(
     lastSeq: row.lastSeq,
     pollAfterMs: pollAfterMs(row, pos),
     continuesTaskId: row.continuesTaskId,
+    traceId: traceIdOf(row.traceContext),
     pendingPermissions,
     upstream: upstreamView(row),
     ...(row.status === "queued" && waitingForGroup !== undefined ? { waitingForGroup } : {}),

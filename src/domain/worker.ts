@@ -94,6 +94,8 @@ export class Worker implements ClaimLimit {
     for (const row of starting) {
       const waited = secondsBetween(row.createdAt, row.startedAt);
       if (waited !== null) this.rt.metrics.taskStarted(waited);
+      // A task with no stored context (admitted before tracing was on) gets no trace of its claim.
+      if (this.rt.tracer.on && row.traceContext) this.traceClaim(row, waited);
       const turn = new RunningTurn(row);
       this.turns.set(row.id, turn);
       turn.done = this.execution
@@ -106,6 +108,30 @@ export class Worker implements ClaimLimit {
           this.requestClaim();
         });
     }
+  }
+
+  /**
+   * The claim in the turn's trace: from the claim's commit time (the database's clock) to this
+   * instance taking the turn in hand, with the wait in the queue.
+   */
+  private traceClaim(row: TaskRow, waited: number | null): void {
+    const now = new Date();
+    const start = row.startedAt && row.startedAt < now ? row.startedAt : now;
+    this.rt.tracer
+      .span(
+        "mooring.claim",
+        row.traceContext,
+        {
+          "mooring.task.id": row.id,
+          "mooring.instance.id": this.rt.identity.instanceId,
+          "mooring.instance.group": this.rt.config.instanceGroup,
+          "mooring.attempt": row.attempt,
+          "mooring.claim.takeover": row.attempt > 1,
+          ...(waited !== null ? { "mooring.claim.queue_wait_ms": Math.round(waited * 1000) } : {}),
+        },
+        start,
+      )
+      .end(now);
   }
 
   /**

@@ -21,6 +21,8 @@ export interface TaskToInsert {
   tenant: string | null;
   /** The turn's own webhook URL (tasks.webhook_url; the outbox trigger reads it). */
   webhookUrl?: string | null;
+  /** The turn's W3C traceparent (tasks.trace_context), or none. */
+  traceContext?: string | null;
 }
 
 /**
@@ -55,11 +57,11 @@ export async function insertQueuedTask(
       returning next_turn_index - 1 as turn_index, last_seq as seq, tenant, instance_group
     ), inserted as (
       insert into tasks (id, session_id, tenant, instance_group, turn_index, status, prompt, idempotency_key, jumps_queue, load_class,
-                         timeout_ms, queue_deadline_at, continues_task_id, first_seq, last_seq, webhook_url)
+                         timeout_ms, queue_deadline_at, continues_task_id, first_seq, last_seq, webhook_url, trace_context)
       select coalesce(${task.id ?? null}::uuid, gen_random_uuid()), ${task.sessionId}, turn.tenant, turn.instance_group, turn.turn_index, 'queued',
              ${task.prompt}, ${task.idempotencyKey}, ${task.jumpsQueue}, ${task.loadClass}, ${task.timeoutMs},
              now() + make_interval(secs => ${task.queueTimeoutMs} / 1000.0), ${task.continuesTaskId},
-             turn.seq, turn.seq, ${task.webhookUrl ?? null}::text
+             turn.seq, turn.seq, ${task.webhookUrl ?? null}::text, ${task.traceContext ?? null}::text
       from turn
       returning *
     ), tenants as (

@@ -18,6 +18,8 @@ export interface DeliveryRow {
   /** Set while a sender holds it (the claim's lease). */
   leaseUntil: Date | null;
   createdAt: Date;
+  /** The trace context of the turn whose event this is (tasks.trace_context), as the claim reads it; absent elsewhere. */
+  traceContext?: string | null;
 }
 
 /** Any fixed number works; every instance must use the same one. */
@@ -70,7 +72,10 @@ export function claimDueDeliveries(
     update webhook_deliveries d set lease_until = now() + ${opts.leaseMs} * interval '1 millisecond'
     from picked
     where d.id = picked.id and d.status = 'pending' and (d.lease_until is null or d.lease_until < now())
-    returning d.*`;
+    -- The turn's trace context, so the delivery continues its trace (docs/operations.md, Tracing):
+    -- one index lookup of the event (session_id, seq) and its task per claimed row.
+    returning d.*, (select t.trace_context from events e join tasks t on t.id = e.task_id
+                    where e.session_id = d.session_id and e.seq = d.seq) as trace_context`;
 }
 
 /**

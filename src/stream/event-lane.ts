@@ -31,6 +31,7 @@ import type {
   SettleRequest,
 } from "./event-types.js";
 import { type Clock, type ClockTimer, realClock } from "../clock.js";
+import { noSpan, type Span, tracingOff } from "../tracing/tracer.js";
 
 /** A session write or a settlement waiting for a flush. */
 export type Work =
@@ -89,6 +90,8 @@ export class EventLane {
     private readonly log: Logger,
     private readonly publish: (events: StoredEvent[]) => void,
     private readonly closed: () => boolean,
+    /** Running turns traced on this instance (EventLog.traceTurn); empty when tracing is off. */
+    private readonly traced: ReadonlyMap<string, Span> = new Map(),
   ) {}
 
   append(event: PendingEvent): void {
@@ -173,7 +176,19 @@ export class EventLane {
 
   private async write(batch: PendingEvent[], items: Work[]): Promise<void> {
     const t0 = performance.now();
-    const results = await this.commit(batch, items);
+    // Tracing off: the map is empty and nothing below runs.
+    const spans = this.traced.size > 0 ? this.flushSpans(batch, items) : null;
+    let results: WorkResult[] | null;
+    try {
+      results = await this.commit(batch, items);
+    } catch (err) {
+      for (const span of spans ?? []) {
+        span.fail("FLUSH_FAILED");
+        span.end();
+      }
+      throw err;
+    }
+    if (spans) for (const span of spans) span.end();
     this.options.onFlush?.((performance.now() - t0) / 1000);
     for (const [i, item] of items.entries()) {
       const result = results?.[i] ?? null;
@@ -372,8 +387,62 @@ export class EventLane {
           : { kind: "not-owner" };
       }
     }
-    this.publish(events);
+    this.fanOut(events);
     return results;
+  }
+
+  /** One `mooring.flush` span per traced turn with events or a settlement in this flush. */
+  private flushSpans(batch: PendingEvent[], items: Work[]): Span[] {
+    const counts = new Map<string, { events: number; settles: boolean; writes: number }>();
+    const count = (taskId: string | undefined) => {
+      if (!taskId || !this.traced.has(taskId)) return null;
+      const c = counts.get(taskId) ?? { events: 0, settles: false, writes: 0 };
+      counts.set(taskId, c);
+      return c;
+    };
+    for (const event of batch) {
+      const c = count(event.fence?.taskId);
+      if (c) c.events++;
+    }
+    for (const item of items) {
+      const c = count(item.kind === "write" ? item.write.fence.taskId : item.request.fence.taskId);
+      if (!c) continue;
+      if (item.kind === "write") c.writes++;
+      else c.settles = true;
+    }
+    const tracer = this.options.tracer ?? tracingOff;
+    return [...counts].map(([taskId, c]) =>
+      tracer.span("mooring.flush", this.traced.get(taskId) ?? noSpan, {
+        "mooring.flush.events": c.events,
+        "mooring.flush.batch_events": batch.length,
+        "mooring.flush.session_writes": c.writes,
+        "mooring.flush.settles": c.settles,
+      }),
+    );
+  }
+
+  /**
+   * Hands the committed events to the committer (the subscribers' feeds, waiting long polls): one
+   * `mooring.fanout` span per traced turn whose events these are.
+   */
+  private fanOut(events: StoredEvent[]): void {
+    if (this.traced.size === 0) {
+      this.publish(events);
+      return;
+    }
+    const counts = new Map<string, number>();
+    for (const event of events) {
+      if (event.taskId && this.traced.has(event.taskId)) counts.set(event.taskId, (counts.get(event.taskId) ?? 0) + 1);
+    }
+    const tracer = this.options.tracer ?? tracingOff;
+    const spans = [...counts].map(([taskId, n]) =>
+      tracer.span("mooring.fanout", this.traced.get(taskId) ?? noSpan, { "mooring.fanout.events": n }),
+    );
+    try {
+      this.publish(events);
+    } finally {
+      for (const span of spans) span.end();
+    }
   }
 }
 

@@ -20,6 +20,7 @@ import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
 import type { StoredEvent } from "../sql/append-events.js";
 import { EventLane } from "./event-lane.js";
+import type { Span } from "../tracing/tracer.js";
 import type { EventLogOptions, PendingEvent, SessionWrite, SettleOutcome, SettleRequest } from "./event-types.js";
 
 export type { EventLogOptions, PendingEvent, SessionWrite, SettleOutcome, SettleRequest } from "./event-types.js";
@@ -29,6 +30,8 @@ const BACKLOG = 512;
 
 export class EventLog {
   private readonly lanes: EventLane[];
+  /** Running turns traced on this instance, by task id: their flushes and fan-outs get spans. */
+  private readonly traced = new Map<string, Span>();
   /** Set at shutdown: flushes give up after a few attempts instead of retrying forever. */
   private closed = false;
 
@@ -48,8 +51,19 @@ export class EventLog {
           log,
           (events) => committed({ events }),
           () => this.closed,
+          this.traced,
         ),
     );
+  }
+
+  /** Spans for the flushes and fan-outs of this running turn's events, under `span` (tracing on only). */
+  traceTurn(taskId: string, span: Span): void {
+    this.traced.set(taskId, span);
+  }
+
+  /** The turn ended: no more spans under it. */
+  untraceTurn(taskId: string): void {
+    this.traced.delete(taskId);
   }
 
   append(event: PendingEvent): void {

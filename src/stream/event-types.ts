@@ -8,6 +8,7 @@ import type { ContextUsage, CursorFields } from "../sql/save-turn-state.js";
 import type { Settlement } from "../sql/settle-task.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { Clock } from "../clock.js";
+import type { Tracer } from "../tracing/tracer.js";
 
 export interface PendingEvent extends NewEvent {
   sessionId: string;
@@ -51,4 +52,6 @@ export interface EventLogOptions {
   lanes: number;
   /** Told each flush's duration in seconds (mooring_event_flush_seconds). */
   onFlush?: (seconds: number) => void;
+  /** Spans of each flush and fan-out, under the turns whose events they carry (none when absent). */
+  tracer?: Tracer;
 }

@@ -25,6 +25,7 @@ import {
 import { type EndpointRow, syncWebhookEndpoints } from "../sql/webhook-endpoints.js";
 import { sendDelivery } from "./send.js";
 import { type Clock, realClock } from "../clock.js";
+import { type Tracer, tracingOff } from "../tracing/tracer.js";
 
 export interface DeliveryReporter {
   /** One attempt ended: `delivered`, `retry` (due again later) or `failed` (schedule over). */
@@ -71,6 +72,8 @@ export class DeliveryWorker {
     private readonly reporter: DeliveryReporter,
     bus: ChangeBus,
     clock: Clock = realClock,
+    /** Each attempt of a turn's delivery is a span in the turn's trace. */
+    private readonly tracer: Tracer = tracingOff,
   ) {
     for (const tenant of tenants) {
       for (const endpoint of tenant.webhooks) {
@@ -138,10 +141,28 @@ export class DeliveryWorker {
       ? this.secrets.get(delivery.endpointId)
       : this.turnSecrets.get(delivery.tenant);
     if (!secret) return; // claimed only when known; the lease runs out for an instance that knows it
-    const result = await sendDelivery(delivery, secret, this.options.webhookTimeoutMs);
+    // Traced: the attempt continues its turn's trace (the receiver gets its traceparent).
+    const span =
+      this.tracer.on && delivery.traceContext
+        ? this.tracer.span("mooring.webhook.delivery", delivery.traceContext, {
+            "mooring.webhook.delivery.id": delivery.id,
+            "mooring.webhook.event": delivery.eventType,
+            "mooring.webhook.attempt": delivery.attempts + 1,
+            "mooring.session.id": delivery.sessionId,
+          })
+        : null;
+    const result = await sendDelivery(delivery, secret, this.options.webhookTimeoutMs, span?.traceparent ?? null);
     const retryInMs = result.ok
       ? null
       : retryDelay(this.options.webhookRetryScheduleMs, delivery.attempts + 1);
+    if (span) {
+      span.set({
+        "mooring.webhook.ok": result.ok,
+        ...(result.statusCode !== null ? { "http.response.status_code": result.statusCode } : {}),
+      });
+      if (!result.ok) span.fail(retryInMs === null ? "WEBHOOK_FAILED" : "WEBHOOK_RETRY");
+      span.end();
+    }
     try {
       // Fenced out (the lease ran out or a retry reset it): the attempt belongs to nobody now.
       if (!(await recordAttempt(this.db.sql, delivery.id, delivery.leaseUntil!, { ...result, retryInMs })))

@@ -18,11 +18,14 @@ export async function sendDelivery(
   delivery: { id: string; url: string; body: string },
   secret: string,
   timeoutMs: number,
+  /** The delivery's span as a W3C traceparent, sent to the receiver (tracing on only). */
+  traceparent: string | null = null,
 ): Promise<AttemptResult> {
   const headers = {
     "content-type": "application/json",
     "user-agent": "mooring-webhooks",
     ...signatureHeaders(secret, delivery.id, delivery.body, new Date()),
+    ...(traceparent ? { traceparent } : {}),
   };
   try {
     const res = await fetch(delivery.url, {

@@ -15,6 +15,7 @@ import { Committer, type Effects, type StateChange, type Statements } from "../.
 import { positionsChange } from "../../src/domain/queue-positions.js";
 import { Recovery } from "../../src/domain/recovery.js";
 import type { Runtime } from "../../src/domain/runtime.js";
+import { tracingOff } from "../../src/tracing/tracer.js";
 import { archiveSessionIn } from "../../src/domain/sessions.js";
 import { Sweeper } from "../../src/domain/sweeper.js";
 import { TenantDirectory } from "../../src/domain/tenants.js";
@@ -67,6 +68,7 @@ function runtime(env: Record<string, string> = {}) {
     metrics: noMetrics,
     tenants: TenantDirectory.fromConfig(config),
     clock: realClock,
+    tracer: tracingOff,
   };
   const hinted = (name: keyof ChangeBusEvents) => hints.filter((h) => h[0] === name).map((h) => h.slice(1));
   return { rt, published, hinted };

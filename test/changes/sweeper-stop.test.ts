@@ -10,6 +10,7 @@ import { loadConfig } from "../../src/config.js";
 import { Committer } from "../../src/domain/committer.js";
 import { Recovery } from "../../src/domain/recovery.js";
 import type { Runtime } from "../../src/domain/runtime.js";
+import { tracingOff } from "../../src/tracing/tracer.js";
 import { Sweeper } from "../../src/domain/sweeper.js";
 import { TenantDirectory } from "../../src/domain/tenants.js";
 import { noMetrics } from "../../src/metrics/reporter.js";
@@ -40,6 +41,7 @@ it("runs none of its loops after stop(), however their paces differ", async () =
     metrics: noMetrics,
     tenants: TenantDirectory.fromConfig(config),
     clock,
+    tracer: tracingOff,
   };
   // Every queue poll ends with a claim attempt (a local "gate" hint).
   let polls = 0;

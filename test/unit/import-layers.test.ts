@@ -61,7 +61,7 @@ const layers: [string, RegExp[]][] = [
   // The SDK is a client of the wire contract (types only, checked below); cli/ and acp-server/ sit on it.
   ["client", [/^client\//]],
   // Options and their parsers: every layer above reads the config.
-  ["config", [/^log\.ts$/, /^config\.ts$/, /^tenants-config\.ts$/, /^webhooks\/endpoints-config\.ts$/]],
+  ["config", [/^log\.ts$/, /^config\.ts$/, /^tenants-config\.ts$/, /^webhooks\/endpoints-config\.ts$/, /^tracing\//]],
   ["db", [/^db\//]],
   ["sql", [/^sql\//]],
   // git plumbing of workspace checkpoints: the fixed environment, snapshots, diffs, restores.

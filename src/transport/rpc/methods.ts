@@ -29,8 +29,9 @@ const handlers: { [K in keyof Params]: Handler<K> } = {
   "sessions.list": (s, p, ctx) => s.sessions.list(p, ctx.caller.tenant),
   "sessions.archive": (s, p, ctx) => s.sessions.archive(p.sessionId, ctx.caller.tenant),
   "turns.submit": async (s, p, ctx) => {
-    const { sessionId, ...input } = p;
-    return (await s.tasks.submit(sessionId, input, ctx.caller.tenant)).task;
+    const { sessionId, _meta, ...input } = p;
+    const traceparent = _meta?.traceparent;
+    return (await s.tasks.submit(sessionId, traceparent ? { ...input, traceparent } : input, ctx.caller.tenant)).task;
   },
   "tasks.get": (s, p, ctx) => s.tasks.get(p.taskId, p.waitMs ?? 0, ctx.caller.tenant),
   "tasks.cancel": (s, p, ctx) => s.tasks.cancel(p.taskId, ctx.caller.tenant),

@@ -72,7 +72,10 @@ export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
       },
     },
     async (req, reply) => {
-      const { task, created } = await s.tasks.submit(req.params.id, req.body, tenantOf(req, s.tenants));
+      // A W3C traceparent header makes the client's span the parent of the turn's (docs/operations.md, Tracing).
+      const traceparent = req.headers.traceparent;
+      const input = typeof traceparent === "string" ? { ...req.body, traceparent } : req.body;
+      const { task, created } = await s.tasks.submit(req.params.id, input, tenantOf(req, s.tenants));
       reply.header("location", `/v1/tasks/${task.id}`);
       return reply.status(created ? 202 : 200).send(task);
     },
