@@ -9,36 +9,35 @@
  */
 import { rm } from "node:fs/promises";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
 import type { Gateway } from "../../src/gateway.js";
 import { type RouteKey, routeResponses } from "../../src/contract/responses.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
 import { type Answer, call, eventually, startTestGateway, startUnreadyGateway } from "../support/gateway.js";
 import { type CheckedAnswer, OpenApiCheck } from "../support/openapi-check.js";
 import { rawRequest } from "../support/raw-http.js";
-import { tempWorkspace, waitTask } from "../support/turns.js";
+import { waitTask } from "../support/turns.js";
 
 const TOKEN = "token-response-schemas";
 const auth = { authorization: `Bearer ${TOKEN}` };
 const NO_ID = "00000000-0000-0000-0000-000000000000";
 
-let db: TestDatabase;
-let gw: Gateway;
+const gt = useGateway({ workspace: true });
 /** Tokens, one slot and no queue: 401 without a token, 429 for a second turn. */
 let tokened: Gateway;
 /** No database: 503 NOT_READY. */
 let unready: Gateway;
-let workspace: string;
 let check: OpenApiCheck;
 /** Each route's statuses this file provoked and checked. */
 const provoked = new Map<RouteKey, Set<number>>();
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url);
-  tokened = await startTestGateway(db.url, { MOORING_API_TOKENS: TOKEN, MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "0" });
+  tokened = await startTestGateway(gt.databaseUrl, {
+    MOORING_API_TOKENS: TOKEN,
+    MOORING_MAX_ACTIVE: "1",
+    MOORING_MAX_QUEUED: "0",
+  });
   unready = await startUnreadyGateway();
-  workspace = await tempWorkspace();
-  const served = await call(gw.url, "GET", "/docs/json");
+  const served = await call(gt.url, "GET", "/docs/json");
   expect(served.status).toBe(200);
   check = new OpenApiCheck(served.body);
 });
@@ -46,15 +45,17 @@ beforeAll(async () => {
 afterAll(async () => {
   await unready?.stop();
   await tokened?.stop();
-  await gw?.stop();
-  await db?.drop();
-  await rm(workspace, { recursive: true, force: true });
+  await rm(gt.workspace, { recursive: true, force: true });
 });
 
 const routes = Object.keys(routeResponses) as RouteKey[];
 const methodOf = (route: RouteKey) => route.split(" ")[0];
 /** The route's path with ids no resource has. */
-const pathOf = (route: RouteKey) => route.split(" ")[1].replace(/:id|:requestId/g, NO_ID).replace(":seq", "1");
+const pathOf = (route: RouteKey) =>
+  route
+    .split(" ")[1]
+    .replace(/:id|:requestId/g, NO_ID)
+    .replace(":seq", "1");
 
 function insist(route: RouteKey, a: CheckedAnswer): void {
   const problems = check.problems(route, a);
@@ -62,7 +63,11 @@ function insist(route: RouteKey, a: CheckedAnswer): void {
   provoked.set(route, (provoked.get(route) ?? new Set()).add(a.status));
 }
 
-const fetched = (a: Answer): CheckedAnswer => ({ status: a.status, body: a.body, header: (n) => a.headers.get(n) });
+const fetched = (a: Answer): CheckedAnswer => ({
+  status: a.status,
+  body: a.body,
+  header: (n) => a.headers.get(n),
+});
 
 /** Make the request, then insist its answer is what /docs/json declares for the route and status. */
 async function answer(
@@ -70,7 +75,7 @@ async function answer(
   path: string,
   body?: unknown,
   headers: Record<string, string> = {},
-  base = gw.url,
+  base = gt.url,
 ): Promise<Answer> {
   const a = await call(base, methodOf(route), path, body, headers);
   insist(route, fetched(a));
@@ -82,7 +87,7 @@ it("every route's successes and refusals of its input are what /docs/json declar
   await answer("GET /readyz", "/readyz");
   await answer("GET /metrics", "/metrics");
   const created = await answer("POST /v1/sessions", "/v1/sessions", {
-    workspace,
+    workspace: gt.workspace,
     agent: "simulated",
     title: "t",
     metadata: { free: { form: [1, 2] } },
@@ -90,10 +95,29 @@ it("every route's successes and refusals of its input are what /docs/json declar
   });
   expect(created.status).toBe(201);
   expect(created.body.metadata).toEqual({ free: { form: [1, 2] } });
-  expect((await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated", idempotencyKey: "schema-1" })).status).toBe(200);
-  expect((await answer("POST /v1/sessions", "/v1/sessions", { workspace: "relative", agent: "simulated" })).status).toBe(400);
+  expect(
+    (
+      await answer("POST /v1/sessions", "/v1/sessions", {
+        workspace: gt.workspace,
+        agent: "simulated",
+        idempotencyKey: "schema-1",
+      })
+    ).status,
+  ).toBe(200);
+  expect(
+    (await answer("POST /v1/sessions", "/v1/sessions", { workspace: "relative", agent: "simulated" })).status,
+  ).toBe(400);
   const latin1 = { "content-type": "application/json; charset=latin1" };
-  expect((await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated" }, latin1)).status).toBe(415);
+  expect(
+    (
+      await answer(
+        "POST /v1/sessions",
+        "/v1/sessions",
+        { workspace: gt.workspace, agent: "simulated" },
+        latin1,
+      )
+    ).status,
+  ).toBe(415);
   const id = created.body.id;
 
   const task = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, {
@@ -101,8 +125,11 @@ it("every route's successes and refusals of its input are what /docs/json declar
     idempotencyKey: "turn-1",
   });
   expect(task.status).toBe(202);
-  await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "x", idempotencyKey: "turn-1" });
-  const done = await waitTask(gw.url, task.body.id);
+  await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, {
+    prompt: "x",
+    idempotencyKey: "turn-1",
+  });
+  const done = await waitTask(gt.url, task.body.id);
   const final = await answer("GET /v1/tasks/:id", `/v1/tasks/${task.body.id}`);
   expect(final.body.result.usage).toEqual(done.result.usage);
   await answer("GET /v1/tasks/:id", `/v1/tasks/00000000-0000-0000-0000-000000000000`);
@@ -111,7 +138,7 @@ it("every route's successes and refusals of its input are what /docs/json declar
   // A queued task (position set), then cancelled.
   const hang = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "[hang]" });
   await answer("POST /v1/tasks/:id/cancel", `/v1/tasks/${hang.body.id}/cancel`);
-  await waitTask(gw.url, hang.body.id);
+  await waitTask(gt.url, hang.body.id);
 
   await answer("GET /v1/sessions", "/v1/sessions?limit=1");
   const snapshot = await answer("GET /v1/sessions/:id", `/v1/sessions/${id}`);
@@ -123,15 +150,23 @@ it("every route's successes and refusals of its input are what /docs/json declar
   const listed = await answer("GET /v1/instances", "/v1/instances");
   expect(listed.body.items.some((i: { self: boolean }) => i.self)).toBe(true);
 
-  const page = await answer("GET /v1/sessions/:id/events", `/v1/sessions/${id}/events?afterSeq=0`, undefined, {
-    accept: "application/json",
-  });
+  const page = await answer(
+    "GET /v1/sessions/:id/events",
+    `/v1/sessions/${id}/events?afterSeq=0`,
+    undefined,
+    {
+      accept: "application/json",
+    },
+  );
   const toolResult = page.body.items.find((e: { type: string }) => e.type === "tool.result");
-  await answer("GET /v1/sessions/:id/events/:seq/payload", `/v1/sessions/${id}/events/${toolResult.seq}/payload`);
+  await answer(
+    "GET /v1/sessions/:id/events/:seq/payload",
+    `/v1/sessions/${id}/events/${toolResult.seq}/payload`,
+  );
   await answer("GET /v1/sessions/:id/events/:seq/payload", `/v1/sessions/${id}/events/99999/payload`);
   // The stream: its headers and its first records, checked as the declared text/event-stream.
   const controller = new AbortController();
-  const sse = await fetch(`${gw.url}/v1/sessions/${id}/events`, { signal: controller.signal });
+  const sse = await fetch(`${gt.url}/v1/sessions/${id}/events`, { signal: controller.signal });
   const first = await sse.body!.getReader().read();
   insist("GET /v1/sessions/:id/events", {
     status: sse.status,
@@ -145,32 +180,54 @@ it("every route's successes and refusals of its input are what /docs/json declar
     { jsonrpc: "2.0", id: 1, method: "tasks.get", params: { taskId: task.body.id } },
     { jsonrpc: "2.0", id: 2, method: "nope" },
   ]);
-  expect((await answer("POST /v1/rpc", "/v1/rpc", { jsonrpc: "2.0", method: "gate.status" })).status).toBe(204);
+  expect((await answer("POST /v1/rpc", "/v1/rpc", { jsonrpc: "2.0", method: "gate.status" })).status).toBe(
+    204,
+  );
   // Refusals of the whole request are JSON-RPC envelopes too (docs/api.md, JSON-RPC).
   const text = { "content-type": "text/plain" };
-  expect((await answer("POST /v1/rpc", "/v1/rpc", '{"jsonrpc":"2.0","id":1,"method":"ping"}', text)).status).toBe(415);
+  expect(
+    (await answer("POST /v1/rpc", "/v1/rpc", '{"jsonrpc":"2.0","id":1,"method":"ping"}', text)).status,
+  ).toBe(415);
 
   // A turn waiting on a permission request (issue 13): the snapshot with it, an answer, a 409.
-  const asking = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "[ask bash]" });
+  const asking = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, {
+    prompt: "[ask bash]",
+  });
   const waiting = await eventually(async () => {
     const t = await answer("GET /v1/tasks/:id", `/v1/tasks/${asking.body.id}`);
     return t.body.pendingPermissions.length > 0 ? t.body : null;
   });
   const permissionPath = `/v1/tasks/${asking.body.id}/permissions/${waiting.pendingPermissions[0].requestId}`;
-  expect((await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, { optionId: "allow", message: "ok" })).status).toBe(200);
-  expect((await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, { optionId: "deny" })).status).toBe(409);
-  await waitTask(gw.url, asking.body.id);
+  expect(
+    (
+      await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, {
+        optionId: "allow",
+        message: "ok",
+      })
+    ).status,
+  ).toBe(200);
+  expect(
+    (await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, { optionId: "deny" })).status,
+  ).toBe(409);
+  await waitTask(gt.url, asking.body.id);
 
   // The webhook outbox (no endpoints here: an empty page; a retry of no delivery is 404).
   await answer("GET /v1/webhooks/deliveries", "/v1/webhooks/deliveries?status=pending&limit=5");
-  expect((await answer("POST /v1/webhooks/deliveries/:id/retry", "/v1/webhooks/deliveries/00000000-0000-0000-0000-000000000000/retry")).status).toBe(404);
+  expect(
+    (
+      await answer(
+        "POST /v1/webhooks/deliveries/:id/retry",
+        "/v1/webhooks/deliveries/00000000-0000-0000-0000-000000000000/retry",
+      )
+    ).status,
+  ).toBe(404);
 
   // A drain: an id too long for one, an instance that is not there, and a gateway draining itself
   // (in-process, so it stops rather than exits).
   const drain = "POST /v1/instances/:instanceId/drain";
   expect((await answer(drain, `/v1/instances/${"x".repeat(201)}/drain`)).status).toBe(400);
   expect((await answer(drain, "/v1/instances/nobody/drain")).status).toBe(404);
-  const drained = await startTestGateway(db.url, { MOORING_INSTANCE_ID: "response-schemas-drained" });
+  const drained = await startTestGateway(gt.databaseUrl, { MOORING_INSTANCE_ID: "response-schemas-drained" });
   try {
     expect(
       (await answer(drain, "/v1/instances/response-schemas-drained/drain", undefined, {}, drained.url))
@@ -196,25 +253,47 @@ it("every route's successes and refusals of its input are what /docs/json declar
   ] as const) {
     expect((await answer(route, path)).status, route).toBe(400);
   }
-  expect((await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "" })).status).toBe(400);
+  expect(
+    (await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "" })).status,
+  ).toBe(400);
   expect((await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, {})).status).toBe(400);
-  for (const route of ["GET /v1/sessions/:id", "DELETE /v1/sessions/:id", "POST /v1/sessions/:id/turns", "POST /v1/tasks/:id/cancel", "GET /v1/sessions/:id/events", "POST /v1/tasks/:id/permissions/:requestId"] as const) {
-    const body = route === "POST /v1/sessions/:id/turns" ? { prompt: "x" } : route.endsWith(":requestId") ? { optionId: "allow" } : undefined;
+  for (const route of [
+    "GET /v1/sessions/:id",
+    "DELETE /v1/sessions/:id",
+    "POST /v1/sessions/:id/turns",
+    "POST /v1/tasks/:id/cancel",
+    "GET /v1/sessions/:id/events",
+    "POST /v1/tasks/:id/permissions/:requestId",
+  ] as const) {
+    const body =
+      route === "POST /v1/sessions/:id/turns"
+        ? { prompt: "x" }
+        : route.endsWith(":requestId")
+          ? { optionId: "allow" }
+          : undefined;
     expect((await answer(route, pathOf(route), body)).status, route).toBe(404);
   }
   // An id longer than any id (64 characters) is a 400 on every route that takes one.
   for (const route of routes.filter((r) => r.includes(":id"))) {
     const body = methodOf(route) === "POST" ? {} : undefined;
-    const a = await answer(route, route.split(" ")[1].replace(":id", "x".repeat(65)).replace(":requestId", NO_ID).replace(":seq", "1"), body);
+    const a = await answer(
+      route,
+      route.split(" ")[1].replace(":id", "x".repeat(65)).replace(":requestId", NO_ID).replace(":seq", "1"),
+      body,
+    );
     expect(a.status, route).toBe(400);
   }
   // JSON-RPC: what is not JSON is a parse error in a JSON-RPC envelope.
-  const unparsable = await answer("POST /v1/rpc", "/v1/rpc", '{"jsonrpc":', { "content-type": "application/json" });
+  const unparsable = await answer("POST /v1/rpc", "/v1/rpc", '{"jsonrpc":', {
+    "content-type": "application/json",
+  });
   expect(unparsable.body.error.code).toBe(-32700);
   // A body over MOORING_BODY_LIMIT_BYTES (1 MiB here).
-  const big = { workspace, agent: "simulated", title: "x".repeat(1_100_000) };
+  const big = { workspace: gt.workspace, agent: "simulated", title: "x".repeat(1_100_000) };
   expect((await answer("POST /v1/sessions", "/v1/sessions", big)).status).toBe(413);
-  expect((await answer("POST /v1/rpc", "/v1/rpc", { jsonrpc: "2.0", id: 3, method: "ping", params: big })).status).toBe(413);
+  expect(
+    (await answer("POST /v1/rpc", "/v1/rpc", { jsonrpc: "2.0", id: 3, method: "ping", params: big })).status,
+  ).toBe(413);
 });
 
 it("refusals of the whole request are what /docs/json declares: 401, 403, 503 on every route", async () => {
@@ -224,8 +303,12 @@ it("refusals of the whole request are what /docs/json declares: 401, 403, 503 on
       expect((await answer(route, pathOf(route), undefined, {}, tokened.url)).status, route).toBe(401);
     }
     // A foreign Host (DNS rebinding) is refused before any work, on every route.
-    const host = await rawRequest(gw.url, methodOf(route), pathOf(route), { host: "evil.example:8787" });
-    insist(route, { status: host.status, body: host.body, header: (n) => (host.headers[n] as string | undefined) ?? null });
+    const host = await rawRequest(gt.url, methodOf(route), pathOf(route), { host: "evil.example:8787" });
+    insist(route, {
+      status: host.status,
+      body: host.body,
+      header: (n) => (host.headers[n] as string | undefined) ?? null,
+    });
     expect(host.status, route).toBe(403);
     if (declared["503"]) {
       const a = await answer(route, pathOf(route), undefined, {}, unready.url);
@@ -235,21 +318,49 @@ it("refusals of the whole request are what /docs/json declares: 401, 403, 503 on
 });
 
 it("a turn over the gate's limits is 429 with Retry-After", async () => {
-  const session = (await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated" }, auth, tokened.url)).body;
-  const other = (await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated" }, auth, tokened.url)).body;
-  const hang = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${session.id}/turns`, { prompt: "[hang]" }, auth, tokened.url);
+  const session = (
+    await answer(
+      "POST /v1/sessions",
+      "/v1/sessions",
+      { workspace: gt.workspace, agent: "simulated" },
+      auth,
+      tokened.url,
+    )
+  ).body;
+  const other = (
+    await answer(
+      "POST /v1/sessions",
+      "/v1/sessions",
+      { workspace: gt.workspace, agent: "simulated" },
+      auth,
+      tokened.url,
+    )
+  ).body;
+  const hang = await answer(
+    "POST /v1/sessions/:id/turns",
+    `/v1/sessions/${session.id}/turns`,
+    { prompt: "[hang]" },
+    auth,
+    tokened.url,
+  );
   expect(hang.status).toBe(202);
-  const busy = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${other.id}/turns`, { prompt: "x" }, auth, tokened.url);
+  const busy = await answer(
+    "POST /v1/sessions/:id/turns",
+    `/v1/sessions/${other.id}/turns`,
+    { prompt: "x" },
+    auth,
+    tokened.url,
+  );
   expect(busy.status).toBe(429);
   expect(busy.body.error.code).toBe("GATEWAY_BUSY");
   await answer("POST /v1/tasks/:id/cancel", `/v1/tasks/${hang.body.id}/cancel`, undefined, auth, tokened.url);
 });
 
 it("answers of no operation (an unknown path, an unsupported method) are the Error schema", async () => {
-  const unknown = await call(gw.url, "GET", "/v1/nothing-here");
+  const unknown = await call(gt.url, "GET", "/v1/nothing-here");
   expect(unknown.status).toBe(404);
   expect(check.componentProblem("Error", unknown.body)).toBeNull();
-  const method = await call(gw.url, "PUT", "/v1/sessions");
+  const method = await call(gt.url, "PUT", "/v1/sessions");
   expect(method.status).toBe(405);
   expect(method.headers.get("allow")).toBeTruthy();
   expect(check.componentProblem("Error", method.body)).toBeNull();
@@ -260,7 +371,9 @@ it("each route was provoked at every status it declares that a test can bring ab
   expect(table).toEqual(EXPECTED);
   // Every status a route declares by number was provoked (ranges, 5XX among them, need not be).
   for (const route of routes) {
-    const numbered = Object.keys(check.operation(route)!.responses).filter((s) => /^\d+$/.test(s)).map(Number);
+    const numbered = Object.keys(check.operation(route)!.responses)
+      .filter((s) => /^\d+$/.test(s))
+      .map(Number);
     const missing = numbered.filter((s) => !provoked.get(route)?.has(s) && !NOT_PROVOKED[route]?.includes(s));
     expect(missing, route).toEqual([]);
   }
@@ -298,7 +411,7 @@ const NOT_PROVOKED: Partial<Record<RouteKey, number[]>> = {
 };
 
 it("/docs/json describes the responses of every route", async () => {
-  const doc = (await call(gw.url, "GET", "/docs/json")).body;
+  const doc = (await call(gt.url, "GET", "/docs/json")).body;
   const documented: string[] = [];
   for (const [path, methods] of Object.entries<Record<string, any>>(doc.paths)) {
     for (const [method, op] of Object.entries<any>(methods)) {

@@ -18,7 +18,7 @@
  * `useSqlDatabase()` is the database alone (sql-fixtures.ts: the direct tests of src/sql), and
  * `useProcessGateway()` a database and workspace for a file whose gateways are real processes.
  */
-import { rm } from "node:fs/promises";
+import { realpath, rm } from "node:fs/promises";
 import type postgres from "postgres";
 import { afterAll, afterEach, beforeAll, beforeEach } from "vitest";
 import { claimTestDatabase, type TestDatabase } from "./db.js";
@@ -34,7 +34,15 @@ import {
   testEnv,
 } from "./gateway.js";
 import type { TestClock } from "./fake-clock.js";
-import { cancelOpenTasks, createSession, submit, submitOk, tempWorkspace, terminal, waitTask } from "./turns.js";
+import {
+  cancelOpenTasks,
+  createSession,
+  submit,
+  submitOk,
+  tempWorkspace,
+  terminal,
+  waitTask,
+} from "./turns.js";
 
 export { useSqlTestDatabase as useSqlDatabase } from "./sql-fixtures.js";
 
@@ -72,13 +80,22 @@ export interface GatewayBundle extends DatabaseBundle {
   /** The gateway's clock: `t.clock.advance(ms)` steps its time. */
   readonly clock: TestClock;
   /** A raw request to the gateway (for tests of that request's own answer). */
-  call<T = any>(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<Answer<T>>;
+  call<T = any>(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+  ): Promise<Answer<T>>;
   /** A session of the simulated agent in the workspace (or `extra.workspace`); returns its id. */
   createSession(extra?: Record<string, unknown>, headers?: Record<string, string>): Promise<string>;
   /** Submit a turn; the raw answer. */
   submit(sessionId: string, body: Record<string, unknown>, headers?: Record<string, string>): Promise<Answer>;
   /** Submit and insist it was accepted (202); the task snapshot. A string is the prompt. */
-  submitOk(sessionId: string, body: Record<string, unknown> | string, headers?: Record<string, string>): Promise<any>;
+  submitOk(
+    sessionId: string,
+    body: Record<string, unknown> | string,
+    headers?: Record<string, string>,
+  ): Promise<any>;
   /** Long-poll a task until `done` (default: terminal). */
   waitForTask(taskId: string, done?: (task: any) => boolean, timeoutMs?: number): Promise<any>;
   /**
@@ -94,14 +111,16 @@ function useDatabase(workspace: boolean): { bundle: DatabaseBundle; ready: () =>
   let dir: string | undefined;
   beforeAll(async () => {
     db = await claimTestDatabase();
-    if (workspace) dir = await tempWorkspace();
+    // Its real path: what the gateway resolves a session's workspace to.
+    if (workspace) dir = await realpath(await tempWorkspace());
   });
   afterAll(async () => {
     await db?.drop();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
   const need = <T>(value: T | undefined, what: string): T => {
-    if (value === undefined) throw new Error(`${what} is not there: read it in a test or a hook, not at load`);
+    if (value === undefined)
+      throw new Error(`${what} is not there: read it in a test or a hook, not at load`);
     return value;
   };
   return {
@@ -125,7 +144,10 @@ function useDatabase(workspace: boolean): { bundle: DatabaseBundle; ready: () =>
 
 export function useGateway(options: UseGatewayOptions = {}): GatewayBundle {
   const { bundle: base } = useDatabase(options.workspace ?? false);
-  const env = { ...options.env, ...(options.agents ? { MOORING_AGENTS: JSON.stringify(options.agents) } : {}) };
+  const env = {
+    ...options.env,
+    ...(options.agents ? { MOORING_AGENTS: JSON.stringify(options.agents) } : {}),
+  };
   let gw: TestGateway | undefined;
   /** Extra gateways, with whether a test (not a beforeAll) started them. */
   const extra: { gateway: TestGateway; inTest: boolean }[] = [];
@@ -201,8 +223,11 @@ export function useGateway(options: UseGatewayOptions = {}): GatewayBundle {
       createSession(gateway().url, (extraBody.workspace as string) ?? base.workspace, extraBody, headers),
     submit: (sessionId: string, body: Record<string, unknown>, headers: Record<string, string> = {}) =>
       submit(gateway().url, sessionId, body, headers),
-    submitOk: (sessionId: string, body: Record<string, unknown> | string, headers: Record<string, string> = {}) =>
-      submitOk(gateway().url, sessionId, typeof body === "string" ? { prompt: body } : body, headers),
+    submitOk: (
+      sessionId: string,
+      body: Record<string, unknown> | string,
+      headers: Record<string, string> = {},
+    ) => submitOk(gateway().url, sessionId, typeof body === "string" ? { prompt: body } : body, headers),
     waitForTask: (taskId: string, done?: (task: any) => boolean, timeoutMs?: number) =>
       waitTask(gateway().url, taskId, done ?? ((task) => terminal.includes(task.status)), timeoutMs),
     async startGateway(more: Record<string, string> = {}, gatewayOptions?: TestGatewayOptions) {
@@ -225,9 +250,14 @@ export interface ProcessGatewayBundle extends DatabaseBundle {
  * A database and workspace for a file whose gateways are real processes (test/process): `t.spawn()`
  * starts one on the file's database and kills it (SIGKILL) after the test, unless it already ended.
  */
-export function useProcessGateway(options: Pick<UseGatewayOptions, "env" | "agents" | "workspace"> = {}): ProcessGatewayBundle {
+export function useProcessGateway(
+  options: Pick<UseGatewayOptions, "env" | "agents" | "workspace"> = {},
+): ProcessGatewayBundle {
   const { bundle: base } = useDatabase(options.workspace ?? false);
-  const fileEnv = { ...options.env, ...(options.agents ? { MOORING_AGENTS: JSON.stringify(options.agents) } : {}) };
+  const fileEnv = {
+    ...options.env,
+    ...(options.agents ? { MOORING_AGENTS: JSON.stringify(options.agents) } : {}),
+  };
   const spawned: { child: GatewayProcess; inTest: boolean }[] = [];
   let inTest = false;
   const kill = async (onlyTests: boolean) => {
