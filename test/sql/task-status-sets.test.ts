@@ -15,7 +15,7 @@ import { lockGate } from "../../src/sql/gate-lock.js";
 import { countActiveAndQueued } from "../../src/sql/gate-status.js";
 import { activeStatuses, taskStatuses, terminalStatuses } from "../../src/contract/task-status.js";
 import { ACTIVE, TERMINAL, withSets } from "../../src/sql/task-status-sets.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
+import { claimTestDatabase, type TestDatabase } from "../support/db.js";
 
 let testDb: TestDatabase;
 let db: Database;
@@ -23,7 +23,7 @@ let traced: Sql;
 const sent: { text: string; parameters: unknown[] }[] = [];
 
 beforeAll(async () => {
-  testDb = await createTestDatabase();
+  testDb = await claimTestDatabase();
   db = connect(testDb.url, { max: 2 });
   await applyMigrations(db);
   traced = postgres(testDb.url, {
@@ -69,7 +69,13 @@ it("sends the claim and the gate's counts with the sets as text, and their plans
   sent.length = 0;
   await pipelined(traced, (q) => [
     lockGate(q),
-    claimTasks(q, { instanceId: "i", bootId: "00000000-0000-0000-0000-000000000001", leaseMs: 1000 }, 4, "{}", 4),
+    claimTasks(
+      q,
+      { instanceId: "i", bootId: "00000000-0000-0000-0000-000000000001", leaseMs: 1000 },
+      4,
+      "{}",
+      4,
+    ),
   ]);
   await countActiveAndQueued(traced);
   const claim = sentWith("with recursive active as");
