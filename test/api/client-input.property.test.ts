@@ -6,39 +6,34 @@
  */
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, startTestGateway } from "../support/gateway.js";
-import { createSession, submitOk, tempWorkspace, waitTask } from "../support/turns.js";
+import { useGateway } from "../support/use-gateway.js";
+import { call } from "../support/gateway.js";
+import { createSession, submitOk, waitTask } from "../support/turns.js";
 import { WsClient } from "../support/ws-client.js";
 
 const RUNS = 80;
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
+const t = useGateway({
+  workspace: true,
+  gateway: {
+    logLevel: "error",
+    onLog: (record) => errorLogs.push(record),
+  },
+});
 let ws: WsClient;
 let sessionId: string;
 let taskId: string;
 const errorLogs: Record<string, any>[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url, {}, {
-    logLevel: "error",
-    onLog: (record) => errorLogs.push(record),
-  });
-  workspace = await tempWorkspace();
-  ws = await WsClient.connect(gw.url);
-  sessionId = await createSession(gw.url, workspace);
-  taskId = (await submitOk(gw.url, sessionId, { prompt: "hello" })).id;
-  await waitTask(gw.url, taskId);
+  ws = await WsClient.connect(t.url);
+  sessionId = await createSession(t.url, t.workspace);
+  taskId = (await submitOk(t.url, sessionId, { prompt: "hello" })).id;
+  await waitTask(t.url, taskId);
 });
 
 afterAll(async () => {
   await ws?.close();
-  await gw?.stop();
-  await db?.drop();
 });
 
 // ---- hostile JSON values -------------------------------------------------------------------
@@ -70,7 +65,9 @@ function jsonText(value: unknown): string {
 }
 
 const surrogates = fc.constantFrom("\ud800", "\udbff", "\udc00", "\udfff");
-const nulText = fc.tuple(fc.string({ maxLength: 12 }), fc.string({ maxLength: 12 })).map(([a, b]) => `${a}\u0000${b}`);
+const nulText = fc
+  .tuple(fc.string({ maxLength: 12 }), fc.string({ maxLength: 12 }))
+  .map(([a, b]) => `${a}\u0000${b}`);
 const loneSurrogateText = fc
   .tuple(fc.string({ unit: "binary", maxLength: 12 }), surrogates, fc.string({ maxLength: 12 }))
   .map(([a, s, b]) => a + s + b);
@@ -97,14 +94,20 @@ const objectWithBadText = fc
   });
 
 /** A string field with a maximum length (and no other valid value generated). */
-const textField = (maxLength: number) => fc.oneof(badText, huge(maxLength), deep, notString, objectWithBadText);
+const textField = (maxLength: number) =>
+  fc.oneof(badText, huge(maxLength), deep, notString, objectWithBadText);
 /** An id field: nothing a valid id could be. */
 const badIdField = fc.oneof(badText, huge(64), deep, notString);
 /** An id field: anything but an existing id (a well-formed string names nothing: not found). */
 const idField = fc.oneof(badIdField, fc.string({ maxLength: 40 }));
 /** One of a few literals. */
 const enumField = (values: string[]) =>
-  fc.oneof(fc.string({ maxLength: 20 }).filter((s) => !values.includes(s)), badText, deep, notString);
+  fc.oneof(
+    fc.string({ maxLength: 20 }).filter((s) => !values.includes(s)),
+    badText,
+    deep,
+    notString,
+  );
 /** An integer field in [min, max]. */
 const intField = (min: number, max: number) =>
   fc.oneof(
@@ -124,7 +127,13 @@ const jsonField = fc.oneof(
   deep,
   fc.integer({ min: 16_500, max: 200_000 }).map((n) => ({ big: "b".repeat(n) })),
   objectWithBadText,
-  fc.oneof(fc.string({ maxLength: 10 }), fc.integer(), fc.boolean(), fc.constant(null), fc.array(fc.integer())),
+  fc.oneof(
+    fc.string({ maxLength: 10 }),
+    fc.integer(),
+    fc.boolean(),
+    fc.constant(null),
+    fc.array(fc.integer()),
+  ),
 );
 /** A field no schema has, with any value (its name possibly hostile too). */
 const extraField = fc.tuple(
@@ -158,7 +167,7 @@ const turnFields: Fields = {
 // ---- what must hold --------------------------------------------------------------------------
 
 async function rowCounts() {
-  const [row] = await db.sql<{ sessions: number; tasks: number; events: number; archived: number }[]>`
+  const [row] = await t.sql<{ sessions: number; tasks: number; events: number; archived: number }[]>`
     select (select count(*)::int from sessions) as sessions, (select count(*)::int from tasks) as tasks,
            (select count(*)::int from events) as events, (select count(*)::int from sessions where archived_at is not null) as archived`;
   return row;
@@ -175,20 +184,32 @@ async function refusedAndNothingStored(request: () => Promise<{ status: number; 
 }
 
 const postJson = (path: string, value: unknown) =>
-  call(gw.url, "POST", path, jsonText(value), { "content-type": "application/json" });
+  call(t.url, "POST", path, jsonText(value), { "content-type": "application/json" });
 
 // ---- paths and queries: only strings travel there ----------------------------------------
 
 const hostileQueryText = fc.oneof(
   fc.string({ maxLength: 20 }).map((s) => `${encodeURIComponent(s)}%00`),
   fc.constantFrom("%ED%A0%80", "%ED%BF%BF", "%C0%80", "%FF", "%", "%zz", "a%00b"),
-  fc.constantFrom("1e20", "1.5", "-1", "0x10", "%201", "", "NaN", "Infinity", "9007199254740993", "1e3", "+1"),
+  fc.constantFrom(
+    "1e20",
+    "1.5",
+    "-1",
+    "0x10",
+    "%201",
+    "",
+    "NaN",
+    "Infinity",
+    "9007199254740993",
+    "1e3",
+    "+1",
+  ),
   fc.integer({ min: 5000, max: 12_000 }).map((n) => "q".repeat(n)),
 );
 
 describe("REST bodies", () => {
   it("POST /v1/sessions with one hostile field", async () => {
-    const arb = hostile(() => ({ workspace, agent: "simulated" }), sessionFields);
+    const arb = hostile(() => ({ workspace: t.workspace, agent: "simulated" }), sessionFields);
     await fc.assert(
       fc.asyncProperty(arb, (body) => refusedAndNothingStored(() => postJson("/v1/sessions", body))),
       { numRuns: RUNS },
@@ -212,7 +233,7 @@ describe("REST bodies", () => {
 /** GET routes store nothing; they must still never fail with a 500. */
 async function clientErrorOrOk(path: string) {
   const before = await rowCounts();
-  const r = await call(gw.url, "GET", path);
+  const r = await call(t.url, "GET", path);
   expect(r.status, `${path.slice(0, 200)} → ${JSON.stringify(r.body)?.slice(0, 300)}`).toBeLessThan(500);
   expect(await rowCounts()).toEqual(before);
   return r;
@@ -231,9 +252,12 @@ describe("REST paths and queries", () => {
     await fc.assert(
       fc.asyncProperty(arb, async ([slot, v]) => {
         const path = slot(v);
-        const r = await call(gw.url, "GET", path);
+        const r = await call(t.url, "GET", path);
         // A URL too long for Node's header limit is refused before the gateway (431).
-        expect([400, 404, 431], `${path.slice(0, 120)} → ${r.status} ${JSON.stringify(r.body)?.slice(0, 200)}`).toContain(r.status);
+        expect(
+          [400, 404, 431],
+          `${path.slice(0, 120)} → ${r.status} ${JSON.stringify(r.body)?.slice(0, 200)}`,
+        ).toContain(r.status);
       }),
       { numRuns: RUNS * 2 },
     );
@@ -252,7 +276,10 @@ describe("REST paths and queries", () => {
       (v: string) => `/v1/tasks/${v}`,
       (v: string) => `/v1/sessions/${v}/events/1/payload`,
     ];
-    const arb = fc.tuple(fc.constantFrom(...slots), fc.oneof(hostileQueryText, fc.string({ maxLength: 30 }).map(encodeURIComponent)));
+    const arb = fc.tuple(
+      fc.constantFrom(...slots),
+      fc.oneof(hostileQueryText, fc.string({ maxLength: 30 }).map(encodeURIComponent)),
+    );
     await fc.assert(
       fc.asyncProperty(arb, ([slot, v]) => clientErrorOrOk(slot(v)).then(() => undefined)),
       { numRuns: RUNS * 2 },
@@ -265,7 +292,7 @@ describe("REST paths and queries", () => {
       fc.asyncProperty(arb, ([route, v]) => {
         const [method, prefix] = route.split(" ");
         const path = `${prefix}${v}${method === "POST" ? "/cancel" : ""}`;
-        return refusedAndNothingStored(() => call(gw.url, method, path));
+        return refusedAndNothingStored(() => call(t.url, method, path));
       }),
       { numRuns: RUNS },
     );
@@ -275,7 +302,7 @@ describe("REST paths and queries", () => {
 // ---- JSON-RPC ----------------------------------------------------------------------------
 
 const methods: Record<string, { base: () => Record<string, unknown>; fields: Fields }> = {
-  "sessions.create": { base: () => ({ workspace, agent: "simulated" }), fields: sessionFields },
+  "sessions.create": { base: () => ({ workspace: t.workspace, agent: "simulated" }), fields: sessionFields },
   "sessions.get": { base: () => ({ sessionId }), fields: { sessionId: idField } },
   "sessions.list": {
     base: () => ({}),
@@ -287,7 +314,10 @@ const methods: Record<string, { base: () => Record<string, unknown>; fields: Fie
     },
   },
   "sessions.archive": { base: () => ({}), fields: { sessionId: idField } },
-  "turns.submit": { base: () => ({ sessionId, prompt: "hi" }), fields: { sessionId: idField, ...turnFields } },
+  "turns.submit": {
+    base: () => ({ sessionId, prompt: "hi" }),
+    fields: { sessionId: idField, ...turnFields },
+  },
   "tasks.get": { base: () => ({ taskId }), fields: { taskId: idField, waitMs: intField(0, 60_000) } },
   "tasks.cancel": { base: () => ({}), fields: { taskId: idField } },
   "tasks.list": {
@@ -295,7 +325,16 @@ const methods: Record<string, { base: () => Record<string, unknown>; fields: Fie
     fields: {
       // A well-formed string that is no session filters to an empty page: only ids that cannot be one.
       sessionId: badIdField,
-      status: enumField(["queued", "running", "cancelling", "completed", "failed", "cancelled", "expired", "interrupted"]),
+      status: enumField([
+        "queued",
+        "running",
+        "cancelling",
+        "completed",
+        "failed",
+        "cancelled",
+        "expired",
+        "interrupted",
+      ]),
       limit: intField(1, 200),
       cursor: textField(512),
     },
@@ -309,7 +348,13 @@ const methods: Record<string, { base: () => Record<string, unknown>; fields: Fie
   "events.unsubscribe": { base: () => ({ sessionId }), fields: { sessionId: badIdField } },
 };
 
-const hostileParams = fc.oneof(fc.integer(), fc.string({ maxLength: 5 }), fc.array(fc.integer()), fc.constant(null), badText);
+const hostileParams = fc.oneof(
+  fc.integer(),
+  fc.string({ maxLength: 5 }),
+  fc.array(fc.integer()),
+  fc.constant(null),
+  badText,
+);
 
 describe("JSON-RPC methods", () => {
   for (const [method, { base, fields }] of Object.entries(methods)) {
@@ -324,10 +369,15 @@ describe("JSON-RPC methods", () => {
           if (Buffer.byteLength(text) < 1_000_000 || method.startsWith("events.")) {
             const start = ws.received.length;
             ws.sendRaw(text);
-            await ws.until(() => ws.received.slice(start).some((m) => m.message?.id === 7 || m.message?.id === null));
-            answer = ws.received.slice(start).find((m) => m.message?.id === 7 || m.message?.id === null)!.message;
+            await ws.until(() =>
+              ws.received.slice(start).some((m) => m.message?.id === 7 || m.message?.id === null),
+            );
+            answer = ws.received
+              .slice(start)
+              .find((m) => m.message?.id === 7 || m.message?.id === null)!.message;
           } else {
-            answer = (await call(gw.url, "POST", "/v1/rpc", text, { "content-type": "application/json" })).body;
+            answer = (await call(t.url, "POST", "/v1/rpc", text, { "content-type": "application/json" }))
+              .body;
           }
           expect(answer.result, JSON.stringify(answer).slice(0, 300)).toBeUndefined();
           expect(answer.error.code).not.toBe(-32603);
@@ -341,17 +391,33 @@ describe("JSON-RPC methods", () => {
 
   it("hostile envelopes over POST /v1/rpc: ids, methods, batches", async () => {
     const envelope = fc.oneof(
-      fc.tuple(fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }).filter((d) => !Number.isSafeInteger(d)), fc.constant(new Raw("1e400")), deep), fc.constant("gate.status")).map(
-        ([id, method]) => ({ jsonrpc: "2.0", id, method }),
-      ),
+      fc
+        .tuple(
+          fc.oneof(
+            fc.double({ noNaN: true, noDefaultInfinity: true }).filter((d) => !Number.isSafeInteger(d)),
+            fc.constant(new Raw("1e400")),
+            deep,
+          ),
+          fc.constant("gate.status"),
+        )
+        .map(([id, method]) => ({ jsonrpc: "2.0", id, method })),
       badText.map((method) => ({ jsonrpc: "2.0", id: 1, method })),
-      fc.integer({ min: 101, max: 2000 }).map((n) => new Raw(`[${Array(n).fill('{"jsonrpc":"2.0","id":1,"method":"sessions.create","params":{}}').join(",")}]`)),
+      fc
+        .integer({ min: 101, max: 2000 })
+        .map(
+          (n) =>
+            new Raw(
+              `[${Array(n).fill('{"jsonrpc":"2.0","id":1,"method":"sessions.create","params":{}}').join(",")}]`,
+            ),
+        ),
       deep,
     );
     await fc.assert(
       fc.asyncProperty(envelope, async (message) => {
         const before = await rowCounts();
-        const r = await call(gw.url, "POST", "/v1/rpc", jsonText(message), { "content-type": "application/json" });
+        const r = await call(t.url, "POST", "/v1/rpc", jsonText(message), {
+          "content-type": "application/json",
+        });
         expect(r.status).toBe(200);
         const answers = Array.isArray(r.body) ? r.body : [r.body];
         for (const a of answers) {
@@ -367,8 +433,8 @@ describe("JSON-RPC methods", () => {
 
 describe("afterwards", () => {
   it("the gateway is up, logged no internal error, and the socket is still open", async () => {
-    expect((await call(gw.url, "GET", "/healthz")).status).toBe(200);
-    expect((await call(gw.url, "GET", "/v1/sessions")).status).toBe(200);
+    expect((await call(t.url, "GET", "/healthz")).status).toBe(200);
+    expect((await call(t.url, "GET", "/v1/sessions")).status).toBe(200);
     expect(await ws.call("gate.status")).toHaveProperty("maxActive");
     expect(errorLogs.filter((r) => r.level >= 50)).toEqual([]);
   });

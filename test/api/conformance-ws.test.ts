@@ -7,38 +7,26 @@
 import { once } from "node:events";
 import { JSONRPCClient, JSONRPCErrorException, JSONRPCServer, JSONRPCServerAndClient } from "json-rpc-2.0";
 import WebSocket from "ws";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { startTestGateway } from "../support/gateway.js";
+import { afterAll, describe, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
 import { parseExposition } from "../support/prometheus.js";
-import { createSession, runTurn, tempWorkspace } from "../support/turns.js";
+import { createSession, runTurn } from "../support/turns.js";
 import { isTerminalEvent, range, seqs, WsClients } from "../support/ws-client.js";
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
-const clients = new WsClients(() => gw.url);
+const t = useGateway({ workspace: true });
+const clients = new WsClients(() => t.url);
 const strays = async () =>
-  parseExposition(await (await fetch(`${gw.url}/metrics`)).text()).value("mooring_ws_stray_responses_total");
-const wsUrl = () => `${gw.url.replace(/^http/, "ws")}/v1/ws`;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url);
-  workspace = await tempWorkspace();
-});
+  parseExposition(await (await fetch(`${t.url}/metrics`)).text()).value("mooring_ws_stray_responses_total");
+const wsUrl = () => `${t.url.replace(/^http/, "ws")}/v1/ws`;
 
 afterAll(async () => {
   await clients.closeAll();
-  await gw?.stop();
-  await db?.drop();
 });
 
 describe("event frames", () => {
   it("a replay comes as batch arrays by default, one notification per frame with batch: false", async () => {
-    const sessionId = await createSession(gw.url, workspace);
-    await runTurn(gw.url, sessionId, "hello there");
+    const sessionId = await createSession(t.url, t.workspace);
+    await runTurn(t.url, sessionId, "hello there");
     const batched = await clients.connect();
     const single = await clients.connect();
     const head = (await batched.call("events.subscribe", { sessionId })).headSeq;
@@ -47,7 +35,8 @@ describe("event frames", () => {
     for (const c of [batched, single]) await c.until(() => c.eventsOf(sessionId).some(isTerminalEvent));
     expect(seqs(batched.eventsOf(sessionId))).toEqual(range(1, head));
     expect(seqs(single.eventsOf(sessionId))).toEqual(range(1, head));
-    const frames = (c: typeof batched) => c.received.map((r) => r.message).filter((m) => Array.isArray(m) || m.method === "event");
+    const frames = (c: typeof batched) =>
+      c.received.map((r) => r.message).filter((m) => Array.isArray(m) || m.method === "event");
     expect(frames(batched).some(Array.isArray)).toBe(true);
     expect(frames(single).some(Array.isArray)).toBe(false);
     expect(frames(single)).toHaveLength(head);
@@ -55,7 +44,7 @@ describe("event frames", () => {
 
   it("batch must be a boolean", async () => {
     const c = await clients.connect();
-    const sessionId = await createSession(gw.url, workspace);
+    const sessionId = await createSession(t.url, t.workspace);
     const answer = await c.request("events.subscribe", { sessionId, batch: "no" });
     expect(answer.error).toMatchObject({ code: -32602, data: { code: "INVALID_REQUEST" } });
   });
@@ -84,15 +73,28 @@ describe("stray responses", () => {
     const before = (await strays()) ?? 0;
     const start = c.received.length;
     c.sendRaw(JSON.stringify({ jsonrpc: "2.0", id: 99, result: { ok: true } }));
-    c.sendRaw(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request" } }));
-    c.sendRaw(JSON.stringify([{ jsonrpc: "2.0", id: 5, result: 1 }, { jsonrpc: "2.0", id: "p", method: "ping" }]));
+    c.sendRaw(
+      JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request" } }),
+    );
+    c.sendRaw(
+      JSON.stringify([
+        { jsonrpc: "2.0", id: 5, result: 1 },
+        { jsonrpc: "2.0", id: "p", method: "ping" },
+      ]),
+    );
     expect((await c.call("ping")).pong).toBe(true);
-    await c.until(() => c.received.slice(start).some((r) => Array.isArray(r.message)), 20_000, "the batch's answer");
+    await c.until(
+      () => c.received.slice(start).some((r) => Array.isArray(r.message)),
+      20_000,
+      "the batch's answer",
+    );
     const after = c.received.slice(start).map((r) => r.message);
     // Only the batch's call and the ping were answered: one answer each, no error at all.
     expect(after.flat().filter((m) => m.error !== undefined)).toEqual([]);
     expect(after).toHaveLength(2);
-    expect(after.find(Array.isArray)).toEqual([{ jsonrpc: "2.0", id: "p", result: expect.objectContaining({ pong: true }) }]);
+    expect(after.find(Array.isArray)).toEqual([
+      { jsonrpc: "2.0", id: "p", result: expect.objectContaining({ pong: true }) },
+    ]);
     expect(await strays()).toBe(before + 3);
   });
 });
@@ -120,8 +122,8 @@ describe("a json-rpc-2.0 peer", () => {
     });
     socket.on("message", (data) => void peer.receiveAndSend(JSON.parse(String(data))).catch(() => {}));
     await once(socket, "open");
-    const sessionId = await createSession(gw.url, workspace);
-    await runTurn(gw.url, sessionId, "hello from a peer");
+    const sessionId = await createSession(t.url, t.workspace);
+    await runTurn(t.url, sessionId, "hello from a peer");
     const codeOf = (p: PromiseLike<unknown>) =>
       Promise.resolve(p).then(
         () => "resolved",
@@ -135,7 +137,7 @@ describe("a json-rpc-2.0 peer", () => {
     if (events.length >= expected) allArrived();
     await arrived;
     expect(events).toEqual(range(1, headSeq));
-    expect(hello.bootId).toBe(gw.identity.bootId);
+    expect(hello.bootId).toBe(t.gw.identity.bootId);
     socket.close();
   });
 });

@@ -5,31 +5,24 @@
  * sockets are a flood.
  */
 import { connect, type Socket } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { startTestGateway } from "../support/gateway.js";
+import { afterAll, describe, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
 import { rawRequest } from "../support/raw-http.js";
 
 const PENDING = 20;
 const FLOOD = 400;
 
-let db: TestDatabase;
-let gw: Gateway;
-const flood: { socket: Socket; closed: Promise<void> }[] = [];
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url, {
+const t = useGateway({
+  env: {
     MOORING_API_TOKENS: "flood-test-token",
     MOORING_MAX_PENDING_PER_ADDRESS: String(PENDING),
     MOORING_MAX_CONNECTIONS: "200",
-  });
+  },
 });
+const flood: { socket: Socket; closed: Promise<void> }[] = [];
+
 afterAll(async () => {
   for (const { socket } of flood) socket.destroy();
-  await gw?.stop();
-  await db?.drop();
 });
 
 /** A socket that sends half a request and never the rest. */
@@ -48,7 +41,7 @@ function partialRequest(url: URL): Promise<{ socket: Socket; closed: Promise<voi
 
 describe("a flood of unfinished requests", () => {
   it("/healthz still answers 200, and the flood past the per-address bound is closed", async () => {
-    const url = new URL(gw.url);
+    const url = new URL(t.url);
     for (let i = 0; i < FLOOD; i++) flood.push(await partialRequest(url));
 
     // Every flood socket but the newest PENDING is closed by the gateway.
@@ -56,7 +49,7 @@ describe("a flood of unfinished requests", () => {
     expect(flood.slice(FLOOD - PENDING).every((f) => !f.socket.destroyed)).toBe(true);
 
     for (let i = 0; i < 5; i++) {
-      const health = await rawRequest(gw.url, "GET", "/healthz");
+      const health = await rawRequest(t.url, "GET", "/healthz");
       expect(health.status).toBe(200);
     }
   });

@@ -3,25 +3,14 @@
  * `cursor` field for every list that takes one, over REST and JSON-RPC, and never an error-level
  * log. Each forged cursor below passed the old shape check and then failed inside Postgres (500).
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
+import { describe, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
 import { LogRecorder } from "../support/agent-gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, startTestGateway } from "../support/gateway.js";
+import { call } from "../support/gateway.js";
 import { createSessions, tempWorkspace } from "../support/turns.js";
 
-let db: TestDatabase;
-let gw: Gateway;
+const t = useGateway({ gateway: { logLevel: "debug", onLog: (r) => logs.push(r as never) } });
 const logs = new LogRecorder();
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url, {}, { logLevel: "debug", onLog: (r) => logs.push(r as never) });
-});
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-});
 
 const forge = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url");
 const uuid = "0b9f1c1e-8a4e-4a53-9d7e-0c1f2d3e4f50";
@@ -41,7 +30,7 @@ describe("a forged list cursor", () => {
     it(`${name}: 400 on the cursor field on every list route and method`, async () => {
       const before = logs.items.length;
       for (const route of routes) {
-        const r = await call(gw.url, "GET", `${route}?cursor=${encodeURIComponent(cursor)}`);
+        const r = await call(t.url, "GET", `${route}?cursor=${encodeURIComponent(cursor)}`);
         expect({ route, status: r.status, code: r.body.error?.code, field: r.body.error?.field }).toEqual({
           route,
           status: 400,
@@ -50,7 +39,7 @@ describe("a forged list cursor", () => {
         });
       }
       for (const method of methods) {
-        const r = await call(gw.url, "POST", "/v1/rpc", { jsonrpc: "2.0", id: 1, method, params: { cursor } });
+        const r = await call(t.url, "POST", "/v1/rpc", { jsonrpc: "2.0", id: 1, method, params: { cursor } });
         expect({ method, code: r.body.error?.data?.code, field: r.body.error?.data?.field }).toEqual({
           method,
           code: "INVALID_REQUEST",
@@ -62,10 +51,10 @@ describe("a forged list cursor", () => {
   }
 
   it("a cursor the gateway returned still pages", async () => {
-    const ids = await createSessions(gw.url, await tempWorkspace(), 2);
-    const first = await call(gw.url, "GET", "/v1/sessions?limit=1");
+    const ids = await createSessions(t.url, await tempWorkspace(), 2);
+    const first = await call(t.url, "GET", "/v1/sessions?limit=1");
     expect(first.body.nextCursor).toEqual(expect.any(String));
-    const next = await call(gw.url, "GET", `/v1/sessions?limit=1&cursor=${first.body.nextCursor}`);
+    const next = await call(t.url, "GET", `/v1/sessions?limit=1&cursor=${first.body.nextCursor}`);
     expect(next.status).toBe(200);
     expect([...first.body.items, ...next.body.items].map((s: any) => s.id).sort()).toEqual([...ids].sort());
   });

@@ -5,30 +5,16 @@
  * short statement identity (src/log-errors.ts); request bodies never.
  */
 import postgres from "postgres";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
+import { expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
 import { safeErrorSerializer } from "../../src/log-errors.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, startTestGateway } from "../support/gateway.js";
+import { call } from "../support/gateway.js";
 
 const SECRET = "client-secret-7f3a9";
-let db: TestDatabase;
-let gw: Gateway;
+const t = useGateway({
+  gateway: { onLog: (record) => lines.push(JSON.stringify(record)), logLevel: "trace" },
+});
 const lines: string[] = [];
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(
-    db.url,
-    {},
-    { onLog: (record) => lines.push(JSON.stringify(record)), logLevel: "trace" },
-  );
-});
-
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-});
 
 it("a request that provokes a database error logs none of its body", async () => {
   const big = `${SECRET} ${"x".repeat(50_000)}`;
@@ -37,12 +23,12 @@ it("a request that provokes a database error logs none of its body", async () =>
     { workspace: "/tmp", agent: "simulated", metadata: { note: `${SECRET}\ud800`, more: big } },
   ];
   for (const body of bodies) {
-    const res = await call(gw.url, "POST", "/v1/sessions", body);
+    const res = await call(t.url, "POST", "/v1/sessions", body);
     // Refused, whether by validation (400) or by the database (500): never stored.
     expect([400, 500]).toContain(res.status);
     expect(JSON.stringify(res.body)).not.toContain(SECRET);
   }
-  const rpc = await call(gw.url, "POST", "/v1/rpc", {
+  const rpc = await call(t.url, "POST", "/v1/rpc", {
     jsonrpc: "2.0",
     id: 1,
     method: "sessions.create",
@@ -61,12 +47,12 @@ it("a request that provokes a database error logs none of its body", async () =>
     expect(record.err.cause?.code ?? record.err.code).toMatch(/^[0-9A-Z]{5}$/);
     expect(record.err.query ?? record.err.cause?.query).toMatch(/^insert into "sessions"/);
   }
-  const [{ n }] = await db.sql`select count(*)::int as n from sessions`;
+  const [{ n }] = await t.sql`select count(*)::int as n from sessions`;
   expect(n).toBe(0);
 });
 
 it("a failed query's error keeps its code and statement, never its parameters or the input Postgres quotes", async () => {
-  const sql = postgres(db.url, { max: 1, onnotice: () => {} });
+  const sql = postgres(t.databaseUrl, { max: 1, onnotice: () => {} });
   try {
     const json = await sql`select ${`{"note": "${SECRET}`}::text::jsonb`.catch((err) => err);
     const uuid = await sql`select ${SECRET}::uuid as id`.catch((err) => err);

@@ -3,39 +3,32 @@
  * capped, long-poll waits are capped per instance and share one watch per task; ids that cannot
  * come back exactly are refused. Real gateway, real Postgres, real WebSocket clients.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, eventually, startTestGateway, type TestGateway } from "../support/gateway.js";
-import { counts, createSession, submitOk, tempWorkspace, waitStatus, waitTask } from "../support/turns.js";
+import { afterAll, describe, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
+import { call, eventually } from "../support/gateway.js";
+import { counts, createSession, submitOk, waitStatus, waitTask } from "../support/turns.js";
 import { WsClients } from "../support/ws-client.js";
 
 const MAX_LONG_POLLS = 150;
 
-let db: TestDatabase;
-let gw: TestGateway;
-let workspace: string;
-const clients = new WsClients(() => gw.url);
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url, {
+const t = useGateway({
+  env: {
     MOORING_MAX_ACTIVE: "4",
     MOORING_MAX_LONG_POLLS: String(MAX_LONG_POLLS),
-  });
-  workspace = await tempWorkspace();
+  },
+  workspace: true,
 });
+const clients = new WsClients(() => t.url);
 
 afterAll(async () => {
   await clients.closeAll();
-  await gw?.stop();
-  await db?.drop();
 });
 
 /** A running turn that lasts `ms`. */
 async function runningTask(ms: number): Promise<{ sessionId: string; taskId: string }> {
-  const sessionId = await createSession(gw.url, workspace);
-  const task = await submitOk(gw.url, sessionId, { prompt: `[sleep ${ms}]` });
-  const running = await waitStatus(gw.url, task.id, "running");
+  const sessionId = await createSession(t.url, t.workspace);
+  const task = await submitOk(t.url, sessionId, { prompt: `[sleep ${ms}]` });
+  const running = await waitStatus(t.url, task.id, "running");
   expect(running.status).toBe("running");
   return { sessionId, taskId: task.id };
 }
@@ -52,7 +45,7 @@ async function watchHealth(stop: Promise<unknown>, boundMs: number): Promise<num
   let worst = 0;
   while (!done) {
     const t0 = Date.now();
-    const res = await fetch(`${gw.url}/healthz`, { signal: AbortSignal.timeout(boundMs) });
+    const res = await fetch(`${t.url}/healthz`, { signal: AbortSignal.timeout(boundMs) });
     expect(res.status).toBe(200);
     worst = Math.max(worst, Date.now() - t0);
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -65,7 +58,11 @@ describe("a flood of long-poll batches", () => {
     const { taskId } = await runningTask(3000);
     const client = await clients.connect();
     const before = client.received.length;
-    const frame = batchOf(8000, (i) => ({ id: i + 1, method: "tasks.get", params: { taskId, waitMs: 5000 } }));
+    const frame = batchOf(8000, (i) => ({
+      id: i + 1,
+      method: "tasks.get",
+      params: { taskId, waitMs: 5000 },
+    }));
     expect(Buffer.byteLength(frame)).toBeLessThan(1024 * 1024); // under the frame limit
     const t0 = Date.now();
     for (let i = 0; i < 8; i++) client.sendRaw(frame);
@@ -82,9 +79,9 @@ describe("a flood of long-poll batches", () => {
     }
     expect(Date.now() - t0).toBeLessThan(5000); // refused, not held for the wait
     expect(worst).toBeLessThan(2000);
-    expect(gw.holding().longPolls).toBe(0);
+    expect(t.gw.holding().longPolls).toBe(0);
     // The turn that was running meanwhile was not disturbed.
-    expect((await waitTask(gw.url, taskId)).status).toBe("completed");
+    expect((await waitTask(t.url, taskId)).status).toBe("completed");
   });
 
   it("calls in flight per socket are capped: past 200 a frame's calls get GATEWAY_BUSY at once, unrun", async () => {
@@ -117,7 +114,7 @@ describe("a flood of long-poll batches", () => {
     const running = results.filter((a) => a.result.status === "running").length;
     expect(completed).toBe(MAX_LONG_POLLS);
     expect(running).toBe(200 - MAX_LONG_POLLS);
-    await eventually(async () => gw.holding().socketCalls === 0);
+    await eventually(async () => t.gw.holding().socketCalls === 0);
   });
 });
 
@@ -127,52 +124,52 @@ describe("long-poll waits", () => {
     const client = await clients.connect();
     const waits = Array.from({ length: 100 }, () => client.request("tasks.get", { taskId, waitMs: 20_000 }));
     const waits2 = Array.from({ length: 50 }, () => client.request("tasks.get", { taskId, waitMs: 20_000 }));
-    await eventually(async () => gw.holding().longPolls === MAX_LONG_POLLS);
+    await eventually(async () => t.gw.holding().longPolls === MAX_LONG_POLLS);
     // One watched task for all its waiters.
-    expect(gw.holding().watchedTasks).toBe(1);
+    expect(t.gw.holding().watchedTasks).toBe(1);
 
     // The instance holds no more: REST and JSON-RPC long-polls answer at once with the state.
     const t0 = Date.now();
-    const rest = await call(gw.url, "GET", `/v1/tasks/${taskId}?waitMs=20000`);
+    const rest = await call(t.url, "GET", `/v1/tasks/${taskId}?waitMs=20000`);
     const rpc = await client.call("tasks.get", { taskId, waitMs: 20_000 });
     expect(Date.now() - t0).toBeLessThan(5000);
     expect(rest.status).toBe(200);
     expect(rest.body.status).toBe("running");
     expect(rpc.status).toBe("running");
-    expect(gw.holding().longPolls).toBe(MAX_LONG_POLLS);
+    expect(t.gw.holding().longPolls).toBe(MAX_LONG_POLLS);
 
     // A change answers every waiter, promptly, with the new state.
-    const cancel = await call(gw.url, "POST", `/v1/tasks/${taskId}/cancel`);
+    const cancel = await call(t.url, "POST", `/v1/tasks/${taskId}/cancel`);
     expect(cancel.status).toBe(200);
     const answers = await Promise.all([...waits, ...waits2]);
     for (const a of answers) expect(["cancelling", "cancelled"]).toContain(a.result.status);
-    await eventually(async () => gw.holding().longPolls === 0 && gw.holding().watchedTasks === 0);
+    await eventually(async () => t.gw.holding().longPolls === 0 && t.gw.holding().watchedTasks === 0);
   });
 
   it("a wait that runs out answers with the state at its end", async () => {
     const { taskId } = await runningTask(60_000);
     let answered = false;
     // Half the agent's own sleep, which runs on the same clock.
-    const held = call(gw.url, "GET", `/v1/tasks/${taskId}?waitMs=30000`).finally(() => {
+    const held = call(t.url, "GET", `/v1/tasks/${taskId}?waitMs=30000`).finally(() => {
       answered = true;
     });
-    await eventually(async () => gw.holding().longPolls === 1);
+    await eventually(async () => t.gw.holding().longPolls === 1);
     expect(answered).toBe(false);
-    await gw.clock.advance(30_000);
+    await t.clock.advance(30_000);
     const r = await held;
     expect(r.body.status).toBe("running");
-    expect(gw.holding().longPolls).toBe(0);
-    await call(gw.url, "POST", `/v1/tasks/${taskId}/cancel`);
-    expect((await waitTask(gw.url, taskId)).status).toBe("cancelled");
+    expect(t.gw.holding().longPolls).toBe(0);
+    await call(t.url, "POST", `/v1/tasks/${taskId}/cancel`);
+    expect((await waitTask(t.url, taskId)).status).toBe("cancelled");
   });
 });
 
 describe("POST /v1/rpc", () => {
-  const post = (body: string) => call(gw.url, "POST", "/v1/rpc", body, { "content-type": "application/json" });
+  const post = (body: string) => call(t.url, "POST", "/v1/rpc", body, { "content-type": "application/json" });
 
   it("a batch of 101 is one -32600 error and nothing in it runs; 100 run", async () => {
-    const sessionId = await createSession(gw.url, workspace);
-    const before = await counts(db.sql);
+    const sessionId = await createSession(t.url, t.workspace);
+    const before = await counts(t.sql);
     const tooMany = await post(
       batchOf(101, (i) => ({ id: i, method: "turns.submit", params: { sessionId, prompt: "hi" } })),
     );
@@ -181,7 +178,7 @@ describe("POST /v1/rpc", () => {
       id: null,
       error: { code: -32600, data: { reason: "batch_too_large" } },
     });
-    expect(await counts(db.sql)).toEqual(before);
+    expect(await counts(t.sql)).toEqual(before);
     const fits = await post(batchOf(100, (i) => ({ id: i, method: "gate.status" })));
     expect(fits.body).toHaveLength(100);
     for (const a of fits.body) expect(a.result).toMatchObject({ maxActive: 4 });

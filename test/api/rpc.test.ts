@@ -4,34 +4,23 @@
  * GATEWAY_BUSY is easy to reach.
  */
 import { randomUUID } from "node:crypto";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, startTestGateway } from "../support/gateway.js";
-import { counts, tempWorkspace, waitTask, cancelOpenTasks } from "../support/turns.js";
+import { describe, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
+import { call } from "../support/gateway.js";
+import { counts, waitTask } from "../support/turns.js";
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
-let nextId = 1;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url, {
+const gt = useGateway({
+  env: {
     MOORING_POLL_MS: "100",
     MOORING_MAX_ACTIVE: "1",
     MOORING_MAX_QUEUED: "1",
-  });
-  workspace = await tempWorkspace();
+  },
+  workspace: true,
+  cancelOpenTasks: true,
 });
-// A failed test must not leave slots taken for the next one.
-afterEach(() => cancelOpenTasks(gw.url, db.sql));
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-});
+let nextId = 1;
 
-const post = (body: unknown) => call(gw.url, "POST", "/v1/rpc", body, { "content-type": "application/json" });
+const post = (body: unknown) => call(gt.url, "POST", "/v1/rpc", body, { "content-type": "application/json" });
 
 /** One call; returns the whole response object (result or error). */
 async function rpc(method: string, params?: unknown): Promise<any> {
@@ -51,7 +40,11 @@ async function ok(method: string, params?: unknown): Promise<any> {
 
 describe("methods", () => {
   it("sessions.*, turns.submit, tasks.get (with waitMs), tasks.list, tasks.cancel, gate.status", async () => {
-    const session = await ok("sessions.create", { workspace, agent: "simulated", title: "rpc" });
+    const session = await ok("sessions.create", {
+      workspace: gt.workspace,
+      agent: "simulated",
+      title: "rpc",
+    });
     expect(session).toMatchObject({ agent: "simulated", title: "rpc", status: "idle" });
     expect((await ok("sessions.get", { sessionId: session.id })).turns).toEqual([]);
     const list = await ok("sessions.list", { limit: 200 });
@@ -70,7 +63,7 @@ describe("methods", () => {
     expect((await ok("turns.submit", { sessionId: session.id, prompt: "x", idempotencyKey: "k" })).id).toBe(
       again.id,
     );
-    await waitTask(gw.url, again.id);
+    await waitTask(gt.url, again.id);
 
     const tasks = await ok("tasks.list", { sessionId: session.id });
     expect(tasks.items.map((t: any) => t.id)).toEqual([again.id, task.id]);
@@ -97,7 +90,7 @@ describe("methods", () => {
     expect(["cancelling", "cancelled"]).toContain(cancelling.status);
     const cancelled = await ok("tasks.get", { taskId: hang.id, waitMs: 10_000 });
     expect(["cancelling", "cancelled"]).toContain(cancelled.status);
-    expect((await waitTask(gw.url, hang.id)).error.code).toBe("CANCELLED");
+    expect((await waitTask(gt.url, hang.id)).error.code).toBe("CANCELLED");
     expect((await ok("tasks.cancel", { taskId: hang.id })).status).toBe("cancelled");
 
     const archived = await ok("sessions.archive", { sessionId: session.id });
@@ -108,26 +101,26 @@ describe("methods", () => {
   });
 
   it("GATEWAY_BUSY uses -32002 with data {code, reason: queue_full}, and nothing is written", async () => {
-    const a = await ok("sessions.create", { workspace, agent: "simulated" });
-    const b = await ok("sessions.create", { workspace, agent: "simulated" });
-    const c = await ok("sessions.create", { workspace, agent: "simulated" });
+    const a = await ok("sessions.create", { workspace: gt.workspace, agent: "simulated" });
+    const b = await ok("sessions.create", { workspace: gt.workspace, agent: "simulated" });
+    const c = await ok("sessions.create", { workspace: gt.workspace, agent: "simulated" });
     const running = await ok("turns.submit", { sessionId: a.id, prompt: "[hang]" });
     const queued = await ok("turns.submit", { sessionId: b.id, prompt: "[sleep 10]" });
     expect([running.status, queued.status]).toEqual(["running", "queued"]);
-    const before = await counts(db.sql);
+    const before = await counts(gt.sql);
     const busy = await rpc("turns.submit", { sessionId: c.id, prompt: "[sleep 10]" });
     expect(busy.error.code).toBe(-32002);
     expect(busy.error.data).toMatchObject({ code: "GATEWAY_BUSY", reason: "queue_full" });
     expect(typeof busy.error.message).toBe("string");
-    expect(await counts(db.sql)).toEqual(before);
+    expect(await counts(gt.sql)).toEqual(before);
     await ok("tasks.cancel", { taskId: queued.id });
     await ok("tasks.cancel", { taskId: running.id });
-    expect((await waitTask(gw.url, running.id)).status).toBe("cancelled");
+    expect((await waitTask(gt.url, running.id)).status).toBe("cancelled");
   });
 
   it("domain and validation errors carry data.code; nothing is written", async () => {
-    const session = await ok("sessions.create", { workspace, agent: "simulated" });
-    const before = await counts(db.sql);
+    const session = await ok("sessions.create", { workspace: gt.workspace, agent: "simulated" });
+    const before = await counts(gt.sql);
     const cases: [string, unknown, number, string][] = [
       ["sessions.get", { sessionId: randomUUID() }, -32004, "SESSION_NOT_FOUND"],
       ["tasks.get", { taskId: randomUUID() }, -32004, "TASK_NOT_FOUND"],
@@ -146,7 +139,7 @@ describe("methods", () => {
       ["tasks.get", { taskId: randomUUID(), waitMs: 60_001 }, -32602, "INVALID_REQUEST"],
       ["tasks.get", { taskId: 5 }, -32602, "INVALID_REQUEST"],
       ["tasks.get", {}, -32602, "INVALID_REQUEST"],
-      ["sessions.create", { workspace, agent: "nobody" }, -32602, "INVALID_REQUEST"],
+      ["sessions.create", { workspace: gt.workspace, agent: "nobody" }, -32602, "INVALID_REQUEST"],
       ["gate.status", { extra: 1 }, -32602, "INVALID_REQUEST"],
       ["tasks.list", { status: "done" }, -32602, "INVALID_REQUEST"],
       ["gate.status", [1, 2], -32602, "INVALID_REQUEST"],
@@ -164,13 +157,13 @@ describe("methods", () => {
     }
     const socketOnly = await rpc("events.subscribe", { sessionId: session.id });
     expect(socketOnly.error.message).toMatch(/socket|ws/i);
-    expect(await counts(db.sql)).toEqual(before);
+    expect(await counts(gt.sql)).toEqual(before);
   });
 });
 
 describe("envelopes", () => {
   it("parse error -32700 with id null; invalid requests -32600; unknown method -32601", async () => {
-    const parse = await call(gw.url, "POST", "/v1/rpc", '{"jsonrpc": "2.0", "method": ', {
+    const parse = await call(gt.url, "POST", "/v1/rpc", '{"jsonrpc": "2.0", "method": ', {
       "content-type": "application/json",
     });
     expect(parse.status).toBe(200);
@@ -244,10 +237,10 @@ describe("envelopes", () => {
   });
 
   it("a notification is still carried out", async () => {
-    const session = await ok("sessions.create", { workspace, agent: "simulated" });
+    const session = await ok("sessions.create", { workspace: gt.workspace, agent: "simulated" });
     const hang = await ok("turns.submit", { sessionId: session.id, prompt: "[hang]" });
     const r = await post({ jsonrpc: "2.0", method: "tasks.cancel", params: { taskId: hang.id } });
     expect(r.status).toBe(204);
-    expect((await waitTask(gw.url, hang.id)).status).toBe("cancelled");
+    expect((await waitTask(gt.url, hang.id)).status).toBe("cancelled");
   });
 });

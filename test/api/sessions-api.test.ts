@@ -1,33 +1,18 @@
 /** The sessions API (docs/api.md: Resources and states, Routes, Errors): bad input of every kind, pagination, filters, archive. */
-import { mkdir, mkdtemp, realpath, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { type Answer, call, startTestGateway } from "../support/gateway.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
+import { type Answer, call } from "../support/gateway.js";
 import { createSession, submitPrompt, waitTask } from "../support/turns.js";
 
 const BODY_LIMIT = 4096;
 const UNKNOWN_ID = "00000000-0000-4000-8000-000000000000";
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
+const t = useGateway({ env: { MOORING_BODY_LIMIT_BYTES: String(BODY_LIMIT) }, workspace: true });
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url, { MOORING_BODY_LIMIT_BYTES: String(BODY_LIMIT) });
-  workspace = await realpath(await mkdtemp(join(tmpdir(), "mooring-sessions-")));
-});
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-  if (workspace) await rm(workspace, { recursive: true, force: true });
-});
-
-const sessionCount = async () => (await db.sql`select count(*)::int as n from sessions`)[0].n as number;
-const taskCount = async () => (await db.sql`select count(*)::int as n from tasks`)[0].n as number;
+const sessionCount = async () => (await t.sql`select count(*)::int as n from sessions`)[0].n as number;
+const taskCount = async () => (await t.sql`select count(*)::int as n from tasks`)[0].n as number;
 
 /** A refusal in the one error shape, with no stack trace anywhere. */
 function expectError(r: Answer, status: number, code: string, field?: string): void {
@@ -46,8 +31,8 @@ function expectError(r: Answer, status: number, code: string, field?: string): v
 
 describe("POST /v1/sessions", () => {
   it("creates a session with every field", async () => {
-    const r = await call(gw.url, "POST", "/v1/sessions", {
-      workspace: `${workspace}/`,
+    const r = await call(t.url, "POST", "/v1/sessions", {
+      workspace: `${t.workspace}/`,
       agent: "simulated",
       agentConfig: { contextSuffix: true },
       title: "first",
@@ -55,7 +40,7 @@ describe("POST /v1/sessions", () => {
     });
     expect(r.status).toBe(201);
     expect(r.body).toMatchObject({
-      workspace,
+      workspace: t.workspace,
       agent: "simulated",
       agentConfig: { contextSuffix: true },
       title: "first",
@@ -69,7 +54,7 @@ describe("POST /v1/sessions", () => {
     expect(r.body.id).toMatch(/^[0-9a-f-]{36}$/);
     for (const at of ["createdAt", "updatedAt", "lastActivityAt"])
       expect(Date.parse(r.body[at])).not.toBeNaN();
-    const got = await call(gw.url, "GET", `/v1/sessions/${r.body.id}`);
+    const got = await call(t.url, "GET", `/v1/sessions/${r.body.id}`);
     expect(got.status).toBe(200);
     expect(got.body).toMatchObject({ ...r.body, turns: [] });
   });
@@ -167,13 +152,13 @@ describe("POST /v1/sessions", () => {
     ],
   ])("refuses %s and writes nothing", async (_what, body, status, code, field, headers = {}) => {
     const before = await sessionCount();
-    const r = await call(gw.url, "POST", "/v1/sessions", body, headers);
+    const r = await call(t.url, "POST", "/v1/sessions", body, headers);
     expectError(r, status, code, field);
     expect(await sessionCount()).toBe(before);
   });
 
   it("names the registered agents when the agent is unknown", async () => {
-    const r = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "gemini" });
+    const r = await call(t.url, "POST", "/v1/sessions", { workspace: t.workspace, agent: "gemini" });
     expectError(r, 400, "INVALID_REQUEST", "agent");
     expect(r.body.error.message).toMatch(/simulated/);
     expect(r.body.error.message).toMatch(/claude-code/);
@@ -181,10 +166,10 @@ describe("POST /v1/sessions", () => {
 
   it("accepts application/json with a charset", async () => {
     const r = await call(
-      gw.url,
+      t.url,
       "POST",
       "/v1/sessions",
-      { workspace, agent: "simulated" },
+      { workspace: t.workspace, agent: "simulated" },
       {
         "content-type": "application/json; charset=utf-8",
       },
@@ -203,7 +188,7 @@ describe("unknown sessions and routes", () => {
     ["POST", "/v1/sessions/not-a-uuid/turns", { prompt: "hi" }],
   ])("%s %s answers 404 SESSION_NOT_FOUND", async (method, path, body) => {
     const [sessions, tasks] = [await sessionCount(), await taskCount()];
-    expectError(await call(gw.url, method, path, body), 404, "SESSION_NOT_FOUND");
+    expectError(await call(t.url, method, path, body), 404, "SESSION_NOT_FOUND");
     expect([await sessionCount(), await taskCount()]).toEqual([sessions, tasks]);
   });
 
@@ -211,7 +196,7 @@ describe("unknown sessions and routes", () => {
     ["GET", "/v1/nothing-here"],
     ["GET", "/nothing"],
   ])("%s %s answers 404 in the same error shape", async (method, path) => {
-    const r = await call(gw.url, method, path);
+    const r = await call(t.url, method, path);
     expectError(r, 404, "NOT_FOUND");
     expect(r.body.error.message).toContain(path);
   });
@@ -220,14 +205,14 @@ describe("unknown sessions and routes", () => {
     ["PUT", "/v1/sessions", "GET, HEAD, POST"],
     ["PATCH", `/v1/sessions/${UNKNOWN_ID}`, "DELETE, GET, HEAD"],
   ])("%s %s (a known path) answers 405 with Allow in the same error shape", async (method, path, allow) => {
-    const r = await call(gw.url, method, path);
+    const r = await call(t.url, method, path);
     expectError(r, 405, "METHOD_NOT_ALLOWED");
     expect(r.headers.get("allow")).toBe(allow);
     expect(r.body.error.message).toContain(path);
   });
 
   it("refuses a bad turn body with the offending field, writing nothing", async () => {
-    const sessionId = await createSession(gw.url, workspace);
+    const sessionId = await createSession(t.url, t.workspace);
     const tasks = await taskCount();
     const cases: [unknown, string | undefined][] = [
       [{}, "prompt"],
@@ -240,21 +225,21 @@ describe("unknown sessions and routes", () => {
     ];
     for (const [body, field] of cases) {
       expectError(
-        await call(gw.url, "POST", `/v1/sessions/${sessionId}/turns`, body),
+        await call(t.url, "POST", `/v1/sessions/${sessionId}/turns`, body),
         400,
         "INVALID_REQUEST",
         field,
       );
     }
     expect(await taskCount()).toBe(tasks);
-    expect((await call(gw.url, "GET", `/v1/sessions/${sessionId}`)).body.lastSeq).toBe(0);
+    expect((await call(t.url, "GET", `/v1/sessions/${sessionId}`)).body.lastSeq).toBe(0);
   });
 });
 
 describe("GET /v1/sessions", () => {
   let pageWorkspace: string;
   beforeAll(async () => {
-    pageWorkspace = join(workspace, "paged");
+    pageWorkspace = join(t.workspace, "paged");
     await mkdir(pageWorkspace);
   });
 
@@ -266,16 +251,16 @@ describe("GET /v1/sessions", () => {
     ["limit=ten", "limit"],
     ["status=sleeping", "status"],
   ])("refuses ?%s", async (query, field) => {
-    expectError(await call(gw.url, "GET", `/v1/sessions?${query}`), 400, "INVALID_REQUEST", field);
+    expectError(await call(t.url, "GET", `/v1/sessions?${query}`), 400, "INVALID_REQUEST", field);
   });
 
   it("ignores a query parameter it does not name (docs/api.md, Routes)", async () => {
-    expect((await call(gw.url, "GET", "/v1/sessions?colour=blue")).status).toBe(200);
+    expect((await call(t.url, "GET", "/v1/sessions?colour=blue")).status).toBe(200);
   });
 
   it("refuses a relative workspace filter", async () => {
     expectError(
-      await call(gw.url, "GET", "/v1/sessions?workspace=rel/path"),
+      await call(t.url, "GET", "/v1/sessions?workspace=rel/path"),
       400,
       "INVALID_WORKSPACE",
       "workspace",
@@ -285,10 +270,10 @@ describe("GET /v1/sessions", () => {
   it("pages through every session with limit 3: none missing, none twice, newest first", async () => {
     // Created together, so several share a millisecond: the id breaks the tie.
     await Promise.all(
-      Array.from({ length: 7 }, (_, i) => createSession(gw.url, pageWorkspace, { title: `p${i}` })),
+      Array.from({ length: 7 }, (_, i) => createSession(t.url, pageWorkspace, { title: `p${i}` })),
     );
     const expected = (
-      await db.sql`select id from sessions order by date_trunc('milliseconds', created_at) desc, id desc`
+      await t.sql`select id from sessions order by date_trunc('milliseconds', created_at) desc, id desc`
     ).map((r) => r.id as string);
     expect(expected.length).toBeGreaterThanOrEqual(7);
 
@@ -296,7 +281,7 @@ describe("GET /v1/sessions", () => {
     let cursor: string | null = null;
     let pages = 0;
     do {
-      const r: Answer = await call(gw.url, "GET", `/v1/sessions?limit=3${cursor ? `&cursor=${cursor}` : ""}`);
+      const r: Answer = await call(t.url, "GET", `/v1/sessions?limit=3${cursor ? `&cursor=${cursor}` : ""}`);
       expect(r.status).toBe(200);
       expect(r.body.items.length).toBeLessThanOrEqual(3);
       seen.push(...r.body.items.map((s: { id: string }) => s.id));
@@ -311,7 +296,7 @@ describe("GET /v1/sessions", () => {
     cursor = null;
     do {
       const q = `workspace=${encodeURIComponent(pageWorkspace)}&limit=3${cursor ? `&cursor=${cursor}` : ""}`;
-      const r: Answer = await call(gw.url, "GET", `/v1/sessions?${q}`);
+      const r: Answer = await call(t.url, "GET", `/v1/sessions?${q}`);
       filtered.push(...r.body.items.map((s: { id: string }) => s.id));
       cursor = r.body.nextCursor;
     } while (cursor);
@@ -321,34 +306,34 @@ describe("GET /v1/sessions", () => {
 
   it("filters by workspace, normalizing the filter", async () => {
     const r = await call(
-      gw.url,
+      t.url,
       "GET",
-      `/v1/sessions?workspace=${encodeURIComponent(`${workspace}//./paged/`)}&limit=50`,
+      `/v1/sessions?workspace=${encodeURIComponent(`${t.workspace}//./paged/`)}&limit=50`,
     );
     expect(r.status).toBe(200);
     expect(r.body.items).toHaveLength(7);
     for (const s of r.body.items) expect(s.workspace).toBe(pageWorkspace);
     expect(r.body.nextCursor).toBeNull();
     const none = await call(
-      gw.url,
+      t.url,
       "GET",
-      `/v1/sessions?workspace=${encodeURIComponent(join(workspace, "elsewhere"))}`,
+      `/v1/sessions?workspace=${encodeURIComponent(join(t.workspace, "elsewhere"))}`,
     );
     expect(none.body).toEqual({ items: [], nextCursor: null });
   });
 
   it("filters by status: idle, busy (a queued or running turn) and archived", async () => {
-    const filterWs = join(workspace, "filters");
+    const filterWs = join(t.workspace, "filters");
     await mkdir(filterWs);
-    const idle = await createSession(gw.url, filterWs);
-    const busy = await createSession(gw.url, filterWs);
-    const archived = await createSession(gw.url, filterWs);
-    const turn = await submitPrompt(gw.url, busy, "[hang]");
-    expect((await call(gw.url, "DELETE", `/v1/sessions/${archived}`)).status).toBe(200);
+    const idle = await createSession(t.url, filterWs);
+    const busy = await createSession(t.url, filterWs);
+    const archived = await createSession(t.url, filterWs);
+    const turn = await submitPrompt(t.url, busy, "[hang]");
+    expect((await call(t.url, "DELETE", `/v1/sessions/${archived}`)).status).toBe(200);
 
     const ids = async (status: string) =>
       (
-        await call(gw.url, "GET", `/v1/sessions?workspace=${encodeURIComponent(filterWs)}&status=${status}`)
+        await call(t.url, "GET", `/v1/sessions?workspace=${encodeURIComponent(filterWs)}&status=${status}`)
       ).body.items.map((s: { id: string; status: string }) => {
         expect(s.status).toBe(status);
         return s.id;
@@ -358,8 +343,8 @@ describe("GET /v1/sessions", () => {
     expect(await ids("archived")).toEqual([archived]);
 
     // Archiving the busy one cancels its turn and makes it archived, not busy.
-    expect((await call(gw.url, "DELETE", `/v1/sessions/${busy}`)).body.status).toBe("archived");
-    expect((await waitTask(gw.url, turn.id)).status).toBe("cancelled");
+    expect((await call(t.url, "DELETE", `/v1/sessions/${busy}`)).body.status).toBe("archived");
+    expect((await waitTask(t.url, turn.id)).status).toBe("cancelled");
     expect(await ids("busy")).toEqual([]);
     expect((await ids("archived")).sort()).toEqual([busy, archived].sort());
   });
@@ -367,29 +352,29 @@ describe("GET /v1/sessions", () => {
 
 describe("DELETE /v1/sessions/:id", () => {
   it("archives: GET shows it, a turn gets 409 SESSION_ARCHIVED, a second DELETE changes nothing", async () => {
-    const sessionId = await createSession(gw.url, workspace, { title: "to archive" });
-    const del = await call(gw.url, "DELETE", `/v1/sessions/${sessionId}`);
+    const sessionId = await createSession(t.url, t.workspace, { title: "to archive" });
+    const del = await call(t.url, "DELETE", `/v1/sessions/${sessionId}`);
     expect(del.status).toBe(200);
     expect(del.body).toMatchObject({ id: sessionId, status: "archived", title: "to archive" });
 
-    const got = await call(gw.url, "GET", `/v1/sessions/${sessionId}`);
+    const got = await call(t.url, "GET", `/v1/sessions/${sessionId}`);
     expect(got.status).toBe(200);
     expect(got.body.status).toBe("archived");
-    const [row] = await db.sql`select archived_at from sessions where id = ${sessionId}`;
+    const [row] = await t.sql`select archived_at from sessions where id = ${sessionId}`;
     expect(row.archivedAt).toBeInstanceOf(Date);
 
     const tasks = await taskCount();
     expectError(
-      await call(gw.url, "POST", `/v1/sessions/${sessionId}/turns`, { prompt: "hello" }),
+      await call(t.url, "POST", `/v1/sessions/${sessionId}/turns`, { prompt: "hello" }),
       409,
       "SESSION_ARCHIVED",
     );
     expect(await taskCount()).toBe(tasks);
 
-    const again = await call(gw.url, "DELETE", `/v1/sessions/${sessionId}`);
+    const again = await call(t.url, "DELETE", `/v1/sessions/${sessionId}`);
     expect(again.status).toBe(200);
     expect(again.body.status).toBe("archived");
-    const [after] = await db.sql`select archived_at from sessions where id = ${sessionId}`;
+    const [after] = await t.sql`select archived_at from sessions where id = ${sessionId}`;
     expect(after.archivedAt).toEqual(row.archivedAt);
   });
 });

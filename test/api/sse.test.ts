@@ -1,22 +1,11 @@
-/**
- * GET /v1/sessions/:id/events (docs/api.md: Routes, Streaming): Server-Sent Events with `retry:` first,
- * `id:` = seq, heartbeat comments, replay then live, and resume with Last-Event-ID or afterSeq.
- */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { startTestGateway } from "../support/gateway.js";
+import { afterAll, describe, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
 import { createSession, submitPrompt, waitTask } from "../support/turns.js";
 import { range } from "../support/ws-client.js";
 
 const HEARTBEAT_MS = 100;
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
+const t = useGateway({ env: { MOORING_SSE_HEARTBEAT_MS: String(HEARTBEAT_MS) }, workspace: true });
 const streams: SseStream[] = [];
 
 interface SseRecord {
@@ -129,32 +118,23 @@ function parseRecord(block: string): SseRecord {
 }
 
 async function logSeqs(sessionId: string): Promise<number[]> {
-  const rows = await db.sql<
+  const rows = await t.sql<
     { seq: number }[]
   >`select seq from events where session_id = ${sessionId} order by seq`;
   return rows.map((r) => r.seq);
 }
 
-const eventsUrl = (sessionId: string, query = "") => `${gw.url}/v1/sessions/${sessionId}/events${query}`;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url, { MOORING_SSE_HEARTBEAT_MS: String(HEARTBEAT_MS) });
-  workspace = await mkdtemp(join(tmpdir(), "mooring-sse-"));
-});
+const eventsUrl = (sessionId: string, query = "") => `${t.url}/v1/sessions/${sessionId}/events${query}`;
 
 afterAll(async () => {
   for (const s of streams) s.close();
-  await gw?.stop();
-  await db?.drop();
-  if (workspace) await rm(workspace, { recursive: true, force: true });
 });
 
 describe("SSE", () => {
   it("starts with retry:, then records with id: seq and the event as data, replayed then live", async () => {
-    const sessionId = await createSession(gw.url, workspace);
-    const done = (await submitPrompt(gw.url, sessionId, "[deltas 3] [tool 100]")).id;
-    await waitTask(gw.url, done);
+    const sessionId = await createSession(t.url, t.workspace);
+    const done = (await submitPrompt(t.url, sessionId, "[deltas 3] [tool 100]")).id;
+    await waitTask(t.url, done);
     const stream = await SseStream.open(eventsUrl(sessionId));
     expect(stream.status).toBe(200);
     expect(stream.headers?.get("content-type")).toMatch(/^text\/event-stream/);
@@ -164,7 +144,7 @@ describe("SSE", () => {
     expect(stream.raw.startsWith("retry: ")).toBe(true);
     expect(stream.records[0]).toEqual({ retry: expect.stringMatching(/^\d+$/), comments: [] });
 
-    const live = (await submitPrompt(gw.url, sessionId, "[deltas 5] [sleep 50] [tool 3000] [deltas 5]")).id;
+    const live = (await submitPrompt(t.url, sessionId, "[deltas 5] [sleep 50] [tool 3000] [deltas 5]")).id;
     await stream.waitForTerminal(live);
     const all = await logSeqs(sessionId);
     const withData = stream.records.filter((r) => r.data !== undefined);
@@ -179,7 +159,7 @@ describe("SSE", () => {
   });
 
   it("sends heartbeat comments on an idle stream", async () => {
-    const sessionId = await createSession(gw.url, workspace);
+    const sessionId = await createSession(t.url, t.workspace);
     const stream = await SseStream.open(eventsUrl(sessionId));
     await stream.until(() => stream.records.filter((r) => r.comments.includes("ping")).length >= 2, 5000);
     expect(stream.events).toEqual([]);
@@ -188,11 +168,11 @@ describe("SSE", () => {
   });
 
   it("resumes with Last-Event-ID: exactly the missing events, then live", async () => {
-    const sessionId = await createSession(gw.url, workspace);
+    const sessionId = await createSession(t.url, t.workspace);
     const first = await SseStream.open(eventsUrl(sessionId));
     const taskId = (
       await submitPrompt(
-        gw.url,
+        t.url,
         sessionId,
         "[deltas 5] [tool 200] [sleep 200] [deltas 5] [tool 200] [sleep 200] [deltas 5]",
       )
@@ -211,9 +191,9 @@ describe("SSE", () => {
   });
 
   it("resumes with afterSeq, and the later of afterSeq and Last-Event-ID wins", async () => {
-    const sessionId = await createSession(gw.url, workspace);
-    const taskId = (await submitPrompt(gw.url, sessionId, "[deltas 5] [tool 10] [tool 10] [tool 10]")).id;
-    await waitTask(gw.url, taskId);
+    const sessionId = await createSession(t.url, t.workspace);
+    const taskId = (await submitPrompt(t.url, sessionId, "[deltas 5] [tool 10] [tool 10] [tool 10]")).id;
+    await waitTask(t.url, taskId);
     const all = await logSeqs(sessionId);
     const after = await SseStream.open(eventsUrl(sessionId, "?afterSeq=3"));
     await after.waitForTerminal(taskId);
@@ -225,7 +205,7 @@ describe("SSE", () => {
   });
 
   it("refuses a bad Last-Event-ID, an unknown session, and a cursor older than the retained log", async () => {
-    const sessionId = await createSession(gw.url, workspace);
+    const sessionId = await createSession(t.url, t.workspace);
     const bad = await SseStream.open(eventsUrl(sessionId), { "last-event-id": "abc" });
     expect(bad.status).toBe(400);
     expect(JSON.parse(bad.raw).error.code).toBe("INVALID_REQUEST");
@@ -234,10 +214,10 @@ describe("SSE", () => {
     expect(missing.status).toBe(404);
     expect(JSON.parse(missing.raw).error.code).toBe("SESSION_NOT_FOUND");
 
-    const taskId = (await submitPrompt(gw.url, sessionId, "[deltas 2] [tool 10]")).id;
-    await waitTask(gw.url, taskId);
-    await db.sql`update sessions set pruned_seq = 2 where id = ${sessionId}`;
-    await db.sql`delete from events where session_id = ${sessionId} and seq <= 2`;
+    const taskId = (await submitPrompt(t.url, sessionId, "[deltas 2] [tool 10]")).id;
+    await waitTask(t.url, taskId);
+    await t.sql`update sessions set pruned_seq = 2 where id = ${sessionId}`;
+    await t.sql`delete from events where session_id = ${sessionId} and seq <= 2`;
     const stale = await SseStream.open(eventsUrl(sessionId, "?afterSeq=1"));
     expect(stale.status).toBe(409);
     expect(JSON.parse(stale.raw).error.code).toBe("RESYNC_REQUIRED");

@@ -3,46 +3,34 @@
  * filters and cursors, the gate, and bad input that writes nothing.
  */
 import { randomUUID } from "node:crypto";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, eventually, startTestGateway, type TestGateway } from "../support/gateway.js";
+import { describe, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
+import { call, eventually } from "../support/gateway.js";
 import {
   counts,
   createSession,
   submit,
   submitOk,
   taskEventTypes,
-  tempWorkspace,
   waitStatus,
   waitTask,
-  cancelOpenTasks,
 } from "../support/turns.js";
 
 const MAX_PROMPT = 200;
-let db: TestDatabase;
-let gw: TestGateway;
-let workspace: string;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url, {
+const gt = useGateway({
+  env: {
     MOORING_POLL_MS: "100",
     MOORING_MAX_PROMPT_CHARS: String(MAX_PROMPT),
-  });
-  workspace = await tempWorkspace();
-});
-// A failed test must not leave slots taken for the next one.
-afterEach(() => cancelOpenTasks(gw.url, db.sql));
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
+  },
+  workspace: true,
+  cancelOpenTasks: true,
 });
 
 describe("results", () => {
   it("a completed task carries the final text, stop reason and usage", async () => {
-    const s = await createSession(gw.url, workspace);
-    const t = await submitOk(gw.url, s, { prompt: "[deltas 2] [tokens 50000]" });
-    const done = await waitTask(gw.url, t.id);
+    const s = await createSession(gt.url, gt.workspace);
+    const t = await submitOk(gt.url, s, { prompt: "[deltas 2] [tokens 50000]" });
+    const done = await waitTask(gt.url, t.id);
     expect(done.status).toBe("completed");
     expect(done.error).toBeNull();
     expect(done.result).toEqual({
@@ -53,34 +41,34 @@ describe("results", () => {
     });
     expect(done.pollAfterMs).toBeNull();
     expect(done.finishedAt).not.toBeNull();
-    const [terminal] = await db.sql<{ data: any }[]>`
+    const [terminal] = await gt.sql<{ data: any }[]>`
       select data from events where task_id = ${t.id} and type = 'task.completed'`;
     expect(terminal.data.result).toEqual(done.result);
   });
 
   it("failures carry a spec code and a readable message; a crashed agent does not poison the session", async () => {
-    const s = await createSession(gw.url, workspace);
-    const failed = await waitTask(gw.url, (await submitOk(gw.url, s, { prompt: "[fail AGENT_ERROR]" })).id);
+    const s = await createSession(gt.url, gt.workspace);
+    const failed = await waitTask(gt.url, (await submitOk(gt.url, s, { prompt: "[fail AGENT_ERROR]" })).id);
     expect(failed.status).toBe("failed");
     expect(failed.error.code).toBe("AGENT_ERROR");
     expect(failed.error.message).toMatch(/\w+ \w+/);
     expect(failed.result).toBeNull();
 
     const tooLarge = await waitTask(
-      gw.url,
-      (await submitOk(gw.url, s, { prompt: "[fail CONTEXT_TOO_LARGE]" })).id,
+      gt.url,
+      (await submitOk(gt.url, s, { prompt: "[fail CONTEXT_TOO_LARGE]" })).id,
     );
     expect(tooLarge.status).toBe("failed");
     expect(tooLarge.error.code).toBe("CONTEXT_TOO_LARGE");
 
-    const crashed = await waitTask(gw.url, (await submitOk(gw.url, s, { prompt: "[deltas 1] [crash]" })).id);
+    const crashed = await waitTask(gt.url, (await submitOk(gt.url, s, { prompt: "[deltas 1] [crash]" })).id);
     expect(crashed.status).toBe("failed");
     expect(crashed.error.code).toBe("AGENT_CRASHED");
     expect(crashed.error.message).toMatch(/\w+ \w+/);
     expect(crashed.error.message).not.toMatch(/at .*\.ts:\d+/); // no stack trace
-    expect(await taskEventTypes(db.sql, crashed.id)).toContain("task.failed");
+    expect(await taskEventTypes(gt.sql, crashed.id)).toContain("task.failed");
 
-    const after = await waitTask(gw.url, (await submitOk(gw.url, s, { prompt: "still there?" })).id);
+    const after = await waitTask(gt.url, (await submitOk(gt.url, s, { prompt: "still there?" })).id);
     expect(after.status).toBe("completed");
     expect(after.turnIndex).toBe(3);
   });
@@ -88,43 +76,43 @@ describe("results", () => {
 
 describe("ifBusy", () => {
   it("reject answers 409 SESSION_BUSY and writes nothing; on an idle session it is accepted", async () => {
-    const s = await createSession(gw.url, workspace);
-    const idle = await submit(gw.url, s, { prompt: "[sleep 10]", ifBusy: "reject" });
+    const s = await createSession(gt.url, gt.workspace);
+    const idle = await submit(gt.url, s, { prompt: "[sleep 10]", ifBusy: "reject" });
     expect(idle.status).toBe(202);
-    await waitTask(gw.url, idle.body.id);
+    await waitTask(gt.url, idle.body.id);
 
-    const hang = await submitOk(gw.url, s, { prompt: "[hang]" });
+    const hang = await submitOk(gt.url, s, { prompt: "[hang]" });
     expect(hang.status).toBe("running");
-    const before = await counts(db.sql);
-    const refused = await submit(gw.url, s, { prompt: "second", ifBusy: "reject" });
+    const before = await counts(gt.sql);
+    const refused = await submit(gt.url, s, { prompt: "second", ifBusy: "reject" });
     expect(refused.status).toBe(409);
     expect(refused.body.error.code).toBe("SESSION_BUSY");
-    expect(await counts(db.sql)).toEqual(before);
+    expect(await counts(gt.sql)).toEqual(before);
 
-    await call(gw.url, "POST", `/v1/tasks/${hang.id}/cancel`);
-    expect((await waitTask(gw.url, hang.id)).status).toBe("cancelled");
+    await call(gt.url, "POST", `/v1/tasks/${hang.id}/cancel`);
+    expect((await waitTask(gt.url, hang.id)).status).toBe("cancelled");
   });
 
   it("interrupt cancels the running turn and runs the new one next, ahead of queued turns", async () => {
-    const s = await createSession(gw.url, workspace);
-    const t1 = await submitOk(gw.url, s, { prompt: "[hang]" });
-    const t2 = await submitOk(gw.url, s, { prompt: "[sleep 10] two" });
-    const t3 = await submitOk(gw.url, s, { prompt: "[sleep 10] three" });
+    const s = await createSession(gt.url, gt.workspace);
+    const t1 = await submitOk(gt.url, s, { prompt: "[hang]" });
+    const t2 = await submitOk(gt.url, s, { prompt: "[sleep 10] two" });
+    const t3 = await submitOk(gt.url, s, { prompt: "[sleep 10] three" });
     expect([t1.status, t2.status, t3.status]).toEqual(["running", "queued", "queued"]);
 
-    const t4 = await submit(gw.url, s, { prompt: "[sleep 10] four", ifBusy: "interrupt" });
+    const t4 = await submit(gt.url, s, { prompt: "[sleep 10] four", ifBusy: "interrupt" });
     expect(t4.status).toBe(202);
-    const [f1, f2, f3, f4] = await Promise.all([t1, t2, t3, t4.body].map((t) => waitTask(gw.url, t.id)));
+    const [f1, f2, f3, f4] = await Promise.all([t1, t2, t3, t4.body].map((t) => waitTask(gt.url, t.id)));
     expect(f1.status).toBe("cancelled");
     expect(f1.error.code).toBe("CANCELLED");
     for (const t of [f2, f3, f4]) expect(t.status).toBe("completed");
 
-    const started = await db.sql<{ taskId: string }[]>`
+    const started = await gt.sql<{ taskId: string }[]>`
       select task_id from events where session_id = ${s} and type = 'task.started' order by seq`;
     expect(started.map((e) => e.taskId)).toEqual([t1.id, t4.body.id, t2.id, t3.id]);
-    const [firstEnd] = await db.sql<{ seq: number }[]>`
+    const [firstEnd] = await gt.sql<{ seq: number }[]>`
       select seq from events where task_id = ${t1.id} and type = 'task.cancelled'`;
-    const [secondStart] = await db.sql<{ seq: number }[]>`
+    const [secondStart] = await gt.sql<{ seq: number }[]>`
       select seq from events where task_id = ${t4.body.id} and type = 'task.started'`;
     expect(secondStart.seq).toBeGreaterThan(firstEnd.seq);
   });
@@ -132,11 +120,11 @@ describe("ifBusy", () => {
 
 describe("idempotencyKey", () => {
   it("10 concurrent submits with one key make one task; every answer names it (one 202, the rest 200)", async () => {
-    const s = await createSession(gw.url, workspace);
+    const s = await createSession(gt.url, gt.workspace);
     const key = `retry-${randomUUID()}`;
     const answers = await Promise.all(
       Array.from({ length: 10 }, () =>
-        submit(gw.url, s, { prompt: "[sleep 300] once", idempotencyKey: key }),
+        submit(gt.url, s, { prompt: "[sleep 300] once", idempotencyKey: key }),
       ),
     );
     expect(answers.map((a) => a.status).sort()).toEqual([200, 200, 200, 200, 200, 200, 200, 200, 200, 202]);
@@ -144,20 +132,20 @@ describe("idempotencyKey", () => {
     expect(ids.size).toBe(1);
     const [id] = ids;
     for (const a of answers) expect(a.headers.get("location")).toBe(`/v1/tasks/${id}`);
-    const rows = await db.sql`select id from tasks where session_id = ${s}`;
+    const rows = await gt.sql`select id from tasks where session_id = ${s}`;
     expect(rows.map((r) => r.id)).toEqual([id]);
     const queuedEvents =
-      await db.sql`select seq from events where session_id = ${s} and type = 'task.queued'`;
+      await gt.sql`select seq from events where session_id = ${s} and type = 'task.queued'`;
     expect(queuedEvents).toHaveLength(1);
 
     // A retry after the task finished still gets that task back, not a second turn.
-    await waitTask(gw.url, id);
-    const late = await submit(gw.url, s, { prompt: "[sleep 300] once", idempotencyKey: key });
+    await waitTask(gt.url, id);
+    const late = await submit(gt.url, s, { prompt: "[sleep 300] once", idempotencyKey: key });
     expect(late.status).toBe(200);
     expect(late.body.id).toBe(id);
     expect(late.body.status).toBe("completed");
     // The key belongs to its session: another session gets its own task.
-    const other = await submit(gw.url, await createSession(gw.url, workspace), {
+    const other = await submit(gt.url, await createSession(gt.url, gt.workspace), {
       prompt: "x",
       idempotencyKey: key,
     });
@@ -166,72 +154,72 @@ describe("idempotencyKey", () => {
   });
 
   it("a repeated key on a session archived since answers its task with every ifBusy; a new key is refused", async () => {
-    const s = await createSession(gw.url, workspace);
+    const s = await createSession(gt.url, gt.workspace);
     const key = `archived-${randomUUID()}`;
-    const first = await submit(gw.url, s, { prompt: "[hang]", idempotencyKey: key });
+    const first = await submit(gt.url, s, { prompt: "[hang]", idempotencyKey: key });
     expect(first.status).toBe(202);
-    expect((await call(gw.url, "DELETE", `/v1/sessions/${s}`)).status).toBe(200);
+    expect((await call(gt.url, "DELETE", `/v1/sessions/${s}`)).status).toBe(200);
     for (const ifBusy of ["enqueue", "reject", "interrupt"]) {
-      const again = await submit(gw.url, s, { prompt: "[hang]", idempotencyKey: key, ifBusy });
+      const again = await submit(gt.url, s, { prompt: "[hang]", idempotencyKey: key, ifBusy });
       expect([ifBusy, again.status, again.body.id]).toEqual([ifBusy, 200, first.body.id]);
     }
-    const fresh = await submit(gw.url, s, { prompt: "x", idempotencyKey: `${key}-new` });
+    const fresh = await submit(gt.url, s, { prompt: "x", idempotencyKey: `${key}-new` });
     expect([fresh.status, fresh.body.error?.code]).toEqual([409, "SESSION_ARCHIVED"]);
-    const rows = await db.sql`select id from tasks where session_id = ${s}`;
+    const rows = await gt.sql`select id from tasks where session_id = ${s}`;
     expect(rows.map((r) => r.id)).toEqual([first.body.id]);
   });
 });
 
 describe("long-poll", () => {
   it("returns as soon as the task changes state, well before the wait ends", async () => {
-    const s = await createSession(gw.url, workspace);
-    const first = await submitOk(gw.url, s, { prompt: "[hang]" });
-    const second = await submitOk(gw.url, s, { prompt: "[sleep 10]" });
+    const s = await createSession(gt.url, gt.workspace);
+    const first = await submitOk(gt.url, s, { prompt: "[hang]" });
+    const second = await submitOk(gt.url, s, { prompt: "[sleep 10]" });
     expect(second.status).toBe("queued");
     let answered = false;
-    const poll = call(gw.url, "GET", `/v1/tasks/${second.id}?waitMs=60000`).finally(() => {
+    const poll = call(gt.url, "GET", `/v1/tasks/${second.id}?waitMs=60000`).finally(() => {
       answered = true;
     });
     // It holds while the first turn runs.
-    await eventually(async () => gw.holding().longPolls === 1);
+    await eventually(async () => gt.gw.holding().longPolls === 1);
     expect(answered).toBe(false);
     // The first turn ends; the second starts: the poll answers on that change, the clock unmoved.
-    await call(gw.url, "POST", `/v1/tasks/${first.id}/cancel`);
+    await call(gt.url, "POST", `/v1/tasks/${first.id}/cancel`);
     const r = await poll;
     expect(r.status).toBe(200);
     expect(r.body.status).not.toBe("queued");
-    expect((await waitTask(gw.url, first.id)).status).toBe("cancelled");
-    await waitTask(gw.url, second.id);
+    expect((await waitTask(gt.url, first.id)).status).toBe("cancelled");
+    await waitTask(gt.url, second.id);
   });
 
   it("returns at the end of the wait with the same status when nothing changes", async () => {
-    const s = await createSession(gw.url, workspace);
-    const hang = await submitOk(gw.url, s, { prompt: "[hang]" });
+    const s = await createSession(gt.url, gt.workspace);
+    const hang = await submitOk(gt.url, s, { prompt: "[hang]" });
     let answered = false;
-    const held = call(gw.url, "GET", `/v1/tasks/${hang.id}?waitMs=60000`).finally(() => {
+    const held = call(gt.url, "GET", `/v1/tasks/${hang.id}?waitMs=60000`).finally(() => {
       answered = true;
     });
-    await eventually(async () => gw.holding().longPolls === 1);
+    await eventually(async () => gt.gw.holding().longPolls === 1);
     expect(answered).toBe(false);
     // The wait's end, on the gateway's clock: the answer is the unchanged status.
-    await gw.clock.advance(60_000);
+    await gt.clock.advance(60_000);
     const r = await held;
     expect(r.status).toBe(200);
     expect(r.body.status).toBe("running");
 
     // A state change made by another request wakes a waiting poll.
-    const waiting = call(gw.url, "GET", `/v1/tasks/${hang.id}?waitMs=10000`);
+    const waiting = call(gt.url, "GET", `/v1/tasks/${hang.id}?waitMs=10000`);
     const t1 = Date.now();
-    await call(gw.url, "POST", `/v1/tasks/${hang.id}/cancel`);
+    await call(gt.url, "POST", `/v1/tasks/${hang.id}/cancel`);
     const woke = await waiting;
     expect(["cancelling", "cancelled"]).toContain(woke.body.status);
     expect(Date.now() - t1).toBeLessThan(4000);
-    const done = await waitTask(gw.url, hang.id);
+    const done = await waitTask(gt.url, hang.id);
     expect(done.status).toBe("cancelled");
 
     // On a terminal task the wait is skipped.
     const t2 = Date.now();
-    const again = await call(gw.url, "GET", `/v1/tasks/${hang.id}?waitMs=10000`);
+    const again = await call(gt.url, "GET", `/v1/tasks/${hang.id}?waitMs=10000`);
     expect(again.body.status).toBe("cancelled");
     expect(Date.now() - t2).toBeLessThan(1000);
   });
@@ -239,19 +227,19 @@ describe("long-poll", () => {
 
 describe("listing and the gate", () => {
   it("lists tasks newest first with sessionId and status filters and cursor pagination", async () => {
-    const s = await createSession(gw.url, workspace);
+    const s = await createSession(gt.url, gt.workspace);
     const ids: string[] = [];
     for (const prompt of ["one", "[fail AGENT_ERROR]", "three", "[fail AGENT_ERROR]", "five"]) {
-      const t = await submitOk(gw.url, s, { prompt });
+      const t = await submitOk(gt.url, s, { prompt });
       ids.push(t.id);
-      await waitTask(gw.url, t.id);
+      await waitTask(gt.url, t.id);
     }
     const seen: any[] = [];
     let cursor: string | null = null;
     let pages = 0;
     do {
       const q: string = `/v1/tasks?sessionId=${s}&limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`;
-      const page = await call(gw.url, "GET", q);
+      const page = await call(gt.url, "GET", q);
       expect(page.status).toBe(200);
       expect(page.body.items.length).toBeLessThanOrEqual(2);
       seen.push(...page.body.items);
@@ -262,102 +250,109 @@ describe("listing and the gate", () => {
     expect(seen.map((t) => t.id)).toEqual([...ids].reverse());
     for (const t of seen) expect(t.sessionId).toBe(s);
 
-    const failed = await call(gw.url, "GET", `/v1/tasks?sessionId=${s}&status=failed`);
+    const failed = await call(gt.url, "GET", `/v1/tasks?sessionId=${s}&status=failed`);
     expect(failed.body.items.map((t: any) => t.id)).toEqual([ids[3], ids[1]]);
     expect(failed.body.nextCursor).toBeNull();
-    const completed = await call(gw.url, "GET", `/v1/tasks?sessionId=${s}&status=completed`);
+    const completed = await call(gt.url, "GET", `/v1/tasks?sessionId=${s}&status=completed`);
     expect(completed.body.items).toHaveLength(3);
-    const none = await call(gw.url, "GET", `/v1/tasks?sessionId=${randomUUID()}`);
+    const none = await call(gt.url, "GET", `/v1/tasks?sessionId=${randomUUID()}`);
     expect(none.body).toEqual({ items: [], nextCursor: null });
     // Across sessions the filter by status alone works too.
-    const allFailed = await call(gw.url, "GET", "/v1/tasks?status=failed&limit=200");
+    const allFailed = await call(gt.url, "GET", "/v1/tasks?status=failed&limit=200");
     expect(allFailed.body.items.length).toBeGreaterThanOrEqual(2);
     for (const t of allFailed.body.items) expect(t.status).toBe("failed");
 
     for (const bad of ["status=done", "limit=0", "limit=201", "cursor=garbage", "sessionId="]) {
-      const r = await call(gw.url, "GET", `/v1/tasks?${bad}`);
+      const r = await call(gt.url, "GET", `/v1/tasks?${bad}`);
       expect(r.status, bad).toBe(400);
       expect(r.body.error.code, bad).toBe("INVALID_REQUEST");
     }
     // An unknown query parameter is ignored, as on every route (docs/api.md, Routes).
-    expect((await call(gw.url, "GET", "/v1/tasks?extra=1")).status).toBe(200);
+    expect((await call(gt.url, "GET", "/v1/tasks?extra=1")).status).toBe(200);
   });
 
   it("GET /v1/gate reports limits and live counts", async () => {
-    const s = await createSession(gw.url, workspace);
-    const hang = await submitOk(gw.url, s, { prompt: "[hang]" });
-    const gate = await call(gw.url, "GET", "/v1/gate");
+    const s = await createSession(gt.url, gt.workspace);
+    const hang = await submitOk(gt.url, s, { prompt: "[hang]" });
+    const gate = await call(gt.url, "GET", "/v1/gate");
     expect(gate.status).toBe(200);
-    expect(gate.body).toMatchObject({ maxActive: 5, maxQueued: 20, active: 1, queued: 0, waitingForInput: 0, queueTimeoutMs: 600000 });
+    expect(gate.body).toMatchObject({
+      maxActive: 5,
+      maxQueued: 20,
+      active: 1,
+      queued: 0,
+      waitingForInput: 0,
+      queueTimeoutMs: 600000,
+    });
     expect(gate.body.tenant).toEqual({ name: "default", active: 1, queued: 0, maxActive: 5, maxQueued: 20 });
-    await call(gw.url, "POST", `/v1/tasks/${hang.id}/cancel`);
-    await waitTask(gw.url, hang.id);
-    expect((await call(gw.url, "GET", "/v1/gate")).body.active).toBe(0);
+    await call(gt.url, "POST", `/v1/tasks/${hang.id}/cancel`);
+    await waitTask(gt.url, hang.id);
+    expect((await call(gt.url, "GET", "/v1/gate")).body.active).toBe(0);
   });
 });
 
 describe("bad input writes nothing", () => {
   it("answers the spec's codes", async () => {
-    const s = await createSession(gw.url, workspace);
-    const archived = await createSession(gw.url, workspace);
-    expect((await call(gw.url, "DELETE", `/v1/sessions/${archived}`)).status).toBe(200);
-    const done = await submitOk(gw.url, s, { prompt: "ok" });
-    await waitTask(gw.url, done.id);
+    const s = await createSession(gt.url, gt.workspace);
+    const archived = await createSession(gt.url, gt.workspace);
+    expect((await call(gt.url, "DELETE", `/v1/sessions/${archived}`)).status).toBe(200);
+    const done = await submitOk(gt.url, s, { prompt: "ok" });
+    await waitTask(gt.url, done.id);
 
-    const before = await counts(db.sql);
+    const before = await counts(gt.sql);
     const cases: [string, () => Promise<any>, number, string][] = [
-      ["unknown session", () => submit(gw.url, randomUUID(), { prompt: "x" }), 404, "SESSION_NOT_FOUND"],
-      ["not a session id", () => submit(gw.url, "nope", { prompt: "x" }), 404, "SESSION_NOT_FOUND"],
-      ["archived session", () => submit(gw.url, archived, { prompt: "x" }), 409, "SESSION_ARCHIVED"],
-      ["empty prompt", () => submit(gw.url, s, { prompt: "" }), 400, "INVALID_REQUEST"],
-      ["blank prompt", () => submit(gw.url, s, { prompt: "  \n " }), 400, "INVALID_REQUEST"],
-      ["missing prompt", () => submit(gw.url, s, {}), 400, "INVALID_REQUEST"],
+      ["unknown session", () => submit(gt.url, randomUUID(), { prompt: "x" }), 404, "SESSION_NOT_FOUND"],
+      ["not a session id", () => submit(gt.url, "nope", { prompt: "x" }), 404, "SESSION_NOT_FOUND"],
+      ["archived session", () => submit(gt.url, archived, { prompt: "x" }), 409, "SESSION_ARCHIVED"],
+      ["empty prompt", () => submit(gt.url, s, { prompt: "" }), 400, "INVALID_REQUEST"],
+      ["blank prompt", () => submit(gt.url, s, { prompt: "  \n " }), 400, "INVALID_REQUEST"],
+      ["missing prompt", () => submit(gt.url, s, {}), 400, "INVALID_REQUEST"],
       [
         "oversized prompt",
-        () => submit(gw.url, s, { prompt: "x".repeat(MAX_PROMPT + 1) }),
+        () => submit(gt.url, s, { prompt: "x".repeat(MAX_PROMPT + 1) }),
         400,
         "INVALID_REQUEST",
       ],
-      ["bad loadClass", () => submit(gw.url, s, { prompt: "x", loadClass: "huge" }), 400, "INVALID_REQUEST"],
-      ["bad ifBusy", () => submit(gw.url, s, { prompt: "x", ifBusy: "wait" }), 400, "INVALID_REQUEST"],
-      ["timeoutMs 0", () => submit(gw.url, s, { prompt: "x", timeoutMs: 0 }), 400, "INVALID_REQUEST"],
+      ["bad loadClass", () => submit(gt.url, s, { prompt: "x", loadClass: "huge" }), 400, "INVALID_REQUEST"],
+      ["bad ifBusy", () => submit(gt.url, s, { prompt: "x", ifBusy: "wait" }), 400, "INVALID_REQUEST"],
+      ["timeoutMs 0", () => submit(gt.url, s, { prompt: "x", timeoutMs: 0 }), 400, "INVALID_REQUEST"],
       [
         "timeoutMs > 60 min",
-        () => submit(gw.url, s, { prompt: "x", timeoutMs: 3_600_001 }),
+        () => submit(gt.url, s, { prompt: "x", timeoutMs: 3_600_001 }),
         400,
         "INVALID_REQUEST",
       ],
       [
         "timeoutMs fraction",
-        () => submit(gw.url, s, { prompt: "x", timeoutMs: 1.5 }),
+        () => submit(gt.url, s, { prompt: "x", timeoutMs: 1.5 }),
         400,
         "INVALID_REQUEST",
       ],
-      ["unknown field", () => submit(gw.url, s, { prompt: "x", priority: 1 }), 400, "INVALID_REQUEST"],
+      ["unknown field", () => submit(gt.url, s, { prompt: "x", priority: 1 }), 400, "INVALID_REQUEST"],
       [
         "not JSON",
         () =>
-          call(gw.url, "POST", `/v1/sessions/${s}/turns`, "{nope", { "content-type": "application/json" }),
+          call(gt.url, "POST", `/v1/sessions/${s}/turns`, "{nope", { "content-type": "application/json" }),
         400,
         "INVALID_REQUEST",
       ],
       [
         "waitMs too long",
-        () => call(gw.url, "GET", `/v1/tasks/${done.id}?waitMs=60001`),
+        () => call(gt.url, "GET", `/v1/tasks/${done.id}?waitMs=60001`),
         400,
         "INVALID_REQUEST",
       ],
       [
         "waitMs negative",
-        () => call(gw.url, "GET", `/v1/tasks/${done.id}?waitMs=-1`),
+        () => call(gt.url, "GET", `/v1/tasks/${done.id}?waitMs=-1`),
         400,
         "INVALID_REQUEST",
       ],
-      ["unknown task", () => call(gw.url, "GET", `/v1/tasks/${randomUUID()}`), 404, "TASK_NOT_FOUND"],
-      ["not a task id", () => call(gw.url, "GET", "/v1/tasks/nope"), 404, "TASK_NOT_FOUND"],
+      ["unknown task", () => call(gt.url, "GET", `/v1/tasks/${randomUUID()}`), 404, "TASK_NOT_FOUND"],
+      ["not a task id", () => call(gt.url, "GET", "/v1/tasks/nope"), 404, "TASK_NOT_FOUND"],
       [
         "cancel unknown task",
-        () => call(gw.url, "POST", `/v1/tasks/${randomUUID()}/cancel`),
+        () => call(gt.url, "POST", `/v1/tasks/${randomUUID()}/cancel`),
         404,
         "TASK_NOT_FOUND",
       ],
@@ -369,12 +364,12 @@ describe("bad input writes nothing", () => {
       expect(typeof r.body.error.message, name).toBe("string");
     }
     // The oversized prompt names its field and the limit.
-    const big = await submit(gw.url, s, { prompt: "x".repeat(MAX_PROMPT + 1) });
+    const big = await submit(gt.url, s, { prompt: "x".repeat(MAX_PROMPT + 1) });
     expect(big.body.error.message).toContain(String(MAX_PROMPT));
-    expect(await counts(db.sql)).toEqual(before);
+    expect(await counts(gt.sql)).toEqual(before);
     // A prompt of exactly the limit is fine.
-    const edge = await submit(gw.url, s, { prompt: "x".repeat(MAX_PROMPT) });
+    const edge = await submit(gt.url, s, { prompt: "x".repeat(MAX_PROMPT) });
     expect(edge.status).toBe(202);
-    await waitStatus(gw.url, edge.body.id, "completed");
+    await waitStatus(gt.url, edge.body.id, "completed");
   });
 });

@@ -5,24 +5,18 @@
  * a 1.05 MiB result) stays within the best published figures, measured on real sockets.
  */
 import { request } from "node:http";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, startTestGateway } from "../support/gateway.js";
+import { afterAll, describe, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
+import { call } from "../support/gateway.js";
 import { createSession, submitPrompt, waitTask } from "../support/turns.js";
 import { isTerminalEvent, range, seqs, WsClients } from "../support/ws-client.js";
 
 const KiB = 1024;
 const BUDGET = { snapshotWire: 7.3 * KiB, liveWire: 6.7 * KiB, liveDecoded: 58 * KiB, liveMessages: 9 };
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
-const clients = new WsClients(() => gw.url);
+const t = useGateway({ workspace: true });
+const clients = new WsClients(() => t.url);
 
 interface RawAnswer {
   status: number;
@@ -53,22 +47,13 @@ function rawGet(url: string, headers: Record<string, string> = {}): Promise<RawA
   });
 }
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url);
-  workspace = await mkdtemp(join(tmpdir(), "mooring-wire-"));
-});
-
 afterAll(async () => {
   await clients.closeAll();
-  await gw?.stop();
-  await db?.drop();
-  if (workspace) await rm(workspace, { recursive: true, force: true });
 });
 
 describe("previews", () => {
   it("a 1 MiB tool result (the simulated cap) travels as a ≤ 2 KiB preview with its size; the payload route has it all", async () => {
-    const sessionId = await createSession(gw.url, workspace);
+    const sessionId = await createSession(t.url, t.workspace);
     const client = await clients.connect();
     await client.call("events.subscribe", { sessionId });
     const task = await client.call("turns.submit", { sessionId, prompt: "[tool 1048576] [tool 300]" });
@@ -83,27 +68,27 @@ describe("previews", () => {
     // Every event on the wire is small.
     for (const frame of client.received) expect(frame.bytes).toBeLessThan(8 * KiB);
 
-    const payload = await call(gw.url, "GET", `/v1/sessions/${sessionId}/events/${big.seq}/payload`);
+    const payload = await call(t.url, "GET", `/v1/sessions/${sessionId}/events/${big.seq}/payload`);
     expect(payload.status).toBe(200);
     expect(payload.body).toMatchObject({ sessionId, seq: big.seq, type: "tool.result" });
     expect(payload.body.payload.output).toHaveLength(1_048_576);
     expect(payload.body.payload.output).toBe("x".repeat(1_048_576));
     // An event without a cut preview answers its own data.
-    const smallPayload = await call(gw.url, "GET", `/v1/sessions/${sessionId}/events/${small.seq}/payload`);
+    const smallPayload = await call(t.url, "GET", `/v1/sessions/${sessionId}/events/${small.seq}/payload`);
     expect(smallPayload.body.payload).toMatchObject({ preview: "x".repeat(300), bytes: 300 });
-    const none = await call(gw.url, "GET", `/v1/sessions/${sessionId}/events/99999/payload`);
+    const none = await call(t.url, "GET", `/v1/sessions/${sessionId}/events/99999/payload`);
     expect(none.status).toBe(404);
     expect(none.body.error.code).toBe("EVENT_NOT_FOUND");
 
     // The snapshot carries previews only.
-    const snapshot = await call(gw.url, "GET", `/v1/sessions/${sessionId}`);
+    const snapshot = await call(t.url, "GET", `/v1/sessions/${sessionId}`);
     expect(JSON.stringify(snapshot.body).length).toBeLessThan(4 * KiB);
   });
 
   it("compresses large JSON responses when the client accepts it, and only then", async () => {
-    const sessionId = await createSession(gw.url, workspace);
-    await waitTask(gw.url, (await submitPrompt(gw.url, sessionId, "[tool 50000]")).id);
-    const url = `${gw.url}/v1/sessions/${sessionId}/events/4/payload`;
+    const sessionId = await createSession(t.url, t.workspace);
+    await waitTask(t.url, (await submitPrompt(t.url, sessionId, "[tool 50000]")).id);
+    const url = `${t.url}/v1/sessions/${sessionId}/events/4/payload`;
     const plain = await rawGet(url);
     expect(plain.headers["content-encoding"]).toBeUndefined();
     expect(plain.headers.vary).toMatch(/accept-encoding/i);
@@ -117,7 +102,7 @@ describe("previews", () => {
     const refused = await rawGet(url, { "accept-encoding": "gzip;q=0, br;q=0" });
     expect(refused.headers["content-encoding"]).toBeUndefined();
     // Small bodies are sent as they are.
-    const small = await rawGet(`${gw.url}/v1/gate`, { "accept-encoding": "gzip" });
+    const small = await rawGet(`${t.url}/v1/gate`, { "accept-encoding": "gzip" });
     expect(small.headers["content-encoding"]).toBeUndefined();
     expect(JSON.parse(small.body.toString())).toHaveProperty("maxActive");
   });
@@ -125,20 +110,20 @@ describe("previews", () => {
 
 describe("wire budget (docs/api.md, Wire budget)", () => {
   it("the reference scenario stays within the published figures", async () => {
-    const sessionId = await createSession(gw.url, workspace);
+    const sessionId = await createSession(t.url, t.workspace);
     // 10 past turns: 5 tool calls each, 5 × 180000 B = 879 KiB of tool results per turn.
     const pastPrompt = "[tool 180000] ".repeat(5).trim();
     let last = "";
     for (let i = 0; i < 10; i++) {
-      last = (await submitPrompt(gw.url, sessionId, pastPrompt)).id;
+      last = (await submitPrompt(t.url, sessionId, pastPrompt)).id;
     }
-    expect((await waitTask(gw.url, last)).status).toBe("completed");
-    const [{ total }] = await db.sql<{ total: number }[]>`
+    expect((await waitTask(t.url, last)).status).toBe("completed");
+    const [{ total }] = await t.sql<{ total: number }[]>`
       select sum(length(payload->>'output'))::int8 as total from events where session_id = ${sessionId}`;
     expect(total).toBe(10 * 5 * 180_000);
 
     // Snapshot, as served with compression.
-    const snapshot = await rawGet(`${gw.url}/v1/sessions/${sessionId}`, { "accept-encoding": "gzip" });
+    const snapshot = await rawGet(`${t.url}/v1/sessions/${sessionId}`, { "accept-encoding": "gzip" });
     expect(snapshot.status).toBe(200);
     expect(snapshot.headers["content-encoding"]).toBe("gzip");
     const view = JSON.parse(snapshot.body.toString());
@@ -150,7 +135,7 @@ describe("wire budget (docs/api.md, Wire budget)", () => {
     const subscribed = await client.call("events.subscribe", { sessionId, afterSeq: view.lastSeq });
     expect(subscribed.headSeq).toBe(view.lastSeq);
     // A second subscriber without compression checks the byte counter itself (wire ≥ decoded).
-    const plain = await clients.connect(gw.url, { perMessageDeflate: false });
+    const plain = await clients.connect(t.url, { perMessageDeflate: false });
     await plain.call("events.subscribe", { sessionId, afterSeq: view.lastSeq });
     plain.resetCounters();
     const measuredPrompt = "[tool 1000] [tool 1000] [tool 1000] [tool 1000] [tool 1048576]";
@@ -177,7 +162,7 @@ describe("wire budget (docs/api.md, Wire budget)", () => {
     expect(plain.ws.extensions).toBe("");
     expect(plain.wireBytes).toBeGreaterThanOrEqual(plain.decodedBytes);
     expect(plain.decodedBytes).toBeGreaterThan(8 * KiB);
-    const after = await rawGet(`${gw.url}/v1/sessions/${sessionId}`, { "accept-encoding": "gzip" });
+    const after = await rawGet(`${t.url}/v1/sessions/${sessionId}`, { "accept-encoding": "gzip" });
 
     const kib = (n: number) => `${(n / KiB).toFixed(1)} KiB`;
     console.log(

@@ -4,55 +4,46 @@
  * is promised; oversized frames are logged at warn level, throttled, not one error line each.
  */
 import { connect } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, eventually, startTestGateway } from "../support/gateway.js";
-import { createSession, submitOk, tempWorkspace, waitTask } from "../support/turns.js";
+import { describe, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
+import { call, eventually } from "../support/gateway.js";
+import { createSession, submitOk, waitTask } from "../support/turns.js";
 import { WsClient } from "../support/ws-client.js";
 
 const MAX_PAYLOAD = 4096;
 const MAX_BUFFERED = 1024 * 1024;
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
+const t = useGateway({
+  env: {
+    MOORING_WS_MAX_PAYLOAD_BYTES: String(MAX_PAYLOAD),
+    MOORING_WS_MAX_BUFFERED_BYTES: String(MAX_BUFFERED),
+    MOORING_WS_PING_MS: "10000",
+  },
+  workspace: true,
+  gateway: {
+    logLevel: "info",
+    onLog: (record) => {
+      logs.push(record);
+      onLog(record);
+    },
+  },
+});
 const logs: Record<string, any>[] = [];
 let onLog: (record: Record<string, any>) => void = () => {};
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(
-    db.url,
-    {
-      MOORING_WS_MAX_PAYLOAD_BYTES: String(MAX_PAYLOAD),
-      MOORING_WS_MAX_BUFFERED_BYTES: String(MAX_BUFFERED),
-      MOORING_WS_PING_MS: "10000",
-    },
-    {
-      logLevel: "info",
-      onLog: (record) => {
-        logs.push(record);
-        onLog(record);
-      },
-    },
-  );
-  workspace = await tempWorkspace();
-});
-
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-});
-
 describe("subscriptions of closed sockets", () => {
   it("1,000 subscribe batches cut off 1 ms later leave no subscription, no feed and no poll behind", async () => {
-    const sessions = await Promise.all(Array.from({ length: 5 }, () => createSession(gw.url, workspace)));
+    const sessions = await Promise.all(Array.from({ length: 5 }, () => createSession(t.url, t.workspace)));
     const batch = JSON.stringify(
-      sessions.map((sessionId, i) => ({ jsonrpc: "2.0", id: i + 1, method: "events.subscribe", params: { sessionId } })),
+      sessions.map((sessionId, i) => ({
+        jsonrpc: "2.0",
+        id: i + 1,
+        method: "events.subscribe",
+        params: { sessionId },
+      })),
     );
     const abort = async () => {
-      const client = await WsClient.connect(gw.url);
+      const client = await WsClient.connect(t.url);
       client.sendRaw(batch);
       await new Promise((resolve) => setTimeout(resolve, 1));
       await client.close(); // terminate: no closing handshake
@@ -60,22 +51,22 @@ describe("subscriptions of closed sockets", () => {
     for (let round = 0; round < 20; round++) await Promise.all(Array.from({ length: 50 }, abort));
 
     // Wait until the gateway has seen every socket close and finished every call it had received.
-    await eventually(async () => gw.holding().sockets === 0 && gw.holding().socketCalls === 0);
-    expect(gw.holding()).toMatchObject({ subscribers: 0, feeds: 0 });
+    await eventually(async () => t.gw.holding().sockets === 0 && t.gw.holding().socketCalls === 0);
+    expect(t.gw.holding()).toMatchObject({ subscribers: 0, feeds: 0 });
 
     // And a subscription that is ended properly still works as before.
-    const live = await WsClient.connect(gw.url);
+    const live = await WsClient.connect(t.url);
     await live.call("events.subscribe", { sessionId: sessions[0] });
-    expect(gw.holding()).toMatchObject({ subscribers: 1, feeds: 1 });
+    expect(t.gw.holding()).toMatchObject({ subscribers: 1, feeds: 1 });
     await live.close();
-    await eventually(async () => gw.holding().subscribers === 0 && gw.holding().feeds === 0);
+    await eventually(async () => t.gw.holding().subscribers === 0 && t.gw.holding().feeds === 0);
   });
 });
 
 describe("SSE streams of clients that left", () => {
   it("200 SSE requests aborted while their subscription opens leave no stream and no subscription behind", async () => {
-    const sessionId = await createSession(gw.url, workspace);
-    const { hostname, port } = new URL(gw.url);
+    const sessionId = await createSession(t.url, t.workspace);
+    const { hostname, port } = new URL(t.url);
     const request = `GET /v1/sessions/${sessionId}/events HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAccept: text/event-stream\r\n\r\n`;
     // The whole request is sent, then the connection is cut at different points of the opening.
     const abort = async (i: number) => {
@@ -87,9 +78,9 @@ describe("SSE streams of clients that left", () => {
     };
     for (let round = 0; round < 4; round++) await Promise.all(Array.from({ length: 50 }, (_, i) => abort(i)));
     // A read of the same session after all of them (its queries queue behind theirs).
-    expect((await call(gw.url, "GET", `/v1/sessions/${sessionId}`)).status).toBe(200);
+    expect((await call(t.url, "GET", `/v1/sessions/${sessionId}`)).status).toBe(200);
     await eventually(async () => {
-      const h = gw.holding();
+      const h = t.gw.holding();
       return h.sseStreams === 0 && h.subscribers === 0 && h.feeds === 0;
     }, 5_000);
   });
@@ -97,10 +88,10 @@ describe("SSE streams of clients that left", () => {
 
 describe("a reader too slow to keep up", () => {
   it("reads the 4008 close frame behind what it had not read, even after pausing for seconds", async () => {
-    const sessionId = await createSession(gw.url, workspace);
+    const sessionId = await createSession(t.url, t.workspace);
     // ~20 MiB of tool results, far more than the kernel's socket buffers take for a stalled reader.
     const prompt = `${"[tool 2048]".repeat(32)}[sleep 1]`.repeat(250);
-    const slow = await WsClient.connect(gw.url, { perMessageDeflate: false });
+    const slow = await WsClient.connect(t.url, { perMessageDeflate: false });
     await slow.call("events.subscribe", { sessionId });
     slow.socket.pause();
     const gaveUp = new Promise<void>((resolve) => {
@@ -108,7 +99,7 @@ describe("a reader too slow to keep up", () => {
         if (record.msg === "closing a websocket client too slow to read (4008)") resolve();
       };
     });
-    const task = await submitOk(gw.url, sessionId, { prompt });
+    const task = await submitOk(t.url, sessionId, { prompt });
     await gaveUp;
     // The reader stays away well past the second after which the gateway used to cut the
     // connection (the client then saw 1006): the pause is the point of the test, not a wait.
@@ -118,8 +109,8 @@ describe("a reader too slow to keep up", () => {
     expect(closed.code).toBe(4008);
     expect(closed.reason).toMatch(/too slow/);
     expect(slow.events.length).toBeGreaterThan(0);
-    expect(gw.holding().subscribers).toBe(0);
-    expect((await waitTask(gw.url, task.id, undefined, 60_000)).status).toBe("completed");
+    expect(t.gw.holding().subscribers).toBe(0);
+    expect((await waitTask(t.url, task.id, undefined, 60_000)).status).toBe("completed");
   });
 });
 
@@ -128,7 +119,7 @@ describe("oversized frames", () => {
     logs.length = 0;
     const closes = await Promise.all(
       Array.from({ length: 20 }, async () => {
-        const client = await WsClient.connect(gw.url);
+        const client = await WsClient.connect(t.url);
         client.sendRaw("x".repeat(MAX_PAYLOAD + 100));
         return (await client.closed).code;
       }),

@@ -1,32 +1,34 @@
-/**
- * WS /v1/ws (docs/api.md: JSON-RPC, Streaming): hello, every JSON-RPC method, subscriptions (answer first,
- * several per socket, unsubscribe, replay-then-live without a seam, RESYNC_REQUIRED),
- * permessage-deflate, protocol errors, oversized frames, ping/drop, and slow consumers (4008).
- */
-import { mkdtemp, rm } from "node:fs/promises";
 import { Socket } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import WebSocket from "ws";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, startTestGateway } from "../support/gateway.js";
+import { afterAll, describe, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
+import { call } from "../support/gateway.js";
 import { createSession, submitPrompt, waitTask } from "../support/turns.js";
-import { isTerminalEvent, range, seqs, type WsClient, WsClients, type WsEvent } from "../support/ws-client.js";
+import {
+  isTerminalEvent,
+  range,
+  seqs,
+  type WsClient,
+  WsClients,
+  type WsEvent,
+} from "../support/ws-client.js";
 
 // Short enough for the ping test to be quick, long enough that a loaded machine delaying the test
 // process's pongs by a few hundred milliseconds does not get every other test's socket dropped.
 const PING_MS = 1000;
 const MAX_PAYLOAD = 4096;
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
-const clients = new WsClients(() => gw.url);
+const gt = useGateway({
+  env: {
+    MOORING_WS_PING_MS: String(PING_MS),
+    MOORING_WS_MAX_PAYLOAD_BYTES: String(MAX_PAYLOAD),
+  },
+  workspace: true,
+});
+const clients = new WsClients(() => gt.url);
 
 async function logSeqs(sessionId: string): Promise<number[]> {
-  const rows = await db.sql<
+  const rows = await gt.sql<
     { seq: number }[]
   >`select seq from events where session_id = ${sessionId} order by seq`;
   return rows.map((r) => r.seq);
@@ -37,20 +39,8 @@ function expectContiguous(events: WsEvent[], after: number, through: number) {
   expect(seqs(events)).toEqual(range(after + 1, through));
 }
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url, {
-    MOORING_WS_PING_MS: String(PING_MS),
-    MOORING_WS_MAX_PAYLOAD_BYTES: String(MAX_PAYLOAD),
-  });
-  workspace = await mkdtemp(join(tmpdir(), "mooring-ws-"));
-});
-
 afterAll(async () => {
   await clients.closeAll();
-  await gw?.stop();
-  await db?.drop();
-  if (workspace) await rm(workspace, { recursive: true, force: true });
 });
 
 describe("connection", () => {
@@ -61,16 +51,16 @@ describe("connection", () => {
       jsonrpc: "2.0",
       method: "hello",
       params: {
-        instanceId: gw.identity.instanceId,
-        bootId: gw.identity.bootId,
-        version: gw.identity.version,
+        instanceId: gt.gw.identity.instanceId,
+        bootId: gt.gw.identity.bootId,
+        version: gt.gw.identity.version,
         pingMs: PING_MS,
       },
     });
     expect(first.params).not.toHaveProperty("host");
     expect(first.params).not.toHaveProperty("pid");
     const b = await clients.connect();
-    expect((await b.hello).bootId).toBe(gw.identity.bootId);
+    expect((await b.hello).bootId).toBe(gt.gw.identity.bootId);
   });
 
   it("negotiates permessage-deflate", async () => {
@@ -123,7 +113,7 @@ describe("connection", () => {
 
   it("keeps a peer that answers pings and drops one that does not after about two intervals", async () => {
     const live = await clients.connect();
-    const silent = await clients.connect(gw.url, { autoPong: false });
+    const silent = await clients.connect(gt.url, { autoPong: false });
     const openedAt = Date.now();
     const closed = await silent.closed;
     const after = Date.now() - openedAt;
@@ -142,7 +132,11 @@ describe("connection", () => {
 describe("JSON-RPC over the socket", () => {
   it("serves every method of the spec", async () => {
     const c = await clients.connect();
-    const session = await c.call("sessions.create", { workspace, agent: "simulated", title: "rpc" });
+    const session = await c.call("sessions.create", {
+      workspace: gt.workspace,
+      agent: "simulated",
+      title: "rpc",
+    });
     expect(session).toMatchObject({ agent: "simulated", title: "rpc", status: "idle" });
     expect((await c.call("sessions.get", { sessionId: session.id })).id).toBe(session.id);
     const listed = await c.call("sessions.list", { limit: 200 });
@@ -159,7 +153,7 @@ describe("JSON-RPC over the socket", () => {
     const hanging = await c.call("turns.submit", { sessionId: session.id, prompt: "[hang]" });
     const cancelled = await c.call("tasks.cancel", { taskId: hanging.id });
     expect(["cancelling", "cancelled"]).toContain(cancelled.status);
-    expect((await waitTask(gw.url, hanging.id)).status).toBe("cancelled");
+    expect((await waitTask(gt.url, hanging.id)).status).toBe("cancelled");
 
     const gate = await c.call("gate.status");
     expect(gate).toMatchObject({ maxActive: expect.any(Number), maxQueued: expect.any(Number) });
@@ -175,8 +169,8 @@ describe("JSON-RPC over the socket", () => {
   });
 
   it("keeps events.subscribe to sockets: over POST /v1/rpc it is INVALID_REQUEST", async () => {
-    const sessionId = await createSession(gw.url, workspace);
-    const res = await call(gw.url, "POST", "/v1/rpc", {
+    const sessionId = await createSession(gt.url, gt.workspace);
+    const res = await call(gt.url, "POST", "/v1/rpc", {
       jsonrpc: "2.0",
       id: 1,
       method: "events.subscribe",
@@ -188,9 +182,9 @@ describe("JSON-RPC over the socket", () => {
 
 describe("subscriptions", () => {
   it("answers {sessionId, headSeq, session} before any event of that subscription", async () => {
-    const sessionId = await createSession(gw.url, workspace);
-    const taskId = (await submitPrompt(gw.url, sessionId, "[deltas 3] [tool 100] [tool 100] [tool 100]")).id;
-    await waitTask(gw.url, taskId);
+    const sessionId = await createSession(gt.url, gt.workspace);
+    const taskId = (await submitPrompt(gt.url, sessionId, "[deltas 3] [tool 100] [tool 100] [tool 100]")).id;
+    await waitTask(gt.url, taskId);
     const head = (await logSeqs(sessionId)).at(-1)!;
     const c = await clients.connect();
     const before = c.received.length;
@@ -213,8 +207,8 @@ describe("subscriptions", () => {
   });
 
   it("answers first even while a turn is writing events during the subscribe", async () => {
-    const sessionId = await createSession(gw.url, workspace);
-    const taskId = (await submitPrompt(gw.url, sessionId, `${"[deltas 5] [sleep 5] ".repeat(40)}`)).id;
+    const sessionId = await createSession(gt.url, gt.workspace);
+    const taskId = (await submitPrompt(gt.url, sessionId, `${"[deltas 5] [sleep 5] ".repeat(40)}`)).id;
     const c = await clients.connect();
     const result = await c.call("events.subscribe", { sessionId });
     const answerAt = c.received.findIndex((r) => r.message.result?.headSeq !== undefined);
@@ -228,13 +222,13 @@ describe("subscriptions", () => {
   });
 
   it("serves several subscriptions on one socket, each complete and in order", async () => {
-    const a = await createSession(gw.url, workspace);
-    const b = await createSession(gw.url, workspace);
+    const a = await createSession(gt.url, gt.workspace);
+    const b = await createSession(gt.url, gt.workspace);
     const c = await clients.connect();
     await c.call("events.subscribe", { sessionId: a });
     await c.call("events.subscribe", { sessionId: b });
-    const ta = (await submitPrompt(gw.url, a, "[deltas 20] [tool 3000] [sleep 30] [deltas 20]")).id;
-    const tb = (await submitPrompt(gw.url, b, "[deltas 10] [sleep 10] [tool 50] [deltas 10]")).id;
+    const ta = (await submitPrompt(gt.url, a, "[deltas 20] [tool 3000] [sleep 30] [deltas 20]")).id;
+    const tb = (await submitPrompt(gt.url, b, "[deltas 10] [sleep 10] [tool 50] [deltas 10]")).id;
     await c.waitForTerminal(a, ta);
     await c.waitForTerminal(b, tb);
     expectContiguous(c.eventsOf(a), 0, (await logSeqs(a)).at(-1)!);
@@ -244,18 +238,18 @@ describe("subscriptions", () => {
   });
 
   it("stops delivery after events.unsubscribe", async () => {
-    const sessionId = await createSession(gw.url, workspace);
+    const sessionId = await createSession(gt.url, gt.workspace);
     const quitter = await clients.connect();
     const witness = await clients.connect();
     await quitter.call("events.subscribe", { sessionId });
     await witness.call("events.subscribe", { sessionId });
-    const first = (await submitPrompt(gw.url, sessionId, "[deltas 2]")).id;
+    const first = (await submitPrompt(gt.url, sessionId, "[deltas 2]")).id;
     await quitter.waitForTerminal(sessionId, first);
     expect(await quitter.call("events.unsubscribe", { sessionId })).toEqual({
       sessionId,
       unsubscribed: true,
     });
-    const second = (await submitPrompt(gw.url, sessionId, "[deltas 5] [tool 10]")).id;
+    const second = (await submitPrompt(gt.url, sessionId, "[deltas 5] [tool 10]")).id;
     await witness.waitForTerminal(sessionId, second);
     // A round trip after the turn ended: anything still in flight for the quitter would be ahead of it.
     await quitter.call("gate.status");
@@ -268,12 +262,12 @@ describe("subscriptions", () => {
   });
 
   it("replays from Postgres then goes live with no gap or duplicate at the seam", async () => {
-    const sessionId = await createSession(gw.url, workspace);
-    const taskId = (await submitPrompt(gw.url, sessionId, "[deltas 3] [sleep 15] ".repeat(40))).id;
+    const sessionId = await createSession(gt.url, gt.workspace);
+    const taskId = (await submitPrompt(gt.url, sessionId, "[deltas 3] [sleep 15] ".repeat(40))).id;
     // Wait until the running turn has written a good part of its log, then start in its middle.
     let head = 0;
     while (head < 20) {
-      const [row] = await db.sql<
+      const [row] = await gt.sql<
         { lastSeq: number }[]
       >`select last_seq from sessions where id = ${sessionId}`;
       head = row.lastSeq;
@@ -293,13 +287,13 @@ describe("subscriptions", () => {
   });
 
   it("answers RESYNC_REQUIRED for a cursor older than the retained log", async () => {
-    const sessionId = await createSession(gw.url, workspace);
-    const taskId = (await submitPrompt(gw.url, sessionId, "[deltas 4] [tool 10] [tool 10]")).id;
-    await waitTask(gw.url, taskId);
+    const sessionId = await createSession(gt.url, gt.workspace);
+    const taskId = (await submitPrompt(gt.url, sessionId, "[deltas 4] [tool 10] [tool 10]")).id;
+    await waitTask(gt.url, taskId);
     const all = await logSeqs(sessionId);
     // Simulate pruning: the first 3 events are gone.
-    await db.sql`update sessions set pruned_seq = 3 where id = ${sessionId}`;
-    await db.sql`delete from events where session_id = ${sessionId} and seq <= 3`;
+    await gt.sql`update sessions set pruned_seq = 3 where id = ${sessionId}`;
+    await gt.sql`delete from events where session_id = ${sessionId} and seq <= 3`;
     const c = await clients.connect();
     const stale = await c.request("events.subscribe", { sessionId, afterSeq: 1 });
     expect(stale.error).toMatchObject({ code: -32010, data: { code: "RESYNC_REQUIRED" } });
@@ -321,28 +315,18 @@ describe("subscriptions", () => {
 
 describe("slow consumers", () => {
   const MAX_BUFFERED = 2 * 1024 * 1024;
-  let sdb: TestDatabase;
-  let sgw: Gateway;
   /** Called with the gateway's log records. */
   let onLog: (record: Record<string, any>) => void = () => {};
-
-  beforeAll(async () => {
-    sdb = await createTestDatabase();
-    sgw = await startTestGateway(
-      sdb.url,
-      // A stalled reader does not answer pings either: keep the ping drop out of this test.
-      { MOORING_WS_MAX_BUFFERED_BYTES: String(MAX_BUFFERED), MOORING_WS_PING_MS: "10000" },
-      { logLevel: "info", onLog: (record) => onLog(record) },
-    );
-  });
-  afterAll(async () => {
-    await sgw?.stop();
-    await sdb?.drop();
+  // A database and gateway of its own: the main gateway's sessions stay out of these counts.
+  const own = useGateway({
+    // A stalled reader does not answer pings either: keep the ping drop out of this test.
+    env: { MOORING_WS_MAX_BUFFERED_BYTES: String(MAX_BUFFERED), MOORING_WS_PING_MS: "10000" },
+    gateway: { logLevel: "info", onLog: (record) => onLog(record) },
   });
 
   /** The gateway's end of a client's TCP connection (same process). */
   function serverSide(client: WsClient): Socket {
-    const port = Number(new URL(sgw.url).port);
+    const port = Number(new URL(own.url).port);
     const handles = (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles();
     const found = handles.find(
       (h): h is Socket =>
@@ -353,8 +337,8 @@ describe("slow consumers", () => {
   }
 
   it("closes a client that stops reading with 4008; others keep everything; memory stays flat", async () => {
-    const base = sgw.url;
-    const sessionId = await createSession(base, workspace);
+    const base = own.url;
+    const sessionId = await createSession(base, gt.workspace);
     // Each [tool 2048] is two events, the result carrying a 2 KiB preview: ~20 MiB per turn, far
     // more than the kernel's socket buffers take for a reader that stopped. The agent emits in
     // bursts of 32 tool calls (64 events, one log flush).
@@ -387,7 +371,7 @@ describe("slow consumers", () => {
 
     // The reader that kept up got every event of the turn once, in order.
     expect(terminal.type).toBe("task.completed");
-    const [{ lastSeq }] = await sdb.sql<
+    const [{ lastSeq }] = await own.sql<
       { lastSeq: number }[]
     >`select last_seq from sessions where id = ${sessionId}`;
     expectContiguous(fast.eventsOf(sessionId), 0, lastSeq);
@@ -432,7 +416,7 @@ describe("slow consumers", () => {
 
 describe("events are committed first", () => {
   it("every event a subscriber sees is already in the log", async () => {
-    const sessionId = await createSession(gw.url, workspace);
+    const sessionId = await createSession(gt.url, gt.workspace);
     const c = await clients.connect();
     await c.call("events.subscribe", { sessionId });
     const checks: Promise<boolean>[] = [];
@@ -441,14 +425,14 @@ describe("events are committed first", () => {
         if ((e as WsEvent & { checked?: boolean }).checked) continue;
         (e as WsEvent & { checked?: boolean }).checked = true;
         checks.push(
-          db.sql`select 1 from events where session_id = ${sessionId} and seq = ${e.seq}`.then(
+          gt.sql`select 1 from events where session_id = ${sessionId} and seq = ${e.seq}`.then(
             (r) => r.length === 1,
           ),
         );
       }
     });
     const taskId = (
-      await submitPrompt(gw.url, sessionId, "[deltas 10] [tool 10] [sleep 10] [deltas 10] [tool 10]")
+      await submitPrompt(gt.url, sessionId, "[deltas 10] [tool 10] [sleep 10] [deltas 10] [tool 10]")
     ).id;
     await c.waitForTerminal(sessionId, taskId);
     const results = await Promise.all(checks);

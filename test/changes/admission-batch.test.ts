@@ -5,49 +5,36 @@
  * the queue is full, with the gate's limits exact.
  */
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, startTestGateway } from "../support/gateway.js";
-import { cancelOpenTasks, createSession, submit, tempWorkspace, waitTask } from "../support/turns.js";
+import { expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
+import { call } from "../support/gateway.js";
+import { cancelOpenTasks, createSession, submit, waitTask } from "../support/turns.js";
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
+const gt = useGateway({
+  env: { MOORING_MAX_ACTIVE: "3", MOORING_MAX_QUEUED: "12" },
+  workspace: true,
+  gateway: {
+    logLevel: "debug",
+    onLog: (record) => {
+      if (record.msg === "admission committed") batches.push(record.submits);
+    },
+  },
+});
 const batches: number[] = [];
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(
-    db.url,
-    { MOORING_MAX_ACTIVE: "3", MOORING_MAX_QUEUED: "12" },
-    {
-      logLevel: "debug",
-      onLog: (record) => {
-        if (record.msg === "admission committed") batches.push(record.submits);
-      },
-    },
-  );
-  workspace = await tempWorkspace();
-});
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-});
-
 it("answers each submit of a batch as if it came alone", async () => {
-  const open = await Promise.all(Array.from({ length: 8 }, () => createSession(gw.url, workspace)));
-  const archived = await createSession(gw.url, workspace);
-  expect((await call(gw.url, "DELETE", `/v1/sessions/${archived}`)).status).toBe(200);
+  const open = await Promise.all(Array.from({ length: 8 }, () => createSession(gt.url, gt.workspace)));
+  const archived = await createSession(gt.url, gt.workspace);
+  expect((await call(gt.url, "DELETE", `/v1/sessions/${archived}`)).status).toBe(200);
   const missing = randomUUID();
   batches.length = 0;
 
   const [keyed1, keyed2, onArchived, onMissing, ...plain] = await Promise.all([
-    submit(gw.url, open[0], { prompt: "[sleep 300] keyed", idempotencyKey: "k-1" }),
-    submit(gw.url, open[0], { prompt: "[sleep 300] keyed", idempotencyKey: "k-1" }),
-    submit(gw.url, archived, { prompt: "hello" }),
-    submit(gw.url, missing, { prompt: "hello" }),
-    ...open.slice(1).map((id, i) => submit(gw.url, id, { prompt: `[sleep 300] plain ${i}` })),
+    submit(gt.url, open[0], { prompt: "[sleep 300] keyed", idempotencyKey: "k-1" }),
+    submit(gt.url, open[0], { prompt: "[sleep 300] keyed", idempotencyKey: "k-1" }),
+    submit(gt.url, archived, { prompt: "hello" }),
+    submit(gt.url, missing, { prompt: "hello" }),
+    ...open.slice(1).map((id, i) => submit(gt.url, id, { prompt: `[sleep 300] plain ${i}` })),
   ]);
 
   // Several submits went in one transaction.
@@ -71,13 +58,13 @@ it("answers each submit of a batch as if it came alone", async () => {
       .map((a) => a.body.position)
       .sort(),
   ).toEqual([1, 2, 3, 4, 5]);
-  const [{ n }] = await db.sql<{ n: number }[]>`select count(*)::int as n from tasks`;
+  const [{ n }] = await gt.sql<{ n: number }[]>`select count(*)::int as n from tasks`;
   expect(n).toBe(8);
 
   // Each session's log is gap-free: task.queued (then task.position while it waited), task.started.
-  const finals = await Promise.all(accepted.map((a) => waitTask(gw.url, a.body.id)));
+  const finals = await Promise.all(accepted.map((a) => waitTask(gt.url, a.body.id)));
   for (const t of finals) expect(t.status).toBe("completed");
-  const logs = await db.sql<{ sessionId: string; seqs: number[]; types: string[] }[]>`
+  const logs = await gt.sql<{ sessionId: string; seqs: number[]; types: string[] }[]>`
     select session_id, array_agg(seq order by seq) as seqs, array_agg(type order by seq) as types
     from events where session_id = any(${open}::uuid[]) group by session_id`;
   expect(logs).toHaveLength(8);
@@ -90,11 +77,11 @@ it("answers each submit of a batch as if it came alone", async () => {
 });
 
 it("refuses exactly the submits that overflow the queue when a batch would overfill it", async () => {
-  const sessions = await Promise.all(Array.from({ length: 24 }, () => createSession(gw.url, workspace)));
+  const sessions = await Promise.all(Array.from({ length: 24 }, () => createSession(gt.url, gt.workspace)));
   batches.length = 0;
   // The turns hang until cancelled: a slot freed by a finished turn while the submits are still
   // arriving (a loaded machine spreads them out) would admit more than the limits allow here.
-  const answers = await Promise.all(sessions.map((id) => submit(gw.url, id, { prompt: "[hang] fill" })));
+  const answers = await Promise.all(sessions.map((id) => submit(gt.url, id, { prompt: "[hang] fill" })));
   const accepted = answers.filter((a) => a.status === 202);
   const refused = answers.filter((a) => a.status !== 202);
   // 3 running + 12 queued admitted; the rest refused with nothing written.
@@ -103,11 +90,11 @@ it("refuses exactly the submits that overflow the queue when a batch would overf
     expect(r.status).toBe(429);
     expect(r.body.error.reason).toBe("queue_full");
   }
-  const byStatus = await db.sql<{ status: string; n: number }[]>`
+  const byStatus = await gt.sql<{ status: string; n: number }[]>`
     select status, count(*)::int as n from tasks where session_id = any(${sessions}::uuid[])
     group by status order by status`;
   expect(Object.fromEntries(byStatus.map((r) => [r.status, r.n]))).toEqual({ queued: 12, running: 3 });
-  await cancelOpenTasks(gw.url, db.sql);
-  const finals = await Promise.all(accepted.map((a) => waitTask(gw.url, a.body.id)));
+  await cancelOpenTasks(gt.url, gt.sql);
+  const finals = await Promise.all(accepted.map((a) => waitTask(gt.url, a.body.id)));
   for (const t of finals) expect(t.status).toBe("cancelled");
 });

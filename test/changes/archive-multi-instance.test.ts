@@ -3,24 +3,20 @@
  * archive: the archive notifies (channel mooring_archived), and the instance holding the agent
  * closes it at once when idle, or when the turn the archive cancels has ended.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, eventually, startTestGateway } from "../support/gateway.js";
-import { createSession, submitOk, tempWorkspace, waitTask } from "../support/turns.js";
+import { beforeAll, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
+import { call, eventually, type TestGateway } from "../support/gateway.js";
+import { createSession, submitOk, waitTask } from "../support/turns.js";
 
-let db: TestDatabase;
-let a: Gateway;
-let b: Gateway;
-let workspace: string;
+const t = useGateway({ workspace: true, start: false });
+let a: TestGateway;
+let b: TestGateway;
 const closedOnB: string[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   // Polling backstops at 60 s: only the notification can tell B in time.
-  a = await startTestGateway(db.url, { MOORING_INSTANCE_ID: "archive-a", MOORING_POLL_MS: "60000" });
-  b = await startTestGateway(
-    db.url,
+  a = await t.startGateway({ MOORING_INSTANCE_ID: "archive-a", MOORING_POLL_MS: "60000" });
+  b = await t.startGateway(
     { MOORING_INSTANCE_ID: "archive-b", MOORING_POLL_MS: "60000" },
     {
       onLog: (record) => {
@@ -28,20 +24,14 @@ beforeAll(async () => {
       },
     },
   );
-  workspace = await tempWorkspace();
-});
-afterAll(async () => {
-  await a?.stop();
-  await b?.stop();
-  await db?.drop();
 });
 
 it("closes the idle warm agent on the instance that ran the turn when another instance archives", async () => {
-  const session = await createSession(b.url, workspace);
+  const session = await createSession(b.url, t.workspace);
   // Submitted on B, so B claims it (the admission claims in its own transaction) and keeps the agent warm.
   const task = await submitOk(b.url, session, { prompt: "hello" });
   expect((await waitTask(b.url, task.id)).status).toBe("completed");
-  const [row] = await db.sql<
+  const [row] = await t.sql<
     { ownerInstance: string }[]
   >`select owner_instance from tasks where id = ${task.id}`;
   expect(row.ownerInstance).toBe("archive-b");
@@ -52,7 +42,7 @@ it("closes the idle warm agent on the instance that ran the turn when another in
 });
 
 it("closes a busy one when the turn the archive cancelled has ended", async () => {
-  const session = await createSession(b.url, workspace);
+  const session = await createSession(b.url, t.workspace);
   const task = await submitOk(b.url, session, { prompt: "[sleep 30000]" });
   expect(task.status).toBe("running");
   expect((await call(a.url, "DELETE", `/v1/sessions/${session}`)).status).toBe(200);

@@ -3,32 +3,19 @@
  * queued, the rest refused with nothing written; FIFO starts; per-session ordering that never holds
  * up other sessions.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, eventually, startTestGateway } from "../support/gateway.js";
-import { cancelTask, createSession, submit, submitOk, tempWorkspace, waitTask } from "../support/turns.js";
+import { expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
+import { call, eventually } from "../support/gateway.js";
+import { cancelTask, createSession, submit, submitOk, waitTask } from "../support/turns.js";
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url, { MOORING_POLL_MS: "100" });
-  workspace = await tempWorkspace();
-});
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-});
+const gt = useGateway({ env: { MOORING_POLL_MS: "100" }, workspace: true });
 
 it("admits 5 running and 20 queued, refuses 5 with 429 queue_full writing nothing, and starts them FIFO", async () => {
-  const sessions = await Promise.all(Array.from({ length: 30 }, () => createSession(gw.url, workspace)));
+  const sessions = await Promise.all(Array.from({ length: 30 }, () => createSession(gt.url, gt.workspace)));
   // Every turn hangs until it is cancelled, so what the gate holds cannot change while the
   // submits arrive or while it is checked, however slow the machine is.
   const answers = await Promise.all(
-    sessions.map((id, i) => submit(gw.url, id, { prompt: `[hang] turn ${i}` })),
+    sessions.map((id, i) => submit(gt.url, id, { prompt: `[hang] turn ${i}` })),
   );
 
   const accepted = answers.filter((a) => a.status === 202);
@@ -53,12 +40,19 @@ it("admits 5 running and 20 queued, refuses 5 with 429 queue_full writing nothin
   );
 
   // The database agrees, and the gate reports the same.
-  const byStatus = await db.sql<{ status: string; n: number }[]>`
+  const byStatus = await gt.sql<{ status: string; n: number }[]>`
     select status, count(*)::int as n from tasks group by status order by status`;
   expect(Object.fromEntries(byStatus.map((r) => [r.status, r.n]))).toEqual({ queued: 20, running: 5 });
-  const gate = await call(gw.url, "GET", "/v1/gate");
+  const gate = await call(gt.url, "GET", "/v1/gate");
   expect(gate.status).toBe(200);
-  expect(gate.body).toMatchObject({ maxActive: 5, maxQueued: 20, active: 5, queued: 20, waitingForInput: 0, queueTimeoutMs: 600000 });
+  expect(gate.body).toMatchObject({
+    maxActive: 5,
+    maxQueued: 20,
+    active: 5,
+    queued: 20,
+    waitingForInput: 0,
+    queueTimeoutMs: 600000,
+  });
   // One tenant (`default`, the open gateway's caller): its figures are the global ones.
   expect(gate.body.tenant).toEqual({ name: "default", active: 5, queued: 20, maxActive: 5, maxQueued: 20 });
 
@@ -66,9 +60,9 @@ it("admits 5 running and 20 queued, refuses 5 with 429 queue_full writing nothin
   const acceptedSessions = new Set(accepted.map((a) => a.body.sessionId));
   const refusedSessions = sessions.filter((id) => !acceptedSessions.has(id));
   expect(refusedSessions).toHaveLength(5);
-  const [{ tasks }] = await db.sql<{ tasks: number }[]>`select count(*)::int as tasks from tasks`;
+  const [{ tasks }] = await gt.sql<{ tasks: number }[]>`select count(*)::int as tasks from tasks`;
   expect(tasks).toBe(25);
-  const untouched = await db.sql<{ lastSeq: number; nextTurnIndex: number; n: number }[]>`
+  const untouched = await gt.sql<{ lastSeq: number; nextTurnIndex: number; n: number }[]>`
     select s.last_seq, s.next_turn_index, (select count(*)::int from events e where e.session_id = s.id) as n
     from sessions s where s.id = any(${refusedSessions}::uuid[])`;
   expect(untouched).toHaveLength(5);
@@ -77,21 +71,21 @@ it("admits 5 running and 20 queued, refuses 5 with 429 queue_full writing nothin
   // Drain the queue in rounds: cancel whatever runs; the gate then starts the next five.
   const startedInRound: string[][] = [];
   for (;;) {
-    const running = await db.sql<{ id: string }[]>`select id from tasks where status = 'running'`;
+    const running = await gt.sql<{ id: string }[]>`select id from tasks where status = 'running'`;
     if (running.length === 0) break;
     expect(running.length).toBeLessThanOrEqual(5);
     startedInRound.push(running.map((r) => r.id));
-    await Promise.all(running.map((r) => cancelTask(gw.url, r.id)));
+    await Promise.all(running.map((r) => cancelTask(gt.url, r.id)));
     await eventually(async () => {
-      const [{ open }] = await db.sql<{ open: number }[]>`
+      const [{ open }] = await gt.sql<{ open: number }[]>`
         select count(*)::int as open from tasks where status in ('queued', 'running', 'cancelling')`;
-      const [{ active }] = await db.sql<{ active: number }[]>`
+      const [{ active }] = await gt.sql<{ active: number }[]>`
         select count(*)::int as active from tasks where status = 'running'`;
       return open === 0 || active === Math.min(5, open);
     });
   }
   expect(startedInRound.map((r) => r.length)).toEqual([5, 5, 5, 5, 5]);
-  const finals = await Promise.all(accepted.map((a) => waitTask(gw.url, a.body.id)));
+  const finals = await Promise.all(accepted.map((a) => waitTask(gt.url, a.body.id)));
   for (const t of finals) {
     expect(t.status).toBe("cancelled");
     expect(t.attempt).toBe(1);
@@ -99,7 +93,7 @@ it("admits 5 running and 20 queued, refuses 5 with 429 queue_full writing nothin
 
   // FIFO: the order of admission (queue_order) is the order of starting; queued positions were
   // handed out in that same order; the 5 that ran at once were admitted first.
-  const rows = await db.sql<{ id: string; queueOrder: number; startedAt: Date }[]>`
+  const rows = await gt.sql<{ id: string; queueOrder: number; startedAt: Date }[]>`
     select id, queue_order, started_at from tasks order by queue_order`;
   expect(rows).toHaveLength(25);
   for (let i = 1; i < rows.length; i++) {
@@ -110,7 +104,7 @@ it("admits 5 running and 20 queued, refuses 5 with 429 queue_full writing nothin
   const byPosition = [...queued].sort((a, b) => a.body.position - b.body.position).map((q) => q.body.id);
   expect(rows.slice(5).map((r) => r.id)).toEqual(byPosition);
   // Positions were announced while waiting and never after the start; each task started once.
-  const logs = await db.sql<{ taskId: string; types: string[] }[]>`
+  const logs = await gt.sql<{ taskId: string; types: string[] }[]>`
     select task_id, array_agg(type order by seq) as types from events where task_id is not null group by task_id`;
   expect(logs).toHaveLength(25);
   for (const { types } of logs) {
@@ -128,12 +122,12 @@ it("admits 5 running and 20 queued, refuses 5 with 429 queue_full writing nothin
 });
 
 it("runs a session's turns one at a time in order without holding up other sessions", async () => {
-  const a = await createSession(gw.url, workspace);
-  const b = await createSession(gw.url, workspace);
+  const a = await createSession(gt.url, gt.workspace);
+  const b = await createSession(gt.url, gt.workspace);
   // A's first turn hangs until B's turn is done, so "B does not wait for A" needs no timing.
-  const a1 = await submitOk(gw.url, a, { prompt: "[hang] first" });
-  const a2 = await submitOk(gw.url, a, { prompt: "[sleep 200] second" });
-  const a3 = await submitOk(gw.url, a, { prompt: "[sleep 200] third" });
+  const a1 = await submitOk(gt.url, a, { prompt: "[hang] first" });
+  const a2 = await submitOk(gt.url, a, { prompt: "[sleep 200] second" });
+  const a3 = await submitOk(gt.url, a, { prompt: "[sleep 200] third" });
   expect(a1.status).toBe("running");
   expect([a2.status, a3.status]).toEqual(["queued", "queued"]);
   expect([a1.turnIndex, a2.turnIndex, a3.turnIndex]).toEqual([0, 1, 2]);
@@ -141,22 +135,22 @@ it("runs a session's turns one at a time in order without holding up other sessi
 
   // B's turn was admitted after A's waiting turns, yet starts at once: free slots are not held
   // for a session that cannot use them.
-  const b1 = await submitOk(gw.url, b, { prompt: "[sleep 50] other session" });
+  const b1 = await submitOk(gt.url, b, { prompt: "[sleep 50] other session" });
   expect(b1.status).toBe("running");
-  const a2Now = (await call(gw.url, "GET", `/v1/tasks/${a2.id}`)).body;
+  const a2Now = (await call(gt.url, "GET", `/v1/tasks/${a2.id}`)).body;
   expect(a2Now.status).toBe("queued");
 
-  const fb = await waitTask(gw.url, b1.id);
+  const fb = await waitTask(gt.url, b1.id);
   expect(fb.status).toBe("completed");
-  expect((await call(gw.url, "GET", `/v1/tasks/${a2.id}`)).body.status).toBe("queued");
-  await call(gw.url, "POST", `/v1/tasks/${a1.id}/cancel`);
-  const [f1, f2, f3] = await Promise.all([a1, a2, a3].map((t) => waitTask(gw.url, t.id)));
+  expect((await call(gt.url, "GET", `/v1/tasks/${a2.id}`)).body.status).toBe("queued");
+  await call(gt.url, "POST", `/v1/tasks/${a1.id}/cancel`);
+  const [f1, f2, f3] = await Promise.all([a1, a2, a3].map((t) => waitTask(gt.url, t.id)));
   expect(f1.status).toBe("cancelled");
   for (const t of [f2, f3]) expect(t.status).toBe("completed");
   expect(new Date(fb.finishedAt).getTime()).toBeLessThan(new Date(f2.startedAt).getTime());
 
   // The session's log shows strictly one turn at a time, in turn order.
-  const events = await db.sql<{ taskId: string; type: string }[]>`
+  const events = await gt.sql<{ taskId: string; type: string }[]>`
     select task_id, type from events
     where session_id = ${a} and type in ('task.started', 'task.completed', 'task.cancelled') order by seq`;
   expect(events.map((e) => [e.taskId, e.type])).toEqual([

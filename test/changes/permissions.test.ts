@@ -4,34 +4,25 @@
  * the deadline and a cancel resolve it.
  */
 import { Value } from "typebox/value";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
+import { beforeAll, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
 import { PermissionResolution, Task } from "../../src/contract/responses.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, eventually, startTestGateway } from "../support/gateway.js";
-import { createSession, submitPrompt, tempWorkspace, waitPermission, waitTask } from "../support/turns.js";
+import { call, eventually, type TestGateway } from "../support/gateway.js";
+import { createSession, submitPrompt, waitPermission, waitTask } from "../support/turns.js";
 import { WsClient } from "../support/ws-client.js";
 
-let db: TestDatabase;
-let a: Gateway;
-let b: Gateway;
-let workspace: string;
+const gt = useGateway({ workspace: true, start: false });
+let a: TestGateway;
+let b: TestGateway;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  a = await startTestGateway(db.url, { MOORING_INSTANCE_ID: "perm-a", MOORING_POLL_MS: "5000" });
-  b = await startTestGateway(db.url, { MOORING_INSTANCE_ID: "perm-b", MOORING_POLL_MS: "5000" });
-  workspace = await tempWorkspace();
-});
-afterAll(async () => {
-  await a?.stop();
-  await b?.stop();
-  await db?.drop();
+  a = await gt.startGateway({ MOORING_INSTANCE_ID: "perm-a", MOORING_POLL_MS: "5000" });
+  b = await gt.startGateway({ MOORING_INSTANCE_ID: "perm-b", MOORING_POLL_MS: "5000" });
 });
 
 /** Submit `[ask NAME]` on `base` and wait until the task shows its pending request. */
 async function asking(base: string, prompt = "[ask bash]") {
-  const sessionId = await createSession(base, workspace);
+  const sessionId = await createSession(base, gt.workspace);
   const task = await submitPrompt(base, sessionId, prompt);
   // A pending request changes no task state, so a long-poll would not wake for it: poll.
   const waiting = await eventually(async () => {
@@ -49,11 +40,13 @@ const answer = (base: string, taskId: string, requestId: string, body: unknown) 
   call(base, "POST", `/v1/tasks/${taskId}/permissions/${requestId}`, body);
 
 async function eventsOf(taskId: string) {
-  return db.sql<{ type: string; data: any }[]>`select type, data from events where task_id = ${taskId} order by seq`;
+  return gt.sql<
+    { type: string; data: any }[]
+  >`select type, data from events where task_id = ${taskId} order by seq`;
 }
 
 it("reaches a WebSocket subscriber and the task snapshot; Allow lets the tool run", async () => {
-  const sessionId = await createSession(a.url, workspace);
+  const sessionId = await createSession(a.url, gt.workspace);
   const ws = await WsClient.connect(a.url);
   await ws.call("events.subscribe", { sessionId });
   const task = await submitPrompt(a.url, sessionId, "[ask bash]");
@@ -81,7 +74,12 @@ it("reaches a WebSocket subscriber and the task snapshot; Allow lets the tool ru
 
   const ok = await answer(a.url, task.id, requested.data.requestId, { optionId: "allow" });
   expect(ok.status).toBe(200);
-  expect(ok.body).toMatchObject({ requestId: requested.data.requestId, taskId: task.id, optionId: "allow", by: "client" });
+  expect(ok.body).toMatchObject({
+    requestId: requested.data.requestId,
+    taskId: task.id,
+    optionId: "allow",
+    by: "client",
+  });
   expect(Value.Check(PermissionResolution, ok.body)).toBe(true);
   await ws.waitForTerminal(sessionId, task.id);
   const done = await waitTask(a.url, task.id);
@@ -106,7 +104,10 @@ it("reaches a WebSocket subscriber and the task snapshot; Allow lets the tool ru
 
 it("Deny: the agent gets the reject option and the message verbatim", async () => {
   const { task, request } = await asking(a.url);
-  const no = await answer(a.url, task.id, request.requestId, { optionId: "deny", message: "not on prod, «please»" });
+  const no = await answer(a.url, task.id, request.requestId, {
+    optionId: "deny",
+    message: "not on prod, «please»",
+  });
   expect(no.status).toBe(200);
   const done = await waitTask(a.url, task.id);
   expect(done.status).toBe("completed");
@@ -123,7 +124,7 @@ it("Deny: the agent gets the reject option and the message verbatim", async () =
 
 it("takes the answer on instance B while the turn runs on A (JSON-RPC over the socket), answers included", async () => {
   const { task, request } = await asking(a.url);
-  const [owner] = await db.sql`select owner_instance from tasks where id = ${task.id}`;
+  const [owner] = await gt.sql`select owner_instance from tasks where id = ${task.id}`;
   expect(owner.ownerInstance).toBe("perm-a");
   const ws = await WsClient.connect(b.url);
   const resolution = await ws.call("permissions.respond", {
@@ -132,7 +133,11 @@ it("takes the answer on instance B while the turn runs on A (JSON-RPC over the s
     optionId: "allow_always",
     answers: { "Which shell?": "zsh" },
   });
-  expect(resolution).toMatchObject({ optionId: "allow_always", by: "client", answers: { "Which shell?": "zsh" } });
+  expect(resolution).toMatchObject({
+    optionId: "allow_always",
+    by: "client",
+    answers: { "Which shell?": "zsh" },
+  });
   // B's poll is 5 s: the notification brings it to A well before that.
   const started = Date.now();
   const done = await waitTask(a.url, task.id);
@@ -164,13 +169,15 @@ it("two answers at once: one wins, the other gets 409 PERMISSION_RESOLVED with t
 
 it("bad answers get their codes and change nothing", async () => {
   const { task, request } = await asking(a.url);
-  const before = await db.sql`select count(*)::int as n from events`;
+  const before = await gt.sql`select count(*)::int as n from events`;
   const unknown = await answer(a.url, task.id, "0b8b4c1e-6a51-4f3e-9e39-0d5e1b1a7f00", { optionId: "allow" });
   expect(unknown.status).toBe(404);
   expect(unknown.body.error.code).toBe("PERMISSION_NOT_FOUND");
   const notUuid = await answer(a.url, task.id, "nope", { optionId: "allow" });
   expect(notUuid.body.error.code).toBe("PERMISSION_NOT_FOUND");
-  const otherTask = await answer(a.url, "0b8b4c1e-6a51-4f3e-9e39-0d5e1b1a7f00", request.requestId, { optionId: "allow" });
+  const otherTask = await answer(a.url, "0b8b4c1e-6a51-4f3e-9e39-0d5e1b1a7f00", request.requestId, {
+    optionId: "allow",
+  });
   expect(otherTask.body.error.code).toBe("TASK_NOT_FOUND");
   const wrong = await answer(a.url, task.id, request.requestId, { optionId: "maybe" });
   expect(wrong.status).toBe(400);
@@ -195,9 +202,9 @@ it("bad answers get their codes and change nothing", async () => {
     params: { taskId: task.id, requestId: request.requestId, optionId: "nope" },
   });
   expect(rpc.body.error).toMatchObject({ code: -32602, data: { code: "INVALID_REQUEST" } });
-  const after = await db.sql`select count(*)::int as n from events`;
+  const after = await gt.sql`select count(*)::int as n from events`;
   expect(after[0].n).toBe(before[0].n);
-  const [row] = await db.sql`select resolved_at from permission_requests where id = ${request.requestId}`;
+  const [row] = await gt.sql`select resolved_at from permission_requests where id = ${request.requestId}`;
   expect(row.resolvedAt).toBeNull();
   expect((await call(a.url, "GET", `/v1/tasks/${task.id}`)).body.pendingPermissions).toHaveLength(1);
   const rpcOk = await call(a.url, "POST", "/v1/rpc", {
@@ -233,9 +240,9 @@ it("cancel while waiting resolves the request `cancel`", async () => {
 });
 
 it("no answer within MOORING_PERMISSION_TIMEOUT_MS: the reject option, `by: timeout`", async () => {
-  const c = await startTestGateway(db.url, { MOORING_INSTANCE_ID: "perm-c", MOORING_PERMISSION_TIMEOUT_MS: "300" });
+  const c = await gt.startGateway({ MOORING_INSTANCE_ID: "perm-c", MOORING_PERMISSION_TIMEOUT_MS: "300" });
   try {
-    const sessionId = await createSession(c.url, workspace);
+    const sessionId = await createSession(c.url, gt.workspace);
     const task = await submitPrompt(c.url, sessionId, "[ask rm]");
     const done = await waitTask(c.url, task.id);
     expect(done.status).toBe("completed");
@@ -249,22 +256,35 @@ it("no answer within MOORING_PERMISSION_TIMEOUT_MS: the reject option, `by: time
 
 it("logs every request and answer with the tool, the option and who answered", async () => {
   const lines: Record<string, any>[] = [];
-  const d = await startTestGateway(db.url, { MOORING_INSTANCE_ID: "perm-d", MOORING_API_TOKENS: "s3cret-token" }, {
-    onLog: (l) => lines.push(l),
-  });
+  const d = await gt.startGateway(
+    { MOORING_INSTANCE_ID: "perm-d", MOORING_API_TOKENS: "s3cret-token" },
+    {
+      onLog: (l) => lines.push(l),
+    },
+  );
   try {
     const auth = { authorization: "Bearer s3cret-token" };
-    const sessionId = await createSession(d.url, workspace, {}, auth);
+    const sessionId = await createSession(d.url, gt.workspace, {}, auth);
     const task = await submitPrompt(d.url, sessionId, "[ask deploy]", auth);
     const waiting = await waitPermission(d.url, task.id, undefined, auth);
-    await call(d.url, "POST", `/v1/tasks/${task.id}/permissions/${waiting.requestId}`, { optionId: "deny" }, auth);
+    await call(
+      d.url,
+      "POST",
+      `/v1/tasks/${task.id}/permissions/${waiting.requestId}`,
+      { optionId: "deny" },
+      auth,
+    );
     await eventually(async () => lines.some((l) => l.msg === "permission resolved"));
     const requested = lines.find((l) => l.msg === "permission requested")!;
     expect(requested).toMatchObject({ tool: "deploy", requestId: waiting.requestId });
     const answered = lines.find((l) => l.msg === "permission answered")!;
     expect(answered).toMatchObject({ tool: "deploy", optionId: "deny", by: "client" });
     expect(answered.answeredBy).toMatch(/^http token 1 of default from /);
-    expect(lines.find((l) => l.msg === "permission resolved")).toMatchObject({ tool: "deploy", optionId: "deny", by: "client" });
+    expect(lines.find((l) => l.msg === "permission resolved")).toMatchObject({
+      tool: "deploy",
+      optionId: "deny",
+      by: "client",
+    });
     expect(JSON.stringify(lines)).not.toContain("s3cret-token");
   } finally {
     await d.stop();

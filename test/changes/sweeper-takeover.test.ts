@@ -11,41 +11,30 @@
  */
 import { randomUUID } from "node:crypto";
 import postgres from "postgres";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
+import { beforeAll, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
 import { eventually, startTestGateway } from "../support/gateway.js";
-import { createSession, submitOk, tempWorkspace, waitStatus, waitTask } from "../support/turns.js";
+import { createSession, submitOk, waitStatus, waitTask } from "../support/turns.js";
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
+const t = useGateway({
+  env: { MOORING_SWEEP_MS: "50", MOORING_HEARTBEAT_MS: "60000", MOORING_LEASE_MS: "120000" },
+  workspace: true,
+  gateway: { onLog: (record) => lines.push(record) },
+});
 const lines: Record<string, any>[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   // Sweeps every 50 ms; the heartbeat is slow, so a lease this test expires stays expired.
-  gw = await startTestGateway(
-    db.url,
-    { MOORING_SWEEP_MS: "50", MOORING_HEARTBEAT_MS: "60000", MOORING_LEASE_MS: "120000" },
-    { onLog: (record) => lines.push(record) },
-  );
-  workspace = await tempWorkspace();
-});
-
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
 });
 
 it("never takes over its own running turn when its lease ran out (a late heartbeat)", async () => {
-  const sessionId = await createSession(gw.url, workspace);
-  const task = await submitOk(gw.url, sessionId, { prompt: "[sleep 1500] [deltas 5]" });
-  const running = await waitStatus(gw.url, task.id, "running");
+  const sessionId = await createSession(t.url, t.workspace);
+  const task = await submitOk(t.url, sessionId, { prompt: "[sleep 1500] [deltas 5]" });
+  const running = await waitStatus(t.url, task.id, "running");
   expect(running.status).toBe("running");
   // The heartbeat ran late: this boot's own lease is over while the turn still runs.
-  await db.sql`update tasks set lease_expires_at = now() - interval '5 seconds' where id = ${task.id}`;
-  const done = await waitTask(gw.url, task.id);
+  await t.sql`update tasks set lease_expires_at = now() - interval '5 seconds' where id = ${task.id}`;
+  const done = await waitTask(t.url, task.id);
   expect(done.status).toBe("completed");
   expect(done.result.text).toContain("chunk 5");
   expect(lines.filter((l) => l.msg === "lease takeover: tasks of a stopped instance interrupted")).toEqual(
@@ -54,10 +43,10 @@ it("never takes over its own running turn when its lease ran out (a late heartbe
 }, 30_000);
 
 it("sweeping a stopped instance's lease takes the session row before the task row (no deadlock with a flush)", async () => {
-  const sessionId = await createSession(gw.url, workspace);
+  const sessionId = await createSession(t.url, t.workspace);
   // A turn of a boot that stopped (no process renews it); its lease has not run out yet.
   const deadBoot = randomUUID();
-  const [task] = await db.sql`
+  const [task] = await t.sql`
     insert into tasks (session_id, turn_index, status, prompt, timeout_ms, queue_deadline_at, owner_boot,
                        owner_instance, attempt, lease_expires_at, started_at)
     values (${sessionId}, 0, 'running', 'p', 60000, now() + interval '1 hour', ${deadBoot}, 'gone', 1,
@@ -65,14 +54,14 @@ it("sweeping a stopped instance's lease takes the session row before the task ro
     returning id`;
 
   // A flush of that session, as the event log writes it: session row (seq allocation) first...
-  const flush = postgres(db.url, { max: 1, onnotice: () => {} });
+  const flush = postgres(t.databaseUrl, { max: 1, onnotice: () => {} });
   try {
     const flushed = flush.begin(async (tx) => {
       await tx`update sessions set last_seq = last_seq where id = ${sessionId}`;
       // ...the lease runs out while the flush holds the session row, and the sweep comes...
-      await db.sql`update tasks set lease_expires_at = now() - interval '1 second' where id = ${task.id}`;
+      await t.sql`update tasks set lease_expires_at = now() - interval '1 second' where id = ${task.id}`;
       await eventually(async () => {
-        const [{ waiting }] = await db.sql`
+        const [{ waiting }] = await t.sql`
           select count(*)::int as waiting from pg_stat_activity
           where datname = current_database() and wait_event_type = 'Lock'`;
         return waiting > 0;
@@ -86,21 +75,24 @@ it("sweeping a stopped instance's lease takes the session row before the task ro
   }
 
   const settled = await eventually(async () => {
-    const [row] = await db.sql`select status, error from tasks where id = ${task.id}`;
+    const [row] = await t.sql`select status, error from tasks where id = ${task.id}`;
     return row.status === "interrupted" ? row : null;
   });
   expect(settled.error).toMatchObject({ code: "GATEWAY_RESTART" });
-  const events = await db.sql`select seq, type from events where session_id = ${sessionId} order by seq`;
+  const events = await t.sql`select seq, type from events where session_id = ${sessionId} order by seq`;
   expect(events.map((e) => e.type)).toEqual(["task.interrupted"]);
   expect(lines.filter((l) => JSON.stringify(l).includes("deadlock"))).toEqual([]);
   expect(lines.filter((l) => l.msg === "sweep failed; next tick retries")).toEqual([]);
 }, 30_000);
 
 it("a lease whose row a flush holds at the beat is still renewed (the beat waits for that one row)", async () => {
-  const beating = await startTestGateway(db.url, { MOORING_HEARTBEAT_MS: "100", MOORING_LEASE_MS: "3000" });
-  const holder = postgres(db.url, { max: 1, onnotice: () => {} });
+  const beating = await startTestGateway(t.databaseUrl, {
+    MOORING_HEARTBEAT_MS: "100",
+    MOORING_LEASE_MS: "3000",
+  });
+  const holder = postgres(t.databaseUrl, { max: 1, onnotice: () => {} });
   try {
-    const sessionId = await createSession(beating.url, workspace);
+    const sessionId = await createSession(beating.url, t.workspace);
     const task = await submitOk(beating.url, sessionId, { prompt: "[sleep 4000]" });
     await waitStatus(beating.url, task.id, "running");
     let before: Date | null = null;
@@ -109,14 +101,14 @@ it("a lease whose row a flush holds at the beat is still renewed (the beat waits
       const [row] = await tx`select lease_expires_at from tasks where id = ${task.id} for update`;
       before = row.lease_expires_at;
       await eventually(async () => {
-        const [{ waiting }] = await db.sql`
+        const [{ waiting }] = await t.sql`
           select count(*)::int as waiting from pg_stat_activity
           where datname = current_database() and wait_event_type = 'Lock' and query like '%update tasks set lease_expires_at%'`;
         return waiting > 0;
       }, 5_000);
     });
     const renewed = await eventually(async () => {
-      const [row] = await db.sql`select lease_expires_at from tasks where id = ${task.id}`;
+      const [row] = await t.sql`select lease_expires_at from tasks where id = ${task.id}`;
       return row.leaseExpiresAt > before! ? row : null;
     });
     expect(renewed.leaseExpiresAt.getTime()).toBeGreaterThan(before!.getTime());

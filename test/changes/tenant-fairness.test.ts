@@ -7,18 +7,9 @@
  * refusals with b's submits commit b's, and b's submit latency under the flood stays within 2x of
  * its latency under an equal flood of requests admission never sees (reads), in interleaved rounds.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { startTestGateway } from "../support/gateway.js";
-import {
-  cancelOpenTasks,
-  createSession,
-  submit,
-  submitOk,
-  tempWorkspace,
-  waitTask,
-} from "../support/turns.js";
+import { afterAll, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
+import { cancelOpenTasks, createSession, submit, submitOk, waitTask } from "../support/turns.js";
 
 const TENANTS = JSON.stringify({
   a: { tokens: ["token-a"], maxActive: 1, maxQueued: 1 },
@@ -34,33 +25,24 @@ const SAMPLES = 30;
 /** a's concurrent flooding clients. */
 const FLOODERS = 4;
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
+const t = useGateway({
+  env: { MOORING_TENANTS: TENANTS, MOORING_MAX_ACTIVE: "20", MOORING_MAX_QUEUED: "200" },
+  workspace: true,
+  gateway: {
+    logLevel: "debug",
+    onLog: (record) => {
+      if (record.msg === "admission committed")
+        batches.push({ submits: record.submits, refused: record.refused });
+      if (record.msg === "batched admission failed; admitting one by one") retriedOneByOne++;
+    },
+  },
+});
 /** Every committed admission transaction: how many submits went in, how many were refused in it. */
 const batches: { submits: number; refused: number | undefined }[] = [];
 let retriedOneByOne = 0;
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(
-    db.url,
-    { MOORING_TENANTS: TENANTS, MOORING_MAX_ACTIVE: "20", MOORING_MAX_QUEUED: "200" },
-    {
-      logLevel: "debug",
-      onLog: (record) => {
-        if (record.msg === "admission committed")
-          batches.push({ submits: record.submits, refused: record.refused });
-        if (record.msg === "batched admission failed; admitting one by one") retriedOneByOne++;
-      },
-    },
-  );
-  workspace = await tempWorkspace();
-});
 afterAll(async () => {
-  if (gw) await cancelOpenTasks(gw.url, db.sql, auth("a"));
-  await gw?.stop();
-  await db?.drop();
+  if (t.gw) await cancelOpenTasks(t.url, t.sql, auth("a"));
 });
 
 /** Nearest-rank percentile. */
@@ -75,25 +57,25 @@ async function measureB(sessions: string[]): Promise<number[]> {
   const ids: string[] = [];
   for (const session of sessions) {
     const started = performance.now();
-    const answer = await submit(gw.url, session, { prompt: "hello" }, auth("b"));
+    const answer = await submit(t.url, session, { prompt: "hello" }, auth("b"));
     latencies.push(performance.now() - started);
     expect(answer.status).toBe(202);
     ids.push(answer.body.id);
   }
   for (const id of ids)
-    expect((await waitTask(gw.url, id, undefined, 30_000, auth("b"))).status).toBe("completed");
+    expect((await waitTask(t.url, id, undefined, 30_000, auth("b"))).status).toBe("completed");
   return latencies;
 }
 
 it("a's refused submits cost b nothing: answered in the same round trip, b's p99 within 2x of b's under a flood that admission never sees", async () => {
   // a at its quota: one turn running (a's maxActive), one queued (a's maxQueued).
   const [aBusy, aQueued, aSpare] = await Promise.all(
-    [0, 1, 2].map(() => createSession(gw.url, workspace, {}, auth("a"))),
+    [0, 1, 2].map(() => createSession(t.url, t.workspace, {}, auth("a"))),
   );
-  await submitOk(gw.url, aBusy, { prompt: "[hang] a running" }, auth("a"));
-  await submitOk(gw.url, aQueued, { prompt: "[hang] a queued" }, auth("a"));
+  await submitOk(t.url, aBusy, { prompt: "[hang] a running" }, auth("a"));
+  await submitOk(t.url, aQueued, { prompt: "[hang] a queued" }, auth("a"));
   const bSessions = await Promise.all(
-    Array.from({ length: 5 + 2 * ROUNDS * SAMPLES }, () => createSession(gw.url, workspace, {}, auth("b"))),
+    Array.from({ length: 5 + 2 * ROUNDS * SAMPLES }, () => createSession(t.url, t.workspace, {}, auth("b"))),
   );
   let nextSession = 5;
   const nextSessions = () => {
@@ -118,7 +100,7 @@ it("a's refused submits cost b nothing: answered in the same round trip, b's p99
   // database round trip on this process's event loop and the 2 cores, but nothing admission sees.
   // What a refusal may not add on top of that is a stall behind it.
   const control = async () => {
-    const answer = await fetch(`${gw.url}/v1/sessions/${aSpare}`, { headers: auth("a") });
+    const answer = await fetch(`${t.url}/v1/sessions/${aSpare}`, { headers: auth("a") });
     expect(answer.status).toBe(200);
     await answer.arrayBuffer();
   };
@@ -127,8 +109,8 @@ it("a's refused submits cost b nothing: answered in the same round trip, b's p99
   const refused = async (i: number) => {
     const answer =
       i % 2 === 0
-        ? await submit(gw.url, aSpare, { prompt: "over quota" }, auth("a"))
-        : await submit(gw.url, aBusy, { prompt: "into busy", ifBusy: "reject" }, auth("a"));
+        ? await submit(t.url, aSpare, { prompt: "over quota" }, auth("a"))
+        : await submit(t.url, aBusy, { prompt: "into busy", ifBusy: "reject" }, auth("a"));
     const code = answer.body?.error?.code as keyof typeof refusals;
     expect(answer.status, JSON.stringify(answer.body)).toBe(code === "TENANT_BUSY" ? 429 : 409);
     refusals[code]++;
@@ -167,6 +149,6 @@ it("a's refused submits cost b nothing: answered in the same round trip, b's p99
   ).toBeLessThanOrEqual(Math.max(2 * referenceP99, referenceP99 + 100));
 
   // a's quota held throughout: its two turns, nothing more.
-  const [{ n }] = await db.sql<{ n: number }[]>`select count(*)::int as n from tasks where tenant = 'a'`;
+  const [{ n }] = await t.sql<{ n: number }[]>`select count(*)::int as n from tasks where tenant = 'a'`;
   expect(n).toBe(2);
 });

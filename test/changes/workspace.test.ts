@@ -10,7 +10,7 @@ import { MooringError } from "../../src/errors.js";
 import { type Gateway, startGateway } from "../../src/gateway.js";
 import { requestIdMixin } from "../../src/log.js";
 import { isInsideRoots, normalizeWorkspace } from "../../src/domain/workspace.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
+import { claimTestDatabase, type TestDatabase } from "../support/db.js";
 import { call, testEnv } from "../support/gateway.js";
 
 let base: string; // real path of a temp dir
@@ -76,7 +76,9 @@ describe("normalizeWorkspace", async () => {
   });
 
   it("resolves the existing, symlinked parent of a missing path", async () => {
-    expect(await normalizeWorkspace(join(base, "alias", "proj", "new-folder"))).toBe(join(proj, "new-folder"));
+    expect(await normalizeWorkspace(join(base, "alias", "proj", "new-folder"))).toBe(
+      join(proj, "new-folder"),
+    );
     expect(await normalizeWorkspace(join(root, "link-out", "new-folder"))).toBe(join(outside, "new-folder"));
   });
 
@@ -94,7 +96,9 @@ describe("normalizeWorkspace", async () => {
   it("resolves off the event loop: a deep missing path leaves timers running", async () => {
     let ticks = 0;
     const timer = setInterval(() => ticks++, 0);
-    await Promise.all(Array.from({ length: 20 }, () => normalizeWorkspace(`${proj}${"/missing".repeat(250)}`)));
+    await Promise.all(
+      Array.from({ length: 20 }, () => normalizeWorkspace(`${proj}${"/missing".repeat(250)}`)),
+    );
     clearInterval(timer);
     expect(ticks).toBeGreaterThan(0);
   });
@@ -125,7 +129,7 @@ describe("through the API with MOORING_WORKSPACE_ROOTS", () => {
   const lines: Record<string, any>[] = [];
 
   beforeAll(async () => {
-    db = await createTestDatabase();
+    db = await claimTestDatabase();
     const sink = new Writable({
       write(chunk, _encoding, done) {
         for (const line of chunk.toString().split("\n")) if (line.trim() !== "") lines.push(JSON.parse(line));

@@ -5,41 +5,28 @@
  * StillRunningError carrying the task, which is still running.
  */
 import { rm } from "node:fs/promises";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { afterAll, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
 import { MooringClient, type Run, StillRunningError, TaskLostError } from "../../src/client/index.js";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { startTestGateway } from "../support/gateway.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { TcpProxy } from "../support/tcp-proxy.js";
-import { tempWorkspace } from "../support/turns.js";
 
 const LEASE_MS = 30_000;
 const SWEEP_MS = 10_000;
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
+const t = useGateway({ workspace: true });
 let proxy: TcpProxy;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url);
-  workspace = await tempWorkspace();
-});
 
 afterAll(async () => {
   await proxy?.close();
-  await gw?.stop();
-  await db?.drop();
-  await rm(workspace, { recursive: true, force: true });
+  await rm(t.workspace, { recursive: true, force: true });
 });
 
 /** A complex [hang] turn, followed by a fake-clock client through a proxy that then refuses everything. */
 async function unreachableRun(options: { giveUpAfterMs?: number }) {
-  proxy = await TcpProxy.start(gw.url);
-  const real = new MooringClient({ url: gw.url });
-  const session = await real.sessions.create({ workspace, agent: "simulated" });
+  proxy = await TcpProxy.start(t.url);
+  const real = new MooringClient({ url: t.url });
+  const session = await real.sessions.create({ workspace: t.workspace, agent: "simulated" });
   const submitted = await real.turns.submit(session.id, { prompt: "[hang]", loadClass: "complex" });
   let task = await real.tasks.get(submitted.taskId);
   while (task.status !== "running") task = await real.tasks.get(task.id, { waitMs: 5000 });

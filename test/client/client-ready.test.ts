@@ -9,7 +9,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { MooringClient, NotReadyError } from "../../src/client/index.js";
 import { loadConfig } from "../../src/config.js";
 import { type Gateway, startGateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
+import { claimTestDatabase, type TestDatabase } from "../support/db.js";
 import { testEnv } from "../support/gateway.js";
 import { TcpProxy } from "../support/tcp-proxy.js";
 import { tempWorkspace } from "../support/turns.js";
@@ -20,7 +20,7 @@ let gw: Gateway;
 let workspace: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
+  db = await claimTestDatabase();
   const direct = new URL(db.url);
   dbProxy = await TcpProxy.start(`http://${direct.hostname}:${direct.port || 5432}`);
   dbProxy.refuse = true;

@@ -4,7 +4,9 @@
  * connection does; the surface (sessions, turns, tasks, gate, errors, pages).
  */
 import { rm } from "node:fs/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
+import { claimTestDatabase, type TestDatabase } from "../support/db.js";
+import { useGateway } from "../support/use-gateway.js";
 import {
   GatewayBusyError,
   isResyncItem,
@@ -17,39 +19,30 @@ import {
   UnauthorizedError,
 } from "../../src/client/index.js";
 import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { startTestGateway } from "../support/gateway.js";
 import { TcpProxy } from "../support/tcp-proxy.js";
-import { tempWorkspace } from "../support/turns.js";
 
 const PING_MS = 400;
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
-const proxies: TcpProxy[] = [];
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url, {
+const gt = useGateway({
+  env: {
     MOORING_WS_PING_MS: String(PING_MS),
     MOORING_SSE_HEARTBEAT_MS: String(PING_MS),
     MOORING_MAX_ACTIVE: "20",
     MOORING_MAX_QUEUED: "50",
-  });
-  workspace = await tempWorkspace();
+  },
+  workspace: true,
 });
+const proxies: TcpProxy[] = [];
 
 afterAll(async () => {
   await Promise.all(proxies.map((p) => p.close()));
-  await gw?.stop();
-  await db?.drop();
-  await rm(workspace, { recursive: true, force: true });
+  await rm(gt.workspace, { recursive: true, force: true });
 });
 
 async function proxy(): Promise<TcpProxy> {
-  const p = await TcpProxy.start(gw.url);
+  const p = await TcpProxy.start(gt.url);
   proxies.push(p);
   return p;
 }
@@ -62,7 +55,9 @@ const isEvent = (item: RunItem): item is MooringEvent => !isResyncItem(item);
 
 /** Every event of the task in the log, in seq order. */
 async function logOf(taskId: string) {
-  return db.sql<{ seq: number; type: string }[]>`select seq, type from events where task_id = ${taskId} order by seq`;
+  return gt.sql<
+    { seq: number; type: string }[]
+  >`select seq, type from events where task_id = ${taskId} order by seq`;
 }
 
 async function collect(run: AsyncIterable<RunItem>): Promise<RunItem[]> {
@@ -79,8 +74,8 @@ function expectExactlyTheLog(items: RunItem[], log: { seq: number; type: string 
 
 describe("the surface", () => {
   it("creates a session, submits a turn, iterates its events and resolves done() and text()", async () => {
-    const c = client(gw.url);
-    const session = await c.sessions.create({ workspace, agent: "simulated", title: "sdk" });
+    const c = client(gt.url);
+    const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated", title: "sdk" });
     expect(session).toMatchObject({ agent: "simulated", status: "idle", title: "sdk" });
     const run = await c.turns.submit(session.id, { prompt: "[deltas 5][tool 3000][tokens 900]" });
     const texts: string[] = [];
@@ -106,9 +101,10 @@ describe("the surface", () => {
   });
 
   it("gets, lists over pages, archives, reads the gate, and throws one class per code", async () => {
-    const c = client(gw.url);
+    const c = client(gt.url);
     const made = [];
-    for (let i = 0; i < 3; i++) made.push(await c.sessions.create({ workspace, agent: "simulated" }));
+    for (let i = 0; i < 3; i++)
+      made.push(await c.sessions.create({ workspace: gt.workspace, agent: "simulated" }));
     const got = await c.sessions.get(made[0].id);
     expect(got.turns).toEqual([]);
     const run = await c.turns.submit(made[0].id, { prompt: "a" });
@@ -131,8 +127,8 @@ describe("the surface", () => {
   });
 
   it("run.cancel() cancels and resolves with the cancelled task", async () => {
-    const c = client(gw.url);
-    const session = await c.sessions.create({ workspace, agent: "simulated" });
+    const c = client(gt.url);
+    const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
     const run = await c.turns.submit(session.id, { prompt: "[hang]" });
     const started = new Promise<void>((resolve) =>
       run.on("event", (e) => {
@@ -148,8 +144,8 @@ describe("the surface", () => {
     const busy = await gatewayOfItsOwn({ MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "0" });
     try {
       const c = client(busy.url, { readyTimeoutMs: 0 });
-      const session = await c.sessions.create({ workspace, agent: "simulated" });
-      const other = await c.sessions.create({ workspace, agent: "simulated" });
+      const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
+      const other = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
       const first = await c.turns.submit(session.id, { prompt: "[hang]" });
       await eventually(async () => (await c.tasks.get(first.taskId)).status === "running");
       const err = await c.turns.submit(other.id, { prompt: "x" }).catch((e) => e);
@@ -168,12 +164,15 @@ describe("the surface", () => {
  * other tests of this file leave tasks behind.
  */
 async function gatewayOfItsOwn(env: Record<string, string>): Promise<Gateway & { db: TestDatabase }> {
-  const own = await createTestDatabase();
+  const own = await claimTestDatabase();
   return Object.assign(await startTestGateway(own.url, env), { db: own });
 }
 
 /** Resolves with the first state change that `match` accepts. */
-function stateWhere(run: { on(kind: "state", h: (s: StateChange) => void): unknown }, match: (s: StateChange) => boolean) {
+function stateWhere(
+  run: { on(kind: "state", h: (s: StateChange) => void): unknown },
+  match: (s: StateChange) => boolean,
+) {
   return new Promise<StateChange>((resolve) => run.on("state", (s) => match(s) && resolve(s)));
 }
 
@@ -185,7 +184,7 @@ describe("recovery through a proxy", () => {
     it(`${transport}: cut every 500 ms during a long streamed turn, the joined deltas equal the final message`, async () => {
       const p = await proxy();
       const c = client(p.url, { transport });
-      const session = await c.sessions.create({ workspace, agent: "simulated" });
+      const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
       const run = await c.turns.submit(session.id, { prompt: longTurn(14, 30, 250) });
       const states: StateChange[] = [];
       run.on("state", (st) => states.push(st));
@@ -207,7 +206,7 @@ describe("recovery through a proxy", () => {
     it(`${transport}: a stream that ends cleanly before the terminal event does not end the iterator`, async () => {
       const p = await proxy();
       const c = client(p.url, { transport });
-      const session = await c.sessions.create({ workspace, agent: "simulated" });
+      const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
       const run = await c.turns.submit(session.id, { prompt: "[deltas 2][sleep 1500][deltas 2]" });
       const streaming = stateWhere(run, (st) => st.state === "streaming");
       const reconnecting = stateWhere(run, (st) => st.state === "reconnecting");
@@ -226,7 +225,7 @@ describe("recovery through a proxy", () => {
     it(`${transport}: a proxy that stops forwarding without closing is noticed within 2 × ping + 5 s, and the stream resumes`, async () => {
       const p = await proxy();
       const c = client(p.url, { transport });
-      const session = await c.sessions.create({ workspace, agent: "simulated" });
+      const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
       const run = await c.turns.submit(session.id, { prompt: "[deltas 2][sleep 3500][deltas 3]" });
       const streaming = stateWhere(run, (st) => st.state === "streaming");
       const reconnecting = stateWhere(run, (st) => st.state === "reconnecting");
@@ -246,7 +245,7 @@ describe("recovery through a proxy", () => {
     it(`${transport}: a consumer taking 50 ms per event over large tool results: no 4008, a bounded buffer, every event once`, async () => {
       const p = await proxy();
       const c = client(p.url, { transport, maxBufferedEvents: 8, maxBufferedBytes: 16 * 1024 });
-      const session = await c.sessions.create({ workspace, agent: "simulated" });
+      const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
       const run = await c.turns.submit(session.id, { prompt: `${"[tool 300000]".repeat(12)}[deltas 10]` });
       const states: StateChange[] = [];
       run.on("state", (st) => states.push(st));
@@ -268,7 +267,7 @@ describe("recovery through a proxy", () => {
     const p = await proxy();
     // A backoff this long would outlast the test: only an immediate reconnect finishes in time.
     const c = client(p.url, { backoffBaseMs: 60_000, backoffMaxMs: 60_000 });
-    const session = await c.sessions.create({ workspace, agent: "simulated" });
+    const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
     const run = await c.turns.submit(session.id, { prompt: "[deltas 2][sleep 1500][deltas 2]" });
     const streaming = stateWhere(run, (st) => st.state === "streaming");
     const reconnecting = stateWhere(run, (st) => st.state === "reconnecting");
@@ -283,20 +282,22 @@ describe("recovery through a proxy", () => {
   it("the proxy drops the answer of POST …/turns: the retry with the same key makes exactly one task", async () => {
     const p = await proxy();
     const c = client(p.url);
-    const session = await c.sessions.create({ workspace, agent: "simulated" });
+    const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
     p.dropAnswerTo((r) => r.startsWith("POST /v1/sessions/") && r.endsWith("/turns"));
     const run = await c.turns.submit(session.id, { prompt: "[deltas 3]" });
     const task = await run.done();
     expect(task.status).toBe("completed");
     expect(p.requests.filter((r) => r.endsWith("/turns"))).toHaveLength(2);
-    const [{ n }] = await db.sql<{ n: number }[]>`select count(*)::int as n from tasks where session_id = ${session.id}`;
+    const [{ n }] = await gt.sql<
+      { n: number }[]
+    >`select count(*)::int as n from tasks where session_id = ${session.id}`;
     expect(n).toBe(1);
   });
 
   it("streaming blocked, REST allowed: done() resolves through long-polling with no more requests than state changes + 2", async () => {
     const p = await proxy();
     const c = client(p.url);
-    const session = await c.sessions.create({ workspace, agent: "simulated" });
+    const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
     p.blockStreams = true;
     const before = p.requests.length;
     const run = await c.turns.submit(session.id, { prompt: "[deltas 2][sleep 1500][deltas 2]" });
@@ -315,7 +316,7 @@ describe("recovery through a proxy", () => {
   it("polling goes back to streaming once streams get through again (after streamRetryMs)", async () => {
     const p = await proxy();
     const c = client(p.url, { streamRetryMs: 1000, longPollMs: 300 });
-    const session = await c.sessions.create({ workspace, agent: "simulated" });
+    const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
     p.blockStreams = true;
     const run = await c.turns.submit(session.id, { prompt: "[deltas 2][sleep 3000][deltas 2]" });
     const polling = stateWhere(run, (st) => st.state === "polling");
@@ -335,10 +336,13 @@ describe("recovery through a proxy", () => {
       // backoff) ever fires, so every close the proxy sees was made by the abort itself, at once.
       // (A bound in milliseconds measured the machine's load as much as the client.)
       const c = client(p.url, { transport, clock: new FakeClock() });
-      const session = await c.sessions.create({ workspace, agent: "simulated" });
+      const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
       const controller = new AbortController();
       const run = await c.turns.submit(session.id, { prompt: "[hang]", signal: controller.signal });
-      const following = transport === "poll" ? stateWhere(run, (st) => st.state === "polling") : stateWhere(run, (st) => st.state === "streaming");
+      const following =
+        transport === "poll"
+          ? stateWhere(run, (st) => st.state === "polling")
+          : stateWhere(run, (st) => st.state === "streaming");
       const consumed = collect(run).catch((e) => e);
       await following;
       await eventually(async () => p.busy > 0);
@@ -354,13 +358,15 @@ describe("recovery through a proxy", () => {
 
 describe("tokens and retries", () => {
   it("sends the token on REST, the socket and SSE; without it, UnauthorizedError", async () => {
-    const guarded = await startTestGateway(db.url, { MOORING_API_TOKENS: "sdk-secret" });
+    const guarded = await startTestGateway(gt.databaseUrl, { MOORING_API_TOKENS: "sdk-secret" });
     try {
-      const anonymous = await client(guarded.url).gate().catch((e) => e);
+      const anonymous = await client(guarded.url)
+        .gate()
+        .catch((e) => e);
       expect(anonymous).toBeInstanceOf(UnauthorizedError);
       for (const transport of ["ws", "sse", "poll"] as const) {
         const c = client(guarded.url, { token: "sdk-secret", transport });
-        const session = await c.sessions.create({ workspace, agent: "simulated" });
+        const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
         const run = await c.turns.submit(session.id, { prompt: "[deltas 2]" });
         const items = await collect(run);
         expect((await run.done()).status).toBe("completed");
@@ -375,15 +381,17 @@ describe("tokens and retries", () => {
     const busy = await gatewayOfItsOwn({ MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "0" });
     try {
       const c = client(busy.url, { readyTimeoutMs: 20_000 });
-      const one = await c.sessions.create({ workspace, agent: "simulated" });
-      const two = await c.sessions.create({ workspace, agent: "simulated" });
+      const one = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
+      const two = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
       const blocker = await c.turns.submit(one.id, { prompt: "[hang]" });
       await eventually(async () => (await c.tasks.get(blocker.taskId)).status === "running");
       const waiting = c.turns.submit(two.id, { prompt: "[deltas 1]" });
       setTimeout(() => void c.tasks.cancel(blocker.taskId), 500);
       const run = await waiting;
       expect((await run.done()).status).toBe("completed");
-      const [{ n }] = await busy.db.sql<{ n: number }[]>`select count(*)::int as n from tasks where session_id = ${two.id}`;
+      const [{ n }] = await busy.db.sql<
+        { n: number }[]
+      >`select count(*)::int as n from tasks where session_id = ${two.id}`;
       expect(n).toBe(1);
     } finally {
       await busy.stop();
@@ -394,8 +402,8 @@ describe("tokens and retries", () => {
 
 describe("cursors and retention", () => {
   it("following from a saved cursor yields only the events after it; a terminal task yields its tail and ends", async () => {
-    const c = client(gw.url);
-    const session = await c.sessions.create({ workspace, agent: "simulated" });
+    const c = client(gt.url);
+    const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
     const run = await c.turns.submit(session.id, { prompt: "[deltas 6]" });
     const all = (await collect(run)).filter(isEvent);
     const saved = all[3].seq;
@@ -408,15 +416,20 @@ describe("cursors and retention", () => {
   });
 
   it("retention shorter than the cursor: one resync item, then live events, and done() resolves", async () => {
-    const short = await startTestGateway(db.url, { MOORING_EVENT_RETENTION: "5", MOORING_SWEEP_MS: "100" });
+    const short = await startTestGateway(gt.databaseUrl, {
+      MOORING_EVENT_RETENTION: "5",
+      MOORING_SWEEP_MS: "100",
+    });
     try {
       const c = client(short.url);
-      const session = await c.sessions.create({ workspace, agent: "simulated" });
+      const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
       const run = await c.turns.submit(session.id, { prompt: "[deltas 30][sleep 2500][deltas 3]" });
       await run.done().catch(() => {});
       const taskId = run.taskId;
       await eventually(async () => {
-        const [row] = await db.sql<{ prunedSeq: number }[]>`select pruned_seq from sessions where id = ${session.id}`;
+        const [row] = await gt.sql<
+          { prunedSeq: number }[]
+        >`select pruned_seq from sessions where id = ${session.id}`;
         return row.prunedSeq > 1;
       });
       const later = c.tasks.follow(taskId, { afterSeq: 0 });
@@ -443,4 +456,3 @@ async function eventually(fn: () => Promise<boolean>, timeoutMs = 15_000): Promi
     await new Promise((r) => setTimeout(r, 25));
   }
 }
-

@@ -11,13 +11,13 @@ import { connect, type Database } from "../../src/db/client.js";
 import { postgresDriverPatched } from "../../src/db/driver-patch.js";
 import { pipelined } from "../../src/db/pipeline.js";
 import { isDatabaseUnavailable } from "../../src/errors.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
+import { claimTestDatabase, type TestDatabase } from "../support/db.js";
 
 let db: TestDatabase;
 let pool: Database;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
+  db = await claimTestDatabase();
   // One connection, so the query after the kill must reconnect the very connection that was killed.
   pool = connect(db.url, { max: 1, applicationName: "mooring:reconnect" });
 });

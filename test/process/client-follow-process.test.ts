@@ -5,50 +5,50 @@
  */
 import { spawn } from "node:child_process";
 import { rm } from "node:fs/promises";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { afterAll, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
 import { MooringClient, type MooringEvent } from "../../src/client/index.js";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { repoRoot, startTestGateway } from "../support/gateway.js";
-import { tempWorkspace } from "../support/turns.js";
+import { repoRoot } from "../support/gateway.js";
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url);
-  workspace = await tempWorkspace();
-});
+const t = useGateway({ workspace: true });
 
 afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-  await rm(workspace, { recursive: true, force: true });
+  await rm(t.workspace, { recursive: true, force: true });
 });
 
 /** Runs the follow script to its end; its printed lines, parsed. */
-function followInNewProcess(taskId: string, afterSeq: number): Promise<{ item?: MooringEvent; done?: any }[]> {
+function followInNewProcess(
+  taskId: string,
+  afterSeq: number,
+): Promise<{ item?: MooringEvent; done?: any }[]> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "test/support/follow-script.ts", gw.url, taskId, String(afterSeq)], {
-      cwd: repoRoot,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", "test/support/follow-script.ts", t.url, taskId, String(afterSeq)],
+      {
+        cwd: repoRoot,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let out = "";
     let err = "";
     child.stdout.on("data", (c) => (out += c));
     child.stderr.on("data", (c) => (err += c));
     child.on("exit", (code) => {
       if (code !== 0) return reject(new Error(`follow script exited ${code}: ${err}`));
-      resolve(out.trim().split("\n").map((l) => JSON.parse(l)));
+      resolve(
+        out
+          .trim()
+          .split("\n")
+          .map((l) => JSON.parse(l)),
+      );
     });
   });
 }
 
 it("a new process follows a running task from a saved cursor: only the events after it, then the terminal one", async () => {
-  const client = new MooringClient({ url: gw.url });
-  const session = await client.sessions.create({ workspace, agent: "simulated" });
+  const client = new MooringClient({ url: t.url });
+  const session = await client.sessions.create({ workspace: t.workspace, agent: "simulated" });
   const run = await client.turns.submit(session.id, { prompt: "[deltas 3][sleep 2500][deltas 3]" });
   // The first app saw the first events, saved its cursor, and went away.
   let saved = 0;
@@ -61,7 +61,9 @@ it("a new process follows a running task from a saved cursor: only the events af
   const task = lines.at(-1)!.done;
   expect(task.status).toBe("completed");
   const seqs = lines.filter((l) => l.item).map((l) => l.item!.seq);
-  const log = await db.sql<{ seq: number }[]>`select seq from events where task_id = ${run.taskId} and seq > ${saved} order by seq`;
+  const log = await t.sql<
+    { seq: number }[]
+  >`select seq from events where task_id = ${run.taskId} and seq > ${saved} order by seq`;
   expect(seqs).toEqual(log.map((r) => r.seq));
   expect(lines.at(-2)!.item!.type).toBe("task.completed");
 

@@ -14,33 +14,24 @@ import { promisify } from "node:util";
 import SwaggerParser from "@apidevtools/swagger-parser";
 import { errorCodes } from "../../src/errors.js";
 import openapiTS, { astToString } from "openapi-typescript";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, repoRoot, startTestGateway } from "../support/gateway.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
+import { call, repoRoot } from "../support/gateway.js";
 import { tempWorkspace } from "../support/turns.js";
 
 const TOKEN = "token-openapi-1";
 const auth = { authorization: `Bearer ${TOKEN}` };
 
-let db: TestDatabase;
-let gw: Gateway;
+const t = useGateway({ env: { MOORING_API_TOKENS: TOKEN } });
 let doc: any;
 let file: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url, { MOORING_API_TOKENS: TOKEN });
-  const served = await call(gw.url, "GET", "/docs/json", undefined, auth);
+  const served = await call(t.url, "GET", "/docs/json", undefined, auth);
   expect(served.status).toBe(200);
   doc = served.body;
   file = join(await mkdtemp(join(tmpdir(), "mooring-openapi-")), "openapi.json");
   await writeFile(file, JSON.stringify(doc));
-});
-
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
 });
 
 const operations = () =>
@@ -55,16 +46,28 @@ describe("the served OpenAPI document", () => {
 
   it("passes Redocly's recommended rules with no error", async () => {
     const cli = join(repoRoot, "node_modules/@redocly/cli/bin/cli.js");
-    const run = await promisify(execFile)(process.execPath, [cli, "lint", file, "--extends", "recommended", "--format", "json"], {
-      cwd: join(file, ".."),
-      maxBuffer: 16 * 1024 * 1024,
-      // The linter checks a file here; it reports nothing to anyone (no telemetry, no update check).
-      env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SDK_TELEMETRY: "off", REDOCLY_SUPPRESS_NOTIFICATIONS: "true" },
-    }).catch((err: { stdout: string }) => ({ stdout: err.stdout }));
+    const run = await promisify(execFile)(
+      process.execPath,
+      [cli, "lint", file, "--extends", "recommended", "--format", "json"],
+      {
+        cwd: join(file, ".."),
+        maxBuffer: 16 * 1024 * 1024,
+        // The linter checks a file here; it reports nothing to anyone (no telemetry, no update check).
+        env: {
+          ...process.env,
+          REDOCLY_TELEMETRY: "off",
+          REDOCLY_SDK_TELEMETRY: "off",
+          REDOCLY_SUPPRESS_NOTIFICATIONS: "true",
+        },
+      },
+    ).catch((err: { stdout: string }) => ({ stdout: err.stdout }));
     const report = JSON.parse(run.stdout.slice(run.stdout.indexOf("{")));
     const errors = report.problems
       .filter((p: { severity: string }) => p.severity === "error")
-      .map((p: { ruleId: string; message: string; location: { pointer: string }[] }) => `${p.ruleId} ${p.location[0]?.pointer}: ${p.message}`);
+      .map(
+        (p: { ruleId: string; message: string; location: { pointer: string }[] }) =>
+          `${p.ruleId} ${p.location[0]?.pointer}: ${p.message}`,
+      );
     expect(errors).toEqual([]);
   });
 
@@ -99,14 +102,20 @@ describe("the served OpenAPI document", () => {
   it("requires the security schemes on every route but health, and names a server", () => {
     for (const { path, method, op } of operations()) {
       const open = path === "/healthz" || path === "/readyz";
-      expect([method, path, op.security ?? doc.security]).toEqual([method, path, open ? [] : [{ bearer: [] }, { accessToken: [] }]]);
+      expect([method, path, op.security ?? doc.security]).toEqual([
+        method,
+        path,
+        open ? [] : [{ bearer: [] }, { accessToken: [] }],
+      ]);
     }
     expect(doc.servers).toEqual([{ url: "/", description: expect.any(String) }]);
   });
 
   it("names its shared schemas, describes every answer and lists the error codes (issue 34, item 7)", () => {
     const schemas = doc.components.schemas;
-    expect(Object.keys(schemas)).toEqual(expect.arrayContaining(["Session", "Task", "Event", "Error", "EventPage", "JsonRpcResponse"]));
+    expect(Object.keys(schemas)).toEqual(
+      expect.arrayContaining(["Session", "Task", "Event", "Error", "EventPage", "JsonRpcResponse"]),
+    );
     const json = (path: string, method: string, status: string) =>
       doc.paths[path][method].responses[status].content["application/json"].schema;
     expect(json("/v1/sessions", "post", "201")).toEqual({ $ref: "#/components/schemas/Session" });
@@ -116,7 +125,9 @@ describe("the served OpenAPI document", () => {
     // No schema is spelled out twice: every object with a name is a reference, components included.
     const inline = JSON.stringify(doc.paths).match(/"title":"(Session|Task|Event|Error)"/g);
     expect(inline).toBeNull();
-    const descriptions = operations().flatMap(({ op }) => Object.values<any>(op.responses).map((r) => r.description));
+    const descriptions = operations().flatMap(({ op }) =>
+      Object.values<any>(op.responses).map((r) => r.description),
+    );
     expect(descriptions.filter((d) => d === "Default Response" || !d)).toEqual([]);
     expect(doc.paths["/v1/sessions"].post.responses["201"].description).toBe("the session, created");
     expect(schemas.Error.properties.error.properties.code.enum).toEqual(Object.keys(errorCodes));
@@ -131,7 +142,7 @@ describe("the served OpenAPI document", () => {
     expect($ref).toBe("#/components/schemas/Readiness");
     expect(doc.components.schemas.Readiness.required).toEqual(["ready"]);
     // And the tokened gateway's answer without a token is just that.
-    expect((await call(gw.url, "GET", "/readyz")).body).toEqual({ ready: true });
+    expect((await call(t.url, "GET", "/readyz")).body).toEqual({ ready: true });
   });
 });
 
@@ -167,13 +178,26 @@ describe("a client generated by openapi-typescript", () => {
     const exec = promisify(execFile);
     const tsc = join(repoRoot, "node_modules/typescript/bin/tsc");
     const compiled = await exec(process.execPath, [
-      tsc, "--strict", "--noEmit", "--skipLibCheck", "--target", "es2022", "--module", "nodenext",
-      "--moduleResolution", "nodenext", join(dir, "client.mts"),
+      tsc,
+      "--strict",
+      "--noEmit",
+      "--skipLibCheck",
+      "--target",
+      "es2022",
+      "--module",
+      "nodenext",
+      "--moduleResolution",
+      "nodenext",
+      join(dir, "client.mts"),
     ]).catch((err: { stdout: string }) => ({ stdout: err.stdout, failed: true }));
     expect(compiled.stdout).toBe("");
-    const ran = await exec(process.execPath, ["--import", "tsx", join(dir, "client.mts"), gw.url, TOKEN, await tempWorkspace()], {
-      cwd: repoRoot,
-    });
+    const ran = await exec(
+      process.execPath,
+      ["--import", "tsx", join(dir, "client.mts"), t.url, TOKEN, await tempWorkspace()],
+      {
+        cwd: repoRoot,
+      },
+    );
     const out = JSON.parse(ran.stdout);
     expect(out.location).toBe(`/v1/sessions/${out.sessionId}`);
     expect(["queued", "running"]).toContain(out.polled);

@@ -18,7 +18,7 @@ import { groupUsage } from "../../src/sql/instances.js";
 import { listSessions } from "../../src/sql/read-sessions.js";
 import { activeStatuses, taskStatuses, terminalStatuses } from "../../src/contract/task-status.js";
 import { ACTIVE, TERMINAL, withSets } from "../../src/sql/task-status-sets.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
+import { claimTestDatabase, type TestDatabase } from "../support/db.js";
 
 let testDb: TestDatabase;
 let db: Database;
@@ -26,7 +26,7 @@ let traced: Sql;
 const sent: { text: string; parameters: unknown[] }[] = [];
 
 beforeAll(async () => {
-  testDb = await createTestDatabase();
+  testDb = await claimTestDatabase();
   db = connect(testDb.url, { max: 2 });
   await applyMigrations(db);
   traced = postgres(testDb.url, {

@@ -4,41 +4,33 @@
  * terminal event comes after every event of the turn, even when the turn's events span several
  * flush transactions; the session row ends with the turn's cursor and usage.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { startTestGateway } from "../support/gateway.js";
-import { createSession, submitOk, tempWorkspace, waitTask } from "../support/turns.js";
+import { beforeAll, expect, it } from "vitest";
+import { useGateway } from "../support/use-gateway.js";
+import { createSession, submitOk, waitTask } from "../support/turns.js";
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  // A flush holds at most 256 events, and flushMax 16 makes a turn's events span many flushes;
-  // 10 running, so none of the 6 turns waits in the queue (that would add task.position events).
-  gw = await startTestGateway(db.url, {
+const gt = useGateway({
+  env: {
     MOORING_EVENT_FLUSH_LANES: "3",
     MOORING_EVENT_FLUSH_MAX: "16",
     MOORING_MAX_ACTIVE: "10",
-  });
-  workspace = await tempWorkspace();
+  },
+  workspace: true,
 });
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
+
+beforeAll(async () => {
+  // A flush holds at most 256 events, and flushMax 16 makes a turn's events span many flushes;
+  // 10 running, so none of the 6 turns waits in the queue (that would add task.position events).
 });
 
 it("settles after the last of 300 events, with the turn's cursor and usage on the session", async () => {
-  const sessions = await Promise.all(Array.from({ length: 6 }, () => createSession(gw.url, workspace)));
+  const sessions = await Promise.all(Array.from({ length: 6 }, () => createSession(gt.url, gt.workspace)));
   const prompt = `${"[tool 5] ".repeat(150)}[tokens 1234]`;
-  const tasks = await Promise.all(sessions.map((id) => submitOk(gw.url, id, { prompt })));
-  const finals = await Promise.all(tasks.map((t) => waitTask(gw.url, t.id)));
+  const tasks = await Promise.all(sessions.map((id) => submitOk(gt.url, id, { prompt })));
+  const finals = await Promise.all(tasks.map((t) => waitTask(gt.url, t.id)));
   for (const t of finals) expect(t.status).toBe("completed");
 
   for (const [i, sessionId] of sessions.entries()) {
-    const events = await db.sql<{ seq: number; type: string }[]>`
+    const events = await gt.sql<{ seq: number; type: string }[]>`
       select seq, type from events where session_id = ${sessionId} order by seq`;
     // task.queued, task.started, 150 × (tool.call, tool.result), message.delta, message, usage, task.completed
     expect(events).toHaveLength(2 + 300 + 4);
@@ -47,7 +39,7 @@ it("settles after the last of 300 events, with the turn's cursor and usage on th
     expect(events.filter((e) => e.type === "task.completed")).toHaveLength(1);
     expect(finals[i].lastSeq).toBe(events.length);
 
-    const [session] = await db.sql<
+    const [session] = await gt.sql<
       { agentSessionId: string; turnCount: number; lastAssistantMessageId: string; contextUsage: any }[]
     >`
       select agent_session_id, turn_count, last_assistant_message_id, context_usage from sessions where id = ${sessionId}`;

@@ -16,13 +16,13 @@ import { connect, type Database } from "../../src/db/client.js";
 import { applyMigrations } from "../../src/db/migrate.js";
 import { EventLog } from "../../src/stream/event-log.js";
 import { isPoisonedFlush } from "../../src/stream/flush-failure.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
+import { claimTestDatabase, type TestDatabase } from "../support/db.js";
 
 let db: TestDatabase;
 let database: Database;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
+  db = await claimTestDatabase();
   database = connect(db.url, { max: 2 });
   await applyMigrations(database);
 });

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { connect, type Database } from "../../src/db/client.js";
 import { applyMigrations } from "../../src/db/migrate.js";
 import { EventLog } from "../../src/stream/event-log.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
+import { claimTestDatabase, type TestDatabase } from "../support/db.js";
 import { eventually } from "../support/gateway.js";
 
 let db: TestDatabase;
@@ -18,7 +18,7 @@ let swallowAnswers = false;
 const links = new Set<Socket>();
 
 beforeAll(async () => {
-  db = await createTestDatabase();
+  db = await claimTestDatabase();
   const target = new URL(db.url);
   // A TCP proxy between the event log and Postgres that can stop passing Postgres' answers back.
   proxy = createServer((client) => {
@@ -52,7 +52,8 @@ afterAll(async () => {
 });
 
 it("does not append a batch twice when the commit's answer was lost", async () => {
-  const [session] = await db.sql`insert into sessions (workspace, agent) values ('/tmp', 'simulated') returning id`;
+  const [session] =
+    await db.sql`insert into sessions (workspace, agent) values ('/tmp', 'simulated') returning id`;
   const lines: string[] = [];
   const log = pino({ level: "warn" }, { write: (line: string) => lines.push(line) });
   const eventLog = new EventLog(through, { flushMs: 1000, flushMax: 1000, lanes: 1 }, log);
@@ -61,7 +62,12 @@ it("does not append a batch twice when the commit's answer was lost", async () =
   eventLog.append({ sessionId: session.id, taskId: null, type: "session.notice", data: { message: "n0" } });
   await eventLog.flush();
   for (let i = 1; i <= 3; i++) {
-    eventLog.append({ sessionId: session.id, taskId: null, type: "session.notice", data: { message: `n${i}` } });
+    eventLog.append({
+      sessionId: session.id,
+      taskId: null,
+      type: "session.notice",
+      data: { message: `n${i}` },
+    });
   }
 
   swallowAnswers = true;

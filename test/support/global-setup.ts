@@ -24,11 +24,30 @@ async function reachable(url: string): Promise<boolean> {
   }
 }
 
+/** Drops the pool databases no file holds (test/support/db.ts, `claimTestDatabase`) when the run ends. */
+async function dropIdlePool(adminUrl: string): Promise<void> {
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  try {
+    const rows = await admin<{ name: string }[]>`select datname as name from pg_database where datname like ${`mooring_pool_%`}`;
+    for (const { name } of rows) {
+      const [{ locked }] = await admin<{ locked: boolean }[]>`select pg_try_advisory_lock(hashtext(${name})) as locked`;
+      if (!locked) continue;
+      try {
+        await admin.unsafe(`drop database if exists ${name} with (force)`);
+      } finally {
+        await admin`select pg_advisory_unlock(hashtext(${name}))`;
+      }
+    }
+  } finally {
+    await admin.end();
+  }
+}
+
 export default async function setup(project: TestProject) {
   const wanted = process.env.TEST_DATABASE_URL ?? DEFAULT_URL;
   if (await reachable(wanted)) {
     project.provide("adminDatabaseUrl", wanted);
-    return;
+    return () => dropIdlePool(wanted);
   }
   if (process.env.TEST_DATABASE_URL) throw new Error(`TEST_DATABASE_URL is not reachable: ${wanted}`);
   const dir = await mkdtemp(join(tmpdir(), "mooring-test-pg-"));

@@ -6,11 +6,10 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, beforeEach, expect } from "vitest";
 import { connect, type Database, type Sql } from "../../src/db/client.js";
-import { applyMigrations } from "../../src/db/migrate.js";
 import type { OwnerFence } from "../../src/sql/append-events.js";
 import type { TaskRow } from "../../src/sql/task-row.js";
 import type { TaskStatus } from "../../src/contract/task-status.js";
-import { createTestDatabase, type TestDatabase } from "./db.js";
+import { claimTestDatabase, type TestDatabase } from "./db.js";
 
 export interface SqlTestDatabase {
   /** The gateway's own pool settings (camelCase columns, json values as written). */
@@ -21,16 +20,16 @@ export interface SqlTestDatabase {
 }
 
 /**
- * Registers the file's database: created and migrated before all, dropped after, and (unless
+ * Registers the file's database: claimed (migrated and empty) before all, given back after, and (unless
  * `emptyBeforeEach` is false) emptied before each test.
  */
 export function useSqlTestDatabase({ emptyBeforeEach = true } = {}): SqlTestDatabase {
   let testDb: TestDatabase;
   let db: Database;
   beforeAll(async () => {
-    testDb = await createTestDatabase();
+    // Claimed from the pool: migrated and empty (db.ts).
+    testDb = await claimTestDatabase();
     db = connect(testDb.url, { max: 4 });
-    await applyMigrations(db);
   });
   beforeEach(async () => {
     if (emptyBeforeEach) await db.sql`truncate checkpoints, transcript_chunks, permission_requests, events, tasks, sessions, instances, event_writes`;

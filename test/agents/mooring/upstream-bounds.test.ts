@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../../support/db.js";
+import { claimTestDatabase, type TestDatabase } from "../../support/db.js";
 import { eventually, startTestGateway } from "../../support/gateway.js";
 import { HostileUpstream } from "../../support/hostile-upstream.js";
 import { createSession, submitOk, tempWorkspace, waitTerminal } from "../../support/turns.js";
@@ -23,7 +23,7 @@ let workspace: string;
 const logs: Record<string, any>[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
+  db = await claimTestDatabase();
   upstream = await HostileUpstream.start();
   workspace = await tempWorkspace();
   const agents = {
