@@ -182,6 +182,9 @@ export const errors = {
       `permission request ${requestId} does not exist for task ${taskId}`,
     ),
   sessionArchived: (id: string) => new MooringError("SESSION_ARCHIVED", `session ${id} is archived`),
+  /** A rollback asked of a session with a turn queued, running or cancelling. */
+  sessionBusyForRollback: (id: string) =>
+    new MooringError("SESSION_BUSY", `session ${id} has a turn queued or running; roll back once it is idle`),
   sessionBusy: (id: string) =>
     new MooringError("SESSION_BUSY", `session ${id} is running a turn (ifBusy=reject)`),
   /** Events after `afterSeq` were pruned; `reload` says what the client reads again before continuing. */

@@ -64,6 +64,37 @@ export const CreateSessionBody = Type.Object(
   { additionalProperties: false },
 );
 
+/** `POST /v1/sessions/:id/fork` (docs/api.md, Fork and rollback). */
+export const ForkSessionBody = Type.Object(
+  {
+    atTurn: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: 2_147_483_647,
+        description: "the last turn (turnIndex) the fork carries; default: the source's last completed turn",
+      }),
+    ),
+    title: Type.Optional(Type.String({ maxLength: 500 })),
+    metadata: Type.Optional(Json),
+    idempotencyKey: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description: "a retried fork with this key returns the same session (keys are shared with session creates)",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/** `POST /v1/sessions/:id/rollback`. */
+export const RollbackSessionBody = Type.Object(
+  {
+    turns: Type.Integer({ minimum: 1, maximum: 100_000, description: "how many of the last completed turns to drop" }),
+  },
+  { additionalProperties: false },
+);
+
 /** A list's `tenant` filter (docs/tenants.md): an admin's choice; any other caller sees its own tenant only. */
 const TenantFilter = Type.Optional(
   Type.String({
@@ -158,6 +189,11 @@ export const rpcParams = {
   "sessions.get": Type.Object({ sessionId: Uuid }, { additionalProperties: false }),
   "sessions.list": ListSessionsQuery,
   "sessions.archive": Type.Object({ sessionId: Uuid }, { additionalProperties: false }),
+  "sessions.fork": Type.Object({ sessionId: Uuid, ...ForkSessionBody.properties }, { additionalProperties: false }),
+  "sessions.rollback": Type.Object(
+    { sessionId: Uuid, ...RollbackSessionBody.properties },
+    { additionalProperties: false },
+  ),
   "turns.submit": Type.Object(
     { sessionId: Uuid, ...SubmitTurnBody.properties },
     { additionalProperties: false },

@@ -35,6 +35,12 @@ export const Session = Type.Object(
     status: SessionStatus,
     agentSessionId: Nullable(Type.String()),
     turnCount: Type.Integer(),
+    forkedFrom: Nullable(
+      Type.Object(
+        { sessionId: Type.String(), turnIndex: Type.Integer() },
+        { additionalProperties: false, description: "a fork's source session and the last turn it carries" },
+      ),
+    ),
     contextUsage: Nullable(ContextUsage),
     lastSeq: Seq,
     createdAt: Time,
@@ -136,6 +142,9 @@ const taskFields = {
   lastSeq: Nullable(Seq),
   pollAfterMs: Nullable(Type.Integer()),
   continuesTaskId: Nullable(Type.String({ description: "the interrupted task this one continues" })),
+  rolledBack: Type.Boolean({
+    description: "dropped from the conversation by a rollback (its events stay in the log)",
+  }),
   pendingPermissions: Type.Array(PermissionRequest, {
     description: "permission requests the running turn waits on (status stays running)",
   }),
@@ -391,6 +400,8 @@ export const routeResponses = {
   "GET /v1/sessions": { 200: SessionPage, ...apiFailures },
   "GET /v1/sessions/:id": { 200: SessionWithTurns, ...apiFailures },
   "DELETE /v1/sessions/:id": { 200: Session, ...apiFailures },
+  "POST /v1/sessions/:id/fork": { 201: Session, 200: Session, ...apiFailures },
+  "POST /v1/sessions/:id/rollback": { 200: SessionWithTurns, ...apiFailures },
   "POST /v1/sessions/:id/turns": { 202: Task, 200: Task, 429: Failure, ...apiFailures },
   "GET /v1/tasks/:id": { 200: Task, ...apiFailures },
   "GET /v1/tasks": { 200: TaskPage, ...apiFailures },

