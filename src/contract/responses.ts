@@ -84,7 +84,8 @@ export const PermissionRequest = Type.Object(
         title: Type.String(),
         kind: Type.String({ description: "`question` for a question to the person, else the tool's kind" }),
         input: Type.Unknown({
-          description: "the tool's input, or a preview of at most 2 KiB (`truncated`; the whole is the event's payload)",
+          description:
+            "the tool's input, or a preview of at most 2 KiB (`truncated`; the whole is the event's payload)",
         }),
         inputBytes: Type.Optional(Type.Integer()),
         truncated: Type.Optional(Type.Boolean()),
@@ -183,7 +184,10 @@ export const SessionWithTurns = Type.Object(
 );
 
 const page = <T extends TSchema>(title: string, item: T) =>
-  Type.Object({ items: Type.Array(item), nextCursor: Nullable(Type.String()) }, { title, additionalProperties: false });
+  Type.Object(
+    { items: Type.Array(item), nextCursor: Nullable(Type.String()) },
+    { title, additionalProperties: false },
+  );
 export const SessionPage = page("SessionPage", Session);
 export const TaskPage = page("TaskPage", Task);
 
@@ -215,7 +219,13 @@ export const EventPayload = Type.Object(
 
 /** One tenant's share of the gate (docs/tenants.md): its running and queued turns and its limits. */
 export const TenantUsage = Type.Object(
-  { name: Type.String(), active: Type.Integer(), queued: Type.Integer(), maxActive: Type.Integer(), maxQueued: Type.Integer() },
+  {
+    name: Type.String(),
+    active: Type.Integer(),
+    queued: Type.Integer(),
+    maxActive: Type.Integer(),
+    maxQueued: Type.Integer(),
+  },
   { title: "TenantUsage", additionalProperties: false },
 );
 
@@ -236,7 +246,9 @@ export const GateStatus = Type.Object(
     maxQueued: Type.Integer(),
     active: Type.Integer(),
     queued: Type.Integer(),
-    waitingForInput: Type.Integer({ description: "active turns waiting on a permission request (they keep their slots)" }),
+    waitingForInput: Type.Integer({
+      description: "active turns waiting on a permission request (they keep their slots)",
+    }),
     queueTimeoutMs: Type.Integer(),
     tenant: TenantUsage,
     tenants: Type.Optional(
@@ -313,7 +325,12 @@ export const AgentList = Type.Object(
       Type.Object(
         {
           name: Type.String(),
-          driver: Type.Union([Type.Literal("simulated"), Type.Literal("claude-code"), Type.Literal("acp"), Type.Literal("mooring")]),
+          driver: Type.Union([
+            Type.Literal("simulated"),
+            Type.Literal("claude-code"),
+            Type.Literal("acp"),
+            Type.Literal("mooring"),
+          ]),
         },
         { additionalProperties: false },
       ),
@@ -337,10 +354,7 @@ const JsonRpcAnswer = Type.Object(
 /** The error shape with its details open (`field`, `oldestSeq`, ...). */
 const Failure = Type.Object(
   {
-    error: Type.Object(
-      { ...ErrorResponse.properties.error.properties },
-      { additionalProperties: true },
-    ),
+    error: Type.Object({ ...ErrorResponse.properties.error.properties }, { additionalProperties: true }),
   },
   { title: "Error", additionalProperties: false },
 );
@@ -385,7 +399,10 @@ export const Hello = Type.Object({
 
 /** Each route's answers by status, keyed `METHOD path` as fastify registers it. */
 export const routeResponses = {
-  "GET /healthz": { 200: Type.Object({ ok: Type.Boolean() }, { title: "Health", additionalProperties: false }), 403: Failure },
+  "GET /healthz": {
+    200: Type.Object({ ok: Type.Boolean() }, { title: "Health", additionalProperties: false }),
+    403: Failure,
+  },
   "GET /readyz": { 200: Readiness, 503: Readiness, 403: Failure },
   "GET /metrics": {
     200: {
@@ -417,7 +434,9 @@ export const routeResponses = {
       description: "JSON (a page) when the request accepts application/json, else Server-Sent Events",
       content: {
         "application/json": { schema: EventPage },
-        "text/event-stream": { schema: Type.String({ description: "`id: <seq>` / `data: <Event JSON>` records" }) },
+        "text/event-stream": {
+          schema: Type.String({ description: "`id: <seq>` / `data: <Event JSON>` records" }),
+        },
       },
     },
     ...apiFailures,

@@ -40,9 +40,13 @@ async function forkPointOf(tx: Tx, sourceId: string, atTurn: number | undefined)
   if (!point) {
     throw atTurn === undefined
       ? invalid(`session ${sourceId} has no completed turn to fork at`, "atTurn")
-      : invalid(`session ${sourceId} has no ended turn ${atTurn} (a fork is taken at a turn that ended)`, "atTurn");
+      : invalid(
+          `session ${sourceId} has no ended turn ${atTurn} (a fork is taken at a turn that ended)`,
+          "atTurn",
+        );
   }
-  if (point.rolledBack) throw invalid(`turn ${point.turnIndex} of session ${sourceId} was rolled back`, "atTurn");
+  if (point.rolledBack)
+    throw invalid(`turn ${point.turnIndex} of session ${sourceId} was rolled back`, "atTurn");
   return point;
 }
 

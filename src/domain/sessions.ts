@@ -40,7 +40,10 @@ export interface CreateSessionInput {
  * Only an ACP agent is handed MCP servers (docs/acp-server.md); any other refuses a non-empty list,
  * in words that name the field and the agent, rather than dropping it. An empty list means none.
  */
-function withoutForeignMcpServers(entry: AgentEntry, config: Record<string, unknown>): Record<string, unknown> {
+function withoutForeignMcpServers(
+  entry: AgentEntry,
+  config: Record<string, unknown>,
+): Record<string, unknown> {
   if (entry.driver === "acp" || !("mcpServers" in config)) return config;
   const { mcpServers, ...rest } = config;
   if (Array.isArray(mcpServers) && mcpServers.length === 0) return rest;
@@ -92,11 +95,14 @@ export class SessionService {
       );
     }
     const config = withoutForeignMcpServers(entry, input.agentConfig ?? {});
-    const checked = this.drivers[entry.driver].validateConfig(entry, config, { agentEnvDeny: this.rt.config.agentEnvDeny });
+    const checked = this.drivers[entry.driver].validateConfig(entry, config, {
+      agentEnvDeny: this.rt.config.agentEnvDeny,
+    });
     if (!checked.ok) throw invalid(checked.problem, checked.field ?? "agentConfig");
     const workspace = await acceptWorkspace(input.workspace, this.workspaceRoots, this.log);
     // Then the tenant's own roots (inside the global ones, checked at start), with the same refusal.
-    if (!isInsideRoots(workspace, await this.tenantRoots.of(tenant.name))) throw workspaceNotAllowed(input.workspace);
+    if (!isInsideRoots(workspace, await this.tenantRoots.of(tenant.name)))
+      throw workspaceNotAllowed(input.workspace);
     const { id, created } = await insertSession(this.db.sql, {
       tenant: tenant.name,
       workspace,
@@ -107,7 +113,8 @@ export class SessionService {
       idempotencyKey: input.idempotencyKey ?? null,
       group: input.group ?? this.rt.config.instanceGroup,
     });
-    if (created) this.log.info({ sessionId: id, workspace, agent: input.agent, tenant: tenant.name }, "session created");
+    if (created)
+      this.log.info({ sessionId: id, workspace, agent: input.agent, tenant: tenant.name }, "session created");
     return { session: await this.get(id, tenant, { withTurns: false }), created };
   }
 
@@ -198,7 +205,8 @@ export class SessionService {
     const { id, created } = await this.rt.committer.transaction((tx) =>
       forkSessionIn(tx, sourceId, input, source.title),
     );
-    if (created) this.log.info({ sessionId: id, forkedFrom: sourceId, tenant: source.tenant }, "session forked");
+    if (created)
+      this.log.info({ sessionId: id, forkedFrom: sourceId, tenant: source.tenant }, "session forked");
     return { session: await this.get(id, tenant, { withTurns: false }), created };
   }
 

@@ -15,7 +15,11 @@ export interface ForkPoint {
  * The source's turn `atTurn` (null: its last completed turn that is not rolled back), when it has
  * ended: a running or queued turn is no fork point. tasks_session_idx answers both forms.
  */
-export async function readForkPoint(q: Tx, sessionId: string, atTurn: number | null): Promise<ForkPoint | null> {
+export async function readForkPoint(
+  q: Tx,
+  sessionId: string,
+  atTurn: number | null,
+): Promise<ForkPoint | null> {
   const [row] = await withSets(q)<ForkPoint[]>`
     select turn_index, last_seq, rolled_back_at is not null as rolled_back, status from tasks
     where session_id = ${sessionId} and status in ${TERMINAL}
@@ -70,7 +74,9 @@ export async function insertForkSession(q: Tx, f: ForkToInsert): Promise<{ id: s
     on conflict (tenant, idempotency_key) do nothing
     returning id`;
   if (inserted) return { id: inserted.id, created: true };
-  const [existing] = await q<{ id: string }[]>`select s.id from sessions s join sessions src on src.id = ${f.sourceId}
+  const [existing] = await q<
+    { id: string }[]
+  >`select s.id from sessions s join sessions src on src.id = ${f.sourceId}
     where s.tenant = src.tenant and s.idempotency_key = ${f.idempotencyKey}`;
   return { id: existing.id, created: false };
 }
@@ -146,7 +152,12 @@ export async function insertForkedEvent(
  * The source's stored transcript of the conversation the fork branches from (claude-code's
  * transcript store), copied under the fork, so any host can resume it for the fork's first turn.
  */
-export async function copyTranscript(q: Tx, forkId: string, sourceId: string, agentSessionId: string): Promise<void> {
+export async function copyTranscript(
+  q: Tx,
+  forkId: string,
+  sourceId: string,
+  agentSessionId: string,
+): Promise<void> {
   await q`insert into transcript_chunks (session_id, agent_session_id, byte_offset, bytes)
     select ${forkId}, agent_session_id, byte_offset, bytes from transcript_chunks
     where session_id = ${sourceId} and agent_session_id = ${agentSessionId}

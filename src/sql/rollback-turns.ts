@@ -26,7 +26,12 @@ export async function lastCompletedTurns(q: Tx, sessionId: string, n: number): P
  * or cancelled one between them), and stores the rewind the next turn applies. Nothing is deleted.
  * Answers the turn indexes marked, in order.
  */
-export async function markRolledBack(q: Tx, sessionId: string, fromTurn: number, rewind: Rewind): Promise<number[]> {
+export async function markRolledBack(
+  q: Tx,
+  sessionId: string,
+  fromTurn: number,
+  rewind: Rewind,
+): Promise<number[]> {
   const rows = await withSets(q)<{ turnIndex: number }[]>`
     update tasks set rolled_back_at = now(), version = version + 1
     where session_id = ${sessionId} and turn_index >= ${fromTurn} and rolled_back_at is null

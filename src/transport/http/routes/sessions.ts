@@ -15,7 +15,14 @@ import { tenantOf } from "../auth.js";
 export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
   app.post<{ Body: Static<typeof CreateSessionBody> }>(
     "/sessions",
-    { schema: { summary: "Create a session", tags: ["sessions"], body: CreateSessionBody, response: routeResponses["POST /v1/sessions"] } },
+    {
+      schema: {
+        summary: "Create a session",
+        tags: ["sessions"],
+        body: CreateSessionBody,
+        response: routeResponses["POST /v1/sessions"],
+      },
+    },
     async (req, reply) => {
       const { session, created } = await s.sessions.create(req.body, tenantOf(req, s.tenants));
       reply.header("location", `/v1/sessions/${session.id}`);
@@ -25,25 +32,52 @@ export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
 
   app.get(
     "/agents",
-    { schema: { summary: "The agents the caller may name in a create", tags: ["sessions"], response: routeResponses["GET /v1/agents"] } },
+    {
+      schema: {
+        summary: "The agents the caller may name in a create",
+        tags: ["sessions"],
+        response: routeResponses["GET /v1/agents"],
+      },
+    },
     async (req) => s.sessions.agents(tenantOf(req, s.tenants)),
   );
 
   app.get<{ Querystring: Static<typeof ListSessionsQuery> }>(
     "/sessions",
-    { schema: { summary: "List sessions, newest first", tags: ["sessions"], querystring: ListSessionsQuery, response: routeResponses["GET /v1/sessions"] } },
+    {
+      schema: {
+        summary: "List sessions, newest first",
+        tags: ["sessions"],
+        querystring: ListSessionsQuery,
+        response: routeResponses["GET /v1/sessions"],
+      },
+    },
     async (req) => s.sessions.list(req.query, tenantOf(req, s.tenants)),
   );
 
   app.get<{ Params: Static<typeof SessionIdParams> }>(
     "/sessions/:id",
-    { schema: { summary: "A session with its recent turns (previews only)", tags: ["sessions"], params: SessionIdParams, response: routeResponses["GET /v1/sessions/:id"] } },
+    {
+      schema: {
+        summary: "A session with its recent turns (previews only)",
+        tags: ["sessions"],
+        params: SessionIdParams,
+        response: routeResponses["GET /v1/sessions/:id"],
+      },
+    },
     async (req) => s.sessions.get(req.params.id, tenantOf(req, s.tenants)),
   );
 
   app.delete<{ Params: Static<typeof SessionIdParams> }>(
     "/sessions/:id",
-    { schema: { summary: "Archive a session; its open turns are cancelled", tags: ["sessions"], params: SessionIdParams, response: routeResponses["DELETE /v1/sessions/:id"] } },
+    {
+      schema: {
+        summary: "Archive a session; its open turns are cancelled",
+        tags: ["sessions"],
+        params: SessionIdParams,
+        response: routeResponses["DELETE /v1/sessions/:id"],
+      },
+    },
     async (req) => s.sessions.archive(req.params.id, tenantOf(req, s.tenants)),
   );
 
@@ -59,7 +93,11 @@ export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
       },
     },
     async (req, reply) => {
-      const { session, created } = await s.sessions.fork(req.params.id, req.body ?? {}, tenantOf(req, s.tenants));
+      const { session, created } = await s.sessions.fork(
+        req.params.id,
+        req.body ?? {},
+        tenantOf(req, s.tenants),
+      );
       reply.header("location", `/v1/sessions/${session.id}`);
       return reply.status(created ? 201 : 200).send(session);
     },
