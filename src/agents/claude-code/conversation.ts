@@ -259,18 +259,27 @@ export class ClaudeConversation implements AgentConversation {
       const lookup = await findTranscript(configDir, this.cwd, from);
       if (lookup.state === "found") {
         this.log.info(
-          { fromAgentSessionId: from, messageId: rewind.messageId, kind: rewind.kind, ...describeTranscript(lookup) },
+          {
+            fromAgentSessionId: from,
+            messageId: rewind.messageId,
+            kind: rewind.kind,
+            ...describeTranscript(lookup),
+          },
           "claude-code branching conversation",
         );
         const old = this.cursor.agentSessionId;
-        if (old && old !== from && !this.cursor.pastAgentSessionIds.includes(old)) this.cursor.pastAgentSessionIds.push(old);
+        if (old && old !== from && !this.cursor.pastAgentSessionIds.includes(old))
+          this.cursor.pastAgentSessionIds.push(old);
         this.cursor.lastAssistantMessageId = null;
         this.rewinding = rewind;
         this.spawn(["--resume", from, "--fork-session", "--resume-session-at", rewind.messageId], from);
         this.resuming = true;
         return;
       }
-      this.log.warn({ fromAgentSessionId: from, kind: rewind.kind }, "claude-code transcript to branch is gone; starting fresh");
+      this.log.warn(
+        { fromAgentSessionId: from, kind: rewind.kind },
+        "claude-code transcript to branch is gone; starting fresh",
+      );
     }
     await this.freshForRewind(sink, rewind);
     this.spawnFresh();
@@ -287,7 +296,10 @@ export class ClaudeConversation implements AgentConversation {
     sink.emit({
       type: "session.reset",
       reason: rewind.kind,
-      notice: noticeWithCarryOver(this.withProjectNote(`${what} starts a fresh Claude Code conversation.`), this.recap),
+      notice: noticeWithCarryOver(
+        this.withProjectNote(`${what} starts a fresh Claude Code conversation.`),
+        this.recap,
+      ),
       ...carriedOverField(this.recap),
     });
   }
@@ -301,9 +313,7 @@ export class ClaudeConversation implements AgentConversation {
   ): Promise<TurnOutcome> {
     const oldId = this.cursor.agentSessionId;
     const proc = this.proc as AgentProcess;
-    const transcript = oldId
-      ? await findTranscript(claudeConfigDir(this.env), this.cwd, oldId)
-      : undefined;
+    const transcript = oldId ? await findTranscript(claudeConfigDir(this.env), this.cwd, oldId) : undefined;
     this.log.error(
       {
         agentSessionId: oldId,
@@ -428,10 +438,7 @@ export class ClaudeConversation implements AgentConversation {
     if (this.config.permissionMode) args.push("--permission-mode", this.config.permissionMode);
     if (this.asking) args.push("--permission-prompt-tool", "stdio");
     if (this.config.selfReportContext) args.push("--append-system-prompt", selfReportInstruction);
-    const proc = new AgentProcess(
-      { command: entry.command ?? "claude", args, cwd, env: this.env },
-      this.log,
-    );
+    const proc = new AgentProcess({ command: entry.command ?? "claude", args, cwd, env: this.env }, this.log);
     this.proc = proc;
     this.log.info(
       // cwd: the folder it really runs in (resolved just now), next to the session's workspace.

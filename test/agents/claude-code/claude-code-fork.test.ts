@@ -62,7 +62,8 @@ async function boot() {
     { MOORING_AGENTS: agents, MOORING_HEARTBEAT_MS: "500" },
     {
       onLog: (record) => {
-        if (record.msg === "claude-code spawned" && typeof record.agentPid === "number") agentPids.add(record.agentPid);
+        if (record.msg === "claude-code spawned" && typeof record.agentPid === "number")
+          agentPids.add(record.agentPid);
         logs.push(record as never);
       },
     },
