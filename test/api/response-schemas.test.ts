@@ -35,11 +35,7 @@ const provoked = new Map<RouteKey, Set<number>>();
 beforeAll(async () => {
   db = await createTestDatabase();
   gw = await startTestGateway(db.url);
-  tokened = await startTestGateway(db.url, {
-    MOORING_API_TOKENS: TOKEN,
-    MOORING_MAX_ACTIVE: "1",
-    MOORING_MAX_QUEUED: "0",
-  });
+  tokened = await startTestGateway(db.url, { MOORING_API_TOKENS: TOKEN, MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "0" });
   unready = await startUnreadyGateway();
   workspace = await tempWorkspace();
   const served = await call(gw.url, "GET", "/docs/json");
@@ -58,11 +54,7 @@ afterAll(async () => {
 const routes = Object.keys(routeResponses) as RouteKey[];
 const methodOf = (route: RouteKey) => route.split(" ")[0];
 /** The route's path with ids no resource has. */
-const pathOf = (route: RouteKey) =>
-  route
-    .split(" ")[1]
-    .replace(/:id|:requestId/g, NO_ID)
-    .replace(":seq", "1");
+const pathOf = (route: RouteKey) => route.split(" ")[1].replace(/:id|:requestId/g, NO_ID).replace(":seq", "1");
 
 function insist(route: RouteKey, a: CheckedAnswer): void {
   const problems = check.problems(route, a);
@@ -70,11 +62,7 @@ function insist(route: RouteKey, a: CheckedAnswer): void {
   provoked.set(route, (provoked.get(route) ?? new Set()).add(a.status));
 }
 
-const fetched = (a: Answer): CheckedAnswer => ({
-  status: a.status,
-  body: a.body,
-  header: (n) => a.headers.get(n),
-});
+const fetched = (a: Answer): CheckedAnswer => ({ status: a.status, body: a.body, header: (n) => a.headers.get(n) });
 
 /** Make the request, then insist its answer is what /docs/json declares for the route and status. */
 async function answer(
@@ -102,22 +90,10 @@ it("every route's successes and refusals of its input are what /docs/json declar
   });
   expect(created.status).toBe(201);
   expect(created.body.metadata).toEqual({ free: { form: [1, 2] } });
-  expect(
-    (
-      await answer("POST /v1/sessions", "/v1/sessions", {
-        workspace,
-        agent: "simulated",
-        idempotencyKey: "schema-1",
-      })
-    ).status,
-  ).toBe(200);
-  expect(
-    (await answer("POST /v1/sessions", "/v1/sessions", { workspace: "relative", agent: "simulated" })).status,
-  ).toBe(400);
+  expect((await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated", idempotencyKey: "schema-1" })).status).toBe(200);
+  expect((await answer("POST /v1/sessions", "/v1/sessions", { workspace: "relative", agent: "simulated" })).status).toBe(400);
   const latin1 = { "content-type": "application/json; charset=latin1" };
-  expect(
-    (await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated" }, latin1)).status,
-  ).toBe(415);
+  expect((await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated" }, latin1)).status).toBe(415);
   const id = created.body.id;
 
   const task = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, {
@@ -125,10 +101,7 @@ it("every route's successes and refusals of its input are what /docs/json declar
     idempotencyKey: "turn-1",
   });
   expect(task.status).toBe(202);
-  await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, {
-    prompt: "x",
-    idempotencyKey: "turn-1",
-  });
+  await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "x", idempotencyKey: "turn-1" });
   const done = await waitTask(gw.url, task.body.id);
   const final = await answer("GET /v1/tasks/:id", `/v1/tasks/${task.body.id}`);
   expect(final.body.result.usage).toEqual(done.result.usage);
@@ -150,19 +123,11 @@ it("every route's successes and refusals of its input are what /docs/json declar
   const listed = await answer("GET /v1/instances", "/v1/instances");
   expect(listed.body.items.some((i: { self: boolean }) => i.self)).toBe(true);
 
-  const page = await answer(
-    "GET /v1/sessions/:id/events",
-    `/v1/sessions/${id}/events?afterSeq=0`,
-    undefined,
-    {
-      accept: "application/json",
-    },
-  );
+  const page = await answer("GET /v1/sessions/:id/events", `/v1/sessions/${id}/events?afterSeq=0`, undefined, {
+    accept: "application/json",
+  });
   const toolResult = page.body.items.find((e: { type: string }) => e.type === "tool.result");
-  await answer(
-    "GET /v1/sessions/:id/events/:seq/payload",
-    `/v1/sessions/${id}/events/${toolResult.seq}/payload`,
-  );
+  await answer("GET /v1/sessions/:id/events/:seq/payload", `/v1/sessions/${id}/events/${toolResult.seq}/payload`);
   await answer("GET /v1/sessions/:id/events/:seq/payload", `/v1/sessions/${id}/events/99999/payload`);
   // The stream: its headers and its first records, checked as the declared text/event-stream.
   const controller = new AbortController();
@@ -180,47 +145,25 @@ it("every route's successes and refusals of its input are what /docs/json declar
     { jsonrpc: "2.0", id: 1, method: "tasks.get", params: { taskId: task.body.id } },
     { jsonrpc: "2.0", id: 2, method: "nope" },
   ]);
-  expect((await answer("POST /v1/rpc", "/v1/rpc", { jsonrpc: "2.0", method: "gate.status" })).status).toBe(
-    204,
-  );
+  expect((await answer("POST /v1/rpc", "/v1/rpc", { jsonrpc: "2.0", method: "gate.status" })).status).toBe(204);
   // Refusals of the whole request are JSON-RPC envelopes too (docs/api.md, JSON-RPC).
   const text = { "content-type": "text/plain" };
-  expect(
-    (await answer("POST /v1/rpc", "/v1/rpc", '{"jsonrpc":"2.0","id":1,"method":"ping"}', text)).status,
-  ).toBe(415);
+  expect((await answer("POST /v1/rpc", "/v1/rpc", '{"jsonrpc":"2.0","id":1,"method":"ping"}', text)).status).toBe(415);
 
   // A turn waiting on a permission request (issue 13): the snapshot with it, an answer, a 409.
-  const asking = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, {
-    prompt: "[ask bash]",
-  });
+  const asking = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "[ask bash]" });
   const waiting = await eventually(async () => {
     const t = await answer("GET /v1/tasks/:id", `/v1/tasks/${asking.body.id}`);
     return t.body.pendingPermissions.length > 0 ? t.body : null;
   });
   const permissionPath = `/v1/tasks/${asking.body.id}/permissions/${waiting.pendingPermissions[0].requestId}`;
-  expect(
-    (
-      await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, {
-        optionId: "allow",
-        message: "ok",
-      })
-    ).status,
-  ).toBe(200);
-  expect(
-    (await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, { optionId: "deny" })).status,
-  ).toBe(409);
+  expect((await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, { optionId: "allow", message: "ok" })).status).toBe(200);
+  expect((await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, { optionId: "deny" })).status).toBe(409);
   await waitTask(gw.url, asking.body.id);
 
   // The webhook outbox (no endpoints here: an empty page; a retry of no delivery is 404).
   await answer("GET /v1/webhooks/deliveries", "/v1/webhooks/deliveries?status=pending&limit=5");
-  expect(
-    (
-      await answer(
-        "POST /v1/webhooks/deliveries/:id/retry",
-        "/v1/webhooks/deliveries/00000000-0000-0000-0000-000000000000/retry",
-      )
-    ).status,
-  ).toBe(404);
+  expect((await answer("POST /v1/webhooks/deliveries/:id/retry", "/v1/webhooks/deliveries/00000000-0000-0000-0000-000000000000/retry")).status).toBe(404);
 
   // A drain: an id too long for one, an instance that is not there, and a gateway draining itself
   // (in-process, so it stops rather than exits).
@@ -241,15 +184,9 @@ it("every route's successes and refusals of its input are what /docs/json declar
   const forkBody = { idempotencyKey: "fork-schema-1" };
   expect((await answer("POST /v1/sessions/:id/fork", `/v1/sessions/${id}/fork`, forkBody)).status).toBe(201);
   expect((await answer("POST /v1/sessions/:id/fork", `/v1/sessions/${id}/fork`, forkBody)).status).toBe(200);
-  expect((await answer("POST /v1/sessions/:id/fork", `/v1/sessions/${id}/fork`, { atTurn: 99 })).status).toBe(
-    400,
-  );
-  expect(
-    (await answer("POST /v1/sessions/:id/rollback", `/v1/sessions/${id}/rollback`, { turns: 0 })).status,
-  ).toBe(400);
-  expect(
-    (await answer("POST /v1/sessions/:id/rollback", `/v1/sessions/${id}/rollback`, { turns: 1 })).status,
-  ).toBe(200);
+  expect((await answer("POST /v1/sessions/:id/fork", `/v1/sessions/${id}/fork`, { atTurn: 99 })).status).toBe(400);
+  expect((await answer("POST /v1/sessions/:id/rollback", `/v1/sessions/${id}/rollback`, { turns: 0 })).status).toBe(400);
+  expect((await answer("POST /v1/sessions/:id/rollback", `/v1/sessions/${id}/rollback`, { turns: 1 })).status).toBe(200);
 
   await answer("DELETE /v1/sessions/:id", `/v1/sessions/${id}`);
   expect(
@@ -270,53 +207,25 @@ it("every route's successes and refusals of its input are what /docs/json declar
   ] as const) {
     expect((await answer(route, path)).status, route).toBe(400);
   }
-  expect(
-    (await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "" })).status,
-  ).toBe(400);
+  expect((await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "" })).status).toBe(400);
   expect((await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, {})).status).toBe(400);
-  for (const route of [
-    "GET /v1/sessions/:id",
-    "DELETE /v1/sessions/:id",
-    "POST /v1/sessions/:id/turns",
-    "POST /v1/tasks/:id/cancel",
-    "GET /v1/sessions/:id/events",
-    "POST /v1/tasks/:id/permissions/:requestId",
-    "POST /v1/sessions/:id/fork",
-    "POST /v1/sessions/:id/rollback",
-  ] as const) {
-    const body =
-      route === "POST /v1/sessions/:id/turns"
-        ? { prompt: "x" }
-        : route.endsWith(":requestId")
-          ? { optionId: "allow" }
-          : route.endsWith("/rollback")
-            ? { turns: 1 }
-            : route.endsWith("/fork")
-              ? {}
-              : undefined;
+  for (const route of ["GET /v1/sessions/:id", "DELETE /v1/sessions/:id", "POST /v1/sessions/:id/turns", "POST /v1/tasks/:id/cancel", "GET /v1/sessions/:id/events", "POST /v1/tasks/:id/permissions/:requestId", "POST /v1/sessions/:id/fork", "POST /v1/sessions/:id/rollback"] as const) {
+    const body = route === "POST /v1/sessions/:id/turns" ? { prompt: "x" } : route.endsWith(":requestId") ? { optionId: "allow" } : route.endsWith("/rollback") ? { turns: 1 } : route.endsWith("/fork") ? {} : undefined;
     expect((await answer(route, pathOf(route), body)).status, route).toBe(404);
   }
   // An id longer than any id (64 characters) is a 400 on every route that takes one.
   for (const route of routes.filter((r) => r.includes(":id"))) {
     const body = methodOf(route) === "POST" ? {} : undefined;
-    const a = await answer(
-      route,
-      route.split(" ")[1].replace(":id", "x".repeat(65)).replace(":requestId", NO_ID).replace(":seq", "1"),
-      body,
-    );
+    const a = await answer(route, route.split(" ")[1].replace(":id", "x".repeat(65)).replace(":requestId", NO_ID).replace(":seq", "1"), body);
     expect(a.status, route).toBe(400);
   }
   // JSON-RPC: what is not JSON is a parse error in a JSON-RPC envelope.
-  const unparsable = await answer("POST /v1/rpc", "/v1/rpc", '{"jsonrpc":', {
-    "content-type": "application/json",
-  });
+  const unparsable = await answer("POST /v1/rpc", "/v1/rpc", '{"jsonrpc":', { "content-type": "application/json" });
   expect(unparsable.body.error.code).toBe(-32700);
   // A body over MOORING_BODY_LIMIT_BYTES (1 MiB here).
   const big = { workspace, agent: "simulated", title: "x".repeat(1_100_000) };
   expect((await answer("POST /v1/sessions", "/v1/sessions", big)).status).toBe(413);
-  expect(
-    (await answer("POST /v1/rpc", "/v1/rpc", { jsonrpc: "2.0", id: 3, method: "ping", params: big })).status,
-  ).toBe(413);
+  expect((await answer("POST /v1/rpc", "/v1/rpc", { jsonrpc: "2.0", id: 3, method: "ping", params: big })).status).toBe(413);
 });
 
 it("refusals of the whole request are what /docs/json declares: 401, 403, 503 on every route", async () => {
@@ -327,11 +236,7 @@ it("refusals of the whole request are what /docs/json declares: 401, 403, 503 on
     }
     // A foreign Host (DNS rebinding) is refused before any work, on every route.
     const host = await rawRequest(gw.url, methodOf(route), pathOf(route), { host: "evil.example:8787" });
-    insist(route, {
-      status: host.status,
-      body: host.body,
-      header: (n) => (host.headers[n] as string | undefined) ?? null,
-    });
+    insist(route, { status: host.status, body: host.body, header: (n) => (host.headers[n] as string | undefined) ?? null });
     expect(host.status, route).toBe(403);
     if (declared["503"]) {
       const a = await answer(route, pathOf(route), undefined, {}, unready.url);
@@ -341,27 +246,11 @@ it("refusals of the whole request are what /docs/json declares: 401, 403, 503 on
 });
 
 it("a turn over the gate's limits is 429 with Retry-After", async () => {
-  const session = (
-    await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated" }, auth, tokened.url)
-  ).body;
-  const other = (
-    await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated" }, auth, tokened.url)
-  ).body;
-  const hang = await answer(
-    "POST /v1/sessions/:id/turns",
-    `/v1/sessions/${session.id}/turns`,
-    { prompt: "[hang]" },
-    auth,
-    tokened.url,
-  );
+  const session = (await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated" }, auth, tokened.url)).body;
+  const other = (await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated" }, auth, tokened.url)).body;
+  const hang = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${session.id}/turns`, { prompt: "[hang]" }, auth, tokened.url);
   expect(hang.status).toBe(202);
-  const busy = await answer(
-    "POST /v1/sessions/:id/turns",
-    `/v1/sessions/${other.id}/turns`,
-    { prompt: "x" },
-    auth,
-    tokened.url,
-  );
+  const busy = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${other.id}/turns`, { prompt: "x" }, auth, tokened.url);
   expect(busy.status).toBe(429);
   expect(busy.body.error.code).toBe("GATEWAY_BUSY");
   await answer("POST /v1/tasks/:id/cancel", `/v1/tasks/${hang.body.id}/cancel`, undefined, auth, tokened.url);
@@ -382,9 +271,7 @@ it("each route was provoked at every status it declares that a test can bring ab
   expect(table).toEqual(EXPECTED);
   // Every status a route declares by number was provoked (ranges, 5XX among them, need not be).
   for (const route of routes) {
-    const numbered = Object.keys(check.operation(route)!.responses)
-      .filter((s) => /^\d+$/.test(s))
-      .map(Number);
+    const numbered = Object.keys(check.operation(route)!.responses).filter((s) => /^\d+$/.test(s)).map(Number);
     const missing = numbered.filter((s) => !provoked.get(route)?.has(s) && !NOT_PROVOKED[route]?.includes(s));
     expect(missing, route).toEqual([]);
   }
