@@ -13,7 +13,8 @@ export type TurnVerdict =
   | { kind: "resume_failed"; error: string }
   | { kind: "failed"; failure: AgentFailure };
 
-const notFound = /No conversation found/i;
+/** The conversation to resume, or (a fork's `--resume-session-at`) the message to cut it at, is not there. */
+const notFound = /No conversation found|No message found with message\.uuid/i;
 const tooLong = /prompt is too long/i;
 
 export interface VerdictContext {
