@@ -111,12 +111,32 @@ export function buildProgram(): Command {
     .addOption(rawOption())
     .action((id, options) => resources.sessionsArchive(id, options));
 
+  withConnection(
+    program
+      .command("fork")
+      .argument("<sessionId>")
+      .description("fork a session at a turn (default: its last completed one) into a new session"),
+  )
+    .option("--at-turn <n>", "the last turn (turnIndex) the fork carries")
+    .option("--title <title>", "the new session's title (default: the source's)")
+    .option("--json", "JSON")
+    .addOption(rawOption())
+    .action((id, options) => resources.sessionsFork(id, options));
+  withConnection(
+    program
+      .command("rollback")
+      .argument("<sessionId>")
+      .description("drop the last completed turns of an idle session from its conversation"),
+  )
+    .option("--turns <n>", "how many turns (default 1)")
+    .option("--json", "JSON")
+    .addOption(rawOption())
+    .action((id, options) => resources.sessionsRollback(id, options));
+
   const tasks = program.command("tasks").description("list, show or cancel tasks");
   withConnection(tasks.command("list").description("tasks, newest first"))
     .option("--session <id>", "only this session's")
-    .addOption(
-      new Option("--status <status>", "only this status").choices(taskStatuses),
-    )
+    .addOption(new Option("--status <status>", "only this status").choices(taskStatuses))
     .option("--limit <n>", "at most this many (default 50)")
     .option("--json", "JSON lines")
     .addOption(rawOption())
@@ -138,13 +158,18 @@ export function buildProgram(): Command {
     program
       .command("acp")
       .description("an ACP agent on stdin/stdout for editors, relaying to the gateway (docs/acp-server.md)")
-      .option("-a, --agent <name>", "the agent of new sessions (env MOORING_ACP_AGENT, else MOORING_AGENT, default claude-code)")
+      .option(
+        "-a, --agent <name>",
+        "the agent of new sessions (env MOORING_ACP_AGENT, else MOORING_AGENT, default claude-code)",
+      )
       .option("--agent-config <json>", "the agentConfig of new sessions, a JSON object"),
   ).action((options) => acpCommand(options));
 
   program
     .command("serve")
-    .description("start the gateway as `npm start` does (configured by environment variables, see docs/configuration.md)")
+    .description(
+      "start the gateway as `npm start` does (configured by environment variables, see docs/configuration.md)",
+    )
     .action(() => serveCommand());
 
   return program;

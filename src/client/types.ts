@@ -29,6 +29,7 @@ export type TenantUsage = Static<typeof R.TenantUsage>;
 export type Instance = Static<typeof R.Instance>;
 export type Hello = Static<typeof R.Hello>;
 export type CreateSessionInput = Static<typeof Q.CreateSessionBody>;
+export type ForkSessionInput = Static<typeof Q.ForkSessionBody>;
 export type SubmitTurnInput = Static<typeof Q.SubmitTurnBody>;
 export type ListSessionsFilter = Static<typeof Q.ListSessionsQuery>;
 export type ListTasksFilter = Omit<Static<typeof Q.ListTasksQuery>, "status"> & { status?: TaskStatus };

@@ -34,7 +34,10 @@ export function judgeTurn(end: TurnEnd, ctx: VerdictContext): TurnVerdict {
   if (end.kind === "exit") {
     const { exit } = end;
     if (exit.startError) {
-      return fail("AGENT_START_FAILED", `Claude Code could not be started: ${describeSpawnError(exit.startError)}`);
+      return fail(
+        "AGENT_START_FAILED",
+        `Claude Code could not be started: ${describeSpawnError(exit.startError)}`,
+      );
     }
     if (ctx.resuming && notFound.test(ctx.stderr))
       return { kind: "resume_failed", error: lastLine(ctx.stderr) };
