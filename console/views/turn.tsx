@@ -110,7 +110,15 @@ const optionLabel: Record<string, string> = {
   reject_always: "Deny always",
 };
 
-function PermissionBlock({ task, request, resolved }: { task: Task; request: MooringEvent; resolved: MooringEvent | null }) {
+function PermissionBlock({
+  task,
+  request,
+  resolved,
+}: {
+  task: Task;
+  request: MooringEvent;
+  resolved: MooringEvent | null;
+}) {
   const data = (request.data ?? {}) as Record<string, any>;
   const [answered, setAnswered] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -120,16 +128,23 @@ function PermissionBlock({ task, request, resolved }: { task: Task; request: Moo
   const { whole, note } = useWholeInput(request);
   const respond = async (optionId: string) => {
     try {
-      await state.client.http.request("POST", `/v1/tasks/${task.id}/permissions/${encodeURIComponent(data.requestId)}`, {
-        body: { optionId },
-      });
+      await state.client.http.request(
+        "POST",
+        `/v1/tasks/${task.id}/permissions/${encodeURIComponent(data.requestId)}`,
+        {
+          body: { optionId },
+        },
+      );
       setAnswered(optionId);
     } catch (err) {
       setError((err as Error).message);
     }
   };
   return (
-    <section class="permission" aria-label={`Permission request: ${data.toolCall?.title ?? data.toolCall?.name}`}>
+    <section
+      class="permission"
+      aria-label={`Permission request: ${data.toolCall?.title ?? data.toolCall?.name}`}
+    >
       <strong>The agent asks: {data.toolCall?.title ?? data.toolCall?.name}</strong>
       <ApprovalInput request={request} whole={whole} note={note} />
       {open && (
@@ -180,7 +195,27 @@ export function Turn({ model }: { model: TurnModel }) {
         </span>
         {task.position !== null && task.status === "queued" && <span>position {task.position}</span>}
         {model.follow && model.follow !== "done" && <span class="follow">stream: {model.follow}</span>}
+        {task.rolledBack && (
+          <span class="status rolled-back" title="dropped from the conversation by a rollback">
+            rolled back
+          </span>
+        )}
         <a href={`#/tasks/${task.id}`}>task</a>
+        {task.status === "completed" && !task.rolledBack && (
+          <button
+            type="button"
+            onClick={async () => {
+              try {
+                const fork = await state.client.sessions.fork(task.sessionId, { atTurn: task.turnIndex });
+                location.hash = `#/sessions/${fork.id}`;
+              } catch (err) {
+                setError((err as Error).message);
+              }
+            }}
+          >
+            Fork from this turn
+          </button>
+        )}
         {cancellable && (
           <button
             type="button"
