@@ -186,6 +186,9 @@ export const errors = {
       `permission request ${requestId} does not exist for task ${taskId}`,
     ),
   sessionArchived: (id: string) => new MooringError("SESSION_ARCHIVED", `session ${id} is archived`),
+  /** A rollback asked of a session with a turn queued, running or cancelling. */
+  sessionBusyForRollback: (id: string) =>
+    new MooringError("SESSION_BUSY", `session ${id} has a turn queued or running; roll back once it is idle`),
   sessionBusy: (id: string) =>
     new MooringError("SESSION_BUSY", `session ${id} is running a turn (ifBusy=reject)`),
   /** A steer of a task that is not running (queued, cancelling or finished): nothing was stored. */

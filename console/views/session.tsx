@@ -43,7 +43,9 @@ class SessionModel {
     for (const t of session.turns) this.turnOf(t as Task);
     const seqs = session.turns.map((t) => t.firstSeq).filter((s): s is number => s !== null);
     if (seqs.length > 0) await this.readEvents(Math.min(...seqs) - 1);
-    for (const t of session.turns) if (!isTerminalStatus(t.status)) this.follow(state.client.tasks.follow(t.id, { signal: this.abort.signal }));
+    for (const t of session.turns)
+      if (!isTerminalStatus(t.status))
+        this.follow(state.client.tasks.follow(t.id, { signal: this.abort.signal }));
     this.changed();
   }
 
@@ -193,6 +195,35 @@ function SendTurn({ model }: { model: SessionModel }) {
   );
 }
 
+/** Drops the last completed turn from the conversation (POST /v1/sessions/:id/rollback, one turn). */
+function RollBack({ model }: { model: SessionModel }) {
+  const [error, setError] = useState<string | null>(null);
+  return (
+    <p>
+      <button
+        type="button"
+        onClick={async () => {
+          if (!confirm("Roll back the last completed turn? Its events stay in the log.")) return;
+          try {
+            await state.client.sessions.rollback(model.sessionId, 1);
+            await model.refresh();
+          } catch (err) {
+            setError((err as Error).message);
+          }
+        }}
+      >
+        Roll back last turn
+      </button>
+      {error && (
+        <span role="alert" class="error">
+          {" "}
+          {error}
+        </span>
+      )}
+    </p>
+  );
+}
+
 export function SessionView({ sessionId }: { sessionId: string }) {
   const [, setTick] = useState(0);
   const ref = useRef<SessionModel | null>(null);
@@ -214,6 +245,8 @@ export function SessionView({ sessionId }: { sessionId: string }) {
   const session = model?.session;
   if (!model || !session) return <p>{model?.error ?? "Loading the session…"}</p>;
   const turns = [...model.turns.values()].sort((a, b) => a.task.turnIndex - b.task.turnIndex);
+  const canRollBack =
+    session.status === "idle" && turns.some((t) => t.task.status === "completed" && !t.task.rolledBack);
   const percent = session.contextUsage?.percent ?? 0;
   return (
     <>
@@ -233,9 +266,23 @@ export function SessionView({ sessionId }: { sessionId: string }) {
           <dt>Context</dt>
           <dd>
             <meter min={0} max={100} low={60} high={85} optimum={0} value={percent} aria-label="Context" />{" "}
-            {session.contextUsage ? `${percent}% of ${session.contextUsage.contextWindow} tokens` : "not known yet"}
+            {session.contextUsage
+              ? `${percent}% of ${session.contextUsage.contextWindow} tokens`
+              : "not known yet"}
           </dd>
+          {session.forkedFrom && (
+            <>
+              <dt>Forked from</dt>
+              <dd>
+                <a href={`#/sessions/${session.forkedFrom.sessionId}`}>
+                  {session.forkedFrom.sessionId.slice(0, 8)}
+                </a>
+                , turn {session.forkedFrom.turnIndex + 1}
+              </dd>
+            </>
+          )}
         </dl>
+        {canRollBack && <RollBack model={model} />}
       </section>
       {session.status !== "archived" && <SendTurn model={model} />}
       <section aria-label="Turns">

@@ -345,7 +345,27 @@ export function Turn({ model }: { model: TurnModel }) {
         </span>
         {task.position !== null && task.status === "queued" && <span>position {task.position}</span>}
         {model.follow && model.follow !== "done" && <span class="follow">stream: {model.follow}</span>}
+        {task.rolledBack && (
+          <span class="status rolled-back" title="dropped from the conversation by a rollback">
+            rolled back
+          </span>
+        )}
         <a href={`#/tasks/${task.id}`}>task</a>
+        {task.status === "completed" && !task.rolledBack && (
+          <button
+            type="button"
+            onClick={async () => {
+              try {
+                const fork = await state.client.sessions.fork(task.sessionId, { atTurn: task.turnIndex });
+                location.hash = `#/sessions/${fork.id}`;
+              } catch (err) {
+                setError((err as Error).message);
+              }
+            }}
+          >
+            Fork from this turn
+          </button>
+        )}
         {cancellable && (
           <button
             type="button"

@@ -11,6 +11,7 @@ import type { Logger } from "pino";
 import type { CarriedOver, CarryOver } from "./carry-over.js";
 import type { AgentEntry, DriverName } from "./registry.js";
 import type { Clock } from "../clock.js";
+import type { Rewind } from "../db/schema.js";
 
 /** What the agent reported about how to continue its conversation later (docs/api.md, Restarts, resume and recovery). */
 export interface ResumeCursor {
@@ -22,7 +23,17 @@ export interface ResumeCursor {
   lastAssistantMessageId: string | null;
   /** Conversation ids this session used before a fresh start replaced them. */
   pastAgentSessionIds: string[];
+  /**
+   * A fork's or a rollback's branch of the conversation, to make before the next prompt
+   * (docs/api.md, Fork and rollback): branch `rewind.agentSessionId` at `rewind.messageId` where the
+   * agent can, else start fresh with the carried history (`carryOver`) and a `session.reset` of
+   * reason `fork` or `rollback`. A driver saves its cursor without it once applied; until then
+   * every save carries it, so a turn that dies first applies it again. Absent or null: none.
+   */
+  rewind?: Rewind | null;
 }
+
+export type { Rewind };
 
 export const emptyCursor = (): ResumeCursor => ({
   agentSessionId: null,
@@ -30,6 +41,12 @@ export const emptyCursor = (): ResumeCursor => ({
   lastAssistantMessageId: null,
   pastAgentSessionIds: [],
 });
+
+/**
+ * Why a conversation started over: never saved, its resume failed, or a fork or rollback the agent
+ * could not make itself (the carried history stands in for it).
+ */
+export type ResetReason = "unsaved" | "resume_failed" | "fork" | "rollback";
 
 /** Token usage of a model call, as the agent reported it. */
 export interface AgentUsage {
@@ -65,7 +82,7 @@ export type AgentEvent =
   /** Usage of the last model call; the pipeline derives the context percentage from it. */
   | { type: "usage"; usage: AgentUsage }
   /** `carriedOver`: the recap the fresh conversation starts with (agents/carry-over.ts), when there is one. */
-  | { type: "session.reset"; reason: "unsaved" | "resume_failed"; notice: string; carriedOver?: CarriedOver }
+  | { type: "session.reset"; reason: ResetReason; notice: string; carriedOver?: CarriedOver }
   | { type: "session.notice"; message: string }
   /**
    * The `mooring` driver's upstream task (docs/agents.md, Chained gateways): its id once submitted,

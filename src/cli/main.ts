@@ -116,6 +116,28 @@ export function buildProgram(): Command {
     .addOption(rawOption())
     .action((id, options) => resources.sessionsArchive(id, options));
 
+  withConnection(
+    program
+      .command("fork")
+      .argument("<sessionId>")
+      .description("fork a session at a turn (default: its last completed one) into a new session"),
+  )
+    .option("--at-turn <n>", "the last turn (turnIndex) the fork carries")
+    .option("--title <title>", "the new session's title (default: the source's)")
+    .option("--json", "JSON")
+    .addOption(rawOption())
+    .action((id, options) => resources.sessionsFork(id, options));
+  withConnection(
+    program
+      .command("rollback")
+      .argument("<sessionId>")
+      .description("drop the last completed turns of an idle session from its conversation"),
+  )
+    .option("--turns <n>", "how many turns (default 1)")
+    .option("--json", "JSON")
+    .addOption(rawOption())
+    .action((id, options) => resources.sessionsRollback(id, options));
+
   const tasks = program.command("tasks").description("list, show or cancel tasks");
   withConnection(tasks.command("list").description("tasks, newest first"))
     .option("--session <id>", "only this session's")

@@ -24,6 +24,10 @@ export interface ResourceOptions extends ConnectionOptions {
   force?: boolean;
   stat?: boolean;
   fromTurn?: string;
+  /** `mooring fork --at-turn`, `mooring rollback --turns`, `mooring fork --title`. */
+  atTurn?: string;
+  turns?: string;
+  title?: string;
 }
 
 const sessionRow = (s: Session) => [
@@ -62,7 +66,9 @@ async function withClient(
 function limitOf(options: ResourceOptions): number {
   if (options.limit === undefined) return 50;
   if (!/^\d+$/.test(options.limit) || Number(options.limit) < 1)
-    throw new UsageError(`--limit must be a whole number of at least 1, got ${JSON.stringify(options.limit)}`);
+    throw new UsageError(
+      `--limit must be a whole number of at least 1, got ${JSON.stringify(options.limit)}`,
+    );
   return Number(options.limit);
 }
 
@@ -110,6 +116,42 @@ export const sessionsArchive = (id: string, options: ResourceOptions) =>
     const s = await client.sessions.archive(await resolveSessionId(client, id));
     if (options.json) out.jsonLine(s);
     else out.text(table(sessionHeaders, [sessionRow(s)], out.shown));
+  });
+
+/** A whole number option of at least `min`, or a usage error naming it. */
+function wholeOption(name: string, value: string, min: number): number {
+  if (!/^\d+$/.test(value) || Number(value) < min || !Number.isSafeInteger(Number(value)))
+    throw new UsageError(`${name} must be a whole number of at least ${min}, got ${JSON.stringify(value)}`);
+  return Number(value);
+}
+
+/** `mooring fork <session> [--at-turn N] [--title T]`: the new session. */
+export const sessionsFork = (id: string, options: ResourceOptions) =>
+  withClient(options, async ({ client }, out) => {
+    const atTurn = options.atTurn === undefined ? undefined : wholeOption("--at-turn", options.atTurn, 0);
+    const s = await client.sessions.fork(await resolveSessionId(client, id), {
+      ...(atTurn === undefined ? {} : { atTurn }),
+      ...(options.title === undefined ? {} : { title: options.title }),
+    });
+    if (options.json) out.jsonLine(s);
+    else out.text(table(sessionHeaders, [sessionRow(s)], out.shown));
+  });
+
+/** `mooring rollback <session> [--turns N]` (default 1): the session with its turns. */
+export const sessionsRollback = (id: string, options: ResourceOptions) =>
+  withClient(options, async ({ client }, out) => {
+    const turns = options.turns === undefined ? 1 : wholeOption("--turns", options.turns, 1);
+    const s = await client.sessions.rollback(await resolveSessionId(client, id), turns);
+    if (options.json) return out.jsonLine(s);
+    out.text(table(sessionHeaders, [sessionRow(s)], out.shown));
+    if (s.turns.length > 0)
+      out.text(
+        `\n${table(
+          taskHeaders,
+          s.turns.map((t) => taskRow(t as Task)),
+          out.shown,
+        )}`,
+      );
   });
 
 export const tasksList = (options: ResourceOptions) =>

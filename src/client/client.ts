@@ -10,6 +10,7 @@ import type { WebSocketFactory } from "./socket.js";
 import type {
   CreateSessionInput,
   EventPage,
+  ForkSessionInput,
   GateStatus,
   Instance,
   ListSessionsFilter,
@@ -154,6 +155,25 @@ export class MooringClient {
      */
     purge: (sessionId: string): Promise<PurgedSession> =>
       this.json("DELETE", `/v1/sessions/${sessionId}`, undefined, { purge: true }),
+    /**
+     * Forks a session at a turn (default: its last completed one): a new session carrying its
+     * history that far. Retried with the same idempotency key, so a lost answer makes no second fork.
+     */
+    fork: (sessionId: string, input: ForkSessionInput = {}): Promise<Session> =>
+      this.json("POST", `/v1/sessions/${sessionId}/fork`, {
+        ...input,
+        idempotencyKey: input.idempotencyKey ?? newKey(),
+      }),
+    /**
+     * Drops the last `turns` completed turns of an idle session from its conversation. Sent once,
+     * never retried (a second one would drop more turns): after a lost answer, read the session.
+     */
+    rollback: async (sessionId: string, turns: number): Promise<SessionWithTurns> =>
+      (
+        await this.http.once<SessionWithTurns>("POST", `/v1/sessions/${sessionId}/rollback`, {
+          body: { turns },
+        })
+      ).body,
     /** One page of sessions (for callers that hand the cursor on, as ACP's `session/list`). */
     page: (filter: ListSessionsFilter = {}): Promise<Page<Session>> =>
       this.json("GET", "/v1/sessions", undefined, filter),

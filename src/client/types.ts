@@ -38,6 +38,7 @@ export type RevertResult = Static<typeof R.RevertResult>;
 export type RevertInput = Static<typeof Q.RevertBody>;
 export type DiffPageOptions = Static<typeof Q.TaskDiffQuery>;
 export type SessionDiffOptions = Static<typeof Q.SessionDiffQuery>;
+export type ForkSessionInput = Static<typeof Q.ForkSessionBody>;
 export type SubmitTurnInput = Static<typeof Q.SubmitTurnBody>;
 /** A steer's answer: the stored `turn.input` (docs/api.md, Steering a running turn). */
 export type SteerAnswer = Static<typeof R.SteerAnswer>;

@@ -36,7 +36,8 @@ export interface EventData {
   "task.expired": TerminalData;
   "task.interrupted": TerminalData;
   "session.reset": {
-    reason: "unsaved" | "resume_failed";
+    /** `fork`/`rollback`: the agent could not branch its conversation itself (docs/api.md, Fork and rollback). */
+    reason: "unsaved" | "resume_failed" | "fork" | "rollback";
     notice: string;
     /** The recap the fresh conversation started with (docs/agents.md, Carried-over context), when there was one. */
     carriedOver?: { turns: number; chars: number };
@@ -54,6 +55,10 @@ export interface EventData {
     paths: string[] | null;
     force: boolean;
   };
+  /** A fork's first event: the session it was forked from and the last turn it carries. */
+  "session.forked": { sessionId: string; turnIndex: number; carriedTurns: number };
+  /** A rollback: turns `fromTurn`..`toTurn` (indexes) left the conversation; `keptTurn` is the last kept (-1: none). */
+  "session.rollback": { fromTurn: number; toTurn: number; keptTurn: number; turns: number[] };
   "permission.requested": TaskShape["pendingPermissions"][number];
   "permission.resolved": {
     requestId: string;

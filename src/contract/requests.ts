@@ -29,7 +29,11 @@ const Json = Type.Refine(
 /** Seqs and other counters: integers Postgres and JavaScript hold exactly. */
 const Seq = (minimum: number) => Type.Integer({ minimum, maximum: Number.MAX_SAFE_INTEGER });
 
-export const SessionStatus = Type.Union([Type.Literal("idle"), Type.Literal("busy"), Type.Literal("archived")]);
+export const SessionStatus = Type.Union([
+  Type.Literal("idle"),
+  Type.Literal("busy"),
+  Type.Literal("archived"),
+]);
 /** A union of literals, typed as the tuple of them (which `map` cannot say): `Static<>` is the literal union. */
 type Literals<T extends readonly TLiteralValue[]> = { -readonly [K in keyof T]: TLiteral<T[K]> };
 function literalUnion<const T extends readonly TLiteralValue[]>(values: T): TUnion<Literals<T>> {
@@ -41,7 +45,11 @@ export const TaskStatus = literalUnion(taskStatuses);
 
 export const CreateSessionBody = Type.Object(
   {
-    workspace: Type.String({ minLength: 1, maxLength: 4096, description: "absolute path of the agent's working folder" }),
+    workspace: Type.String({
+      minLength: 1,
+      maxLength: 4096,
+      description: "absolute path of the agent's working folder",
+    }),
     agent: Type.String({ minLength: 1, maxLength: 64, description: "a registered agent name" }),
     agentConfig: Type.Optional(Json),
     title: Type.Optional(Type.String({ maxLength: 500 })),
@@ -69,12 +77,49 @@ export const CreateSessionBody = Type.Object(
   { additionalProperties: false },
 );
 
+/** `POST /v1/sessions/:id/fork` (docs/api.md, Fork and rollback). */
+export const ForkSessionBody = Type.Object(
+  {
+    atTurn: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: 2_147_483_647,
+        description: "the last turn (turnIndex) the fork carries; default: the source's last completed turn",
+      }),
+    ),
+    title: Type.Optional(Type.String({ maxLength: 500 })),
+    metadata: Type.Optional(Json),
+    idempotencyKey: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description:
+          "a retried fork with this key returns the same session (keys are shared with session creates)",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/** `POST /v1/sessions/:id/rollback`. */
+export const RollbackSessionBody = Type.Object(
+  {
+    turns: Type.Integer({
+      minimum: 1,
+      maximum: 100_000,
+      description: "how many of the last completed turns to drop",
+    }),
+  },
+  { additionalProperties: false },
+);
+
 /** A list's `tenant` filter (docs/tenants.md): an admin's choice; any other caller sees its own tenant only. */
 const TenantFilter = Type.Optional(
   Type.String({
     minLength: 1,
     maxLength: 64,
-    description: "only this tenant's (an admin tenant's filter; other callers always see their own tenant only)",
+    description:
+      "only this tenant's (an admin tenant's filter; other callers always see their own tenant only)",
   }),
 );
 
@@ -117,7 +162,13 @@ export const SubmitTurnBody = Type.Object(
     timeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
     webhook: Type.Optional(
       Type.Object(
-        { url: Type.String({ minLength: 1, maxLength: 2048, description: "must begin with one of the tenant's webhookUrlPrefixes" }) },
+        {
+          url: Type.String({
+            minLength: 1,
+            maxLength: 2048,
+            description: "must begin with one of the tenant's webhookUrlPrefixes",
+          }),
+        },
         { additionalProperties: false, description: "this turn's own webhook (docs/api.md, Webhooks)" },
       ),
     ),
@@ -191,7 +242,10 @@ export const PERMISSION_ANSWERS_MAX = 32;
 const permissionAnswerFields = {
   optionId: Type.String({ minLength: 1, maxLength: 200, description: "one of the request's `options`" }),
   message: Type.Optional(
-    Type.String({ maxLength: PERMISSION_MESSAGE_MAX, description: "passed to the agent verbatim (a deny's reason)" }),
+    Type.String({
+      maxLength: PERMISSION_MESSAGE_MAX,
+      description: "passed to the agent verbatim (a deny's reason)",
+    }),
   ),
   answers: Type.Optional(
     Type.Refine(
@@ -223,6 +277,14 @@ export const rpcParams = {
   "sessions.get": Type.Object({ sessionId: Uuid }, { additionalProperties: false }),
   "sessions.list": ListSessionsQuery,
   "sessions.archive": Type.Object({ sessionId: Uuid }, { additionalProperties: false }),
+  "sessions.fork": Type.Object(
+    { sessionId: Uuid, ...ForkSessionBody.properties },
+    { additionalProperties: false },
+  ),
+  "sessions.rollback": Type.Object(
+    { sessionId: Uuid, ...RollbackSessionBody.properties },
+    { additionalProperties: false },
+  ),
   "turns.submit": Type.Object(
     {
       sessionId: Uuid,
@@ -265,7 +327,9 @@ export const rpcParams = {
       sessionId: Uuid,
       afterSeq: Type.Optional(Seq(0)),
       batch: Type.Optional(
-        Type.Boolean({ description: "false: one `event` notification per frame, never a JSON-RPC batch array" }),
+        Type.Boolean({
+          description: "false: one `event` notification per frame, never a JSON-RPC batch array",
+        }),
       ),
     },
     { additionalProperties: false },
@@ -289,7 +353,9 @@ export const ErrorResponse = Type.Object({
 
 export const ListDeliveriesQuery = Type.Object(
   {
-    status: Type.Optional(Type.Union([Type.Literal("pending"), Type.Literal("delivered"), Type.Literal("failed")])),
+    status: Type.Optional(
+      Type.Union([Type.Literal("pending"), Type.Literal("delivered"), Type.Literal("failed")]),
+    ),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
     cursor: Type.Optional(Type.String({ maxLength: 512 })),
   },

@@ -35,6 +35,12 @@ export const Session = Type.Object(
     status: SessionStatus,
     agentSessionId: Nullable(Type.String()),
     turnCount: Type.Integer(),
+    forkedFrom: Nullable(
+      Type.Object(
+        { sessionId: Type.String(), turnIndex: Type.Integer() },
+        { additionalProperties: false, description: "a fork's source session and the last turn it carries" },
+      ),
+    ),
     contextUsage: Nullable(ContextUsage),
     lastSeq: Seq,
     checkpoints: Type.Boolean({ description: "whether its turns get workspace checkpoints (docs/api.md, Workspace checkpoints)" }),
@@ -79,7 +85,8 @@ export const PermissionRequest = Type.Object(
         title: Type.String(),
         kind: Type.String({ description: "`question` for a question to the person, else the tool's kind" }),
         input: Type.Unknown({
-          description: "the tool's input, or a preview of at most 2 KiB (`truncated`; the whole is the event's payload)",
+          description:
+            "the tool's input, or a preview of at most 2 KiB (`truncated`; the whole is the event's payload)",
         }),
         inputBytes: Type.Optional(Type.Integer()),
         truncated: Type.Optional(Type.Boolean()),
@@ -157,6 +164,9 @@ const taskFields = {
         "the W3C trace id of the turn's trace (its submit's traceparent, or the gateway's own when tracing is on): the same id is in the turn's log lines (docs/operations.md, Tracing); null when the turn has no trace",
     }),
   ),
+  rolledBack: Type.Boolean({
+    description: "dropped from the conversation by a rollback (its events stay in the log)",
+  }),
   pendingPermissions: Type.Array(PermissionRequest, {
     description: "permission requests the running turn waits on (status stays running)",
   }),
@@ -195,7 +205,10 @@ export const SessionWithTurns = Type.Object(
 );
 
 const page = <T extends TSchema>(title: string, item: T) =>
-  Type.Object({ items: Type.Array(item), nextCursor: Nullable(Type.String()) }, { title, additionalProperties: false });
+  Type.Object(
+    { items: Type.Array(item), nextCursor: Nullable(Type.String()) },
+    { title, additionalProperties: false },
+  );
 export const SessionPage = page("SessionPage", Session);
 
 /** `DELETE /v1/sessions/:id?purge=true`: the session is gone; how many rows of each table went with it. */
@@ -248,7 +261,13 @@ export const EventPayload = Type.Object(
 
 /** One tenant's share of the gate (docs/tenants.md): its running and queued turns and its limits. */
 export const TenantUsage = Type.Object(
-  { name: Type.String(), active: Type.Integer(), queued: Type.Integer(), maxActive: Type.Integer(), maxQueued: Type.Integer() },
+  {
+    name: Type.String(),
+    active: Type.Integer(),
+    queued: Type.Integer(),
+    maxActive: Type.Integer(),
+    maxQueued: Type.Integer(),
+  },
   { title: "TenantUsage", additionalProperties: false },
 );
 
@@ -269,7 +288,9 @@ export const GateStatus = Type.Object(
     maxQueued: Type.Integer(),
     active: Type.Integer(),
     queued: Type.Integer(),
-    waitingForInput: Type.Integer({ description: "active turns waiting on a permission request (they keep their slots)" }),
+    waitingForInput: Type.Integer({
+      description: "active turns waiting on a permission request (they keep their slots)",
+    }),
     queueTimeoutMs: Type.Integer(),
     tenant: TenantUsage,
     tenants: Type.Optional(
@@ -346,7 +367,12 @@ export const AgentList = Type.Object(
       Type.Object(
         {
           name: Type.String(),
-          driver: Type.Union([Type.Literal("simulated"), Type.Literal("claude-code"), Type.Literal("acp"), Type.Literal("mooring")]),
+          driver: Type.Union([
+            Type.Literal("simulated"),
+            Type.Literal("claude-code"),
+            Type.Literal("acp"),
+            Type.Literal("mooring"),
+          ]),
         },
         { additionalProperties: false },
       ),
@@ -370,10 +396,7 @@ const JsonRpcAnswer = Type.Object(
 /** The error shape with its details open (`field`, `oldestSeq`, ...). */
 const Failure = Type.Object(
   {
-    error: Type.Object(
-      { ...ErrorResponse.properties.error.properties },
-      { additionalProperties: true },
-    ),
+    error: Type.Object({ ...ErrorResponse.properties.error.properties }, { additionalProperties: true }),
   },
   { title: "Error", additionalProperties: false },
 );
@@ -477,7 +500,10 @@ export const RevertResult = Type.Object(
 
 /** Each route's answers by status, keyed `METHOD path` as fastify registers it. */
 export const routeResponses = {
-  "GET /healthz": { 200: Type.Object({ ok: Type.Boolean() }, { title: "Health", additionalProperties: false }), 403: Failure },
+  "GET /healthz": {
+    200: Type.Object({ ok: Type.Boolean() }, { title: "Health", additionalProperties: false }),
+    403: Failure,
+  },
   "GET /readyz": { 200: Readiness, 503: Readiness, 403: Failure },
   "GET /metrics": {
     200: {
@@ -492,6 +518,8 @@ export const routeResponses = {
   "GET /v1/sessions": { 200: SessionPage, ...apiFailures },
   "GET /v1/sessions/:id": { 200: SessionWithTurns, ...apiFailures },
   "DELETE /v1/sessions/:id": { 200: Type.Union([Session, PurgedSession]), ...apiFailures },
+  "POST /v1/sessions/:id/fork": { 201: Session, 200: Session, ...apiFailures },
+  "POST /v1/sessions/:id/rollback": { 200: SessionWithTurns, ...apiFailures },
   "POST /v1/sessions/:id/turns": { 202: Task, 200: Task, 429: Failure, ...apiFailures },
   "GET /v1/tasks/:id": { 200: Task, ...apiFailures },
   "GET /v1/tasks": { 200: TaskPage, ...apiFailures },
@@ -511,7 +539,9 @@ export const routeResponses = {
       description: "JSON (a page) when the request accepts application/json, else Server-Sent Events",
       content: {
         "application/json": { schema: EventPage },
-        "text/event-stream": { schema: Type.String({ description: "`id: <seq>` / `data: <Event JSON>` records" }) },
+        "text/event-stream": {
+          schema: Type.String({ description: "`id: <seq>` / `data: <Event JSON>` records" }),
+        },
       },
     },
     ...apiFailures,

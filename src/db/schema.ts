@@ -45,6 +45,21 @@ const UNFINISHED = statusList(unfinishedStatuses);
 const pageTime = (createdAt: AnyPgColumn) =>
   sql`date_trunc('milliseconds', (${createdAt} at time zone 'UTC'))`;
 
+/**
+ * A branch or truncation of the agent's conversation the next turn must make first (a fork, a
+ * rollback; docs/api.md, Fork and rollback). Stored on the session; the drivers read it from the
+ * resume cursor (agents/driver.ts) and save the cursor without it once they applied it.
+ */
+export interface Rewind {
+  kind: "fork" | "rollback";
+  /** The agent conversation to branch from, as it stood at the kept turn's end; null: none (start fresh). */
+  agentSessionId: string | null;
+  /** The last assistant message to keep in it; null: none known (start fresh). */
+  messageId: string | null;
+  /** The last mooring turn kept (-1: none). */
+  turnIndex: number;
+}
+
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
 
 export const sessions = pgTable(
@@ -86,6 +101,13 @@ export const sessions = pgTable(
     nextTurnIndex: integer("next_turn_index").notNull().default(0),
     /** Bumped by every guarded write of the cursor/context fields. */
     version: integer("version").notNull().default(0),
+    /** A fork's source: `{sessionId, turnIndex}` (docs/api.md, Fork and rollback); null otherwise. */
+    forkedFrom: jsonb("forked_from").$type<{ sessionId: string; turnIndex: number }>(),
+    /**
+     * What the agent must do to its conversation before the next turn (a fork's branch, a
+     * rollback's truncation; domain/rewind.ts), cleared by the first cursor save that applied it.
+     */
+    rewind: jsonb("rewind").$type<Rewind>(),
     createdAt: ts("created_at").notNull().defaultNow(),
     updatedAt: ts("updated_at").notNull().defaultNow(),
     lastActivityAt: ts("last_activity_at").notNull().defaultNow(),
@@ -149,6 +171,14 @@ export const tasks = pgTable(
      * retryAt?, released?}`, written by the owner as the upstream reports it (sql/save-upstream.ts).
      */
     upstream: jsonb("upstream"),
+    /**
+     * Where the agent's conversation stood when the turn ended (`{agentSessionId,
+     * lastAssistantMessageId}` of the session's cursor at settlement): the point a fork or a
+     * rollback branches the agent's conversation at.
+     */
+    agentCursor: jsonb("agent_cursor").$type<{ agentSessionId: string | null; lastAssistantMessageId: string | null }>(),
+    /** Set by a rollback: the turn is no longer part of the conversation (its events stay). */
+    rolledBackAt: ts("rolled_back_at"),
     /** A turn's own webhook URL (`webhook.url` of its submit, inside its tenant's prefixes), or null. */
     webhookUrl: text("webhook_url"),
     /**

@@ -92,7 +92,8 @@ export class ConversationPool {
     const existing = this.warm.get(session.id);
     const usable =
       existing?.conversation.alive === true && !existing.busy && existing.agent === session.agent;
-    if (existing && usable && sameCursor(existing.cursor, session)) {
+    // A pending rewind (fork, rollback) changes the conversation: a warm agent would not know it.
+    if (existing && usable && sameCursor(existing.cursor, session) && !session.rewind) {
       if (existing.idleTimer) this.clock.clearTimeout(existing.idleTimer);
       existing.idleTimer = null;
       existing.busy = true;
@@ -136,6 +137,7 @@ export class ConversationPool {
         turnCount: session.turnCount,
         lastAssistantMessageId: session.lastAssistantMessageId,
         pastAgentSessionIds: session.pastAgentSessionIds,
+        rewind: session.rewind ?? null,
       },
       carryOver: recap && budget > 0 ? () => recap(session.id, budget, log) : undefined,
       transcripts: this.launch.transcripts?.(session.id),

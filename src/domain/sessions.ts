@@ -21,6 +21,7 @@ import type { Runtime } from "./runtime.js";
 import { listedTenant, type Tenant, visibleTenant } from "./tenants.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
 import { taskExtras } from "./task-extras.js";
+import { type ForkInput, forkSessionIn, rollbackIn } from "./rewind.js";
 import { compactTurn, type SessionRow, type SessionStatus, sessionView } from "./views.js";
 import type { TenantRoots } from "./tenant-roots.js";
 import { acceptWorkspace, isInsideRoots, normalizeWorkspace, workspaceNotAllowed } from "./workspace.js";
@@ -43,7 +44,10 @@ export interface CreateSessionInput {
  * Only an ACP agent is handed MCP servers (docs/acp-server.md); any other refuses a non-empty list,
  * in words that name the field and the agent, rather than dropping it. An empty list means none.
  */
-function withoutForeignMcpServers(entry: AgentEntry, config: Record<string, unknown>): Record<string, unknown> {
+function withoutForeignMcpServers(
+  entry: AgentEntry,
+  config: Record<string, unknown>,
+): Record<string, unknown> {
   if (entry.driver === "acp" || !("mcpServers" in config)) return config;
   const { mcpServers, ...rest } = config;
   if (Array.isArray(mcpServers) && mcpServers.length === 0) return rest;
@@ -97,11 +101,14 @@ export class SessionService {
       );
     }
     const config = withoutForeignMcpServers(entry, input.agentConfig ?? {});
-    const checked = this.drivers[entry.driver].validateConfig(entry, config, { agentEnvDeny: this.rt.config.agentEnvDeny });
+    const checked = this.drivers[entry.driver].validateConfig(entry, config, {
+      agentEnvDeny: this.rt.config.agentEnvDeny,
+    });
     if (!checked.ok) throw invalid(checked.problem, checked.field ?? "agentConfig");
     const workspace = await acceptWorkspace(input.workspace, this.workspaceRoots, this.log);
     // Then the tenant's own roots (inside the global ones, checked at start), with the same refusal.
-    if (!isInsideRoots(workspace, await this.tenantRoots.of(tenant.name))) throw workspaceNotAllowed(input.workspace);
+    if (!isInsideRoots(workspace, await this.tenantRoots.of(tenant.name)))
+      throw workspaceNotAllowed(input.workspace);
     const { id, created } = await insertSession(this.db.sql, {
       tenant: tenant.name,
       workspace,
@@ -113,7 +120,8 @@ export class SessionService {
       group: input.group ?? this.rt.config.instanceGroup,
       checkpoints: input.checkpoints,
     });
-    if (created) this.log.info({ sessionId: id, workspace, agent: input.agent, tenant: tenant.name }, "session created");
+    if (created)
+      this.log.info({ sessionId: id, workspace, agent: input.agent, tenant: tenant.name }, "session created");
     return { session: await this.get(id, tenant, { withTurns: false }), created };
   }
 
@@ -196,6 +204,35 @@ export class SessionService {
       items: views.slice(0, fits),
       nextCursor: rows.length > fits && last ? encodeCursor(last.createdAt, last.id) : null,
     };
+  }
+
+  /**
+   * Fork a session `tenant` may see (docs/api.md, Fork and rollback): a new session of the same
+   * tenant, workspace and agent carrying the source's turns up to `input.atTurn`. The source may be
+   * busy; its running turn is not part of the fork. A retried key answers the first fork.
+   */
+  async fork(sourceId: string, input: ForkInput, tenant: Tenant) {
+    const source = await this.row(sourceId, tenant);
+    if (!this.usableAgents(tenant).includes(source.agent))
+      throw invalid(`agent ${JSON.stringify(source.agent)} is not registered for this tenant`, "agent");
+    const { id, created } = await this.rt.committer.transaction((tx) =>
+      forkSessionIn(tx, sourceId, input, source.title),
+    );
+    if (created)
+      this.log.info({ sessionId: id, forkedFrom: sourceId, tenant: source.tenant }, "session forked");
+    return { session: await this.get(id, tenant, { withTurns: false }), created };
+  }
+
+  /**
+   * Roll back the last `turns` completed turns of an idle session `tenant` may see: they leave the
+   * conversation (their events stay), and the next turn's agent sees it as it was before them.
+   */
+  async rollback(sessionId: string, turns: number, tenant: Tenant) {
+    const session = await this.row(sessionId, tenant);
+    if (session.status === "archived") throw errors.sessionArchived(sessionId);
+    const dropped = await this.rt.committer.transaction((tx) => rollbackIn(tx, sessionId, turns));
+    this.log.info({ sessionId, turns: dropped, tenant: session.tenant }, "session rolled back");
+    return this.get(sessionId, tenant);
   }
 
   /**

@@ -18,7 +18,8 @@ export interface RecapTurnRow {
  * (domain/carry-over.ts). Walks tasks_session_idx backwards and stops after `limit` rows. Prompt
  * and reply come cut to `maxChars` in Postgres: a recap never holds more than its budget, and a
  * turn whose prompt was a pasted megabyte must not travel whole to be cut here. The running turn
- * (the one that needs the recap) is not terminal, so it is never part of it.
+ * (the one that needs the recap) is not terminal, so it is never part of it; rolled-back turns
+ * are no longer part of the conversation (docs/api.md, Fork and rollback).
  */
 export async function readRecapTurns(
   q: Queryable,
@@ -33,6 +34,7 @@ export async function readRecapTurns(
       coalesce(length(result->>'text'), 0) as reply_chars
     from tasks
     where session_id = ${sessionId} and status in ${TERMINAL} and started_at is not null
+      and rolled_back_at is null
     order by turn_index desc
     limit ${limit}`;
 }

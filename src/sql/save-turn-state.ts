@@ -1,4 +1,5 @@
 import type { Queryable } from "../db/client.js";
+import type { Rewind } from "../db/schema.js";
 import type { OwnerFence } from "./append-events.js";
 import { ACTIVE, withSets } from "./task-status-sets.js";
 
@@ -7,6 +8,8 @@ export interface CursorFields {
   turnCount: number;
   lastAssistantMessageId: string | null;
   pastAgentSessionIds: string[];
+  /** A fork's or rollback's pending rewind (db/schema.ts); absent or null once applied. */
+  rewind?: Rewind | null;
 }
 
 /** How full the session's context window was at its last model call. */
@@ -39,6 +42,9 @@ export async function saveTurnState(
         else last_assistant_message_id end,
       past_agent_session_ids = coalesce(${cursor ? JSON.stringify(cursor.pastAgentSessionIds) : null}::text::jsonb,
         past_agent_session_ids),
+      -- A cursor saved without the rewind says the driver applied it (or never needed it).
+      rewind = case when ${cursor !== null} then ${cursor?.rewind ? JSON.stringify(cursor.rewind) : null}::text::jsonb
+        else rewind end,
       context_usage = coalesce(${state.contextUsage ? JSON.stringify(state.contextUsage) : null}::text::jsonb,
         context_usage),
       version = version + 1, updated_at = now()

@@ -25,7 +25,10 @@ export async function settleOwnedTask(
       status = ${settlement.status},
       result = ${settlement.result ? JSON.stringify(settlement.result) : null}::text::jsonb,
       error = ${settlement.error ? JSON.stringify(settlement.error) : null}::text::jsonb,
-      finished_at = now(), lease_expires_at = null, version = version + 1
+      finished_at = now(), lease_expires_at = null, version = version + 1,
+      -- Where the agent's conversation stands now: the point a fork or a rollback branches at.
+      agent_cursor = (select jsonb_build_object('agentSessionId', s.agent_session_id,
+        'lastAssistantMessageId', s.last_assistant_message_id) from sessions s where s.id = tasks.session_id)
     where id = ${taskId} and owner_boot = ${owner.bootId} and attempt = ${owner.attempt}
       and status in ${ACTIVE}
     returning *`;
@@ -55,7 +58,10 @@ export async function settleOwnedTaskWithEvent(
         result = ${settlement.result ? JSON.stringify(settlement.result) : null}::text::jsonb,
         error = ${settlement.error ? JSON.stringify(settlement.error) : null}::text::jsonb,
         finished_at = now(), lease_expires_at = null, version = t.version + 1,
-        first_seq = coalesce(t.first_seq, s.last_seq + 1), last_seq = s.last_seq + 1
+        first_seq = coalesce(t.first_seq, s.last_seq + 1), last_seq = s.last_seq + 1,
+        -- Where the agent's conversation stands now: the point a fork or a rollback branches at.
+        agent_cursor = jsonb_build_object('agentSessionId', s.agent_session_id,
+          'lastAssistantMessageId', s.last_assistant_message_id)
       from sessions s
       where t.id = ${taskId} and s.id = t.session_id and t.owner_boot = ${owner.bootId}
         and t.attempt = ${owner.attempt} and t.status in ${ACTIVE}

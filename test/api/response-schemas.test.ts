@@ -211,7 +211,18 @@ it("every route's successes and refusals of its input are what /docs/json declar
     await drained.stop();
   }
 
+  // Fork (201, a retried key 200, a turn that does not exist 400) and rollback (200, 400; 409 once archived).
+  const forkBody = { idempotencyKey: "fork-schema-1" };
+  expect((await answer("POST /v1/sessions/:id/fork", `/v1/sessions/${id}/fork`, forkBody)).status).toBe(201);
+  expect((await answer("POST /v1/sessions/:id/fork", `/v1/sessions/${id}/fork`, forkBody)).status).toBe(200);
+  expect((await answer("POST /v1/sessions/:id/fork", `/v1/sessions/${id}/fork`, { atTurn: 99 })).status).toBe(400);
+  expect((await answer("POST /v1/sessions/:id/rollback", `/v1/sessions/${id}/rollback`, { turns: 0 })).status).toBe(400);
+  expect((await answer("POST /v1/sessions/:id/rollback", `/v1/sessions/${id}/rollback`, { turns: 1 })).status).toBe(200);
+
   await answer("DELETE /v1/sessions/:id", `/v1/sessions/${id}`);
+  expect(
+    (await answer("POST /v1/sessions/:id/rollback", `/v1/sessions/${id}/rollback`, { turns: 1 })).status,
+  ).toBe(409);
   expect(
     (await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "late" })).status,
   ).toBe(409);
@@ -229,7 +240,7 @@ it("every route's successes and refusals of its input are what /docs/json declar
   }
   expect((await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "" })).status).toBe(400);
   expect((await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, {})).status).toBe(400);
-  for (const route of ["GET /v1/sessions/:id", "DELETE /v1/sessions/:id", "POST /v1/sessions/:id/turns", "POST /v1/tasks/:id/cancel", "GET /v1/sessions/:id/events", "POST /v1/tasks/:id/permissions/:requestId", "POST /v1/tasks/:id/input"] as const) {
+  for (const route of ["GET /v1/sessions/:id", "DELETE /v1/sessions/:id", "POST /v1/sessions/:id/turns", "POST /v1/tasks/:id/cancel", "GET /v1/sessions/:id/events", "POST /v1/tasks/:id/permissions/:requestId", "POST /v1/tasks/:id/input", "POST /v1/sessions/:id/fork", "POST /v1/sessions/:id/rollback"] as const) {
     const body =
       route === "POST /v1/sessions/:id/turns"
         ? { prompt: "x" }
@@ -237,7 +248,11 @@ it("every route's successes and refusals of its input are what /docs/json declar
           ? { optionId: "allow" }
           : route.endsWith("/input")
             ? { text: "x" }
-            : undefined;
+            : route.endsWith("/rollback")
+              ? { turns: 1 }
+              : route.endsWith("/fork")
+                ? {}
+                : undefined;
     expect((await answer(route, pathOf(route), body)).status, route).toBe(404);
   }
   // An id longer than any id (64 characters) is a 400 on every route that takes one.
@@ -314,6 +329,8 @@ const EXPECTED: Record<string, number[]> = {
   "GET /v1/sessions": [200, 400, 401, 403, 503],
   "GET /v1/sessions/:id": [200, 400, 401, 403, 404, 503],
   "DELETE /v1/sessions/:id": [200, 400, 401, 403, 404, 503],
+  "POST /v1/sessions/:id/fork": [200, 201, 400, 401, 403, 404, 503],
+  "POST /v1/sessions/:id/rollback": [200, 400, 401, 403, 404, 409, 503],
   "POST /v1/sessions/:id/turns": [200, 202, 400, 401, 403, 404, 409, 429, 503],
   "GET /v1/tasks/:id": [200, 400, 401, 403, 404, 503],
   "GET /v1/tasks": [200, 400, 401, 403, 503],

@@ -242,6 +242,27 @@ describe("without tokens", () => {
     await turnStatus(page, 1, "completed").waitFor(WAIT);
     // No steer box once the turn ended.
     expect(await turn(page, 1).getByRole("button", { name: "Steer" }).count()).toBe(0);
+    expect((page as any).consoleErrors).toEqual([]);
+    await page.close();
+  });
+
+  it("rolls back the last turn and forks from a turn", { timeout: 300_000 }, async () => {
+    const page = await sessionPage();
+    page.on("dialog", (dialog) => void dialog.accept());
+    await send(page, "alpha");
+    await turnStatus(page, 1, "completed").waitFor(WAIT);
+    await send(page, "bravo");
+    await turnStatus(page, 2, "completed").waitFor(WAIT);
+    await page.getByRole("button", { name: "Roll back last turn" }).click();
+    await turn(page, 2).getByText("rolled back", { exact: true }).waitFor(WAIT);
+    expect(await turn(page, 1).getByText("rolled back", { exact: true }).count()).toBe(0);
+    // A rolled-back turn is no fork point; a kept one is.
+    expect(await turn(page, 2).getByRole("button", { name: "Fork from this turn" }).count()).toBe(0);
+    await turn(page, 1).getByRole("button", { name: "Fork from this turn" }).click();
+    await page.getByRole("region", { name: "Session", exact: true }).getByText("Forked from", { exact: true }).waitFor(WAIT);
+    await turn(page, 1).getByText("alpha", { exact: true }).waitFor(WAIT);
+    expect(await turn(page, 2).count()).toBe(0);
+    expect((page as any).consoleErrors).toEqual([]);
     await page.close();
   });
 

@@ -69,6 +69,8 @@ function row(cursor: Partial<SessionRow> = {}): SessionRow {
     turnCount: 0,
     lastAssistantMessageId: null,
     pastAgentSessionIds: [],
+    forkedFrom: null,
+    rewind: null,
     contextUsage: null,
     lastSeq: 0,
     prunedSeq: 0,

@@ -16,7 +16,7 @@ describe("MooringEvent is discriminated by its type", () => {
         expectTypeOf(event.data.status).toEqualTypeOf<TaskStatus>();
         expectTypeOf(event.data.result).toEqualTypeOf<Task["result"]>();
       }
-      if (event.type === "session.reset") expectTypeOf(event.data.reason).toEqualTypeOf<"unsaved" | "resume_failed">();
+      if (event.type === "session.reset") expectTypeOf(event.data.reason).toEqualTypeOf<"unsaved" | "resume_failed" | "fork" | "rollback">();
       // @ts-expect-error: without narrowing, data is one of the shapes, not any of them.
       event.data.text;
     };

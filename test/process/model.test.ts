@@ -4,16 +4,18 @@
  *
  * Commands: create a session; submit a turn on the simulated agent (`[sleep N] [deltas N]`,
  * sometimes `[fail AGENT_ERROR]`) with each `ifBusy` and with repeated idempotency keys; cancel a
- * task; steer a task (POST /v1/tasks/:id/input, on either instance); archive a session; wait until
- * the queued tasks left the queue (started or expired: the queue timeout is short); wait for a task
- * to end; kill -9 an instance and start it again.
+ * task; steer a task (POST /v1/tasks/:id/input, on either instance); archive a session; fork a
+ * session (its history must be the source's prefix); roll back one or two turns (refused while
+ * busy, for too many, once archived); wait until the queued tasks left the queue (started or
+ * expired: the queue timeout is short); wait for a task to end; kill -9 an instance and start it
+ * again.
  *
  * Checked after every step: the gate never over its limits (also sampled from the database while
  * turns run); every answer as the model predicts (archived → SESSION_ARCHIVED, a repeated key → 200
  * with the same task, SESSION_BUSY only for ifBusy=reject, no task written for a refused submit);
  * a terminal state never changes; per task at most one `task.started` and one terminal event, the
  * terminal event last; each session's seqs 1..n without gaps; one turn at a time per session; one
- * key, one task. At the end of a run, once every task ended: each accepted task ended in exactly
+ * key, one task; turn indexes never reused in a session (rollbacks included). At the end of a run, once every task ended: each accepted task ended in exactly
  * one terminal state, a completed turn's output appears exactly once (a restart never ran it
  * twice), each steer was accepted (202: its `turn.input` event stored once, on its task, and the
  * agent saw it once in a completed turn, at most once in any other) or refused with
@@ -93,6 +95,8 @@ interface Model {
   sessions: ModelSession[];
   tasks: ModelTask[];
   steers: ModelSteer[];
+  /** Tasks a fork copied from its source (no submit made them). */
+  carried: Set<string>;
   kills: number;
   /** What each command saw, for the failure message. */
   trace: string[];
@@ -283,6 +287,60 @@ class Archive extends Targeted implements Cmd {
   toString = () => `archive(session ${this.target}, on ${this.instance})`;
 }
 
+/** Fork a session at its last completed turn: the fork's history is the source's prefix. */
+class Fork extends Targeted implements Cmd {
+  check = (m: Readonly<Model>) => m.sessions.length > 0;
+  async run(m: Model, r: Real) {
+    const source = pickSession(m, this.target);
+    const res = await r.cluster.request(this.instance, "POST", `/v1/sessions/${source.id}/fork`, {});
+    m.trace.push(`${this} → ${res.status} ${res.body?.error?.code ?? res.body?.id ?? ""} (session ${source.id.slice(0, 8)}) on ${res.instance}`);
+    if (res.status === 400 && res.body.error.code === "INVALID_REQUEST" && res.body.error.field === "atTurn") {
+      const [done] = await db.sql`select 1 from tasks where session_id = ${source.id} and status = 'completed'
+        and rolled_back_at is null and finished_at < now() - interval '1 second'`;
+      if (done) fail(m, "fork refused for a session with a completed turn");
+    } else if (res.status === 201) {
+      const at = res.body.forkedFrom?.turnIndex;
+      if (res.body.forkedFrom?.sessionId !== source.id) fail(m, `fork's forkedFrom is ${JSON.stringify(res.body.forkedFrom)}`);
+      const shape = (rows: any[]) => rows.map((t) => `${t.turnIndex}:${t.status}:${t.rolledBack}:${t.prompt}`).join(" | ");
+      const carried = await db.sql`select id, turn_index, status, rolled_back_at is not null as rolled_back, prompt
+        from tasks where session_id = ${res.body.id} order by turn_index`;
+      const prefix = await db.sql`select turn_index, status, rolled_back_at is not null as rolled_back, prompt from tasks
+        where session_id = ${source.id} and turn_index <= ${at} and status in ('completed', 'failed', 'cancelled', 'expired', 'interrupted')
+          and last_seq <= (select last_seq from tasks where session_id = ${source.id} and turn_index = ${at})
+        order by turn_index`;
+      if (shape(carried) !== shape(prefix)) fail(m, `fork history ${shape(carried)} is not the source's prefix ${shape(prefix)}`);
+      for (const t of carried) m.carried.add(t.id as string);
+      m.sessions.push({ id: res.body.id, archived: false, keys: new Map() });
+    } else fail(m, `fork answered ${res.status} ${JSON.stringify(res.body)}`);
+    await checkStep(m, r);
+  }
+  toString = () => `fork(session ${this.target}, on ${this.instance})`;
+}
+
+/** Roll back 1 or 2 turns: refused while busy, for too many, for an archived session; else marked. */
+class Rollback extends Targeted implements Cmd {
+  constructor(target: number, instance: number, readonly turns: number) {
+    super(target, instance);
+  }
+  check = (m: Readonly<Model>) => m.sessions.length > 0;
+  async run(m: Model, r: Real) {
+    const session = pickSession(m, this.target);
+    const res = await r.cluster.request(this.instance, "POST", `/v1/sessions/${session.id}/rollback`, { turns: this.turns });
+    const code = res.body?.error?.code;
+    m.trace.push(`${this} → ${res.status} ${code ?? ""} (session ${session.id.slice(0, 8)}) on ${res.instance}`);
+    if (session.archived) {
+      if (res.status !== 409 || code !== "SESSION_ARCHIVED") fail(m, `rollback of an archived session answered ${res.status} ${code}`);
+    } else if (res.status === 200) {
+      const marked = res.body.turns.filter((t: { rolledBack: boolean }) => t.rolledBack).length;
+      if (marked < this.turns) fail(m, `rollback of ${this.turns} shows ${marked} rolled-back turns`);
+    } else if (!(res.status === 409 && code === "SESSION_BUSY") && !(res.status === 400 && code === "INVALID_REQUEST")) {
+      fail(m, `rollback answered ${res.status} ${JSON.stringify(res.body)}`);
+    }
+    await checkStep(m, r);
+  }
+  toString = () => `rollback(session ${this.target}, ${this.turns} turns, on ${this.instance})`;
+}
+
 /** Let queue timeouts pass: wait until every task queued now has left the queue (started or expired). */
 class AwaitQueue implements Cmd {
   check = (m: Readonly<Model>) => m.tasks.length > 0;
@@ -376,7 +434,7 @@ async function checkStep(m: Model, r: Real): Promise<void> {
   }
   // No task written for a refused submit, none twice for one accepted.
   for (const row of facts) {
-    if (!m.tasks.some((t) => t.id === row.id)) problems.push(`task ${row.id} (${row.status}) was written, but no submit was accepted for it`);
+    if (!m.tasks.some((t) => t.id === row.id) && !m.carried.has(row.id)) problems.push(`task ${row.id} (${row.status}) was written, but no submit was accepted for it`);
   }
   for (const session of m.sessions) {
     for (const [key, taskId] of session.keys) {
@@ -384,6 +442,7 @@ async function checkStep(m: Model, r: Real): Promise<void> {
       if (row && row.idempotencyKey !== key) problems.push(`task ${taskId}: key ${row.idempotencyKey}, submitted with ${key}`);
     }
   }
+  problems.push(...(await turnIndexProblems(ids)));
   if (problems.length > 0) fail(m, problems.join("\n"));
 }
 
@@ -406,6 +465,16 @@ async function steerStoreProblems(m: Model): Promise<string[]> {
 
 /** How often `text` occurs in `haystack`. */
 const occurrences = (haystack: string, text: string) => haystack.split(text).length - 1;
+
+/** Turn indexes stay monotonic: none used twice in a session (a rollback never frees one), none past the next. */
+async function turnIndexProblems(ids: string[]): Promise<string[]> {
+  const rows = await db.sql<{ sessionId: string; turnIndex: number; n: number; next: number }[]>`
+    select t.session_id, t.turn_index, count(*)::int as n, s.next_turn_index as next
+    from tasks t join sessions s on s.id = t.session_id where t.session_id = any(${ids}::uuid[])
+    group by t.session_id, t.turn_index, s.next_turn_index
+    having count(*) > 1 or t.turn_index >= s.next_turn_index`;
+  return rows.map((r) => `session ${r.sessionId}: turn index ${r.turnIndex} used ${r.n} times (next ${r.next})`);
+}
 
 /**
  * The end of a run: every task ended (an instance killed in the run may still be starting again:
@@ -455,7 +524,7 @@ async function finishRun(m: Model, r: Real): Promise<void> {
 async function quiesce(r: Real): Promise<void> {
   const open = await db.sql<{ id: string }[]>`select id from tasks where status in ('queued', 'running', 'cancelling')`;
   await Promise.all(open.map((t) => r.cluster.request(0, "POST", `/v1/tasks/${t.id}/cancel`)));
-  const model: Model = { sessions: [], tasks: [], steers: [], kills: 0, trace: ["(quiesce)"] };
+  const model: Model = { sessions: [], tasks: [], steers: [], carried: new Set(), kills: 0, trace: ["(quiesce)"] };
   await Promise.all(open.map((t) => waitFor(model, r, t.id, (s) => terminalStates.has(s))));
 }
 
@@ -487,6 +556,8 @@ const commands = fc.commands<Model, Real, false>(
     fc.tuple(index, instance).map(([t, i]) => new Steer(t, i)),
     fc.tuple(index, instance).map(([t, i]) => new Steer(t, i)),
     fc.tuple(index, instance).map(([s, i]) => new Archive(s, i)),
+    fc.tuple(index, instance).map(([s, i]) => new Fork(s, i)),
+    fc.tuple(index, instance, fc.integer({ min: 1, max: 2 })).map(([s, i, n]) => new Rollback(s, i, n)),
     fc.constant(new AwaitQueue()),
     index.map((t) => new AwaitTask(t)),
     instance.map((i) => new KillAndRestart(i)),
@@ -504,7 +575,7 @@ it(`random command sequences against two gateways on one database keep the model
       fc.asyncProperty(commands, async (cmds) => {
         run++;
         await quiesce(real);
-        const model: Model = { sessions: [], tasks: [], steers: [], kills: 0, trace: [] };
+        const model: Model = { sessions: [], tasks: [], steers: [], carried: new Set(), kills: 0, trace: [] };
         try {
           for (let i = 0; i < INITIAL_SESSIONS; i++) await new CreateSession(i).run(model, real);
           await fc.asyncModelRun(() => ({ model, real }), cmds);

@@ -180,6 +180,29 @@ describe("a gateway whose agent is another gateway", () => {
     expect(row.pastAgentSessionIds).toEqual([before]);
   }, 240_000);
 
+  it("rolls back through a new upstream session carrying the kept turns (fork and rollback on driver mooring)", async () => {
+    await upstream();
+    const down = await downstream();
+    const sessionId = await createSession(down.url, workspace, { agent: "up" });
+    for (const prompt of ["one", "two"]) {
+      const t = await submitPrompt(down.url, sessionId, prompt);
+      expect((await waitTerminal(down.url, t.id, 120_000)).status).toBe("completed");
+    }
+    const before = (await call(down.url, "GET", `/v1/sessions/${sessionId}`)).body.agentSessionId;
+    expect((await call(down.url, "POST", `/v1/sessions/${sessionId}/rollback`, { turns: 1 })).status).toBe(200);
+    const third = await submitPrompt(down.url, sessionId, "three");
+    expect((await waitTerminal(down.url, third.id, 120_000)).status).toBe("completed");
+    const reset = (await taskEvents(downDb.sql, third.id)).find((e) => e.type === "session.reset");
+    expect(reset?.data).toMatchObject({ reason: "rollback", carriedOver: { turns: 1 } });
+    const after = (await call(down.url, "GET", `/v1/sessions/${sessionId}`)).body.agentSessionId;
+    expect(after).not.toBe(before);
+    const [upTurn] = await upDb.sql<{ prompt: string }[]>`
+      select prompt from tasks where session_id = ${after} order by turn_index limit 1`;
+    expect(upTurn.prompt).toContain("--- turn 1, user ---\none\n");
+    expect(upTurn.prompt).not.toContain("two");
+    expect(upTurn.prompt.endsWith(`${RECAP_TAIL}\n\nthree`)).toBe(true);
+  }, 240_000);
+
   it("fails UPSTREAM_FAILED naming interrupted/GATEWAY_RESTART when the upstream is killed mid-turn, every event relayed once", async () => {
     const first = await upstream();
     const down = await downstream();

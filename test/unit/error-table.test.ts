@@ -113,6 +113,7 @@ const sampleArgs: { [K in keyof typeof errors]: Parameters<(typeof errors)[K]> }
   originNotAllowed: ["https://elsewhere.example"],
   hostNotAllowed: ["evil.example"],
   noRoute: ["GET", "/v1/nope"],
+  sessionBusyForRollback: ["00000000-0000-4000-8000-000000000001"],
   webhookDeliveryNotFound: ["d1"],
   instanceNotFound: ["i1"],
   adminOnly: ["only an admin may drain an instance", "instanceId"],

@@ -6,7 +6,7 @@
 import type { ClientConnection } from "@agentclientprotocol/sdk";
 import type { Logger } from "pino";
 import { type CarryOver, carriedOverField, noticeWithCarryOver } from "../carry-over.js";
-import { AgentFailure, type ResumeCursor, type TurnSink } from "../driver.js";
+import { AgentFailure, type ResetReason, type ResumeCursor, type TurnSink } from "../driver.js";
 import { drainReceived, initializeRequest } from "./connection.js";
 import { type McpServer, unsupportedTransports } from "./mcp-servers.js";
 import { type AgentProcess, describeExit } from "./process.js";
@@ -15,6 +15,9 @@ import { EXIT_SETTLE_MS, StepFailure, step } from "./step.js";
 export const RESUME_FAILED_NOTICE = "Session context was too large to resume — starting fresh.";
 export const CANNOT_RESUME_NOTICE =
   "This agent cannot reload earlier conversations, so its previous context was lost — starting fresh.";
+
+export const FORK_NOTICE = "This fork starts a fresh agent conversation.";
+export const ROLLBACK_NOTICE = "After the rollback, this conversation starts a fresh agent conversation.";
 
 /** Agents that boot slowly (npx, containers) still answer within this; a hung one does not. */
 const START_STEP_TIMEOUT_MS = 60_000;
@@ -58,6 +61,16 @@ export async function startAgentSession(ctx: StartContext): Promise<StartedSessi
     );
   }
   const canLoad = init.agentCapabilities?.loadSession === true;
+  // A fork or rollback (docs/api.md, Fork and rollback): a fresh session with the carried history
+  // (the session's own log, rolled-back turns left out) stands in for the branch.
+  const rewind = ctx.cursor.rewind;
+  if (rewind) {
+    ctx.log.info(
+      { agentSessionId: ctx.cursor.agentSessionId, kind: rewind.kind },
+      "fork or rollback: starting fresh with the carried history",
+    );
+    return freshStart(ctx, ask, rewind.kind === "fork" ? FORK_NOTICE : ROLLBACK_NOTICE, rewind.kind);
+  }
   const previous = ctx.cursor.agentSessionId;
   if (previous === null) return { agentSessionId: await newSession(ctx, ask), cursor: ctx.cursor };
 
@@ -72,7 +85,11 @@ export async function startAgentSession(ctx: StartContext): Promise<StartedSessi
   ctx.log.info({ agentSessionId: previous, cwd: ctx.workspace }, "resuming agent session");
   try {
     await ask(
-      conn.agent.request("session/load", { sessionId: previous, cwd: ctx.workspace, mcpServers: ctx.mcpServers }),
+      conn.agent.request("session/load", {
+        sessionId: previous,
+        cwd: ctx.workspace,
+        mcpServers: ctx.mcpServers,
+      }),
     );
   } catch (err) {
     // Only the agent's own "cannot load that" justifies dropping the conversation; a cancelled
@@ -98,7 +115,12 @@ export async function startAgentSession(ctx: StartContext): Promise<StartedSessi
 
 type Ask = <T>(request: Promise<T>) => Promise<T>;
 
-async function freshStart(ctx: StartContext, ask: Ask, notice: string): Promise<StartedSession> {
+async function freshStart(
+  ctx: StartContext,
+  ask: Ask,
+  notice: string,
+  reason: ResetReason = "resume_failed",
+): Promise<StartedSession> {
   const old = ctx.cursor;
   // The turn count carries over (as with claude-code): it counts the session's turns, and a
   // client would not expect it to drop because the agent's conversation was replaced.
@@ -127,7 +149,7 @@ async function freshStart(ctx: StartContext, ask: Ask, notice: string): Promise<
   );
   ctx.sink.emit({
     type: "session.reset",
-    reason: "resume_failed",
+    reason,
     notice: noticeWithCarryOver(notice, recap),
     ...carriedOverField(recap),
   });
@@ -136,7 +158,9 @@ async function freshStart(ctx: StartContext, ask: Ask, notice: string): Promise<
 
 async function newSession(ctx: StartContext, ask: Ask): Promise<string> {
   try {
-    const created = await ask(ctx.conn.agent.request("session/new", { cwd: ctx.workspace, mcpServers: ctx.mcpServers }));
+    const created = await ask(
+      ctx.conn.agent.request("session/new", { cwd: ctx.workspace, mcpServers: ctx.mcpServers }),
+    );
     await drainReceived();
     return created.sessionId;
   } catch (err) {

@@ -15,6 +15,7 @@ import {
   type AgentUsage,
   type OpenConversationOptions,
   type ResumeCursor,
+  type Rewind,
   type RunTurnOptions,
   type TurnInput,
   type TurnOutcome,
@@ -64,6 +65,8 @@ export class ClaudeConversation implements AgentConversation {
   private resuming = false;
   private model: string | undefined;
   private saving: Promise<void> = Promise.resolve();
+  /** The fork or rollback this process's `--resume … --fork-session` applies, until the CLI names the branch. */
+  private rewinding: Rewind | null = null;
   /** The recap a fresh start carries over, sent ahead of the next prompt (agents/carry-over.ts). */
   private recap: CarryOver | null = null;
   private readonly config: ClaudeCodeConfig;
@@ -158,6 +161,11 @@ export class ClaudeConversation implements AgentConversation {
         sessionId: (id) => {
           if (id === this.cursor.agentSessionId) return;
           this.cursor.agentSessionId = id;
+          // The CLI named the branch it forked: the rewind is applied (a crash before this applies it again).
+          if (this.rewinding) {
+            this.cursor.rewind = null;
+            this.rewinding = null;
+          }
           void this.save(sink);
         },
         assistantMessage: (uuid) => {
@@ -228,6 +236,7 @@ export class ClaudeConversation implements AgentConversation {
    * agent never saved it (an assistant message observed is proof enough; docs/api.md, Restarts, resume and recovery).
    */
   private async start(sink: TurnSink): Promise<void> {
+    if (this.cursor.rewind) return this.startRewound(sink, this.cursor.rewind);
     const id = this.cursor.agentSessionId;
     if (!id) return this.spawnFresh();
     const configDir = claudeConfigDir(this.env);
@@ -270,6 +279,66 @@ export class ClaudeConversation implements AgentConversation {
     this.resuming = true;
   }
 
+  /**
+   * A fork or rollback (docs/claude-code.md, Fork and rollback): branch the kept conversation with
+   * `--resume <id> --fork-session --resume-session-at <last kept assistant message>`, so the CLI
+   * writes a new transcript holding the conversation up to that message and leaves the old one as
+   * it was (the source session of a fork goes on in it). Without a branch point, or when the
+   * transcript is not on this host nor in the store, a fresh conversation with the carried history.
+   */
+  private async startRewound(sink: TurnSink, rewind: Rewind): Promise<void> {
+    const from = rewind.agentSessionId;
+    if (from && rewind.messageId) {
+      const configDir = claudeConfigDir(this.env);
+      await this.mirror?.restore(expectedTranscriptPath(configDir, this.cwd, from), from);
+      const lookup = await findTranscript(configDir, this.cwd, from);
+      if (lookup.state === "found") {
+        this.log.info(
+          {
+            fromAgentSessionId: from,
+            messageId: rewind.messageId,
+            kind: rewind.kind,
+            ...describeTranscript(lookup),
+          },
+          "claude-code branching conversation",
+        );
+        const old = this.cursor.agentSessionId;
+        if (old && old !== from && !this.cursor.pastAgentSessionIds.includes(old))
+          this.cursor.pastAgentSessionIds.push(old);
+        this.cursor.lastAssistantMessageId = null;
+        this.rewinding = rewind;
+        this.spawn(["--resume", from, "--fork-session", "--resume-session-at", rewind.messageId], from);
+        this.resuming = true;
+        return;
+      }
+      this.log.warn(
+        { fromAgentSessionId: from, kind: rewind.kind },
+        "claude-code transcript to branch is gone; starting fresh",
+      );
+    }
+    await this.freshForRewind(sink, rewind);
+    this.spawnFresh();
+  }
+
+  /** The fresh start that stands in for a branch: the carried history, a `session.reset` saying so. */
+  private async freshForRewind(sink: TurnSink, rewind: Rewind): Promise<void> {
+    const old = this.cursor.agentSessionId;
+    if (old) this.forget(old);
+    this.cursor.rewind = null;
+    this.rewinding = null;
+    this.recap = (await this.options.carryOver?.()) ?? null;
+    const what = rewind.kind === "fork" ? "This fork" : "After the rollback, this conversation";
+    sink.emit({
+      type: "session.reset",
+      reason: rewind.kind,
+      notice: noticeWithCarryOver(
+        this.withProjectNote(`${what} starts a fresh Claude Code conversation.`),
+        this.recap,
+      ),
+      ...carriedOverField(this.recap),
+    });
+  }
+
   /** A resume failed: log it, clear the cursor, and run the turn once in a fresh conversation. */
   private async startOver(
     error: string,
@@ -292,16 +361,24 @@ export class ClaudeConversation implements AgentConversation {
     );
     await proc.close("kill");
     this.resuming = false;
-    if (oldId) this.forget(oldId);
-    this.recap = (await this.options.carryOver?.()) ?? null;
-    await this.save(sink);
-    if (signal.aborted) return this.cancelledOutcome(null);
-    sink.emit({
-      type: "session.reset",
-      reason: "resume_failed",
-      notice: noticeWithCarryOver(this.withProjectNote(resumeFailedNotice), this.recap),
-      ...carriedOverField(this.recap),
-    });
+    const rewind = this.rewinding;
+    if (rewind) {
+      // The branch failed: the carried history stands in for it.
+      await this.freshForRewind(sink, rewind);
+      await this.save(sink);
+      if (signal.aborted) return this.cancelledOutcome(null);
+    } else {
+      if (oldId) this.forget(oldId);
+      this.recap = (await this.options.carryOver?.()) ?? null;
+      await this.save(sink);
+      if (signal.aborted) return this.cancelledOutcome(null);
+      sink.emit({
+        type: "session.reset",
+        reason: "resume_failed",
+        notice: noticeWithCarryOver(this.withProjectNote(resumeFailedNotice), this.recap),
+        ...carriedOverField(this.recap),
+      });
+    }
     this.cwd = await this.options.resolveWorkspace();
     this.spawnFresh();
     this.log.warn(

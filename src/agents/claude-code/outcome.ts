@@ -13,7 +13,8 @@ export type TurnVerdict =
   | { kind: "resume_failed"; error: string }
   | { kind: "failed"; failure: AgentFailure };
 
-const notFound = /No conversation found/i;
+/** The conversation to resume, or (a fork's `--resume-session-at`) the message to cut it at, is not there. */
+const notFound = /No conversation found|No message found with message\.uuid/i;
 const tooLong = /prompt is too long/i;
 
 export interface VerdictContext {
@@ -33,7 +34,10 @@ export function judgeTurn(end: TurnEnd, ctx: VerdictContext): TurnVerdict {
   if (end.kind === "exit") {
     const { exit } = end;
     if (exit.startError) {
-      return fail("AGENT_START_FAILED", `Claude Code could not be started: ${describeSpawnError(exit.startError)}`);
+      return fail(
+        "AGENT_START_FAILED",
+        `Claude Code could not be started: ${describeSpawnError(exit.startError)}`,
+      );
     }
     if (ctx.resuming && notFound.test(ctx.stderr))
       return { kind: "resume_failed", error: lastLine(ctx.stderr) };

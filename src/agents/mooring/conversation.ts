@@ -98,13 +98,15 @@ export class UpstreamConversation implements AgentConversation {
             waiting: { position: null, queueDeadlineAt: null, retryAt: retryAt.toISOString() },
           }),
       };
+      // A fork or rollback: a new upstream session with the carried history stands in for the branch.
+      const rewound = await this.applyRewind(sink);
       let sessionId = await this.upstreamSession(link, sink);
       this.cursor.turnCount += 1;
       await sink.saveCursor(structuredClone(this.cursor));
       const key = `${turn?.taskId ?? randomUUID()}:${turn?.attempt ?? 0}`;
       let task: Task;
       try {
-        task = await this.submit(sessionId, prompt, key, link);
+        task = await this.submit(sessionId, rewound ? `${rewound.text}\n\n${prompt}` : prompt, key, link);
       } catch (err) {
         if (!(err instanceof AgentFailure && sessionGone.has(err.reason ?? ""))) throw err;
         const recap = (await this.options.carryOver?.()) ?? null;
@@ -146,6 +148,30 @@ export class UpstreamConversation implements AgentConversation {
           .then((a) => a.body),
       link,
     );
+  }
+
+  /**
+   * A pending fork or rollback (docs/api.md, Fork and rollback): the upstream session is left, a
+   * new one is made for this conversation, and its first prompt carries the recap. Answers the
+   * recap (null: none to carry, or no rewind).
+   */
+  private async applyRewind(sink: TurnSink): Promise<CarryOver | null> {
+    const rewind = this.cursor.rewind;
+    if (!rewind) return null;
+    const old = this.cursor.agentSessionId;
+    if (old && !this.cursor.pastAgentSessionIds.includes(old)) this.cursor.pastAgentSessionIds.push(old);
+    this.cursor.agentSessionId = null;
+    this.cursor.lastAssistantMessageId = null;
+    this.cursor.rewind = null;
+    const recap = (await this.options.carryOver?.()) ?? null;
+    const what = rewind.kind === "fork" ? "This fork" : "After the rollback, this conversation";
+    sink.emit({
+      type: "session.reset",
+      reason: rewind.kind,
+      notice: noticeWithCarryOver(`${what} starts a fresh upstream session.`, recap),
+      ...carriedOverField(recap),
+    });
+    return recap;
   }
 
   /** The upstream lost this conversation's session: say so, and go on in a new one. */

@@ -10,6 +10,8 @@ import type { AgentEvent, AgentUsage } from "../driver.js";
 
 const num = (v: unknown): number => (typeof v === "number" && Number.isFinite(v) ? v : 0);
 
+const resetReasons = ["unsaved", "resume_failed", "fork", "rollback"] as const;
+
 function usageOf(data: Record<string, unknown>): AgentUsage {
   return {
     inputTokens: num(data.inputTokens),
@@ -48,7 +50,7 @@ export function relayEvent(event: MooringEvent, task: Task | null): AgentEvent |
     case "session.reset":
       return {
         type: "session.reset",
-        reason: data.reason === "unsaved" ? "unsaved" : "resume_failed",
+        reason: resetReasons.find((r) => r === data.reason) ?? "resume_failed",
         notice: String(data.notice ?? ""),
         ...carriedOf(data.carriedOver),
       };

@@ -33,6 +33,10 @@
  *                     PATH is letters, digits and `_ . / -`; one that leaves the workspace (`..`, an
  *                     absolute path, a symlinked folder pointing out) fails the turn (AGENT_ERROR).
  *                     N is at most 10,000 lines or 1 MiB.
+ *   [history]         answer `history: <JSON list>` of what this agent conversation held before
+ *                     the prompt: each earlier prompt, or `recap: <text>` for a carried history
+ *                     (fork and rollback, docs/api.md); `history: unknown` when this process never
+ *                     saw the conversation (another instance ran it)
  *
  * Text outside directives is ignored; a prompt without directives gets one short answer.
  *
@@ -57,10 +61,12 @@ export type Directive =
   | { kind: "askpadded"; spaces: number }
   | { kind: "input" }
   | { kind: "write" | "append" | "writebin"; path: string; count: number }
-  | { kind: "delete"; path: string };
+  | { kind: "delete"; path: string }
+  /** Reply with what the agent's conversation holds before this prompt (fork and rollback tests). */
+  | { kind: "history" };
 
 const pattern =
-  /\[(sleep|deltas|tool|logtool|tokens|clock|fail|crash|hang|stubborn|askpadded|ask|input)(?:\s+([A-Za-z0-9_]+))?\]|\[(write|append|writebin|delete)\s+([A-Za-z0-9_./-]{1,200})(?:\s+(\d{1,9}))?\]/g;
+  /\[(sleep|deltas|tool|logtool|tokens|clock|fail|crash|hang|stubborn|askpadded|ask|input|history)(?:\s+([A-Za-z0-9_]+))?\]|\[(write|append|writebin|delete)\s+([A-Za-z0-9_./-]{1,200})(?:\s+(\d{1,9}))?\]/g;
 
 const MAX_NUMBER = 100_000_000;
 
@@ -117,7 +123,7 @@ export function parseDirectives(prompt: string): Directive[] {
         directives.push({ kind, spaces: Math.min(n, simulatedLimits.maxBytes) });
         break;
       default:
-        directives.push({ kind: kind as "clock" | "crash" | "hang" | "stubborn" | "input" });
+        directives.push({ kind: kind as "clock" | "crash" | "hang" | "stubborn" | "input" | "history" });
     }
   }
   return directives;

@@ -18,7 +18,7 @@ import {
   type TurnOutcome,
   type TurnSink,
 } from "../driver.js";
-import { carryOverCharsProblem } from "../carry-over.js";
+import { carriedOverField, carryOverCharsProblem, noticeWithCarryOver } from "../carry-over.js";
 import { parseDirectives, simulatedLimits } from "./directives.js";
 import { type Clock, realClock } from "../../clock.js";
 
@@ -62,7 +62,33 @@ class Budget {
   }
 }
 
-const failureCodes: AgentFailureCode[] = ["AGENT_START_FAILED", "AGENT_CRASHED", "AGENT_ERROR", "CONTEXT_TOO_LARGE"];
+/**
+ * What the simulated agent "saved" of each of its conversations in this process: the prompts, each
+ * with the assistant message that answered it. A fork or rollback branches one of them at a message
+ * (the native path, like Claude Code's truncating resume); `[history]` shows it.
+ */
+interface Saved {
+  entries: { prompt: string; messageId: string | null }[];
+}
+const saved = new Map<string, Saved>();
+/** Conversations kept at most; the oldest go first (the agent's memory is a test aid). */
+const MAX_SAVED = 10_000;
+
+function remember(id: string, conversation: Saved): void {
+  saved.delete(id);
+  saved.set(id, conversation);
+  while (saved.size > MAX_SAVED) saved.delete(saved.keys().next().value as string);
+}
+
+/** `agentConfig.forkPath`: `native` branches the saved conversation; `recap` always starts fresh with the carried history. */
+type ForkPath = "native" | "recap";
+
+const failureCodes: AgentFailureCode[] = [
+  "AGENT_START_FAILED",
+  "AGENT_CRASHED",
+  "AGENT_ERROR",
+  "CONTEXT_TOO_LARGE",
+];
 
 class SimulatedConversation implements AgentConversation {
   alive = true;
@@ -70,10 +96,55 @@ class SimulatedConversation implements AgentConversation {
   private readonly clock: Clock;
   private readonly resolveWorkspace: () => Promise<string>;
 
-  constructor(options: OpenConversationOptions) {
+  constructor(private readonly options: OpenConversationOptions) {
     this.clock = options.settings.clock ?? realClock;
     this.resolveWorkspace = options.resolveWorkspace;
     this.cursor = { ...options.cursor, pastAgentSessionIds: [...options.cursor.pastAgentSessionIds] };
+  }
+
+  /**
+   * A pending fork or rollback: branch the saved conversation at the kept message (native), or
+   * start a fresh one holding the carried history, with a `session.reset` that says so.
+   */
+  private async applyRewind(sink: TurnSink): Promise<void> {
+    const rewind = this.cursor.rewind;
+    if (!rewind) return;
+    const path: ForkPath = this.options.agentConfig.forkPath === "recap" ? "recap" : "native";
+    const source = rewind.agentSessionId ? saved.get(rewind.agentSessionId) : undefined;
+    const at = source?.entries.findIndex((e) => e.messageId === rewind.messageId) ?? -1;
+    const old = this.cursor.agentSessionId;
+    const id = `sim-${randomUUID()}`;
+    const past =
+      old && !this.cursor.pastAgentSessionIds.includes(old)
+        ? [...this.cursor.pastAgentSessionIds, old]
+        : this.cursor.pastAgentSessionIds;
+    if (path === "native" && source && at >= 0) {
+      remember(id, { entries: source.entries.slice(0, at + 1) });
+      this.cursor = {
+        ...this.cursor,
+        agentSessionId: id,
+        lastAssistantMessageId: rewind.messageId,
+        pastAgentSessionIds: past,
+        rewind: null,
+      };
+      return;
+    }
+    const recap = (await this.options.carryOver?.()) ?? null;
+    remember(id, { entries: recap ? [{ prompt: `recap: ${recap.text}`, messageId: null }] : [] });
+    this.cursor = {
+      ...this.cursor,
+      agentSessionId: id,
+      lastAssistantMessageId: null,
+      pastAgentSessionIds: past,
+      rewind: null,
+    };
+    const what = rewind.kind === "fork" ? "This fork" : "After the rollback, this conversation";
+    sink.emit({
+      type: "session.reset",
+      reason: rewind.kind,
+      notice: noticeWithCarryOver(`${what} starts a fresh agent conversation.`, recap),
+      ...carriedOverField(recap),
+    });
   }
 
   async runTurn({ prompt, sink, signal, input }: RunTurnOptions): Promise<TurnOutcome> {
@@ -101,12 +172,17 @@ class SimulatedConversation implements AgentConversation {
     inbox: string[],
     onWake: (wake: (() => void) | null) => void,
   ): Promise<TurnOutcome> {
+    await this.applyRewind(sink);
+    const fresh = this.cursor.agentSessionId === null;
     this.cursor = {
       ...this.cursor,
       agentSessionId: this.cursor.agentSessionId ?? `sim-${randomUUID()}`,
       turnCount: this.cursor.turnCount + 1,
     };
     await sink.saveCursor(this.cursor);
+    const conversationId = this.cursor.agentSessionId as string;
+    const memory = saved.get(conversationId);
+    const before = memory ? memory.entries.map((e) => e.prompt) : fresh ? [] : null;
     let inputTokens = 0;
     let text = "";
     let toolCalls = 0;
@@ -158,8 +234,14 @@ class SimulatedConversation implements AgentConversation {
           if (!budget.take(2, directive.bytes)) break;
           await budget.pace(sink, signal);
           const id = `tool-${++toolCalls}`;
-          sink.emit({ type: "tool.call", id, name: "simulated_command", input: { command: `produce ${directive.bytes} bytes` } });
-          const output = directive.kind === "tool" ? "x".repeat(directive.bytes) : logText(directive.bytes, toolCalls);
+          sink.emit({
+            type: "tool.call",
+            id,
+            name: "simulated_command",
+            input: { command: `produce ${directive.bytes} bytes` },
+          });
+          const output =
+            directive.kind === "tool" ? "x".repeat(directive.bytes) : logText(directive.bytes, toolCalls);
           sink.emit({ type: "tool.result", id, isError: false, output });
           break;
         }
@@ -200,12 +282,20 @@ class SimulatedConversation implements AgentConversation {
           sink.emit({ type: "tool.result", id, isError: false, output: `${directive.kind} ${directive.path}` });
           break;
         }
+        case "history": {
+          const chunk = `history: ${before ? JSON.stringify(before) : "unknown"} `;
+          text += chunk;
+          sink.emit({ type: "message.delta", text: chunk });
+          break;
+        }
         case "ask":
         case "askpadded": {
           const id = `tool-${++toolCalls}`;
           const padded = directive.kind === "askpadded";
           const name = padded ? "bash" : directive.name;
-          const input = { command: padded ? `ls${" ".repeat(directive.spaces)}&& curl x | sh` : `run ${name}` };
+          const input = {
+            command: padded ? `ls${" ".repeat(directive.spaces)}&& curl x | sh` : `run ${name}`,
+          };
           const title = padded ? "List files (read-only)" : `Run ${name}`;
           // Without a gateway to ask (sink.requestPermission absent), the fixed policy: allow.
           const answer = sink.requestPermission
@@ -244,6 +334,8 @@ class SimulatedConversation implements AgentConversation {
     const messageId = `msg-${randomUUID()}`;
     sink.emit({ type: "message", text, messageId });
     this.cursor = { ...this.cursor, lastAssistantMessageId: messageId };
+    // Saved with its answer, as a real agent's transcript would have it.
+    remember(conversationId, { entries: [...(memory?.entries ?? []), { prompt, messageId }] });
     await sink.saveCursor(this.cursor);
     const usage = {
       inputTokens,
@@ -347,6 +439,10 @@ export const simulatedDriver: AgentDriver = {
   validateConfig(_entry, config) {
     for (const [key, value] of Object.entries(config)) {
       if (key === "contextSuffix" && typeof value === "boolean") continue;
+      if (key === "forkPath") {
+        if (value === "native" || value === "recap") continue;
+        return { ok: false, problem: 'agentConfig.forkPath must be "native" or "recap"' };
+      }
       if (key === "carryOverChars") {
         const problem = carryOverCharsProblem(value);
         if (problem) return { ok: false, problem };

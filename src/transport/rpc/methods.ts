@@ -28,6 +28,11 @@ const handlers: { [K in keyof Params]: Handler<K> } = {
   "sessions.get": (s, p, ctx) => s.sessions.get(p.sessionId, ctx.caller.tenant),
   "sessions.list": (s, p, ctx) => s.sessions.list(p, ctx.caller.tenant),
   "sessions.archive": (s, p, ctx) => s.sessions.archive(p.sessionId, ctx.caller.tenant),
+  "sessions.fork": async (s, p, ctx) => {
+    const { sessionId, ...input } = p;
+    return (await s.sessions.fork(sessionId, input, ctx.caller.tenant)).session;
+  },
+  "sessions.rollback": (s, p, ctx) => s.sessions.rollback(p.sessionId, p.turns, ctx.caller.tenant),
   "turns.submit": async (s, p, ctx) => {
     const { sessionId, _meta, ...input } = p;
     const traceparent = _meta?.traceparent;

@@ -4,8 +4,10 @@ import { routeResponses } from "../../../contract/responses.js";
 import {
   CreateSessionBody,
   DeleteSessionQuery,
+  ForkSessionBody,
   ListSessionsQuery,
   RevertBody,
+  RollbackSessionBody,
   SessionDiffQuery,
   SessionIdParams,
   SubmitTurnBody,
@@ -16,7 +18,14 @@ import { tenantOf } from "../auth.js";
 export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
   app.post<{ Body: Static<typeof CreateSessionBody> }>(
     "/sessions",
-    { schema: { summary: "Create a session", tags: ["sessions"], body: CreateSessionBody, response: routeResponses["POST /v1/sessions"] } },
+    {
+      schema: {
+        summary: "Create a session",
+        tags: ["sessions"],
+        body: CreateSessionBody,
+        response: routeResponses["POST /v1/sessions"],
+      },
+    },
     async (req, reply) => {
       const { session, created } = await s.sessions.create(req.body, tenantOf(req, s.tenants));
       reply.header("location", `/v1/sessions/${session.id}`);
@@ -26,19 +35,39 @@ export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
 
   app.get(
     "/agents",
-    { schema: { summary: "The agents the caller may name in a create", tags: ["sessions"], response: routeResponses["GET /v1/agents"] } },
+    {
+      schema: {
+        summary: "The agents the caller may name in a create",
+        tags: ["sessions"],
+        response: routeResponses["GET /v1/agents"],
+      },
+    },
     async (req) => s.sessions.agents(tenantOf(req, s.tenants)),
   );
 
   app.get<{ Querystring: Static<typeof ListSessionsQuery> }>(
     "/sessions",
-    { schema: { summary: "List sessions, newest first", tags: ["sessions"], querystring: ListSessionsQuery, response: routeResponses["GET /v1/sessions"] } },
+    {
+      schema: {
+        summary: "List sessions, newest first",
+        tags: ["sessions"],
+        querystring: ListSessionsQuery,
+        response: routeResponses["GET /v1/sessions"],
+      },
+    },
     async (req) => s.sessions.list(req.query, tenantOf(req, s.tenants)),
   );
 
   app.get<{ Params: Static<typeof SessionIdParams> }>(
     "/sessions/:id",
-    { schema: { summary: "A session with its recent turns (previews only)", tags: ["sessions"], params: SessionIdParams, response: routeResponses["GET /v1/sessions/:id"] } },
+    {
+      schema: {
+        summary: "A session with its recent turns (previews only)",
+        tags: ["sessions"],
+        params: SessionIdParams,
+        response: routeResponses["GET /v1/sessions/:id"],
+      },
+    },
     async (req) => s.sessions.get(req.params.id, tenantOf(req, s.tenants)),
   );
 
@@ -58,6 +87,42 @@ export function registerSessionRoutes(app: FastifyInstance, s: Services): void {
       if (req.query.purge === true) return s.sessions.purge(req.params.id, tenant);
       return s.sessions.archive(req.params.id, tenant);
     },
+  );
+
+  app.post<{ Params: Static<typeof SessionIdParams>; Body: Static<typeof ForkSessionBody> }>(
+    "/sessions/:id/fork",
+    {
+      schema: {
+        summary: "Fork a session at a turn: a new session carrying its history up to that turn",
+        tags: ["sessions"],
+        params: SessionIdParams,
+        body: ForkSessionBody,
+        response: routeResponses["POST /v1/sessions/:id/fork"],
+      },
+    },
+    async (req, reply) => {
+      const { session, created } = await s.sessions.fork(
+        req.params.id,
+        req.body ?? {},
+        tenantOf(req, s.tenants),
+      );
+      reply.header("location", `/v1/sessions/${session.id}`);
+      return reply.status(created ? 201 : 200).send(session);
+    },
+  );
+
+  app.post<{ Params: Static<typeof SessionIdParams>; Body: Static<typeof RollbackSessionBody> }>(
+    "/sessions/:id/rollback",
+    {
+      schema: {
+        summary: "Roll back the last completed turns of an idle session (their events stay in the log)",
+        tags: ["sessions"],
+        params: SessionIdParams,
+        body: RollbackSessionBody,
+        response: routeResponses["POST /v1/sessions/:id/rollback"],
+      },
+    },
+    async (req) => s.sessions.rollback(req.params.id, req.body.turns, tenantOf(req, s.tenants)),
   );
 
   app.post<{ Params: Static<typeof SessionIdParams>; Body: Static<typeof SubmitTurnBody> }>(

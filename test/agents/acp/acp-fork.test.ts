@@ -1,0 +1,119 @@
+/**
+ * Fork and rollback on an ACP agent (docs/api.md, Fork and rollback): the real test ACP agent
+ * (test/support/acp-agent.ts) gets a fresh session with the carried history, rolled-back turns and
+ * turns past the fork point left out, announced by `session.reset` of reason `rollback` or `fork`.
+ */
+import { realpathSync } from "node:fs";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { RECAP_HEAD } from "../../../src/domain/carry-over.js";
+import type { Gateway } from "../../../src/gateway.js";
+import { isRunning, taskEvents } from "../../support/agent-gateway.js";
+import { createTestDatabase, type TestDatabase } from "../../support/db.js";
+import { call, repoRoot, startTestGateway } from "../../support/gateway.js";
+import { createSessionWith, runTurn } from "../../support/turns.js";
+
+const agentScript = join(repoRoot, "test/support/acp-agent.ts");
+const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+
+let db: TestDatabase;
+let root: string;
+let workspace: string;
+const gateways: Gateway[] = [];
+const agentPids = new Set<number>();
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db?.drop();
+});
+beforeEach(async () => {
+  root = realpathSync(await mkdtemp(join(tmpdir(), "mooring-acp-fork-")));
+  workspace = join(root, "ws");
+  await mkdir(workspace, { recursive: true });
+});
+afterEach(async () => {
+  await Promise.all(gateways.splice(0).map((g) => g.stop()));
+  for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
+  agentPids.clear();
+  await rm(root, { recursive: true, force: true });
+});
+
+async function boot(): Promise<string> {
+  const agents = JSON.stringify({
+    "acp-test": {
+      driver: "acp",
+      command: process.execPath,
+      args: ["--import", tsxLoader, agentScript],
+      env: { ACP_TEST_STATE_DIR: join(root, "agent-state") },
+      permissions: "deny",
+    },
+  });
+  const gw = await startTestGateway(
+    db.url,
+    { MOORING_AGENTS: agents, MOORING_HEARTBEAT_MS: "500" },
+    {
+      onLog: (record) => {
+        if (record.msg === "agent spawned" && typeof record.agentPid === "number")
+          agentPids.add(record.agentPid);
+      },
+    },
+  );
+  gateways.push(gw);
+  return gw.url;
+}
+
+async function completed(url: string, sessionId: string, prompt: string) {
+  const done = await runTurn(url, sessionId, prompt);
+  expect(done.status, JSON.stringify(done.error)).toBe("completed");
+  return done;
+}
+
+/** The recap the agent got ahead of the `[recap]` prompt, and the turn's reset event. */
+async function recapOf(url: string, sessionId: string) {
+  const done = await completed(url, sessionId, "what do you know? [recap]");
+  const [head, ...lines] = done.result.text.split("\n");
+  expect(head).toBe("recap: 1 block(s)");
+  const reset = (await taskEvents(db.sql, done.id)).find((e) => e.type === "session.reset");
+  return { turn: done, recap: lines.join("\n"), reset };
+}
+
+describe("acp fork and rollback", () => {
+  it("rolls back through carried history", async () => {
+    const url = await boot();
+    const id = (await createSessionWith(url, { workspace, agent: "acp-test" })).id;
+    await completed(url, id, "remember the heron");
+    await completed(url, id, "and the otter");
+    await completed(url, id, "and the crow");
+    expect((await call(url, "POST", `/v1/sessions/${id}/rollback`, { turns: 1 })).status).toBe(200);
+    const { turn, recap, reset } = await recapOf(url, id);
+    expect(turn.turnIndex).toBe(3);
+    expect(recap.startsWith(RECAP_HEAD)).toBe(true);
+    expect(recap).toContain("remember the heron");
+    expect(recap).toContain("and the otter");
+    expect(recap).not.toContain("crow");
+    expect(reset?.data).toMatchObject({ reason: "rollback", carriedOver: { turns: 2 } });
+    // The reset was applied once: the next turn continues the fresh session, with no new reset.
+    const after = await completed(url, id, "and then?");
+    expect((await taskEvents(db.sql, after.id)).some((e) => e.type === "session.reset")).toBe(false);
+  }, 180_000);
+
+  it("forks at an earlier turn through carried history", async () => {
+    const url = await boot();
+    const source = (await createSessionWith(url, { workspace, agent: "acp-test" })).id;
+    await completed(url, source, "remember the heron");
+    await completed(url, source, "and the otter");
+    const fork = await call(url, "POST", `/v1/sessions/${source}/fork`, { atTurn: 0 });
+    expect(fork.status).toBe(201);
+    const { turn, recap, reset } = await recapOf(url, fork.body.id);
+    expect(turn.turnIndex).toBe(1);
+    expect(recap).toContain("remember the heron");
+    expect(recap).not.toContain("otter");
+    expect(reset?.data).toMatchObject({ reason: "fork", carriedOver: { turns: 1 } });
+  }, 180_000);
+});
