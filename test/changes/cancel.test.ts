@@ -91,17 +91,18 @@ it("kills an agent that ignores the cancel after the escalation delay; the task 
   expect(first.body.status).toBe("cancelling");
 
   // Cancelling during the escalation: the same answer, nothing written.
-  const [{ version }] = await gt.sql<
-    { version: number }[]
-  >`select version from tasks where id = ${stubborn.id}`;
+  const [before] = await gt.sql<
+    { requestedAt: Date; status: string }[]
+  >`select cancel_requested_at as requested_at, status from tasks where id = ${stubborn.id}`;
   const second = await cancel(stubborn.id);
   expect(second.status).toBe(200);
   expect(second.body.status).toBe("cancelling");
   expect(second.body.id).toBe(first.body.id);
-  const [{ version: after }] = await gt.sql<
-    { version: number }[]
-  >`select version from tasks where id = ${stubborn.id}`;
-  expect(after).toBe(version);
+  // The cancel is not requested again: the first request's time stands.
+  const [after] = await gt.sql<
+    { requestedAt: Date; status: string }[]
+  >`select cancel_requested_at as requested_at, status from tasks where id = ${stubborn.id}`;
+  expect(after).toEqual(before);
 
   // It waits for the agent first: most of the escalation delay (3 s) on the gateway's clock and
   // the task is still cancelling; the rest of it, and the agent is killed.
