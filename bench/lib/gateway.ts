@@ -74,6 +74,10 @@ export async function spawnGateway(options: SpawnOptions): Promise<GatewayProces
     HOST: "127.0.0.1",
     LOG_LEVEL: "warn",
     MOORING_LOG_FORMAT: "json",
+    // Workspace checkpoints off: the benchmarks measure the turn's own path, and their sessions
+    // work in /tmp, which a checkpoint would snapshot whole (git processes per turn). A benchmark
+    // that measures checkpoints turns them on in its own env.
+    MOORING_CHECKPOINTS: "false",
     ...options.env,
     PORT: port,
   };
