@@ -57,6 +57,8 @@ class SessionModel {
       const known = this.turns.get(t.id);
       if (!known) this.follow(state.client.tasks.follow(t.id, { signal: this.abort.signal }), t as Task);
       else if (!this.followed.has(t.id)) known.task = { ...known.task, ...t };
+      // A followed turn's status comes from its follow; a rollback marks it only in the snapshot.
+      else if (known.task.rolledBack !== t.rolledBack) known.task = { ...known.task, rolledBack: t.rolledBack };
     }
     this.changed();
   }
