@@ -17,6 +17,10 @@ export default defineConfig({
     globalSetup: ["test/support/global-setup.ts"],
     // Fails a test that left a gateway, a WebSocket, a process or a stopped gateway's timer running.
     setupFiles: ["test/support/leak-guard.ts"],
+    // Workspace checkpoints snapshot a session's folder before and after every turn with git; many
+    // tests work in /tmp, which a gateway they spawn would then snapshot whole. Off for every
+    // process the tests start unless a test turns them on (the checkpoint tests do, in their env).
+    env: { MOORING_CHECKPOINTS: "false" },
     pool: "forks",
     maxWorkers: 2,
     testTimeout: 60_000,
