@@ -12,6 +12,7 @@ import type { Gateway } from "../../src/gateway.js";
 import { createTestDatabase, type TestDatabase } from "../support/db.js";
 import { call, eventually, startTestGateway } from "../support/gateway.js";
 import { parseExposition } from "../support/prometheus.js";
+import { sessionRowCounts } from "../support/sql-fixtures.js";
 import { createSession, submitPrompt, tempWorkspace, waitTask } from "../support/turns.js";
 import { WsClients } from "../support/ws-client.js";
 
@@ -48,17 +49,7 @@ afterAll(async () => {
 });
 
 /** Rows of `sessionId` in every table that holds session rows. */
-async function rowsOf(sessionId: string): Promise<Record<string, number>> {
-  const [row] = await db.sql<Record<string, number>[]>`
-    select (select count(*)::int from sessions where id = ${sessionId}) as sessions,
-           (select count(*)::int from tasks where session_id = ${sessionId}) as tasks,
-           (select count(*)::int from events where session_id = ${sessionId}) as events,
-           (select count(*)::int from permission_requests where session_id = ${sessionId}) as permission_requests,
-           (select count(*)::int from transcript_chunks where session_id = ${sessionId}) as transcript_chunks,
-           (select count(*)::int from webhook_deliveries where session_id = ${sessionId}) as webhook_deliveries,
-           (select count(*)::int from checkpoints where session_id = ${sessionId}) as checkpoints`;
-  return row;
-}
+const rowsOf = (sessionId: string) => sessionRowCounts(db.sql, sessionId);
 const NONE = {
   sessions: 0,
   tasks: 0,

@@ -12,7 +12,7 @@ import {
   purgeSession,
   sessionTables,
 } from "../../src/sql/purge-sessions.js";
-import { addSession, addTask, useSqlTestDatabase } from "../support/sql-fixtures.js";
+import { addSession, addTask, sessionRowCounts, useSqlTestDatabase } from "../support/sql-fixtures.js";
 
 const db = useSqlTestDatabase();
 
@@ -50,17 +50,7 @@ async function fullSession(sql: Sql, tenant = "default"): Promise<string> {
 }
 
 /** Rows of `sessionId` in each table. */
-async function rowsOf(sql: Sql, sessionId: string): Promise<Record<string, number>> {
-  const [row] = await sql<Record<string, number>[]>`
-    select (select count(*)::int from sessions where id = ${sessionId}) as sessions,
-           (select count(*)::int from tasks where session_id = ${sessionId}) as tasks,
-           (select count(*)::int from events where session_id = ${sessionId}) as events,
-           (select count(*)::int from permission_requests where session_id = ${sessionId}) as permission_requests,
-           (select count(*)::int from transcript_chunks where session_id = ${sessionId}) as transcript_chunks,
-           (select count(*)::int from webhook_deliveries where session_id = ${sessionId}) as webhook_deliveries,
-           (select count(*)::int from checkpoints where session_id = ${sessionId}) as checkpoints`;
-  return row;
-}
+const rowsOf = sessionRowCounts;
 
 const FULL = {
   sessions: 1,

@@ -32,7 +32,8 @@ export function useSqlTestDatabase({ emptyBeforeEach = true } = {}): SqlTestData
     db = connect(testDb.url, { max: 4 });
   });
   beforeEach(async () => {
-    if (emptyBeforeEach) await db.sql`truncate checkpoints, transcript_chunks, permission_requests, events, tasks, sessions, instances, event_writes`;
+    if (emptyBeforeEach)
+      await db.sql`truncate checkpoints, transcript_chunks, permission_requests, events, tasks, sessions, instances, event_writes`;
   });
   afterAll(async () => {
     await db?.close();
@@ -192,4 +193,20 @@ export async function sqlStateOf(p: Promise<unknown>): Promise<string | null> {
     if (!code) throw err;
     return code;
   }
+}
+
+/**
+ * Rows of `sessionId` in every table that holds session rows (src/sql/purge-sessions.ts,
+ * sessionTables), keyed as the purge counts them.
+ */
+export async function sessionRowCounts(sql: Sql, sessionId: string): Promise<Record<string, number>> {
+  const [row] = await sql<Record<string, number>[]>`
+    select (select count(*)::int from sessions where id = ${sessionId}) as sessions,
+           (select count(*)::int from tasks where session_id = ${sessionId}) as tasks,
+           (select count(*)::int from events where session_id = ${sessionId}) as events,
+           (select count(*)::int from permission_requests where session_id = ${sessionId}) as permission_requests,
+           (select count(*)::int from transcript_chunks where session_id = ${sessionId}) as transcript_chunks,
+           (select count(*)::int from webhook_deliveries where session_id = ${sessionId}) as webhook_deliveries,
+           (select count(*)::int from checkpoints where session_id = ${sessionId}) as checkpoints`;
+  return row;
 }
