@@ -2,7 +2,7 @@
  * git, run the one way checkpoints run it (docs/architecture.md, Workspace checkpoints): a fixed
  * environment that reads no system or user configuration, runs no hook, no fsmonitor, no pager,
  * no filter or external diff a repository's own `.git/config` names, no prompt, no network; the
- * user's index is never used (every command that needs one gets a temporary GIT_INDEX_FILE).
+ * user's index is never used (every command that needs one gets an index of mooring's own in GIT_INDEX_FILE).
  * Arguments are ours only: paths a client chose go through stdin, after validation
  * (checkpoints/paths.ts), never onto the command line.
  */
@@ -78,7 +78,7 @@ export function gitEnvironment(extra: Record<string, string> = {}): NodeJS.Proce
 }
 
 export interface RunOptions {
-  /** A temporary index file (never the repository's own). */
+  /** An index file of mooring's own (never the repository's). */
   indexFile?: string;
   input?: string | Buffer;
   /** Exit codes that are answers, not failures (`diff --quiet` answers 1). */

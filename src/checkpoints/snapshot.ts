@@ -1,16 +1,15 @@
 /**
  * A checkpoint: the whole working tree of a workspace (tracked and untracked files, `.gitignore`
- * honoured) as a commit, built through a temporary index (GIT_INDEX_FILE) so the user's HEAD,
- * index, branches, stash and reflog are never touched, and kept alive by a hidden ref
+ * honoured) as a commit, built through an index of mooring's own (GIT_INDEX_FILE) so the user's
+ * HEAD, index, branches, stash and reflog are never touched, and kept alive by a hidden ref
  * (`refs/mooring/<session>/<name>`). A workspace that is the top of a git work tree keeps its
  * checkpoints in its own repository; any other folder gets a shadow repository under the data
  * folder (`<dataDir>/checkpoints/<sha256 of the path>.git`, bare, never pushed).
  */
 import { createHash } from "node:crypto";
-import { lstat, mkdir, mkdtemp, realpath, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { lstat, mkdir, realpath, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { filterOverrides, type GitTarget, git } from "./git.js";
+import { filterOverrides, GitError, type GitTarget, git } from "./git.js";
 
 export interface CheckpointLimits {
   /** Files larger than this are left out of a checkpoint (with a notice). */
@@ -58,76 +57,130 @@ export async function repoFor(workspace: string, dataDir: string): Promise<Check
   return { gitDir, workTree: workspace, store: "shadow", settings: [] };
 }
 
-/** A temporary index file for the length of `work`. */
-async function withTempIndex<T>(work: (indexFile: string) => Promise<T>): Promise<T> {
-  const dir = await mkdtemp(join(tmpdir(), "mooring-index-"));
-  try {
-    return await work(join(dir, "index"));
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+/**
+ * The index a repository's checkpoints are built in: kept between snapshots (beside the
+ * repository's own files, never the user's index), so `update-index` finds each unchanged file's
+ * stat data there and hashes only what changed since the last checkpoint. A temporary index made
+ * every time rehashed the whole tree twice a turn (20,000 files: over a second a snapshot). Only
+ * the holder of the workspace's lock uses it (docs/architecture.md, Workspace checkpoints).
+ */
+export function checkpointIndexFile(repo: GitTarget): string {
+  return join(repo.gitDir, "mooring-checkpoint-index");
 }
 
 const nul = (paths: readonly string[]) => (paths.length ? `${paths.join("\0")}\0` : "");
+const lines = (out: Buffer) =>
+  out
+    .toString("utf8")
+    .split("\0")
+    .filter((p) => p !== "");
 
-/** The working tree now as a commit (not yet under any ref). */
+/** How many files are looked at (lstat) at once. */
+const STAT_BATCH = 256;
+
+/**
+ * The working tree now as a commit (not yet under any ref). What goes in: HEAD's files (tracked
+ * files stay in even when a .gitignore rule matches them) and every other file no ignore rule
+ * matches, each as it is on disk; a file gone from disk goes out.
+ */
 export async function snapshot(
   repo: CheckpointRepo,
   limits: CheckpointLimits,
   message: string,
 ): Promise<Snapshot> {
+  const indexFile = checkpointIndexFile(repo);
+  try {
+    return await snapshotIn(repo, limits, message, indexFile);
+  } catch (error) {
+    // A kept index that no longer fits the repository (written by another git, or naming objects
+    // a `git gc` pruned since): start it again, once.
+    if (!(error instanceof GitError)) throw error;
+    await rm(indexFile, { force: true });
+    return snapshotIn(repo, limits, message, indexFile);
+  }
+}
+
+async function snapshotIn(
+  repo: CheckpointRepo,
+  limits: CheckpointLimits,
+  message: string,
+  indexFile: string,
+): Promise<Snapshot> {
   const settings = repo.settings;
-  return withTempIndex(async (indexFile) => {
-    const opts = { indexFile, settings };
-    // Seed with HEAD's tree: tracked files stay in even when a .gitignore rule matches them.
-    if (repo.store === "workspace") {
-      const head = await git(repo, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], {
-        okCodes: [1, 128],
-      });
-      if (head.code === 0) await git(repo, ["read-tree", "HEAD"], opts);
+  const opts = { indexFile, settings };
+  const wanted = new Set<string>();
+  // HEAD's submodules, kept as HEAD has them (their folders are not ours to snapshot).
+  const gitlinks: string[] = [];
+  if (repo.store === "workspace") {
+    const head = await git(repo, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], {
+      okCodes: [1, 128],
+    });
+    if (head.code === 0) {
+      for (const entry of lines((await git(repo, ["ls-tree", "-r", "-z", "HEAD"], opts)).stdout)) {
+        const tab = entry.indexOf("\t");
+        const path = entry.slice(tab + 1);
+        if (entry.startsWith("160000 "))
+          gitlinks.push(`${entry.slice(0, tab).replace(" commit ", " ")}\t${path}`);
+        else wanted.add(path);
+      }
     }
-    const listed = await git(repo, ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], opts);
-    const paths = [
-      ...new Set(
-        listed.stdout
-          .toString("utf8")
-          .split("\0")
-          .filter((p) => p !== ""),
-      ),
-    ].sort();
-    const keep: string[] = [];
-    const drop: string[] = [];
-    const skipped: Snapshot["skipped"] = [];
-    for (const path of paths) {
-      if (path.endsWith("/")) continue; // a nested repository: not ours to snapshot
-      const info = await lstat(join(repo.workTree, path)).catch(() => null);
-      if (!info) {
-        keep.push(path); // gone: update-index --remove takes it out
-        continue;
-      }
-      if (info.isDirectory()) continue;
-      if (info.isFile() && info.size > limits.maxFileBytes) {
-        skipped.push({ path, reason: "too_large" });
-        drop.push(path);
-        continue;
-      }
-      if (keep.length >= limits.maxFiles) {
-        skipped.push({ path, reason: "too_many" });
-        drop.push(path);
-        continue;
-      }
-      keep.push(path);
+  }
+  const submodules = new Set(gitlinks.map((g) => g.slice(g.indexOf("\t") + 1)));
+  // The kept index's entries (last checkpoint's files) and the files it does not hold yet that no
+  // ignore rule matches; then the kept entries an ignore rule matches now (unless HEAD has them).
+  const listed = lines(
+    (await git(repo, ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], opts)).stdout,
+  );
+  const ignored = new Set(
+    lines((await git(repo, ["ls-files", "-z", "--cached", "--ignored", "--exclude-standard"], opts)).stdout),
+  );
+  for (const path of listed) if (!ignored.has(path)) wanted.add(path);
+  const drop = [...ignored].filter((p) => !wanted.has(p) && !submodules.has(p));
+  // A folder ending in "/" is a nested repository: not ours to snapshot.
+  const paths = [...wanted].filter((p) => !p.endsWith("/") && !submodules.has(p)).sort();
+  const infos = new Array<Awaited<ReturnType<typeof lstat>> | null>(paths.length);
+  for (let i = 0; i < paths.length; i += STAT_BATCH) {
+    await Promise.all(
+      paths.slice(i, i + STAT_BATCH).map(async (path, j) => {
+        infos[i + j] = await lstat(join(repo.workTree, path)).catch(() => null);
+      }),
+    );
+  }
+  const keep: string[] = [];
+  const skipped: Snapshot["skipped"] = [];
+  paths.forEach((path, i) => {
+    const info = infos[i];
+    if (!info) {
+      keep.push(path); // gone: update-index --remove takes it out
+      return;
     }
-    if (keep.length)
-      await git(repo, ["update-index", "-z", "--add", "--remove", "--stdin"], { ...opts, input: nul(keep) });
-    if (drop.length)
-      await git(repo, ["update-index", "-z", "--force-remove", "--stdin"], { ...opts, input: nul(drop) });
-    const tree = (await git(repo, ["write-tree"], opts)).stdout.toString("utf8").trim();
-    const commit = (await git(repo, ["commit-tree", tree], { settings, input: message })).stdout
-      .toString("utf8")
-      .trim();
-    return { commit, skipped };
+    if (info.isDirectory()) {
+      drop.push(path); // a submodule HEAD no longer has
+      return;
+    }
+    if (info.isFile() && info.size > limits.maxFileBytes) {
+      skipped.push({ path, reason: "too_large" });
+      drop.push(path);
+      return;
+    }
+    if (keep.length >= limits.maxFiles) {
+      skipped.push({ path, reason: "too_many" });
+      drop.push(path);
+      return;
+    }
+    keep.push(path);
   });
+  if (keep.length)
+    await git(repo, ["update-index", "-z", "--add", "--remove", "--stdin"], { ...opts, input: nul(keep) });
+  if (drop.length)
+    await git(repo, ["update-index", "-z", "--force-remove", "--stdin"], { ...opts, input: nul(drop) });
+  if (gitlinks.length)
+    await git(repo, ["update-index", "-z", "--index-info"], { ...opts, input: nul(gitlinks) });
+  const tree = (await git(repo, ["write-tree"], opts)).stdout.toString("utf8").trim();
+  const commit = (await git(repo, ["commit-tree", tree], { settings, input: message })).stdout
+    .toString("utf8")
+    .trim();
+  return { commit, skipped };
 }
 
 /** Point `ref` (ours, under refs/mooring/) at `commit`. */
