@@ -173,4 +173,24 @@ describe("acp fork and rollback", () => {
     const reset = events.find((e) => e.type === "session.reset");
     expect(reset?.data).toMatchObject({ reason: "fork", carriedOver: { turns: 2 } });
   }, 180_000);
+
+  it("forks through carried history when a later turn of the source reached its agent", async () => {
+    const url = await boot("1");
+    const source = (await createSessionWith(url, { workspace, agent: "acp-test" })).id;
+    const kept = await completed(url, source, "remember the heron");
+    // A failed turn is no fork point, yet its prompt may be in the agent's conversation (a real
+    // agent keeps it): session/fork would copy it, so the fork takes the recap.
+    const failed = await runTurn(url, source, "and the otter [error]");
+    expect(failed.status).toBe("failed");
+    const fork = await call(url, "POST", `/v1/sessions/${source}/fork`, {});
+    expect(fork.status).toBe(201);
+    expect(fork.body.forkedFrom).toEqual({ sessionId: source, turnIndex: kept.turnIndex });
+    const turn = await completed(url, fork.body.id, "what do you hold? [origin] [history] [recap]");
+    expect(turn.result.text).toContain("origin: new");
+    expect(turn.result.text).toContain("history: 0 []");
+    expect(turn.result.text).toContain("remember the heron");
+    expect(turn.result.text).not.toContain("otter");
+    const reset = (await taskEvents(db.sql, turn.id)).find((e) => e.type === "session.reset");
+    expect(reset?.data).toMatchObject({ reason: "fork", carriedOver: { turns: 1 } });
+  }, 180_000);
 });
