@@ -254,13 +254,22 @@ function judge(m: Model, { spec, prompt, session, res, knownBefore: known }: Sub
   }
 }
 
-/** Submit turns all at once (one alone is a plain submit), spread over both instances. */
+/**
+ * Submit turns all at once (one alone is a plain submit), spread over both instances; `ifBusy:
+ * "steer"` ones right after the others.
+ */
 class Submit implements Cmd {
   constructor(readonly specs: TurnSpec[]) {}
   check = (m: Readonly<Model>) => m.sessions.length > 0;
   async run(m: Model, r: Real) {
     m.trace.push(`${this}:`);
-    const answers = await Promise.all(this.specs.map((spec) => send(m, r, spec)));
+    // Steer submits go once the others were answered, so that they find the turns those started.
+    const answers = await Promise.all(
+      this.specs.filter((spec) => !spec.steers).map((spec) => send(m, r, spec)),
+    );
+    answers.push(
+      ...(await Promise.all(this.specs.filter((spec) => spec.steers).map((spec) => send(m, r, spec)))),
+    );
     const created = (a: SubmitAnswer) => (a.res.status === 202 ? 0 : 1);
     for (const answer of [...answers].sort((a, b) => created(a) - created(b))) judge(m, answer);
     await checkStep(m, r);
