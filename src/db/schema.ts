@@ -58,6 +58,12 @@ export interface Rewind {
   messageId: string | null;
   /** The last mooring turn kept (-1: none). */
   turnIndex: number;
+  /**
+   * A fork taken at the newest state of the source's agent conversation (its last turn, no rewind
+   * of its own pending): an agent that can only fork a conversation whole (ACP `session/fork`) may
+   * branch it. Absent or false: only a branch at `messageId`, or the carried history, is right.
+   */
+  atSourceHead?: boolean;
 }
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });

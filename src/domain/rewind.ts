@@ -19,6 +19,7 @@ import {
   type ForkPoint,
   insertForkedEvent,
   insertForkSession,
+  isAtSourceHead,
   readBranchPoint,
   readForkPoint,
 } from "../sql/fork-session.js";
@@ -62,7 +63,8 @@ export async function forkSessionIn(
 ): Promise<{ value: { id: string; created: boolean }; effects: Effects }> {
   const point = await forkPointOf(tx, sourceId, input.atTurn);
   const branch = await readBranchPoint(tx, sourceId, point.turnIndex);
-  const rewind: Rewind = { kind: "fork", ...branch, turnIndex: point.turnIndex };
+  const atSourceHead = await isAtSourceHead(tx, sourceId, point.turnIndex, branch.agentSessionId);
+  const rewind: Rewind = { kind: "fork", ...branch, turnIndex: point.turnIndex, atSourceHead };
   const { id, created } = await insertForkSession(tx, {
     sourceId,
     title: input.title ?? sourceTitle,

@@ -49,6 +49,27 @@ export async function readBranchPoint(
   return row ?? { agentSessionId: null, messageId: null };
 }
 
+/**
+ * Whether the source's agent conversation still stands where the fork point left it: no turn of
+ * the source after the fork point (ended, running or queued, rolled back or not), no rewind of its
+ * own pending, and its cursor on the branch's conversation. Only then does a fork of that whole
+ * conversation (ACP `session/fork`, which cannot cut it at a message) hold the fork's history and
+ * nothing more. tasks_session_idx answers the exists.
+ */
+export async function isAtSourceHead(
+  q: Tx,
+  sourceId: string,
+  turnIndex: number,
+  agentSessionId: string | null,
+): Promise<boolean> {
+  if (agentSessionId === null) return false;
+  const [row] = await q<{ head: boolean }[]>`
+    select s.rewind is null and s.agent_session_id = ${agentSessionId}
+      and not exists (select 1 from tasks t where t.session_id = s.id and t.turn_index > ${turnIndex}) as head
+    from sessions s where s.id = ${sourceId}`;
+  return row?.head === true;
+}
+
 export interface ForkToInsert {
   sourceId: string;
   title: string | null;

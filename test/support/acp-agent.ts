@@ -13,6 +13,12 @@
  * `<dir>/<sessionId>.json`, so a later process can `session/load` them (history is replayed as
  * session/update, as the protocol asks).
  *
+ * With ACP_TEST_FORK=1 it advertises `sessionCapabilities.fork` and serves `session/fork`: the new
+ * session starts with a copy of the source's history (found in memory or in the state dir), and
+ * `[origin]` says how the session was opened in this process (`origin: fork of <id>`); with
+ * ACP_TEST_FORK=fail it advertises fork but answers every `session/fork` with an error. It imports
+ * the SDK's unstable entry, where `session/fork` is.
+ *
  * Environment: ACP_TEST_STATE_DIR (persistence), ACP_TEST_NO_LOAD=1 (no loadSession capability),
  * ACP_TEST_FAIL_NEW=1 (session/new answers an error), ACP_TEST_LOAD_DELAY_MS (slow session/load),
  * ACP_TEST_ENV_FILE (write the whole environment it started with there, as JSON).
@@ -32,7 +38,7 @@ import {
   RequestError,
   type SessionUpdate,
   type StopReason,
-} from "@agentclientprotocol/sdk";
+} from "@agentclientprotocol/sdk/unstable";
 
 interface Exchange {
   prompt: string;
@@ -46,12 +52,15 @@ interface Session {
   /** Aborted by session/cancel for the prompt in flight. */
   cancel: AbortController | null;
   /** The `mcpServers` of the session/new or session/load that opened it in this process (`[mcp]`). */
-  mcp: { via: "new" | "load"; servers: unknown[] };
+  mcp: { via: "new" | "load" | "fork"; servers: unknown[] };
+  /** The session a `session/fork` copied this one from. */
+  forkedFrom?: string;
 }
 
 const stateDir = process.env.ACP_TEST_STATE_DIR;
 if (process.env.ACP_TEST_ENV_FILE) writeFileSync(process.env.ACP_TEST_ENV_FILE, JSON.stringify(process.env));
 const canLoad = process.env.ACP_TEST_NO_LOAD !== "1";
+const fork = process.env.ACP_TEST_FORK;
 const sessions = new Map<string, Session>();
 
 const log = (line: string) => process.stderr.write(`[acp-test-agent ${process.pid}] ${line}\n`);
@@ -170,6 +179,10 @@ class Turn {
         return this.say(`argv: ${JSON.stringify(process.argv.slice(2))}`);
       case "pid":
         return this.say(`pid: ${process.pid}`);
+      case "origin":
+        return this.say(
+          `origin: ${this.session.forkedFrom ? `fork of ${this.session.forkedFrom}` : this.session.mcp.via} `,
+        );
       case "mcp":
         return this.say(`mcp via ${this.session.mcp.via}: ${JSON.stringify(this.session.mcp.servers)} | `);
       default:
@@ -251,7 +264,11 @@ class Turn {
 const app = agent({ name: "acp-test-agent" })
   .onRequest("initialize", () => ({
     protocolVersion: PROTOCOL_VERSION,
-    agentCapabilities: { loadSession: canLoad, mcpCapabilities: { http: true, sse: false } },
+    agentCapabilities: {
+      loadSession: canLoad,
+      mcpCapabilities: { http: true, sse: false },
+      ...(fork ? { sessionCapabilities: { fork: {} } } : {}),
+    },
     agentInfo: { name: "acp-test-agent", version: "1.0.0" },
   }))
   .onRequest("session/new", ({ params }) => {
@@ -292,6 +309,26 @@ const app = agent({ name: "acp-test-agent" })
     log(`cancel ${params.sessionId}`);
     sessions.get(params.sessionId)?.cancel?.abort();
   });
+
+if (fork) {
+  app.onRequest("session/fork", ({ params }) => {
+    if (fork === "fail") throw RequestError.internalError({}, "session/fork is disabled");
+    const source = sessions.get(params.sessionId) ?? restore(params.sessionId);
+    if (!source) throw RequestError.sessionNotFound(params.sessionId);
+    const session: Session = {
+      id: `sess-${randomUUID()}`,
+      cwd: params.cwd,
+      history: source.history.map((h) => ({ ...h })),
+      cancel: null,
+      mcp: { via: "fork", servers: params.mcpServers ?? [] },
+      forkedFrom: source.id,
+    };
+    sessions.set(session.id, session);
+    persist(session);
+    log(`forked session ${source.id} as ${session.id} with ${session.history.length} exchanges`);
+    return { sessionId: session.id };
+  });
+}
 
 if (canLoad) {
   app.onRequest("session/load", async ({ params, client }) => {

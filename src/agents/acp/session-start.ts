@@ -3,7 +3,12 @@
  * session's saved agent session when the agent can load one, otherwise (or when loading fails)
  * `session/new` (docs/api.md, Restarts, resume and recovery, resume failure → one fresh start).
  */
-import type { ClientConnection } from "@agentclientprotocol/sdk";
+import type { ClientConnection, InitializeResponse } from "@agentclientprotocol/sdk";
+import type {
+  ForkSessionRequest,
+  ForkSessionResponse,
+  SessionCapabilities as UnstableSessionCapabilities,
+} from "@agentclientprotocol/sdk/unstable";
 import type { Logger } from "pino";
 import { type CarryOver, carriedOverField, noticeWithCarryOver } from "../carry-over.js";
 import { AgentFailure, type ResetReason, type ResumeCursor, type TurnSink } from "../driver.js";
@@ -61,9 +66,21 @@ export async function startAgentSession(ctx: StartContext): Promise<StartedSessi
     );
   }
   const canLoad = init.agentCapabilities?.loadSession === true;
+  const rewind = ctx.cursor.rewind;
+  // A fork at the source's newest agent state, of an agent that can fork (docs/acp.md, Fork and
+  // rollback): `session/fork` copies that conversation whole. It cannot cut one at a message, so a
+  // fork at an earlier turn, or a rollback, takes the recap below.
+  if (
+    rewind?.kind === "fork" &&
+    rewind.atSourceHead === true &&
+    rewind.agentSessionId &&
+    canFork(init.agentCapabilities)
+  ) {
+    const forked = await nativeFork(ctx, ask, rewind.agentSessionId);
+    if (forked) return forked;
+  }
   // A fork or rollback (docs/api.md, Fork and rollback): a fresh session with the carried history
   // (the session's own log, rolled-back turns left out) stands in for the branch.
-  const rewind = ctx.cursor.rewind;
   if (rewind) {
     ctx.log.info(
       { agentSessionId: ctx.cursor.agentSessionId, kind: rewind.kind },
@@ -114,6 +131,63 @@ export async function startAgentSession(ctx: StartContext): Promise<StartedSessi
 }
 
 type Ask = <T>(request: Promise<T>) => Promise<T>;
+
+/** ACP's `sessionCapabilities.fork` (unstable in the SDK's schema, so read off the raw answer). */
+function canFork(capabilities: InitializeResponse["agentCapabilities"]): boolean {
+  const session = capabilities?.sessionCapabilities as UnstableSessionCapabilities | null | undefined;
+  return session?.fork !== undefined && session.fork !== null;
+}
+
+/**
+ * `session/fork` of the source's agent conversation: the fork's own, holding the source's history,
+ * with no recap and no `session.reset`. Null when the agent answered with an error (it could not
+ * fork that conversation): the caller starts fresh with the carried history instead.
+ */
+async function nativeFork(
+  ctx: StartContext,
+  ask: Ask,
+  sourceAgentSessionId: string,
+): Promise<StartedSession | null> {
+  let forked: ForkSessionResponse;
+  try {
+    forked = await ask(
+      ctx.conn.agent.request<ForkSessionResponse, ForkSessionRequest>("session/fork", {
+        sessionId: sourceAgentSessionId,
+        cwd: ctx.workspace,
+        mcpServers: ctx.mcpServers,
+      }),
+    );
+  } catch (err) {
+    if (!(err instanceof StepFailure) || err.kind !== "error")
+      throw await startFailure(ctx, "session/fork", err);
+    ctx.log.warn(
+      {
+        fromAgentSessionId: sourceAgentSessionId,
+        err: err.message,
+        code: (err.cause as { code?: unknown })?.code,
+      },
+      "agent session fork failed; starting fresh with the carried history",
+    );
+    return null;
+  }
+  await drainReceived();
+  const old = ctx.cursor;
+  const cursor: ResumeCursor = {
+    agentSessionId: forked.sessionId,
+    turnCount: old.turnCount,
+    lastAssistantMessageId: old.rewind?.messageId ?? null,
+    pastAgentSessionIds: old.agentSessionId
+      ? [...old.pastAgentSessionIds, old.agentSessionId]
+      : old.pastAgentSessionIds,
+  };
+  // Saved without the rewind: the branch is made (a turn that dies now resumes the fork's own).
+  await ctx.sink.saveCursor(cursor);
+  ctx.log.info(
+    { fromAgentSessionId: sourceAgentSessionId, agentSessionId: forked.sessionId, cwd: ctx.workspace },
+    "agent session forked",
+  );
+  return { agentSessionId: forked.sessionId, cursor };
+}
 
 async function freshStart(
   ctx: StartContext,

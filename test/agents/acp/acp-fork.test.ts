@@ -1,7 +1,10 @@
 /**
- * Fork and rollback on an ACP agent (docs/api.md, Fork and rollback): the real test ACP agent
- * (test/support/acp-agent.ts) gets a fresh session with the carried history, rolled-back turns and
- * turns past the fork point left out, announced by `session.reset` of reason `rollback` or `fork`.
+ * Fork and rollback on an ACP agent (docs/api.md, Fork and rollback; docs/acp.md): the real test
+ * ACP agent (test/support/acp-agent.ts) gets a fresh session with the carried history, rolled-back
+ * turns and turns past the fork point left out, announced by `session.reset` of reason `rollback`
+ * or `fork`. A fork at the source's newest state, of an agent that advertises
+ * `sessionCapabilities.fork`, is made by `session/fork` instead: no recap, no reset; when that
+ * fails, the recap again.
  */
 import { realpathSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
@@ -44,13 +47,14 @@ afterEach(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-async function boot(): Promise<string> {
+/** `fork`: the agent's ACP_TEST_FORK (advertise and serve `session/fork`, or answer it with an error). */
+async function boot(fork?: "1" | "fail"): Promise<string> {
   const agents = JSON.stringify({
     "acp-test": {
       driver: "acp",
       command: process.execPath,
       args: ["--import", tsxLoader, agentScript],
-      env: { ACP_TEST_STATE_DIR: join(root, "agent-state") },
+      env: { ACP_TEST_STATE_DIR: join(root, "agent-state"), ...(fork ? { ACP_TEST_FORK: fork } : {}) },
       permissions: "deny",
     },
   });
@@ -103,8 +107,8 @@ describe("acp fork and rollback", () => {
     expect((await taskEvents(db.sql, after.id)).some((e) => e.type === "session.reset")).toBe(false);
   }, 180_000);
 
-  it("forks at an earlier turn through carried history", async () => {
-    const url = await boot();
+  it("forks at an earlier turn through carried history, even where the agent could fork", async () => {
+    const url = await boot("1");
     const source = (await createSessionWith(url, { workspace, agent: "acp-test" })).id;
     await completed(url, source, "remember the heron");
     await completed(url, source, "and the otter");
@@ -114,6 +118,79 @@ describe("acp fork and rollback", () => {
     expect(turn.turnIndex).toBe(1);
     expect(recap).toContain("remember the heron");
     expect(recap).not.toContain("otter");
+    expect(reset?.data).toMatchObject({ reason: "fork", carriedOver: { turns: 1 } });
+  }, 180_000);
+
+  /** A source with two turns, forked at its last one; the fork's first turn asks what the agent holds. */
+  async function forkAtLast(url: string) {
+    const source = (await createSessionWith(url, { workspace, agent: "acp-test" })).id;
+    await completed(url, source, "remember the heron");
+    const last = await completed(url, source, "and the otter [origin]");
+    const sourceAgentSession = (await call(url, "GET", `/v1/sessions/${source}`)).body.agentSessionId;
+    const fork = await call(url, "POST", `/v1/sessions/${source}/fork`, {});
+    expect(fork.status).toBe(201);
+    expect(fork.body.forkedFrom).toEqual({ sessionId: source, turnIndex: last.turnIndex });
+    const turn = await completed(url, fork.body.id, "what do you hold? [origin] [history] [recap]");
+    const events = await taskEvents(db.sql, turn.id);
+    return { text: turn.result.text as string, events, sourceAgentSession, forkId: fork.body.id };
+  }
+
+  it("forks at the source's newest state with session/fork when the agent advertises it", async () => {
+    const url = await boot("1");
+    const { text, events, sourceAgentSession, forkId } = await forkAtLast(url);
+    expect(typeof sourceAgentSession).toBe("string");
+    // The agent's own copy of the source's conversation: both exchanges, and no recap prompt.
+    expect(text).toContain(`origin: fork of ${sourceAgentSession}`);
+    expect(text).toContain("history: 2 [remember the heron | and the otter [origin]]");
+    expect(text).toContain("recap: none");
+    expect(events.some((e) => e.type === "session.reset")).toBe(false);
+    // The fork runs its own agent conversation from then on, resumed like any other.
+    const forkAgentSession = (await call(url, "GET", `/v1/sessions/${forkId}`)).body.agentSessionId;
+    expect(forkAgentSession).not.toBe(sourceAgentSession);
+    const next = await completed(url, forkId, "and then? [history]");
+    expect(next.result.text).toContain(
+      "history: 3 [remember the heron | and the otter [origin] | what do you hold?",
+    );
+  }, 180_000);
+
+  it("forks at the source's newest state through carried history when the agent cannot fork", async () => {
+    const url = await boot();
+    const { text, events } = await forkAtLast(url);
+    expect(text).toContain("origin: new");
+    expect(text).toContain("history: 0 []");
+    expect(text).toContain("recap: 1 block(s)");
+    expect(text).toContain("remember the heron");
+    const reset = events.find((e) => e.type === "session.reset");
+    expect(reset?.data).toMatchObject({ reason: "fork", carriedOver: { turns: 2 } });
+  }, 180_000);
+
+  it("falls back to the carried history when session/fork fails", async () => {
+    const url = await boot("fail");
+    const { text, events } = await forkAtLast(url);
+    expect(text).toContain("origin: new");
+    expect(text).toContain("history: 0 []");
+    expect(text).toContain("recap: 1 block(s)");
+    const reset = events.find((e) => e.type === "session.reset");
+    expect(reset?.data).toMatchObject({ reason: "fork", carriedOver: { turns: 2 } });
+  }, 180_000);
+
+  it("forks through carried history when a later turn of the source reached its agent", async () => {
+    const url = await boot("1");
+    const source = (await createSessionWith(url, { workspace, agent: "acp-test" })).id;
+    const kept = await completed(url, source, "remember the heron");
+    // A failed turn is no fork point, yet its prompt may be in the agent's conversation (a real
+    // agent keeps it): session/fork would copy it, so the fork takes the recap.
+    const failed = await runTurn(url, source, "and the otter [error]");
+    expect(failed.status).toBe("failed");
+    const fork = await call(url, "POST", `/v1/sessions/${source}/fork`, {});
+    expect(fork.status).toBe(201);
+    expect(fork.body.forkedFrom).toEqual({ sessionId: source, turnIndex: kept.turnIndex });
+    const turn = await completed(url, fork.body.id, "what do you hold? [origin] [history] [recap]");
+    expect(turn.result.text).toContain("origin: new");
+    expect(turn.result.text).toContain("history: 0 []");
+    expect(turn.result.text).toContain("remember the heron");
+    expect(turn.result.text).not.toContain("otter");
+    const reset = (await taskEvents(db.sql, turn.id)).find((e) => e.type === "session.reset");
     expect(reset?.data).toMatchObject({ reason: "fork", carriedOver: { turns: 1 } });
   }, 180_000);
 });
