@@ -271,8 +271,9 @@ function flushedLog(eventLog: EventLog, log: Logger): Service {
 }
 
 /**
- * Shutdown only: once the worker drained, what this boot still owns (a settlement that failed) is
- * settled interrupted at once, so other instances take the slots now rather than at lease expiry.
+ * Shutdown only: once the worker drained, what this boot still owns (a claim that never started, a
+ * settlement that gave up) is settled interrupted at once, so other instances take the slots now
+ * rather than at lease expiry.
  */
 function ownLeases(parts: Parts, log: Logger): Service {
   return service(
