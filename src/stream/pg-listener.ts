@@ -70,9 +70,10 @@ export class PgListener implements Service {
       // The first listen failed (database away at startup): start over with backoff.
       await sql.end({ timeout: 1 }).catch(() => {});
       this.sql = null;
+      // Stopped meanwhile (its connection ended under it): no retry.
+      if (this.stopped) return;
       const delay = retryDelay(retryPolicies.listen, this.attempt++);
       this.log.warn({ err: String(err), retryInMs: delay }, "listen connection failed; retrying");
-      if (this.stopped) return;
       this.retryTimer = this.clock.setTimeout(() => void this.listen(), delay);
       this.retryTimer.unref();
     }
