@@ -206,8 +206,8 @@ export interface EdgeServices {
 }
 
 /**
- * The gateway's services in start order. Each needs only what is before it; the stop order,
- * reversed, is the shutdown's.
+ * The gateway's services in start order: each needs only what is before it, so the list reversed is
+ * the order of the shutdown.
  */
 export function gatewayServices(
   parts: Parts,
