@@ -241,7 +241,7 @@ export async function startGateway(
         parts.worker.graceMs = graceMs;
         if (draining) parts.instanceRow.markDraining();
       }
-      // The database never opened: nothing was composed on it, and only the edges stop.
+      // Once composed, the whole list; if the database never opened, the services made before it.
       await (list ?? new ServiceList([edges.tracer, edges.database, edges.http], log)).stop();
       log.info("shutdown: done");
     })();
