@@ -24,6 +24,7 @@ import type { AgentEntry } from "../agents/registry.js";
 import { storable } from "../agents/storable-text.js";
 import type { SessionRow } from "./views.js";
 import { resolveWorkspaceForSpawn } from "./workspace.js";
+import type { Service } from "../lib/service.js";
 import { type Clock, type ClockTimer, realClock } from "../clock.js";
 
 /** What every agent launch is held to (MOORING_WORKSPACE_ROOTS normalized, MOORING_AGENT_ENV_DENY). */
@@ -66,7 +67,8 @@ interface Warm {
   closeWhenReleased: boolean;
 }
 
-export class ConversationPool {
+export class ConversationPool implements Service {
+  readonly name = "conversation pool";
   private readonly warm = new Map<string, Warm>();
 
   constructor(
@@ -167,7 +169,9 @@ export class ConversationPool {
     };
     this.metrics.agentSpawned(session.agent, session.agentSessionId ? "resume" : "new");
     started?.(session.agentSessionId ? "resume" : "new");
-    warm.handle = observeCursor(conversation, warm, () => this.metrics.agentSpawned(session.agent, "fresh_fallback"));
+    warm.handle = observeCursor(conversation, warm, () =>
+      this.metrics.agentSpawned(session.agent, "fresh_fallback"),
+    );
     this.warm.set(session.id, warm);
     return warm.handle;
   }
@@ -238,8 +242,11 @@ export class ConversationPool {
     this.drop(sessionId, "graceful");
   }
 
+  /** Agents are spawned on demand: nothing to begin. */
+  start(): void {}
+
   /** Shutdown: close every conversation so agents can save. */
-  async closeAll(): Promise<void> {
+  async stop(): Promise<void> {
     const all = [...this.warm.values()];
     this.warm.clear();
     await Promise.all(
@@ -273,7 +280,11 @@ function sameCursor(a: CursorMark, session: SessionRow): boolean {
 }
 
 /** The conversation, remembering every cursor it saves so the pool knows where it stands. */
-function observeCursor(conversation: AgentConversation, warm: Warm, freshFallback: () => void): AgentConversation {
+function observeCursor(
+  conversation: AgentConversation,
+  warm: Warm,
+  freshFallback: () => void,
+): AgentConversation {
   return {
     runTurn: (options: RunTurnOptions) =>
       conversation.runTurn({
@@ -285,7 +296,8 @@ function observeCursor(conversation: AgentConversation, warm: Warm, freshFallbac
             options.sink.emit(event);
           },
           drained: options.sink.drained && (() => options.sink.drained!()),
-          requestPermission: options.sink.requestPermission && ((ask) => options.sink.requestPermission!(ask)),
+          requestPermission:
+            options.sink.requestPermission && ((ask) => options.sink.requestPermission!(ask)),
           saveCursor: (saved) => {
             // As it is stored (the worker's sink makes it storable), so it compares equal later.
             const cursor = storable(saved);

@@ -13,12 +13,14 @@ import type { StoredEvent } from "../sql/append-events.js";
 import { type Effects, headsOf } from "./committer.js";
 import type { Runtime } from "./runtime.js";
 import type { ClockTimer } from "../clock.js";
+import type { Service } from "../lib/service.js";
 
 /** Positions beyond this are not announced (they still show, live, in every snapshot). */
 const ANNOUNCE_LIMIT = 100;
 const DEBOUNCE_MS = 25;
 
-export class QueuePositionAnnouncer {
+export class QueuePositionAnnouncer implements Service {
+  readonly name = "queue positions";
   private readonly announced = new Map<string, number>();
   private timer: ClockTimer | null = null;
   /**
@@ -26,9 +28,9 @@ export class QueuePositionAnnouncer {
    * during a round is debounced again after it (not lib/single-flight.ts, which would run at once:
    * measured, that wrote more position events per turn).
    */
-  private running = false;
+  private round: Promise<void> | null = null;
   private again = false;
-  private stopped = false;
+  private stopped = true;
 
   constructor(private readonly rt: Runtime) {
     rt.bus.on("queueMoved", () => this.poke());
@@ -44,21 +46,18 @@ export class QueuePositionAnnouncer {
   }
 
   private async run(): Promise<void> {
-    if (this.running) {
+    if (this.round) {
       this.again = true;
       return;
     }
-    this.running = true;
-    try {
-      await this.announce();
-    } catch (err) {
+    this.round = this.announce().catch((err) => {
       this.rt.log.debug({ err: String(err) }, "position announcement failed");
-    } finally {
-      this.running = false;
-      if (this.again) {
-        this.again = false;
-        this.poke();
-      }
+    });
+    await this.round;
+    this.round = null;
+    if (this.again) {
+      this.again = false;
+      this.poke();
     }
   }
 
@@ -85,10 +84,16 @@ export class QueuePositionAnnouncer {
     }
   }
 
-  stop(): void {
+  start(): void {
+    this.stopped = false;
+  }
+
+  /** No round starts after this; resolves once a round in flight is over. */
+  async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) this.rt.clock.clearTimeout(this.timer);
     this.timer = null;
+    await this.round;
   }
 }
 

@@ -4,6 +4,7 @@
  * claimed even if every notification was lost.
  */
 import type { Tx } from "../db/client.js";
+import type { Service } from "../lib/service.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { StoredEvent } from "../sql/append-events.js";
 import { appendEvents } from "../sql/append-events.js";
@@ -25,7 +26,8 @@ type Settler = (tx: Tx) => Promise<TaskRow[]>;
 /** How often the retention sweep looks for archived sessions past retention (one batch a tick). */
 const RETENTION_SWEEP_MS = 60_000;
 
-export class Sweeper {
+export class Sweeper implements Service {
+  readonly name = "sweeper";
   private readonly loops: TimedLoop[] = [];
   /** MOORING_ARCHIVED_RETENTION_DAYS and the tenants' archivedRetentionDays (domain/purge.ts). */
   readonly purger: SessionPurger;
@@ -38,6 +40,7 @@ export class Sweeper {
   }
 
   start(): void {
+    if (this.loops.length > 0) return;
     const { config } = this.rt;
     this.every(config.sweepMs, () => this.sweepLeases());
     if (config.eventRetention > 0) this.every(config.sweepMs, () => this.prune());

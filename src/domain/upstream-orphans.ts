@@ -8,12 +8,14 @@
 import type { AgentDriver } from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
 import { listUpstreamOrphans, markUpstreamReleased } from "../sql/upstream-orphans.js";
+import type { Service } from "../lib/service.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { Runtime } from "./runtime.js";
 
 const BATCH = 50;
 
-export class UpstreamOrphans {
+export class UpstreamOrphans implements Service {
+  readonly name = "upstream orphans";
   /** A round at once, then every sweep period (lib/timed-loop.ts). */
   private readonly rounds: TimedLoop;
 

@@ -9,6 +9,7 @@ import { anyTaskQueued, readOwnedActiveTasks } from "../sql/read-tasks.js";
 import type { AgentDriver } from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
 import { isDatabaseUnavailable } from "../errors.js";
+import type { Service } from "../lib/service.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { Logger } from "pino";
 import { secondsBetween } from "../metrics/reporter.js";
@@ -25,7 +26,13 @@ import { RunningTurn, TurnExecution } from "./turn-run.js";
 import type { SessionRow } from "./views.js";
 import { within } from "../clock.js";
 
-export class Worker implements ClaimLimit {
+export class Worker implements ClaimLimit, Service {
+  readonly name = "worker";
+  /**
+   * How long running turns may go on once `stop()` began: the shutdown grace, or
+   * MOORING_DRAIN_TIMEOUT_MS when the instance drains (the gateway sets it).
+   */
+  graceMs: number;
   private readonly turns = new Map<string, RunningTurn>();
   /** Tasks this boot owned on the last heartbeat without running them (see adoptUnknownLeases). */
   private unknownLeases = new Set<string>();
@@ -50,6 +57,7 @@ export class Worker implements ClaimLimit {
     permissions: Permissions | null = null,
     checkpoints: CheckpointService | null = null,
   ) {
+    this.graceMs = rt.config.shutdownGraceMs;
     this.execution = new TurnExecution(rt, registry, drivers, pool, recovery, permissions, checkpoints);
     rt.bus.on("claimed", (rows) => this.startClaimed(rows));
     this.claims = new SingleFlight(
@@ -72,9 +80,14 @@ export class Worker implements ClaimLimit {
     this.requestClaim();
   }
 
-  /** Stop taking new work (shutdown phase one). Running turns go on. */
-  stopClaiming(): void {
+  /**
+   * Stop taking new work at once, give running turns `graceMs` (their leases still renewed), then
+   * stop the rest, which settle interrupted.
+   */
+  async stop(): Promise<void> {
     this.claiming = false;
+    const drained = await this.drain(this.graceMs);
+    this.log.info(drained, "shutdown: running turns drained");
   }
 
   claimLimit(): number {
@@ -231,8 +244,8 @@ export class Worker implements ClaimLimit {
     this.startClaimed(rows.filter((r) => !this.turns.has(r.id)));
   }
 
-  /** Shutdown: wait up to `graceMs` for running turns, then stop the rest (they settle interrupted). */
-  async drain(graceMs: number): Promise<{ finished: number; interrupted: number }> {
+  /** Wait up to `graceMs` for running turns, then stop the rest (they settle interrupted). */
+  private async drain(graceMs: number): Promise<{ finished: number; interrupted: number }> {
     // Leases keep being renewed during the grace: the turns are still legitimately ours.
     const before = this.turns.size;
     const all = Promise.all([...this.turns.values()].map((t) => t.done));

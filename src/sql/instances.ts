@@ -11,11 +11,16 @@ export interface InstanceInfo {
   group?: string;
 }
 
-/** One row per process start; an earlier boot of the same instanceId keeps its own row. */
+/**
+ * One row per process start; an earlier boot of the same instanceId keeps its own row. Safe to
+ * repeat: a registration retried after its answer was lost, or the row's service started again
+ * after a stop, finds its row and makes it live again.
+ */
 export async function registerInstance(q: Queryable, info: InstanceInfo): Promise<void> {
   await q`
     insert into instances (boot_id, instance_id, instance_group, host, pid, version)
-    values (${info.bootId}, ${info.instanceId}, ${info.group ?? "default"}, ${info.host}, ${info.pid}, ${info.version})`;
+    values (${info.bootId}, ${info.instanceId}, ${info.group ?? "default"}, ${info.host}, ${info.pid}, ${info.version})
+    on conflict (boot_id) do update set stopped_at = null, heartbeat_at = now()`;
 }
 
 /**

@@ -18,6 +18,7 @@
  */
 import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
+import type { Service } from "../lib/service.js";
 import type { StoredEvent } from "../sql/append-events.js";
 import { EventLane } from "./event-lane.js";
 import type { Span } from "../tracing/tracer.js";
@@ -28,7 +29,8 @@ export type { EventLogOptions, PendingEvent, SessionWrite, SettleOutcome, Settle
 /** Events a lane may hold pending before `drained` makes a producer wait. */
 const BACKLOG = 512;
 
-export class EventLog {
+export class EventLog implements Service {
+  readonly name = "event log";
   private readonly lanes: EventLane[];
   /** Running turns traced on this instance, by task id: their flushes and fan-outs get spans. */
   private readonly traced = new Map<string, Span>();
@@ -112,8 +114,13 @@ export class EventLog {
     this.closed = true;
   }
 
+  /** Flushes retry for as long as the database is away (it takes appends from its construction on). */
+  start(): void {
+    this.closed = false;
+  }
+
   /** Stop accepting the wait-forever retry: a final flush gives up after a few attempts. */
-  async close(): Promise<void> {
+  async stop(): Promise<void> {
     this.closed = true;
     await this.flush();
   }

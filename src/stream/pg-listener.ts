@@ -11,11 +11,13 @@ import postgres from "postgres";
 import { reconnectBackoff } from "../db/client.js";
 import { channels } from "../sql/notify.js";
 import type { ChangeBus } from "./change-bus.js";
+import type { Service } from "../lib/service.js";
 import { type Clock, type ClockTimer, realClock } from "../clock.js";
 
-export class PgListener {
+export class PgListener implements Service {
+  readonly name = "pg listener";
   private sql: postgres.Sql | null = null;
-  private stopped = false;
+  private stopped = true;
   private retryTimer: ClockTimer | null = null;
   private attempt = 0;
   /** How many times the sessions channel was (re)listened; more than one means a reconnect. */
@@ -29,7 +31,17 @@ export class PgListener {
     private readonly clock: Clock = realClock,
   ) {}
 
+  /**
+   * Resolves once the first attempt to listen is over: listening, or failed and retrying with
+   * backoff by itself.
+   */
   async start(): Promise<void> {
+    if (!this.stopped) return;
+    this.stopped = false;
+    await this.listen();
+  }
+
+  private async listen(): Promise<void> {
     if (this.stopped) return;
     const sql = postgres(this.url, {
       max: 1,
@@ -58,9 +70,11 @@ export class PgListener {
       // The first listen failed (database away at startup): start over with backoff.
       await sql.end({ timeout: 1 }).catch(() => {});
       this.sql = null;
+      // Stopped meanwhile (its connection ended under it): no retry.
+      if (this.stopped) return;
       const delay = retryDelay(retryPolicies.listen, this.attempt++);
       this.log.warn({ err: String(err), retryInMs: delay }, "listen connection failed; retrying");
-      this.retryTimer = this.clock.setTimeout(() => void this.start(), delay);
+      this.retryTimer = this.clock.setTimeout(() => void this.listen(), delay);
       this.retryTimer.unref();
     }
   }
@@ -91,6 +105,9 @@ export class PgListener {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.retryTimer) this.clock.clearTimeout(this.retryTimer);
-    await this.sql?.end({ timeout: 1 }).catch(() => {});
+    this.retryTimer = null;
+    const sql = this.sql;
+    this.sql = null;
+    await sql?.end({ timeout: 1 }).catch(() => {});
   }
 }

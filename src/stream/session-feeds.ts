@@ -7,6 +7,7 @@
  */
 import { readSessionHeads } from "../sql/read-sessions.js";
 import { SingleFlight } from "../lib/single-flight.js";
+import type { Service } from "../lib/service.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
@@ -65,7 +66,10 @@ class Feed {
   private readonly pumps = new SingleFlight(
     () => this.run(),
     (err) =>
-      this.log.warn({ err: String(err), sessionId: this.sessionId }, "event feed read failed; the poll will retry"),
+      this.log.warn(
+        { err: String(err), sessionId: this.sessionId },
+        "event feed read failed; the poll will retry",
+      ),
   );
 
   constructor(
@@ -130,7 +134,8 @@ class Feed {
   }
 }
 
-export class SessionFeeds {
+export class SessionFeeds implements Service {
+  readonly name = "session feeds";
   private readonly feeds = new Map<string, Feed>();
   /** The backstop: every feed re-reads its session (a missed notification is found). */
   private readonly pollLoop: TimedLoop;
@@ -153,6 +158,7 @@ export class SessionFeeds {
     bus.on("purged", (sessionId) => this.end(sessionId));
   }
 
+  /** The poll backstop; feeds pump on notifications from their construction on. */
   start(): void {
     this.pollLoop.start();
   }

@@ -13,6 +13,7 @@ import type { Logger } from "pino";
 import type { Config } from "../config.js";
 import type { Database } from "../db/client.js";
 import type { Tenant } from "../domain/tenants.js";
+import type { Service } from "../lib/service.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { ChangeBus } from "../stream/change-bus.js";
 import { pipelined } from "../db/pipeline.js";
@@ -57,7 +58,8 @@ export function retryDelay(schedule: readonly number[], attempts: number): numbe
   return Math.round(base * (0.8 + Math.random() * 0.4));
 }
 
-export class DeliveryWorker {
+export class DeliveryWorker implements Service {
+  readonly name = "webhook deliveries";
   private readonly loop: TimedLoop;
   private readonly secrets = new Map<string, string>();
   private readonly turnSecrets = new Map<string, string>();
@@ -99,7 +101,11 @@ export class DeliveryWorker {
     await syncWebhookEndpoints(this.db.sql, this.endpoints);
   }
 
-  start(): void {
+  /** Publishes the endpoints (a failure is logged: the deliveries already queued still go), then claims. */
+  async start(): Promise<void> {
+    await this.register().catch((err) =>
+      this.log.error({ err: String(err) }, "webhook endpoints not published"),
+    );
     this.loop.start(true);
   }
 
@@ -151,7 +157,12 @@ export class DeliveryWorker {
             "mooring.session.id": delivery.sessionId,
           })
         : null;
-    const result = await sendDelivery(delivery, secret, this.options.webhookTimeoutMs, span?.traceparent ?? null);
+    const result = await sendDelivery(
+      delivery,
+      secret,
+      this.options.webhookTimeoutMs,
+      span?.traceparent ?? null,
+    );
     const retryInMs = result.ok
       ? null
       : retryDelay(this.options.webhookRetryScheduleMs, delivery.attempts + 1);

@@ -93,7 +93,7 @@ const saved: ResumeCursor = {
 
 let pool: ConversationPool;
 afterEach(async () => {
-  await pool?.closeAll();
+  await pool?.stop();
   opened.length = 0;
 });
 

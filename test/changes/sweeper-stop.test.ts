@@ -64,5 +64,5 @@ it("runs none of its loops after stop(), however their paces differ", async () =
   expect(clock.pending()).toEqual([]);
   await clock.advance(10 * config.sweepMs);
   expect({ polls, leaseSweeps }).toEqual(atStop);
-  await eventLog.close();
+  await eventLog.stop();
 }, 60_000);

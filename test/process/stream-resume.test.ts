@@ -180,7 +180,7 @@ describe("event log", () => {
       );
     } finally {
       await listener.unlisten();
-      await log.close();
+      await log.stop();
       await database.close();
     }
   });

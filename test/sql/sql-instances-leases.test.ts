@@ -84,6 +84,15 @@ describe("instances", () => {
     expect(byBoot.get(second.bootId)?.heartbeatAt.getTime()).toBeGreaterThan(backdated.getTime());
   });
 
+  it("registers a boot again without an error (a retried registration, the row's service started again): its row is live again", async () => {
+    const boot = instance("gw-again");
+    await registerInstance(t.sql, boot);
+    await markInstanceStopped(t.sql, boot.bootId);
+    await registerInstance(t.sql, boot);
+    const rows = await t.sql`select stopped_at from instances where boot_id = ${boot.bootId}`;
+    expect(rows).toEqual([{ stoppedAt: null }]);
+  });
+
   it("lists instances heard from within the window, live first, then newest heartbeat, with their leases", async () => {
     const stopped = instance("gw-stopped");
     const older = instance("gw-older");
