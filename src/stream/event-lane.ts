@@ -19,7 +19,7 @@ import { eventWriteCommitted, recordEventWrite } from "../sql/event-writes.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { notifyGate, notifySessionHeads } from "../sql/notify.js";
 import { saveTurnState } from "../sql/save-turn-state.js";
-import { type Settlement, settleOwnedTaskWithEvent } from "../sql/settle-task.js";
+import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
 import { storable, storableString } from "../agents/storable-text.js";
 import { isPoisonedFlush, refusalOf } from "./flush-failure.js";
 import { type Group, groupBySessionAndFence, takeBatch } from "./event-batch.js";
@@ -323,7 +323,10 @@ export class EventLane {
     let uncertain = false;
     const once = async (): Promise<WorkResult[]> => {
       if (uncertain && (await eventWriteCommitted(this.db.sql, writeId))) {
-        this.log.warn({ writeId, events: batch.length }, "event log flush had committed; its answer was lost");
+        this.log.warn(
+          { writeId, events: batch.length },
+          "event log flush had committed; its answer was lost",
+        );
         // Subscribers still get these events: the commit carried its notification, and the
         // polling backstop reads them from the log.
         return items.map((item) => (item.kind === "write" ? true : { kind: "unconfirmed" }));
@@ -345,7 +348,10 @@ export class EventLane {
         // left and retrying cannot help. At shutdown, a few attempts and then give up.
         retryable: (err, attempt) => !isPoisonedFlush(err) && !(this.closed() && attempt >= 3),
         onRetry: (err, retryInMs) =>
-          this.log.warn({ err: String(err), retryInMs, events: batch.length }, "event log flush failed; retrying"),
+          this.log.warn(
+            { err: String(err), retryInMs, events: batch.length },
+            "event log flush failed; retrying",
+          ),
       });
     } catch (err) {
       if (isPoisonedFlush(err)) throw new Poisoned(err);
@@ -380,7 +386,7 @@ export class EventLane {
       } else if (step.kind === "write") {
         for (const item of step.items) results[item] = answer as boolean;
       } else if (step.kind === "settle") {
-        const settled = answer as Awaited<ReturnType<typeof settleOwnedTaskWithEvent>>;
+        const settled = answer as Awaited<ReturnType<typeof settleOwnedTask>>;
         if (settled) events.push(settled.event);
         results[step.item] = settled
           ? { kind: "settled", row: settled.row, event: settled.event }
@@ -432,7 +438,8 @@ export class EventLane {
     }
     const counts = new Map<string, number>();
     for (const event of events) {
-      if (event.taskId && this.traced.has(event.taskId)) counts.set(event.taskId, (counts.get(event.taskId) ?? 0) + 1);
+      if (event.taskId && this.traced.has(event.taskId))
+        counts.set(event.taskId, (counts.get(event.taskId) ?? 0) + 1);
     }
     const tracer = this.options.tracer ?? tracingOff;
     const spans = [...counts].map(([taskId, n]) =>
@@ -520,7 +527,7 @@ export function planFlush(groups: Group[], items: Work[]): FlushPlan {
     }
     for (const i of session.settles) {
       const { fence, settlement } = (items[i] as Extract<Work, { kind: "settle" }>).request;
-      add({ kind: "settle", item: i }, (q) => settleOwnedTaskWithEvent(q, fence.taskId, fence, settlement));
+      add({ kind: "settle", item: i }, (q) => settleOwnedTask(q, fence, settlement));
     }
   }
   return plan;

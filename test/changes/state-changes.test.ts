@@ -19,7 +19,7 @@ import { tracingOff } from "../../src/tracing/tracer.js";
 import { archiveSessionIn } from "../../src/domain/sessions.js";
 import { Sweeper } from "../../src/domain/sweeper.js";
 import { TenantDirectory } from "../../src/domain/tenants.js";
-import { settleWithContinuationIn } from "../../src/domain/turn-run.js";
+import { settleWithContinuationIn } from "../../src/domain/turn-end.js";
 import { MooringError } from "../../src/errors.js";
 import { noMetrics } from "../../src/metrics/reporter.js";
 import type { StoredEvent } from "../../src/sql/append-events.js";
@@ -271,7 +271,9 @@ it("admission: a submit that would overfill the queue is refused GATEWAY_BUSY wi
   const before = await written();
   const queue = new AdmissionQueue(rt, claimLimit(0));
 
-  const [direct] = await rt.committer.pipelined(queue.change([{ id: randomUUID(), request: request(session) }]));
+  const [direct] = await rt.committer.pipelined(
+    queue.change([{ id: randomUUID(), request: request(session) }]),
+  );
   expect(direct.refused).toSatisfy(isQueueFull);
   await expect(queue.admit(request(session))).rejects.toSatisfy(
     (err) => err instanceof MooringError && err.code === "GATEWAY_BUSY",
