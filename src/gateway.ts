@@ -36,9 +36,14 @@ import { Worker } from "./domain/worker.js";
 import { TenantRoots } from "./domain/tenant-roots.js";
 import { normalizeRoots } from "./domain/workspace.js";
 import type { ReadyzView } from "./transport/http/routes/health.js";
-import { heartbeatInstance, markInstanceDraining, markInstanceStopped, registerInstance } from "./sql/instances.js";
+import {
+  heartbeatInstance,
+  markInstanceDraining,
+  markInstanceStopped,
+  registerInstance,
+} from "./sql/instances.js";
 import { ChangeBus } from "./stream/change-bus.js";
-import { EventLog } from "./stream/event-log.js";
+import type { EventLog } from "./stream/event-log.js";
 import { Permissions } from "./domain/permissions.js";
 import { PgListener } from "./stream/pg-listener.js";
 import { SessionFeeds } from "./stream/session-feeds.js";
@@ -186,9 +191,7 @@ export async function startGateway(
         ok,
         body: {
           ready: ok,
-          ...(ok
-            ? {}
-            : { error: errors.notReady(database && !r.ready ? r.cause : "database").toBody() }),
+          ...(ok ? {} : { error: errors.notReady(database && !r.ready ? r.cause : "database").toBody() }),
           instanceId: identity.instanceId,
           bootId: identity.bootId,
           version,
@@ -269,7 +272,19 @@ export async function startGateway(
 
   const started = (async () => {
     const db = await migrated;
-    parts = assemble(config, log, db, bus, identity, registry, workspaceRoots, metrics, tenants, clock, tracer);
+    parts = assemble(
+      config,
+      log,
+      db,
+      bus,
+      identity,
+      registry,
+      workspaceRoots,
+      metrics,
+      tenants,
+      clock,
+      tracer,
+    );
     // The LISTEN connection opens while the instance registers and reconciles (nothing listens to
     // the bus before the API is ready); workers start once it listens. start() retries by itself.
     const listening = parts.listener.start();
@@ -296,7 +311,9 @@ export async function startGateway(
     parts.worker.start();
     parts.sweeper.start();
     parts.upstreamOrphans.start();
-    await parts.webhooks.register().catch((err) => log.error({ err: String(err) }, "webhook endpoints not published"));
+    await parts.webhooks
+      .register()
+      .catch((err) => log.error({ err: String(err) }, "webhook endpoints not published"));
     parts.webhooks.start();
     // The instance row's heartbeat also reads back a drain asked through the API (its
     // notification, handled below, is only a hint).
@@ -439,22 +456,29 @@ function assemble(
   tracer: Tracer,
 ): Parts {
   const feeds = new SessionFeeds(db, bus, log, config.pollMs, clock);
-  // What happens after any state change commits: one applier (domain/committer.ts).
-  const committer = new Committer(db, bus, log, feeds, metrics);
-  const eventLog = new EventLog(
+  // The one commit path (domain/committer.ts), the event log its batching strategy.
+  const committer = new Committer(db, bus, log, feeds, metrics, {
+    flushMs: config.eventFlushMs,
+    flushMax: config.eventFlushMax,
+    lanes: config.eventFlushLanes,
+    onFlush: (seconds) => metrics.eventFlush(seconds),
+    clock,
+    tracer,
+  });
+  const eventLog = committer.eventLog;
+  const rt: Runtime = {
+    config,
     db,
-    {
-      flushMs: config.eventFlushMs,
-      flushMax: config.eventFlushMax,
-      lanes: config.eventFlushLanes,
-      onFlush: (seconds) => metrics.eventFlush(seconds),
-      clock,
-      tracer,
-    },
     log,
-    (effects) => committer.apply(effects),
-  );
-  const rt: Runtime = { config, db, log, bus, eventLog, identity, metrics, committer, tenants, clock, tracer };
+    bus,
+    eventLog,
+    identity,
+    metrics,
+    committer,
+    tenants,
+    clock,
+    tracer,
+  };
   const listener = new PgListener(db.url, `mooring-listen:${identity.instanceId}`, bus, log, clock);
   const tenantRoots = new TenantRoots(tenants);
   const sessions = new SessionService(rt, registry, drivers, workspaceRoots, tenantRoots);
@@ -513,7 +537,7 @@ function assemble(
     permissions,
     checkpoints,
     upstreamOrphans,
-    webhooks: new DeliveryWorker(db, tenants.list(), config, log, metrics, bus, clock, tracer),
+    webhooks: new DeliveryWorker(db, committer, tenants.list(), config, log, metrics, bus, clock, tracer),
   };
 }
 
@@ -528,7 +552,11 @@ async function startTracer(config: Config, identity: Identity, log: Logger): Pro
   // The URL without credentials or query (the headers are never logged).
   const url = new URL(config.tracing.url);
   log.info(
-    { endpoint: `${url.origin}${url.pathname}`, serviceName: config.tracing.serviceName, sampler: config.tracing.sampler },
+    {
+      endpoint: `${url.origin}${url.pathname}`,
+      serviceName: config.tracing.serviceName,
+      sampler: config.tracing.sampler,
+    },
     "tracing on: exporting spans over OTLP/HTTP",
   );
   return tracer;

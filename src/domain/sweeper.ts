@@ -120,8 +120,8 @@ export class Sweeper {
 
   private async pollQueue(): Promise<void> {
     await this.expireQueued();
-    // The backstop: try to claim even if every notification was lost.
-    this.rt.committer.apply({ gateChanged: true });
+    // The backstop: try to claim even if every notification was lost (a wake-up, not a commit).
+    this.rt.bus.emit("gate");
   }
 
   /** Queued tasks past their queue deadline become `expired`, with their terminal events. */
