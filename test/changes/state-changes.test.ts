@@ -447,7 +447,7 @@ it("interrupt: a running turn whose lease expired is interrupted; the gate is to
   expect(hinted("queueMoved")).toHaveLength(1);
 });
 
-// The owner's settlement with a continuation (domain/turn-run.ts)
+// The owner's settlement with a continuation (domain/turn-end.ts)
 
 const interrupted = {
   status: "interrupted",
@@ -491,6 +491,57 @@ it("settle: a fence that no longer holds writes nothing and declares nothing", a
 
   expect(value).toBeNull();
   expect(effects).toEqual({});
+  expect((await taskById(testDb.sql, row.id)).status).toBe("running");
+  expect(await written()).toEqual(before);
+  expect(published).toEqual([]);
+});
+
+// The event log's flush, the committer's batching strategy (stream/event-lane.ts, flushChange)
+
+it("flush: a turn's events and settlement go through the committer, which publishes them after the commit", async () => {
+  const { rt, published, hinted } = runtime();
+  const { row, fence } = await addOwnedTask(testDb.sql);
+  rt.eventLog.append({
+    sessionId: row.sessionId,
+    taskId: row.id,
+    fence,
+    type: "message.delta",
+    data: { text: "hi" },
+  });
+  const outcome = await rt.eventLog.settle({
+    sessionId: row.sessionId,
+    fence,
+    settlement: {
+      status: "completed",
+      result: { text: "hi", stopReason: "end_turn", usage: null, contextPercent: null },
+    },
+  });
+
+  expect(outcome.kind).toBe("settled");
+  const stored = await eventsOf(row.sessionId);
+  expect(stored.map((e) => [e.type, e.taskId])).toEqual([
+    ["message.delta", row.id],
+    ["task.completed", row.id],
+  ]);
+  // The terminal event says what the row says: both written from the one settlement.
+  const settled = await taskById(testDb.sql, row.id);
+  expect(stored[1].data).toEqual({ status: "completed", result: settled.result, error: null });
+  expect(settled).toMatchObject({ status: "completed", lastSeq: stored[1].seq, error: null });
+  expect(published.map((e) => [e.type, e.seq])).toEqual(stored.map((e) => [e.type, e.seq]));
+  expect(hinted("session")).toContainEqual([row.sessionId, null]);
+});
+
+it("flush: a settlement whose fence no longer holds writes nothing and publishes nothing", async () => {
+  const { rt, published } = runtime();
+  const { row, fence } = await addOwnedTask(testDb.sql);
+  const before = await written();
+  const outcome = await rt.eventLog.settle({
+    sessionId: row.sessionId,
+    fence: { ...fence, attempt: fence.attempt + 1 },
+    settlement: { status: "completed", result: null },
+  });
+
+  expect(outcome.kind).toBe("not-owner");
   expect((await taskById(testDb.sql, row.id)).status).toBe("running");
   expect(await written()).toEqual(before);
   expect(published).toEqual([]);
