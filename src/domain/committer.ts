@@ -11,6 +11,7 @@
  *   (`flushChange`) by its `FlushSender`: the lane decides what goes in a flush and when, and
  *   retries or isolates a refused flush; the committer sends it and applies its events.
  *
+ * The effects a change may declare:
  * - `events`: committed events go to this instance's subscribers (stream/session-feeds.ts), the
  *   metrics and the change bus.
  * - `notify`: the Postgres notifications other instances hear, by channel (session heads, gate,
