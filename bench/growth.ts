@@ -30,7 +30,7 @@ import { applyMigrations } from "../src/db/migrate.js";
 import { claimTasks } from "../src/sql/claim-tasks.js";
 import { expireQueuedTasks } from "../src/sql/expire-queued.js";
 import { lockGate } from "../src/sql/gate-lock.js";
-import { interruptExpiredLeases } from "../src/sql/interrupt-orphans.js";
+import { lockExpiredLeases } from "../src/sql/interrupt-orphans.js";
 import type { Sql } from "./lib/db.js";
 import { gatewayEnv, type GatewayProcess, spawnGateway } from "./lib/gateway.js";
 import { HttpClient } from "./lib/http.js";
@@ -554,7 +554,7 @@ async function sweepTimes(sql: GatewaySql, count: number): Promise<number[]> {
   for (let i = -3; i < count; i++) {
     await rolledBack(sql, async (tx) => {
       const t0 = performance.now();
-      const interrupted = await interruptExpiredLeases(tx, randomUUID(), "default");
+      const interrupted = await lockExpiredLeases(tx, randomUUID(), "default");
       const expired = await expireQueuedTasks(tx);
       const spent = performance.now() - t0;
       if (interrupted.length + expired.length !== 0) throw new Error("the sweep settled seeded turns");

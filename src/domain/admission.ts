@@ -115,15 +115,25 @@ export interface AdmissionStatements {
  * (`q` may be a pipelined transaction: no statement here needs another's answer). The queue check
  * is the caller's, once for all its admissions (`refuseIfQueueOverflows`), after its claim.
  */
-export function admissionStatements(q: Tx, id: string, request: AdmissionRequest, queueTimeoutMs: number): AdmissionStatements {
+export function admissionStatements(
+  q: Tx,
+  id: string,
+  request: AdmissionRequest,
+  queueTimeoutMs: number,
+): AdmissionStatements {
   const { sessionId, idempotencyKey, ifBusy } = request;
   // Isolation (docs/tenants.md): every statement acts only on a session of the submitting tenant.
   const owner = ownerOf(request);
   // The lookup goes first, so it also sees a same-key admission earlier in the transaction.
-  const existing = idempotencyKey ? findTaskByIdempotencyKey(q, sessionId, idempotencyKey, owner) : Promise.resolve(null);
-  const busy = ifBusy === "reject" ? refuseIfSessionBusy(q, sessionId, idempotencyKey, owner) : Promise.resolve(null);
+  const existing = idempotencyKey
+    ? findTaskByIdempotencyKey(q, sessionId, idempotencyKey, owner)
+    : Promise.resolve(null);
+  const busy =
+    ifBusy === "reject" ? refuseIfSessionBusy(q, sessionId, idempotencyKey, owner) : Promise.resolve(null);
   const interrupted =
-    ifBusy === "interrupt" ? interruptRunningTaskOfSession(q, sessionId, idempotencyKey, owner) : Promise.resolve(null);
+    ifBusy === "interrupt"
+      ? interruptRunningTaskOfSession(q, sessionId, idempotencyKey, owner)
+      : Promise.resolve(null);
   const continuesTaskId = request.continuesTaskId ?? null;
   const inserted = insertQueuedTask(q, {
     id,
@@ -234,7 +244,11 @@ export class AdmissionQueue {
         resolve: (admitted) => {
           const row = admitted.created ?? admitted.existing;
           span.set({
-            "mooring.admission.outcome": admitted.created ? "created" : admitted.existing ? "existing" : "not_found",
+            "mooring.admission.outcome": admitted.created
+              ? "created"
+              : admitted.existing
+                ? "existing"
+                : "not_found",
             ...(row ? { "mooring.task.id": row.id, "mooring.task.status": row.status } : {}),
           });
           span.end();
@@ -283,14 +297,17 @@ export class AdmissionQueue {
         }
       : undefined;
     try {
-      results = await this.rt.committer.pipelined(this.change(batch, gateLocked));
+      results = await this.rt.committer.commit(this.change(batch, gateLocked));
     } catch (err) {
       // One at a time would only fail the same way, each after its own connection wait.
       if (batch.length === 1 || isDatabaseUnavailable(err)) {
         for (const waiting of batch) waiting.reject(err);
         return;
       }
-      this.rt.log.debug({ err: String(err), submits: batch.length }, "batched admission failed; admitting one by one");
+      this.rt.log.debug(
+        { err: String(err), submits: batch.length },
+        "batched admission failed; admitting one by one",
+      );
       for (const waiting of batch) await this.admitBatch([waiting]);
       return;
     }
@@ -310,7 +327,10 @@ export class AdmissionQueue {
     }
     if (isTenantQueueFull(err)) {
       const tenant = this.tenantOf(request);
-      this.rt.log.info({ sessionId, tenant: tenant.name, maxQueued: tenant.maxQueued }, "gate refusal: tenant queue full");
+      this.rt.log.info(
+        { sessionId, tenant: tenant.name, maxQueued: tenant.maxQueued },
+        "gate refusal: tenant queue full",
+      );
       // An admin may submit into any tenant's session: the limit that was hit is that tenant's.
       return tenantBusy(request.tenant?.admin ? undefined : tenant.maxQueued);
     }
@@ -368,7 +388,10 @@ export class AdmissionQueue {
     };
   }
 
-  private outcome(batch: BatchEntry[], answers: Record<string, unknown>): { value: BatchAnswer[]; effects: Effects<"afterCommit"> } {
+  private outcome(
+    batch: BatchEntry[],
+    answers: Record<string, unknown>,
+  ): { value: BatchAnswer[]; effects: Effects<"afterCommit"> } {
     const heads = new Map<string, number>();
     const events: StoredEvent[] = [];
     const claimed: TaskRow[] = [];
@@ -388,7 +411,8 @@ export class AdmissionQueue {
       // In the order they were written: per session, seqs go out in order.
       if (inserted) events.push(inserted.queued);
       events.push(...claim.events);
-      for (const event of [...(inserted ? [inserted.queued] : []), ...claim.events]) heads.set(event.sessionId, event.seq);
+      for (const event of [...(inserted ? [inserted.queued] : []), ...claim.events])
+        heads.set(event.sessionId, event.seq);
       claimed.push(...claim.rows);
       // A turn this instance runs stops at once; another instance's owner hears mooring_cancel.
       if (interrupted) cancel.push(interrupted.id);

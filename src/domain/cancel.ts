@@ -6,12 +6,15 @@
 import type { Tx } from "../db/client.js";
 import { appendEvents } from "../sql/append-events.js";
 import { cancelQueuedTask, markTaskCancelling } from "../sql/cancel-task.js";
+import { terminalEvent } from "../sql/settle-task.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { Effects } from "./committer.js";
-import { terminalEvent } from "./task-events.js";
 
 /** The task after the cancel (null when it was neither queued nor running) and the effects. */
-export async function cancelTaskIn(tx: Tx, task: TaskRow): Promise<{ row: TaskRow | null; effects: Effects }> {
+export async function cancelTaskIn(
+  tx: Tx,
+  task: TaskRow,
+): Promise<{ row: TaskRow | null; effects: Effects }> {
   const queued = await cancelQueuedTask(tx, task.id);
   if (queued) {
     const events = await appendEvents(tx, queued.sessionId, [terminalEvent(queued)]);

@@ -1,21 +1,28 @@
 /**
- * What happens after a state change commits, in one place.
+ * The one commit path: every state change is sent here, and what it set off is applied here.
  *
  * A state change is a value: the statements it sends and the effects it declares. `Committer`
- * sends the statements (`pipelined`: one write, every decision raised in SQL, answers read by
- * name; `transaction`: an interactive transaction, for changes whose statements depend on earlier
- * answers) and, once the commit is in, applies the declared effects here and nowhere else:
+ * sends it by one of its strategies and, once the commit is in, applies the declared effects here
+ * and nowhere else (`apply` is private: nothing outside can claim a commit happened):
+ * - inline, pipelined (`commit`): one write, every decision raised in SQL, answers read by name;
+ * - inline, interactive (`transaction`): for changes whose statements depend on earlier answers;
+ * - batched (`eventLog`, stream/event-log.ts): events, running turns' session writes and
+ *   settlements wait in the log's lanes, and each lane's flush is sent here as a state change
+ *   (`flushChange`) by its `FlushSender`: the lane decides what goes in a flush and when, and
+ *   retries or isolates a refused flush; the committer sends it and applies its events.
  *
+ * The effects a change may declare:
  * - `events`: committed events go to this instance's subscribers (stream/session-feeds.ts), the
- *   metrics and the change bus. The event log's flushes (stream/event-lane.ts) hand theirs here too.
+ *   metrics and the change bus.
  * - `notify`: the Postgres notifications other instances hear, by channel (session heads, gate,
  *   cancel, archived, permissions; sql/notify.ts), and when they go out: `inTransaction`, sent by
  *   the committer as the transaction's last statements, so they are delivered at its commit or
  *   never; or `afterCommit`, right after the commit through the coalescing `Notifier` (a NOTIFY
  *   inside a transaction holds a global lock until its commit is on disk: the hot paths, admission,
  *   claim and positions, send theirs after). A pipelined change can only notify after its commit
- *   (its effects are known from its answers). Nothing else sends a notification, except the event
- *   log's flush, whose one NOTIFY is part of its pipelined transaction (stream/event-lane.ts).
+ *   (its effects are known from its answers), except the event log's flush, whose one NOTIFY
+ *   (`flushChange`) reads the heads it wrote in SQL and is part of its pipelined transaction.
+ *   Nothing else sends a notification (test/unit/import-layers.test.ts).
  * - `claimed`: tasks this instance claimed; the worker starts them.
  * - `cancel`: tasks whose owner should stop them; stopped at once when this instance runs them
  *   (other instances hear mooring_cancel, sent by the transaction).
@@ -42,9 +49,18 @@ import { pipelined } from "../db/pipeline.js";
 import { requestContext } from "../log.js";
 import type { MetricsReporter } from "../metrics/reporter.js";
 import type { StoredEvent } from "../sql/append-events.js";
-import { type Notifications, Notifier, notifyInTransaction } from "../sql/notify.js";
+import { eventWriteCommitted, recordEventWrite } from "../sql/event-writes.js";
+import {
+  type Notifications,
+  Notifier,
+  notifyGate,
+  notifyInTransaction,
+  notifySessionHeads,
+} from "../sql/notify.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { ChangeBus } from "../stream/change-bus.js";
+import { committedEvents, type FlushPlan, type FlushSender } from "../stream/event-lane.js";
+import { EventLog, type EventLogOptions } from "../stream/event-log.js";
 
 /** When a change's notifications go out (see the module comment). */
 export type NotifyWhen = "inTransaction" | "afterCommit";
@@ -82,6 +98,8 @@ export interface EventSubscribers {
 
 export class Committer {
   private readonly notifier: Notifier;
+  /** The batching strategy: the event log, whose lanes' flushes come back here. */
+  readonly eventLog: EventLog;
 
   constructor(
     private readonly db: Database,
@@ -89,15 +107,29 @@ export class Committer {
     private readonly log: Logger,
     private readonly feeds: EventSubscribers,
     private readonly metrics: MetricsReporter,
+    eventLog: EventLogOptions,
   ) {
     this.notifier = new Notifier(
       () => db.sql,
       (err) => log.debug({ err: String(err) }, "notification after commit failed (the polls cover it)"),
     );
+    const flushes: FlushSender = {
+      sendFlush: (plan, writeId, fanOut) => this.send(flushChange(plan, writeId), fanOut),
+      flushCommitted: (writeId) => eventWriteCommitted(db.sql, writeId),
+    };
+    this.eventLog = new EventLog(flushes, eventLog, log);
   }
 
   /** Send a pipelined change (db/pipeline.ts), then apply its effects. */
-  async pipelined<S extends Statements, T>(change: StateChange<S, T>): Promise<T> {
+  commit<S extends Statements, T>(change: StateChange<S, T>): Promise<T> {
+    return this.send(change);
+  }
+
+  /** `commit`, its effects applied inside `around` (the event log traces its fan-out so). */
+  private async send<S extends Statements, T>(
+    change: StateChange<S, T>,
+    around?: (events: StoredEvent[], apply: () => void) => void,
+  ): Promise<T> {
     let statements: S | null = null;
     await pipelined<unknown[]>(this.db.sql, (q) => {
       statements = change.statements(q);
@@ -109,7 +141,8 @@ export class Committer {
     const values = await Promise.all(names.map((name) => sent[name]));
     const answers = Object.fromEntries(names.map((name, i) => [name, values[i]])) as Answers<S>;
     const { value, effects } = change.outcome(answers);
-    this.apply(effects);
+    if (around) around(effects.events ?? [], () => this.apply(effects));
+    else this.apply(effects);
     return value;
   }
 
@@ -130,7 +163,7 @@ export class Committer {
    * thrown at the change's caller (subscribers' polls read the events; the heartbeat adopts
    * claimed tasks that never started).
    */
-  apply(effects: Effects): void {
+  private apply(effects: Effects): void {
     requestContext.exit(() => {
       try {
         this.applyNow(effects);
@@ -147,7 +180,8 @@ export class Committer {
       this.feeds.publish(events);
       // Every event this instance commits passes here, terminal ones (mooring_tasks_total) included.
       this.metrics.eventsCommitted(events);
-      for (const sessionId of new Set(events.map((e) => e.sessionId))) this.bus.emit("session", sessionId, null);
+      for (const sessionId of new Set(events.map((e) => e.sessionId)))
+        this.bus.emit("session", sessionId, null);
     }
     if (effects.claimed && effects.claimed.length > 0) this.bus.emit("claimed", effects.claimed);
     for (const taskId of effects.cancel ?? []) this.bus.emit("cancel", taskId);
@@ -166,4 +200,27 @@ export function headsOf(events: StoredEvent[]): Map<string, number> {
   const heads = new Map<string, number>();
   for (const e of events) heads.set(e.sessionId, e.seq);
   return heads;
+}
+
+/**
+ * A flush of the event log (stream/event-lane.ts) as a state change: the plan's statements in
+ * order, the NOTIFY of its sessions' new heads (read in SQL from the rows it wrote, which it holds
+ * locked) and of the gate when a turn settled (a slot is free), both delivered at its commit, and
+ * the flush's record in `event_writes` (a retry asks it whether a lost answer had committed). Its
+ * answers are the plan's, in order; its effects, the events it committed.
+ */
+export function flushChange(plan: FlushPlan, writeId: string): StateChange<Statements, unknown[]> {
+  const step = (i: number) => `step${i}`;
+  return {
+    statements: (q) => ({
+      ...Object.fromEntries(plan.statements.map((statement, i) => [step(i), statement(q)])),
+      heads: notifySessionHeads(q, plan.notifySessions),
+      gate: plan.steps.some((s) => s.kind === "settle") ? notifyGate(q) : Promise.resolve(),
+      record: recordEventWrite(q, writeId),
+    }),
+    outcome: (answers) => {
+      const values = plan.statements.map((_, i) => answers[step(i)]);
+      return { value: values, effects: { events: committedEvents(plan, values) } };
+    },
+  };
 }

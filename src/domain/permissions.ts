@@ -304,23 +304,32 @@ export class Permissions {
         "optionId",
       );
     }
-    const won = await resolvePermission(this.rt.db.sql, requestId, {
-      optionId: response.optionId,
-      by: "client",
-      message: response.message ?? null,
-      answers: response.answers ?? null,
-      answeredBy,
+    // The first answer wins (a conditional update); only the winner wakes the waiting turn, here
+    // or on another instance.
+    const won = await this.rt.committer.commit({
+      statements: (q) => ({
+        won: resolvePermission(q, requestId, {
+          optionId: response.optionId,
+          by: "client",
+          message: response.message ?? null,
+          answers: response.answers ?? null,
+          answeredBy,
+        }),
+      }),
+      outcome: ({ won }) => ({
+        value: won,
+        effects: won
+          ? {
+              permissionsResolved: [requestId],
+              notify: { when: "afterCommit" as const, permissions: [requestId] },
+            }
+          : {},
+      }),
     });
     if (!won) {
       const winner = await readPermission(this.rt.db.sql, requestId);
       throw alreadyResolved(winner ?? current);
     }
-    // The conditional update committed on its own; its effect (wake the waiting turn, here or
-    // on another instance) goes through the one applier.
-    this.rt.committer.apply({
-      permissionsResolved: [requestId],
-      notify: { when: "afterCommit", permissions: [requestId] },
-    });
     this.rt.log.info(
       {
         taskId,

@@ -80,7 +80,7 @@ export class QueuePositionAnnouncer implements Service {
     for (const id of this.announced.keys()) if (!seen.has(id)) this.announced.delete(id);
     for (const [sessionId, positions] of moved) {
       if (this.stopped) return;
-      await this.rt.committer.pipelined(positionsChange(sessionId, positions));
+      await this.rt.committer.commit(positionsChange(sessionId, positions));
     }
   }
 

@@ -6,12 +6,17 @@
 import type { Tx } from "../db/client.js";
 import type { Service } from "../lib/service.js";
 import { TimedLoop } from "../lib/timed-loop.js";
-import type { StoredEvent } from "../sql/append-events.js";
 import { appendEvents } from "../sql/append-events.js";
 import { expireQueuedTasks } from "../sql/expire-queued.js";
 import { lockGate } from "../sql/gate-lock.js";
-import { type PermissionRow, resolvePendingOfTasks } from "../sql/permissions.js";
-import { interruptExpiredLeases, interruptOwnTasks, interruptPreviousBootTasks } from "../sql/interrupt-orphans.js";
+import { resolvePendingOfTasks } from "../sql/permissions.js";
+import {
+  lockExpiredLeases,
+  lockOwnTasks,
+  lockPreviousBootTasks,
+  ownerOf,
+  restartSettlement,
+} from "../sql/interrupt-orphans.js";
 import { pruneEventWrites } from "../sql/event-writes.js";
 import { pruneEvents } from "../sql/prune-events.js";
 import type { TaskRow } from "../sql/task-row.js";
@@ -19,9 +24,11 @@ import type { Recovery } from "./recovery.js";
 import { SessionPurger } from "./purge.js";
 import { headsOf } from "./committer.js";
 import type { Runtime } from "./runtime.js";
-import { terminalEvent } from "./task-events.js";
+import { terminalEvent } from "../sql/settle-task.js";
+import { endTurnsIn } from "./turn-end.js";
 
-type Settler = (tx: Tx) => Promise<TaskRow[]>;
+/** Finds and locks the orphans to interrupt (sql/interrupt-orphans.ts). */
+type Orphans = (tx: Tx) => Promise<TaskRow[]>;
 
 /** How often the retention sweep looks for archived sessions past retention (one batch a tick). */
 const RETENTION_SWEEP_MS = 60_000;
@@ -72,24 +79,31 @@ export class Sweeper implements Service {
   async reconcile(): Promise<{ previousBoot: number; expiredLeases: number; expiredQueued: number }> {
     const { instanceId, bootId } = this.rt.identity;
     const previous = await this.settleInterrupted(
-      (tx) => interruptPreviousBootTasks(tx, instanceId, bootId),
+      (tx) => lockPreviousBootTasks(tx, instanceId, bootId),
       "previous_boot",
     );
     const expired = await this.sweepLeases();
     const queued = await this.expireQueued();
-    const counts = { previousBoot: previous.length, expiredLeases: expired.length, expiredQueued: queued.length };
+    const counts = {
+      previousBoot: previous.length,
+      expiredLeases: expired.length,
+      expiredQueued: queued.length,
+    };
     this.rt.log.info(counts, "startup reconcile done");
     return counts;
   }
 
   async sweepLeases(): Promise<TaskRow[]> {
     const rows = await this.settleInterrupted(
-      (tx) => interruptExpiredLeases(tx, this.rt.identity.bootId, this.rt.config.instanceGroup),
+      (tx) => lockExpiredLeases(tx, this.rt.identity.bootId, this.rt.config.instanceGroup),
       "lease_takeover",
     );
     if (rows.length > 0) {
       this.rt.log.warn(
-        { count: rows.length, tasks: rows.map((r) => ({ id: r.id, owner: r.ownerInstance, attempt: r.attempt })) },
+        {
+          count: rows.length,
+          tasks: rows.map((r) => ({ id: r.id, owner: r.ownerInstance, attempt: r.attempt })),
+        },
         "lease takeover: tasks of a stopped instance interrupted",
       );
     }
@@ -104,20 +118,23 @@ export class Sweeper implements Service {
 
   /** Graceful shutdown: give up this boot's remaining tasks at once so others can take the slots. */
   async releaseOwnTasks(): Promise<TaskRow[]> {
-    return this.settleInterrupted((tx) => interruptOwnTasks(tx, this.rt.identity.bootId), "released");
+    return this.settleInterrupted((tx) => lockOwnTasks(tx, this.rt.identity.bootId), "released");
   }
 
   private async pollQueue(): Promise<void> {
     await this.expireQueued();
-    // The backstop: try to claim even if every notification was lost.
-    this.rt.committer.apply({ gateChanged: true });
+    // The backstop: try to claim even if every notification was lost (a wake-up, not a commit).
+    this.rt.bus.emit("gate");
   }
 
   /** Queued tasks past their queue deadline become `expired`, with their terminal events. */
   async expireQueued(): Promise<TaskRow[]> {
     const rows = await this.rt.committer.transaction(async (tx) => {
       const rows = await expireQueuedTasks(tx);
-      const events = await this.terminalEvents(tx, rows);
+      // One statement per task, sent together (postgres.js pipelines them on the connection).
+      const events = (
+        await Promise.all(rows.map((row) => appendEvents(tx, row.sessionId, [terminalEvent(row)])))
+      ).flat();
       if (rows.length === 0) return { value: rows, effects: {} };
       const notify = { when: "inTransaction" as const, heads: headsOf(events), gate: true };
       return { value: rows, effects: { events, queueMoved: true, notify } };
@@ -127,15 +144,15 @@ export class Sweeper implements Service {
   }
 
   /**
-   * Settles what `settle` interrupts; traced, each settled turn gets a `mooring.settle` span in its
+   * Settles what `orphans` finds interrupted; traced, each settled turn gets a `mooring.settle` span in its
    * own trace (from its stored context), saying why (`by`) and which instance did it.
    */
   private async settleInterrupted(
-    settle: Settler,
+    orphans: Orphans,
     by: "previous_boot" | "lease_takeover" | "released",
   ): Promise<TaskRow[]> {
     const began = this.rt.tracer.on ? new Date() : null;
-    const rows = await this.settleInterruptedIn(settle);
+    const rows = await this.settleInterruptedIn(orphans);
     if (began) {
       for (const row of rows.filter((r) => r.traceContext)) {
         this.rt.tracer
@@ -158,38 +175,19 @@ export class Sweeper implements Service {
     return rows;
   }
 
-  private async settleInterruptedIn(settle: Settler): Promise<TaskRow[]> {
+  private async settleInterruptedIn(orphans: Orphans): Promise<TaskRow[]> {
     return this.rt.committer.transaction(async (tx) => {
       if (this.recovery.needsGateLock) await lockGate(tx);
-      const rows = await settle(tx);
+      const rows = await orphans(tx);
       // Nobody can answer an interrupted turn's requests any more: resolved `restart`, their
       // events before the terminal one (domain/permissions.ts).
-      const withdrawn = await resolvePendingOfTasks(tx, rows.map((r) => r.id), "restart");
-      const events = await this.terminalEvents(tx, rows, withdrawn);
-      events.push(...(await this.recovery.afterInterrupted(tx, rows)));
-      if (rows.length === 0) return { value: rows, effects: {} };
-      const notify = { when: "inTransaction" as const, heads: headsOf(events), gate: true };
-      return { value: rows, effects: { events, gateChanged: true, queueMoved: true, notify } };
+      const withdrawn = await resolvePendingOfTasks(
+        tx,
+        rows.map((r) => r.id),
+        "restart",
+      );
+      const ends = rows.map((row) => ({ fence: ownerOf(row), settlement: restartSettlement }));
+      return endTurnsIn(tx, this.recovery, ends, withdrawn);
     });
-  }
-
-  /**
-   * One statement per settled task, sent together (postgres.js pipelines them on the transaction's
-   * connection; Postgres runs them in this order): at startup after a crash that is hundreds of
-   * round trips in one (bench/results/history.md, recovery).
-   */
-  private async terminalEvents(tx: Tx, rows: TaskRow[], withdrawn: PermissionRow[] = []): Promise<StoredEvent[]> {
-    const before = (task: TaskRow) =>
-      withdrawn
-        .filter((p) => p.taskId === task.id)
-        .map((p) => ({
-          taskId: task.id,
-          type: "permission.resolved" as const,
-          data: { requestId: p.id, optionId: p.optionId, by: p.resolvedBy },
-        }));
-    const appended = await Promise.all(
-      rows.map((row) => appendEvents(tx, row.sessionId, [...before(row), terminalEvent(row)])),
-    );
-    return appended.flat();
   }
 }

@@ -1,5 +1,7 @@
-/** The events that mark a task's state changes (docs/api.md, Streaming). */
-import type { TerminalEventType } from "../contract/events.js";
+/**
+ * The event that marks a task's start (docs/api.md, Streaming) and the notices of a fresh start; its
+ * terminal event is built beside its settlement (sql/settle-task.ts).
+ */
 import type { NewEvent } from "../sql/append-events.js";
 import type { TaskRow } from "../sql/task-row.js";
 
@@ -7,13 +9,6 @@ export const startedEvent = (task: TaskRow): NewEvent => ({
   taskId: task.id,
   type: "task.started",
   data: { attempt: task.attempt, deadlineAt: task.deadlineAt?.toISOString() ?? null },
-});
-
-/** `task.completed`, `task.failed`, ... with the task's result or error (of a row already settled). */
-export const terminalEvent = (task: TaskRow): NewEvent => ({
-  taskId: task.id,
-  type: `task.${task.status}` as TerminalEventType,
-  data: { status: task.status, result: task.result, error: task.error },
 });
 
 export const UNSAVED_NOTICE =

@@ -10,18 +10,14 @@ import { type AgentDriver, AgentFailure, type TurnOutcome } from "../agents/driv
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
 import { storable } from "../agents/storable-text.js";
 import { secondsBetween } from "../metrics/reporter.js";
-import { appendEvents, type OwnerFence } from "../sql/append-events.js";
-import { lockGate } from "../sql/gate-lock.js";
-import { lockSessionRow } from "../sql/lock-session.js";
-import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
+import type { OwnerFence } from "../sql/append-events.js";
+import type { Settlement } from "../sql/settle-task.js";
 import type { TaskRow } from "../sql/task-row.js";
-import type { Tx } from "../db/client.js";
-import { type Effects, headsOf } from "./committer.js";
 import type { ConversationPool } from "./conversation-pool.js";
 import type { Permissions } from "./permissions.js";
 import type { Recovery } from "./recovery.js";
 import type { Runtime } from "./runtime.js";
-import { terminalEvent } from "./task-events.js";
+import { settleWithContinuationIn } from "./turn-end.js";
 import { TurnRecorder } from "./turn-recorder.js";
 import { TurnInputFeed } from "./turn-inputs.js";
 import type { SessionRow } from "./views.js";
@@ -105,13 +101,19 @@ export class TurnExecution {
       if (!session) throw new Error(`session ${row.sessionId} not found`);
       const entry = this.registry.get(session.agent);
       if (!entry) {
-        await this.settle(turn, fence, log, {
-          status: "failed",
-          error: {
-            code: "AGENT_START_FAILED",
-            message: `The agent "${session.agent}" is no longer registered.`,
+        await this.settle(
+          turn,
+          fence,
+          log,
+          {
+            status: "failed",
+            error: {
+              code: "AGENT_START_FAILED",
+              message: `The agent "${session.agent}" is no longer registered.`,
+            },
           },
-        }, span);
+          span,
+        );
         return;
       }
       // The workspace as it is before the agent starts (docs/api.md, Workspace checkpoints).
@@ -121,7 +123,10 @@ export class TurnExecution {
       // Traced: the agent's start, until its first event (resume, new, warm; fresh_fallback when a
       // resume failed and the agent started a fresh conversation).
       const trace: TurnTrace | null = tracer.on
-        ? { turn: span, agentStart: tracer.span("mooring.agent.start", span, { "mooring.agent": session.agent }) }
+        ? {
+            turn: span,
+            agentStart: tracer.span("mooring.agent.start", span, { "mooring.agent": session.agent }),
+          }
         : null;
       const conversation = this.pool.acquire(
         session,
@@ -212,10 +217,16 @@ export class TurnExecution {
       );
     } catch (err) {
       log.error({ err: String(err) }, "turn could not run");
-      await this.settle(turn, fence, log, {
-        status: "failed",
-        error: { code: "AGENT_START_FAILED", message: "The agent could not be started for this turn." },
-      }, span).catch(() => {});
+      await this.settle(
+        turn,
+        fence,
+        log,
+        {
+          status: "failed",
+          error: { code: "AGENT_START_FAILED", message: "The agent could not be started for this turn." },
+        },
+        span,
+      ).catch(() => {});
     } finally {
       this.pool.release(row.sessionId, healthy, tokens);
       if (tracer.on) {
@@ -371,31 +382,6 @@ export class TurnExecution {
       settleWithContinuationIn(tx, this.recovery, turn.row.sessionId, fence, settlement),
     );
   }
-}
-
-/**
- * The owner's fenced settlement and the recovery policy's continuation, under the gate lock, as a
- * state change inside a transaction. Null, with nothing written, when the fence no longer holds.
- */
-export async function settleWithContinuationIn(
-  tx: Tx,
-  recovery: Recovery,
-  sessionId: string,
-  fence: OwnerFence,
-  settlement: Settlement,
-): Promise<{ value: TaskRow | null; effects: Effects }> {
-  await lockGate(tx);
-  // Session row before task row, the order the event log's flush takes them in.
-  await lockSessionRow(tx, sessionId);
-  const settled = await settleOwnedTask(tx, fence.taskId, fence, settlement);
-  if (!settled) return { value: null, effects: {} };
-  const events = await appendEvents(tx, settled.sessionId, [terminalEvent(settled)]);
-  const extra = settled.status === "interrupted" ? await recovery.afterInterrupted(tx, [settled]) : [];
-  const all = [...events, ...extra];
-  return {
-    value: settled,
-    effects: { events: all, notify: { when: "inTransaction", heads: headsOf(all), gate: true } },
-  };
 }
 
 const stopMessages = {

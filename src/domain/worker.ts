@@ -174,7 +174,7 @@ export class Worker implements ClaimLimit, Service {
     // (bench/results/history.md). Skipping is safe: whoever commits a queued task notifies the
     // gate after the commit, and the claim that notification triggers reads after it.
     if (!(await anyTaskQueued(this.rt.db.sql, this.rt.config.instanceGroup))) return;
-    await this.rt.committer.pipelined(claimChange(this.rt, limit));
+    await this.rt.committer.commit(claimChange(this.rt, limit));
   }
 
   /**

@@ -35,7 +35,7 @@ import { Worker } from "../domain/worker.js";
 import { type Service, service } from "../lib/service.js";
 import type { MetricsReporter } from "../metrics/reporter.js";
 import type { ChangeBus } from "../stream/change-bus.js";
-import { EventLog } from "../stream/event-log.js";
+import type { EventLog } from "../stream/event-log.js";
 import { PgListener } from "../stream/pg-listener.js";
 import { SessionFeeds } from "../stream/session-feeds.js";
 import type { Tracer } from "../tracing/tracer.js";
@@ -85,21 +85,16 @@ export function composeParts(inputs: PartsInputs): Parts {
   const { config, log, db, bus, identity, registry, workspaceRoots, metrics, tenants, clock, tracer } =
     inputs;
   const feeds = new SessionFeeds(db, bus, log, config.pollMs, clock);
-  // What happens after any state change commits: one applier (domain/committer.ts).
-  const committer = new Committer(db, bus, log, feeds, metrics);
-  const eventLog = new EventLog(
-    db,
-    {
-      flushMs: config.eventFlushMs,
-      flushMax: config.eventFlushMax,
-      lanes: config.eventFlushLanes,
-      onFlush: (seconds) => metrics.eventFlush(seconds),
-      clock,
-      tracer,
-    },
-    log,
-    (effects) => committer.apply(effects),
-  );
+  // The one commit path (domain/committer.ts), the event log its batching strategy.
+  const committer = new Committer(db, bus, log, feeds, metrics, {
+    flushMs: config.eventFlushMs,
+    flushMax: config.eventFlushMax,
+    lanes: config.eventFlushLanes,
+    onFlush: (seconds) => metrics.eventFlush(seconds),
+    clock,
+    tracer,
+  });
+  const eventLog = committer.eventLog;
   const rt: Runtime = {
     config,
     db,
@@ -182,7 +177,7 @@ export function composeParts(inputs: PartsInputs): Parts {
     permissions,
     checkpoints,
     upstreamOrphans,
-    webhooks: new DeliveryWorker(db, tenants.list(), config, log, metrics, bus, clock, tracer),
+    webhooks: new DeliveryWorker(db, committer, tenants.list(), config, log, metrics, bus, clock, tracer),
   };
 }
 

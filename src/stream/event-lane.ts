@@ -1,6 +1,9 @@
 /**
  * One writer of the event log (stream/event-log.ts): it flushes one transaction at a time for the
- * sessions that hash to it. A flush holds, in one pipelined transaction (db/pipeline.ts):
+ * sessions that hash to it. The lane is the committer's batching strategy: it decides what goes in
+ * a flush (`planFlush`), when, and what to do when a flush fails; the committer
+ * (domain/committer.ts) sends the flush as a state change like any other and applies what it
+ * committed. A flush holds, in one pipelined transaction (db/pipeline.ts):
  * - the pending events, appended per session with gap-free seqs;
  * - running turns' session writes (resume cursor, context usage), the latest of each per turn;
  * - settlements of turns that ended, each with its terminal event, after the turn's own events;
@@ -12,14 +15,11 @@
 import { retrying, retryPolicies } from "../lib/retry.js";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import type { Database, Tx } from "../db/client.js";
-import { pipelined } from "../db/pipeline.js";
+import type { Tx } from "../db/client.js";
 import { appendEvents, type OwnerFence, type StoredEvent } from "../sql/append-events.js";
-import { eventWriteCommitted, recordEventWrite } from "../sql/event-writes.js";
 import { lockSessionRow } from "../sql/lock-session.js";
-import { notifyGate, notifySessionHeads } from "../sql/notify.js";
 import { saveTurnState } from "../sql/save-turn-state.js";
-import { type Settlement, settleOwnedTaskWithEvent } from "../sql/settle-task.js";
+import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
 import { storable, storableString } from "../agents/storable-text.js";
 import { isPoisonedFlush, refusalOf } from "./flush-failure.js";
 import { type Group, groupBySessionAndFence, takeBatch } from "./event-batch.js";
@@ -46,6 +46,26 @@ class Poisoned extends Error {
   constructor(override readonly cause: unknown) {
     super("event log flush refused for its content");
   }
+}
+
+/**
+ * How a lane's flush is committed: the committer's side of its batching strategy
+ * (domain/committer.ts), the one way a flush reaches the database.
+ */
+export interface FlushSender {
+  /**
+   * Sends `plan` as one pipelined transaction, with the NOTIFY of its sessions' heads (and of the
+   * gate when a turn settled) and its record `writeId` (sql/event-writes.ts); once committed,
+   * applies its effects (the events it committed, `committedEvents`) inside `fanOut`, which traces
+   * them. Resolves with each of the plan's statements' answers, in plan order.
+   */
+  sendFlush(
+    plan: FlushPlan,
+    writeId: string,
+    fanOut: (events: StoredEvent[], apply: () => void) => void,
+  ): Promise<unknown[]>;
+  /** Whether an earlier attempt of flush `writeId`, whose answer was lost, committed after all. */
+  flushCommitted(writeId: string): Promise<boolean>;
 }
 
 /** A work item as it is, then in safe forms to try when Postgres refuses it alone. */
@@ -85,10 +105,9 @@ export class EventLane {
   private drainWaiters: { limit: number; resolve: () => void }[] = [];
 
   constructor(
-    private readonly db: Database,
+    private readonly sender: FlushSender,
     private readonly options: EventLogOptions,
     private readonly log: Logger,
-    private readonly publish: (events: StoredEvent[]) => void,
     private readonly closed: () => boolean,
     /** Running turns traced on this instance (EventLog.traceTurn); empty when tracing is off. */
     private readonly traced: ReadonlyMap<string, Span> = new Map(),
@@ -322,20 +341,19 @@ export class EventLane {
     const writeId = randomUUID();
     let uncertain = false;
     const once = async (): Promise<WorkResult[]> => {
-      if (uncertain && (await eventWriteCommitted(this.db.sql, writeId))) {
-        this.log.warn({ writeId, events: batch.length }, "event log flush had committed; its answer was lost");
+      if (uncertain && (await this.sender.flushCommitted(writeId))) {
+        this.log.warn(
+          { writeId, events: batch.length },
+          "event log flush had committed; its answer was lost",
+        );
         // Subscribers still get these events: the commit carried its notification, and the
         // polling backstop reads them from the log.
         return items.map((item) => (item.kind === "write" ? true : { kind: "unconfirmed" }));
       }
       uncertain = true;
-      const answers = await pipelined<unknown[]>(this.db.sql, (q) => [
-        ...plan.statements.map((statement) => statement(q)),
-        notifySessionHeads(q, plan.notifySessions),
-        // A settlement frees a slot: instances waiting for one claim (delivered at commit).
-        plan.steps.some((step) => step.kind === "settle") ? notifyGate(q) : Promise.resolve(),
-        recordEventWrite(q, writeId),
-      ]);
+      const answers = await this.sender.sendFlush(plan, writeId, (events, apply) =>
+        this.fanOut(events, apply),
+      );
       return this.committed(plan, answers, items);
     };
     try {
@@ -345,7 +363,10 @@ export class EventLane {
         // left and retrying cannot help. At shutdown, a few attempts and then give up.
         retryable: (err, attempt) => !isPoisonedFlush(err) && !(this.closed() && attempt >= 3),
         onRetry: (err, retryInMs) =>
-          this.log.warn({ err: String(err), retryInMs, events: batch.length }, "event log flush failed; retrying"),
+          this.log.warn(
+            { err: String(err), retryInMs, events: batch.length },
+            "event log flush failed; retrying",
+          ),
       });
     } catch (err) {
       if (isPoisonedFlush(err)) throw new Poisoned(err);
@@ -357,10 +378,9 @@ export class EventLane {
     }
   }
 
-  /** Publish what committed, in seq order per session, and answer each work item. */
+  /** Answer each work item from what committed (its events were applied by the committer). */
   private committed(plan: FlushPlan, answers: unknown[], items: Work[]): WorkResult[] {
     const results: WorkResult[] = new Array(items.length);
-    const events: StoredEvent[] = [];
     for (const [i, step] of plan.steps.entries()) {
       const answer = answers[i];
       if (step.kind === "append") {
@@ -376,18 +396,15 @@ export class EventLane {
             "lost guard: events of a task this instance no longer owns were dropped",
           );
         }
-        events.push(...stored);
       } else if (step.kind === "write") {
         for (const item of step.items) results[item] = answer as boolean;
       } else if (step.kind === "settle") {
-        const settled = answer as Awaited<ReturnType<typeof settleOwnedTaskWithEvent>>;
-        if (settled) events.push(settled.event);
+        const settled = answer as Awaited<ReturnType<typeof settleOwnedTask>>;
         results[step.item] = settled
           ? { kind: "settled", row: settled.row, event: settled.event }
           : { kind: "not-owner" };
       }
     }
-    this.fanOut(events);
     return results;
   }
 
@@ -422,24 +439,25 @@ export class EventLane {
   }
 
   /**
-   * Hands the committed events to the committer (the subscribers' feeds, waiting long polls): one
-   * `mooring.fanout` span per traced turn whose events these are.
+   * Around the committer's fan-out of a flush's events (the subscribers' feeds, waiting long polls):
+   * one `mooring.fanout` span per traced turn whose events these are.
    */
-  private fanOut(events: StoredEvent[]): void {
+  private fanOut(events: StoredEvent[], apply: () => void): void {
     if (this.traced.size === 0) {
-      this.publish(events);
+      apply();
       return;
     }
     const counts = new Map<string, number>();
     for (const event of events) {
-      if (event.taskId && this.traced.has(event.taskId)) counts.set(event.taskId, (counts.get(event.taskId) ?? 0) + 1);
+      if (event.taskId && this.traced.has(event.taskId))
+        counts.set(event.taskId, (counts.get(event.taskId) ?? 0) + 1);
     }
     const tracer = this.options.tracer ?? tracingOff;
     const spans = [...counts].map(([taskId, n]) =>
       tracer.span("mooring.fanout", this.traced.get(taskId) ?? noSpan, { "mooring.fanout.events": n }),
     );
     try {
-      this.publish(events);
+      apply();
     } finally {
       for (const span of spans) span.end();
     }
@@ -520,8 +538,21 @@ export function planFlush(groups: Group[], items: Work[]): FlushPlan {
     }
     for (const i of session.settles) {
       const { fence, settlement } = (items[i] as Extract<Work, { kind: "settle" }>).request;
-      add({ kind: "settle", item: i }, (q) => settleOwnedTaskWithEvent(q, fence.taskId, fence, settlement));
+      add({ kind: "settle", item: i }, (q) => settleOwnedTask(q, fence, settlement));
     }
   }
   return plan;
+}
+
+/** The events a flush committed, in seq order per session: its appends' and its settlements'. */
+export function committedEvents(plan: FlushPlan, answers: unknown[]): StoredEvent[] {
+  const events: StoredEvent[] = [];
+  for (const [i, step] of plan.steps.entries()) {
+    if (step.kind === "append") events.push(...(answers[i] as StoredEvent[]));
+    else if (step.kind === "settle") {
+      const settled = answers[i] as Awaited<ReturnType<typeof settleOwnedTask>>;
+      if (settled) events.push(settled.event);
+    }
+  }
+  return events;
 }

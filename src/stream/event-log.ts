@@ -17,14 +17,24 @@
  * commit (bench/results/history.md).
  */
 import type { Logger } from "pino";
-import type { Database } from "../db/client.js";
 import type { Service } from "../lib/service.js";
-import type { StoredEvent } from "../sql/append-events.js";
-import { EventLane } from "./event-lane.js";
+import { EventLane, type FlushSender } from "./event-lane.js";
 import type { Span } from "../tracing/tracer.js";
-import type { EventLogOptions, PendingEvent, SessionWrite, SettleOutcome, SettleRequest } from "./event-types.js";
+import type {
+  EventLogOptions,
+  PendingEvent,
+  SessionWrite,
+  SettleOutcome,
+  SettleRequest,
+} from "./event-types.js";
 
-export type { EventLogOptions, PendingEvent, SessionWrite, SettleOutcome, SettleRequest } from "./event-types.js";
+export type {
+  EventLogOptions,
+  PendingEvent,
+  SessionWrite,
+  SettleOutcome,
+  SettleRequest,
+} from "./event-types.js";
 
 /** Events a lane may hold pending before `drained` makes a producer wait. */
 const BACKLOG = 512;
@@ -37,24 +47,11 @@ export class EventLog implements Service {
   /** Set at shutdown: flushes give up after a few attempts instead of retrying forever. */
   private closed = false;
 
-  /** `committed` is handed every flush's committed events (the committer's applier). */
-  constructor(
-    db: Database,
-    options: EventLogOptions,
-    log: Logger,
-    committed: (effects: { events: StoredEvent[] }) => void = () => {},
-  ) {
+  /** Built by the committer (domain/committer.ts), whose batching strategy this is: `sender`. */
+  constructor(sender: FlushSender, options: EventLogOptions, log: Logger) {
     this.lanes = Array.from(
       { length: Math.max(1, options.lanes) },
-      () =>
-        new EventLane(
-          db,
-          options,
-          log,
-          (events) => committed({ events }),
-          () => this.closed,
-          this.traced,
-        ),
+      () => new EventLane(sender, options, log, () => this.closed, this.traced),
     );
   }
 

@@ -12,11 +12,11 @@ import { createHash } from "node:crypto";
 import type { Logger } from "pino";
 import type { Config } from "../config.js";
 import type { Database } from "../db/client.js";
+import type { Committer } from "../domain/committer.js";
 import type { Tenant } from "../domain/tenants.js";
 import type { Service } from "../lib/service.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { ChangeBus } from "../stream/change-bus.js";
-import { pipelined } from "../db/pipeline.js";
 import {
   claimDueDeliveries,
   type DeliveryRow,
@@ -68,6 +68,8 @@ export class DeliveryWorker implements Service {
 
   constructor(
     private readonly db: Database,
+    /** The claim is a state change like any other (a lease on the deliveries it takes). */
+    private readonly committer: Committer,
     tenants: Tenant[],
     private readonly options: Options,
     private readonly log: Logger,
@@ -118,20 +120,19 @@ export class DeliveryWorker implements Service {
   private async poll(): Promise<void> {
     const free = this.options.webhookConcurrency - this.inFlight.size;
     if (free <= 0 || (this.secrets.size === 0 && this.turnSecrets.size === 0)) return;
-    const [, claimed] = await pipelined(
-      this.db.sql,
-      (q) =>
-        [
-          lockWebhookClaims(q),
-          claimDueDeliveries(q, {
-            endpoints: [...this.secrets.keys()],
-            turnTenants: [...this.turnSecrets.keys()],
-            limit: free,
-            leaseMs: this.options.webhookLeaseMs,
-            perEndpoint: this.options.webhookEndpointConcurrency,
-          }),
-        ] as const,
-    );
+    const claimed = await this.committer.commit({
+      statements: (q) => ({
+        lock: lockWebhookClaims(q),
+        claimed: claimDueDeliveries(q, {
+          endpoints: [...this.secrets.keys()],
+          turnTenants: [...this.turnSecrets.keys()],
+          limit: free,
+          leaseMs: this.options.webhookLeaseMs,
+          perEndpoint: this.options.webhookEndpointConcurrency,
+        }),
+      }),
+      outcome: ({ claimed }) => ({ value: claimed, effects: {} }),
+    });
     for (const delivery of claimed) {
       // A slot is free again: what waited for it (here or for its URL) is claimed now.
       const attempt = this.attempt(delivery).finally(() => {

@@ -19,7 +19,7 @@ import { tracingOff } from "../../src/tracing/tracer.js";
 import { archiveSessionIn } from "../../src/domain/sessions.js";
 import { Sweeper } from "../../src/domain/sweeper.js";
 import { TenantDirectory } from "../../src/domain/tenants.js";
-import { settleWithContinuationIn } from "../../src/domain/turn-run.js";
+import { settleWithContinuationIn } from "../../src/domain/turn-end.js";
 import { MooringError } from "../../src/errors.js";
 import { noMetrics } from "../../src/metrics/reporter.js";
 import type { StoredEvent } from "../../src/sql/append-events.js";
@@ -27,7 +27,6 @@ import { isQueueFull } from "../../src/sql/gate-check.js";
 import { isSessionBusy } from "../../src/sql/session-busy.js";
 import type { TaskRow } from "../../src/sql/task-row.js";
 import { ChangeBus, type ChangeBusEvents } from "../../src/stream/change-bus.js";
-import { EventLog } from "../../src/stream/event-log.js";
 import { testEnv } from "../support/gateway.js";
 import { addOwnedTask, addSession, addTask, taskById, useSqlTestDatabase } from "../support/sql-fixtures.js";
 import { realClock } from "../../src/clock.js";
@@ -51,6 +50,7 @@ function runtime(env: Record<string, string> = {}) {
     log,
     { publish: (events) => published.push(...events) },
     noMetrics,
+    { flushMs: config.eventFlushMs, flushMax: config.eventFlushMax, lanes: 1 },
   );
   const rt: Runtime = {
     config,
@@ -58,11 +58,7 @@ function runtime(env: Record<string, string> = {}) {
     log,
     bus,
     // Never flushed here: no builder under test writes through the event log.
-    eventLog: new EventLog(
-      db,
-      { flushMs: config.eventFlushMs, flushMax: config.eventFlushMax, lanes: 1 },
-      log,
-    ),
+    eventLog: committer.eventLog,
     committer,
     identity: { instanceId: "state-changes", bootId: randomUUID(), host: "h", pid: 1, version: "0" },
     metrics: noMetrics,
@@ -137,7 +133,7 @@ it("admission: an enqueue into a free slot is queued and started in one change",
   const { change, seen } = recorded(
     new AdmissionQueue(rt, claimLimit(1)).change([{ id, request: request(session) }]),
   );
-  const [admitted] = await rt.committer.pipelined(change);
+  const [admitted] = await rt.committer.commit(change);
 
   expect(admitted.created?.id).toBe(id);
   expect(admitted.created?.status).toBe("running");
@@ -167,7 +163,7 @@ it("admission: with no slot to claim, the enqueued turn stays queued and nothing
   const { change, seen } = recorded(
     new AdmissionQueue(rt, claimLimit(0)).change([{ id, request: request(session) }]),
   );
-  const [admitted] = await rt.committer.pipelined(change);
+  const [admitted] = await rt.committer.commit(change);
 
   expect(admitted.created?.status).toBe("queued");
   expect((await taskById(testDb.sql, id)).status).toBe("queued");
@@ -188,7 +184,7 @@ it("admission: ifBusy=reject on a busy session is refused SESSION_BUSY with noth
   const queue = new AdmissionQueue(rt, claimLimit(1));
 
   // Refused in SQL: the submit rolls back to its savepoint, answered from the committed batch.
-  const [direct] = await rt.committer.pipelined(
+  const [direct] = await rt.committer.commit(
     queue.change([{ id: randomUUID(), request: request(session, { ifBusy: "reject" }) }]),
   );
   expect(direct.refused).toSatisfy(isSessionBusy);
@@ -211,7 +207,7 @@ it("admission: ifBusy=interrupt makes the running turn cancelling and declares i
       { id, request: request(session, { ifBusy: "interrupt" }) },
     ]),
   );
-  const [admitted] = await rt.committer.pipelined(change);
+  const [admitted] = await rt.committer.commit(change);
 
   expect(admitted.interrupted?.id).toBe(running.id);
   expect((await taskById(testDb.sql, running.id)).status).toBe("cancelling");
@@ -235,7 +231,7 @@ it("admission: a repeated idempotency key answers the existing task and writes n
       { id: randomUUID(), request: request(session, { idempotencyKey: "k-1" }) },
     ]),
   );
-  const [admitted] = await rt.committer.pipelined(change);
+  const [admitted] = await rt.committer.commit(change);
 
   expect(admitted.created).toBeNull();
   expect(admitted.existing?.id).toBe(earlier.id);
@@ -250,7 +246,7 @@ it("admission: two submits with one key in a batch make one task, the second ans
   const session = await addSession(testDb.sql);
   const [first, second] = [randomUUID(), randomUUID()];
   const keyed = request(session, { idempotencyKey: "k-2" });
-  const admitted = await rt.committer.pipelined(
+  const admitted = await rt.committer.commit(
     new AdmissionQueue(rt, claimLimit(0)).change([
       { id: first, request: keyed },
       { id: second, request: keyed },
@@ -271,7 +267,7 @@ it("admission: a submit that would overfill the queue is refused GATEWAY_BUSY wi
   const before = await written();
   const queue = new AdmissionQueue(rt, claimLimit(0));
 
-  const [direct] = await rt.committer.pipelined(queue.change([{ id: randomUUID(), request: request(session) }]));
+  const [direct] = await rt.committer.commit(queue.change([{ id: randomUUID(), request: request(session) }]));
   expect(direct.refused).toSatisfy(isQueueFull);
   await expect(queue.admit(request(session))).rejects.toSatisfy(
     (err) => err instanceof MooringError && err.code === "GATEWAY_BUSY",
@@ -288,7 +284,7 @@ it("claim: claims up to maxActive and declares the claimed turns", async () => {
   const queued = [];
   for (let i = 0; i < 3; i++) queued.push(await addTask(testDb.sql, await addSession(testDb.sql)));
   const { change, seen } = recorded(claimChange(rt, 5));
-  await rt.committer.pipelined(change);
+  await rt.committer.commit(change);
 
   const rows = await testDb.sql<{ id: string; status: string; ownerBoot: string | null }[]>`
     select id, status, owner_boot from tasks where status = 'running'`;
@@ -308,12 +304,12 @@ it("claim: takes no more than the worker's limit, and declares nothing when ther
   const { rt } = runtime({ MOORING_MAX_ACTIVE: "5" });
   for (let i = 0; i < 2; i++) await addTask(testDb.sql, await addSession(testDb.sql));
   const one = recorded(claimChange(rt, 1));
-  await rt.committer.pipelined(one.change);
+  await rt.committer.commit(one.change);
   expect(one.seen.effects?.claimed).toHaveLength(1);
 
-  await rt.committer.pipelined(claimChange(rt, 5));
+  await rt.committer.commit(claimChange(rt, 5));
   const none = recorded(claimChange(rt, 5));
-  await rt.committer.pipelined(none.change);
+  await rt.committer.commit(none.change);
   expect(none.seen.effects).toEqual({});
   const [{ running }] = await testDb.sql<{ running: number }[]>`
     select count(*)::int as running from tasks where status = 'running'`;
@@ -333,7 +329,7 @@ it("positions: announces only tasks still queued, declaring the events and their
       { taskId: queued.id, position: 3 },
     ]),
   );
-  await rt.committer.pipelined(change);
+  await rt.committer.commit(change);
 
   const events = await eventsOf(session);
   expect(events.map((e) => [e.type, e.taskId, e.data.position])).toEqual([["task.position", queued.id, 3]]);
@@ -451,7 +447,7 @@ it("interrupt: a running turn whose lease expired is interrupted; the gate is to
   expect(hinted("queueMoved")).toHaveLength(1);
 });
 
-// The owner's settlement with a continuation (domain/turn-run.ts)
+// The owner's settlement with a continuation (domain/turn-end.ts)
 
 const interrupted = {
   status: "interrupted",
@@ -495,6 +491,57 @@ it("settle: a fence that no longer holds writes nothing and declares nothing", a
 
   expect(value).toBeNull();
   expect(effects).toEqual({});
+  expect((await taskById(testDb.sql, row.id)).status).toBe("running");
+  expect(await written()).toEqual(before);
+  expect(published).toEqual([]);
+});
+
+// The event log's flush, the committer's batching strategy (stream/event-lane.ts, flushChange)
+
+it("flush: a turn's events and settlement go through the committer, which publishes them after the commit", async () => {
+  const { rt, published, hinted } = runtime();
+  const { row, fence } = await addOwnedTask(testDb.sql);
+  rt.eventLog.append({
+    sessionId: row.sessionId,
+    taskId: row.id,
+    fence,
+    type: "message.delta",
+    data: { text: "hi" },
+  });
+  const outcome = await rt.eventLog.settle({
+    sessionId: row.sessionId,
+    fence,
+    settlement: {
+      status: "completed",
+      result: { text: "hi", stopReason: "end_turn", usage: null, contextPercent: null },
+    },
+  });
+
+  expect(outcome.kind).toBe("settled");
+  const stored = await eventsOf(row.sessionId);
+  expect(stored.map((e) => [e.type, e.taskId])).toEqual([
+    ["message.delta", row.id],
+    ["task.completed", row.id],
+  ]);
+  // The terminal event says what the row says: both written from the one settlement.
+  const settled = await taskById(testDb.sql, row.id);
+  expect(stored[1].data).toEqual({ status: "completed", result: settled.result, error: null });
+  expect(settled).toMatchObject({ status: "completed", lastSeq: stored[1].seq, error: null });
+  expect(published.map((e) => [e.type, e.seq])).toEqual(stored.map((e) => [e.type, e.seq]));
+  expect(hinted("session")).toContainEqual([row.sessionId, null]);
+});
+
+it("flush: a settlement whose fence no longer holds writes nothing and publishes nothing", async () => {
+  const { rt, published } = runtime();
+  const { row, fence } = await addOwnedTask(testDb.sql);
+  const before = await written();
+  const outcome = await rt.eventLog.settle({
+    sessionId: row.sessionId,
+    fence: { ...fence, attempt: fence.attempt + 1 },
+    settlement: { status: "completed", result: null },
+  });
+
+  expect(outcome.kind).toBe("not-owner");
   expect((await taskById(testDb.sql, row.id)).status).toBe("running");
   expect(await written()).toEqual(before);
   expect(published).toEqual([]);

@@ -15,7 +15,6 @@ import { Sweeper } from "../../src/domain/sweeper.js";
 import { TenantDirectory } from "../../src/domain/tenants.js";
 import { noMetrics } from "../../src/metrics/reporter.js";
 import { ChangeBus } from "../../src/stream/change-bus.js";
-import { EventLog } from "../../src/stream/event-log.js";
 import { TestClock } from "../support/fake-clock.js";
 import { eventually, testEnv } from "../support/gateway.js";
 import { useSqlTestDatabase } from "../support/sql-fixtures.js";
@@ -26,9 +25,13 @@ it("runs none of its loops after stop(), however their paces differ", async () =
   const config = loadConfig(testEnv(testDb.url, { MOORING_SWEEP_MS: "1000", MOORING_POLL_MS: "10" }));
   const log = pino({ level: "silent" });
   const db = testDb.database;
-  const eventLog = new EventLog(db, { flushMs: config.eventFlushMs, flushMax: config.eventFlushMax, lanes: 1 }, log);
   const bus = new ChangeBus();
-  const committer = new Committer(db, bus, log, { publish() {} }, noMetrics);
+  const committer = new Committer(db, bus, log, { publish() {} }, noMetrics, {
+    flushMs: config.eventFlushMs,
+    flushMax: config.eventFlushMax,
+    lanes: 1,
+  });
+  const eventLog = committer.eventLog;
   const clock = new TestClock();
   const rt: Runtime = {
     config,

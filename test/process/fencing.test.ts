@@ -139,7 +139,7 @@ it("the named SQL functions change 0 rows with a stale fence, and work with the 
       { taskId: task.id, bootId: currentBoot, attempt: 1 }, // right boot, older attempt
     ];
     for (const fence of stale) {
-      expect(await settleOwnedTask(sql, task.id, fence, { status: "completed", result: null })).toBeNull();
+      expect(await settleOwnedTask(sql, fence, { status: "completed", result: null })).toBeNull();
       expect(
         await appendEvents(
           sql,
@@ -198,11 +198,16 @@ it("the named SQL functions change 0 rows with a stale fence, and work with the 
       turnCount: 1,
       contextUsage: { inputTokens: 10, contextWindow: 100, percent: 10 },
     });
-    const settled = await settleOwnedTask(sql, task.id, current, { status: "completed", result: null });
-    expect(settled).toMatchObject({ status: "completed", version: task.version + 1 });
+    const settled = await settleOwnedTask(sql, current, { status: "completed", result: null });
+    expect(settled?.row).toMatchObject({ status: "completed", version: task.version + 1 });
+    expect(settled?.event).toMatchObject({
+      type: "task.completed",
+      taskId: task.id,
+      seq: settled?.row.lastSeq,
+    });
     // Once settled, even the former owner's writes are fenced: terminal states never change.
     expect(
-      await settleOwnedTask(sql, task.id, current, {
+      await settleOwnedTask(sql, current, {
         status: "failed",
         error: { code: "AGENT_ERROR", message: "x" },
       }),

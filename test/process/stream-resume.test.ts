@@ -11,7 +11,7 @@ import { pino } from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { connect as connectDb } from "../../src/db/client.js";
 import type { Gateway } from "../../src/gateway.js";
-import { EventLog } from "../../src/stream/event-log.js";
+import { eventLogOn } from "../support/event-log.js";
 import { createTestDatabase, type TestDatabase } from "../support/db.js";
 import { call, type GatewayProcess, spawnGateway, startTestGateway, testEnv } from "../support/gateway.js";
 import { range, seqs, WsClients } from "../support/ws-client.js";
@@ -142,11 +142,11 @@ describe("event log", () => {
     });
     const database = connectDb(db.url, { max: 2 });
     const published: number[] = [];
-    const log = new EventLog(
+    const log = eventLogOn(
       database,
       { flushMs: 60_000, flushMax: 10_000, lanes: 1 },
       pino({ level: "silent" }),
-      ({ events }) => published.push(events.length),
+      (events) => published.push(events.length),
     );
     try {
       for (let i = 0; i < 100; i++)

@@ -17,9 +17,15 @@ import {
   registerInstance,
   requestDrain,
 } from "../../src/sql/instances.js";
-import { interruptExpiredLeases } from "../../src/sql/interrupt-orphans.js";
+import { lockExpiredLeases } from "../../src/sql/interrupt-orphans.js";
 import { anyTaskQueued } from "../../src/sql/read-tasks.js";
-import { addSession, addTask, taskById, useSqlTestDatabase } from "../support/sql-fixtures.js";
+import {
+  addSession,
+  addTask,
+  interruptLocked,
+  taskById,
+  useSqlTestDatabase,
+} from "../support/sql-fixtures.js";
 
 const t = useSqlTestDatabase();
 const inTx = <T>(fn: (tx: Tx) => Promise<T>) => t.sql.begin((tx) => fn(tx)) as Promise<T>;
@@ -66,16 +72,16 @@ describe("claimTasks by instance group", () => {
   });
 });
 
-describe("interruptExpiredLeases by instance group", () => {
+describe("lockExpiredLeases by instance group", () => {
   it("takes over only the sweeper's own group's expired leases", async () => {
     const a = await taskOf("a", { status: "running", leaseInMs: -1_000 });
     const b = await taskOf("b", { status: "running", leaseInMs: -1_000 });
-    const swept = await inTx((tx) => interruptExpiredLeases(tx, randomUUID(), "a"));
+    const swept = await inTx((tx) => interruptLocked(tx, lockExpiredLeases(tx, randomUUID(), "a")));
     expect(swept.map((r) => r.id)).toEqual([a.id]);
     expect((await taskById(t.sql, b.id)).status).toBe("running");
-    expect((await inTx((tx) => interruptExpiredLeases(tx, randomUUID(), "b"))).map((r) => r.id)).toEqual([
-      b.id,
-    ]);
+    expect(
+      (await inTx((tx) => interruptLocked(tx, lockExpiredLeases(tx, randomUUID(), "b")))).map((r) => r.id),
+    ).toEqual([b.id]);
   });
 });
 

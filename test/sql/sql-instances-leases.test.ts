@@ -14,11 +14,7 @@ import {
   markInstanceStopped,
   registerInstance,
 } from "../../src/sql/instances.js";
-import {
-  interruptExpiredLeases,
-  interruptOwnTasks,
-  interruptPreviousBootTasks,
-} from "../../src/sql/interrupt-orphans.js";
+import { lockExpiredLeases, lockOwnTasks, lockPreviousBootTasks } from "../../src/sql/interrupt-orphans.js";
 import {
   countWaitingForInput,
   insertPermissionRequest,
@@ -36,6 +32,7 @@ import {
   addOwnedTask,
   addSession,
   addTask,
+  interruptLocked,
   someoneWaitsForALock,
   taskById,
   useSqlTestDatabase,
@@ -195,7 +192,7 @@ describe("interrupt-orphans", () => {
     const ownExpired = await addTask(t.sql, s2, { status: "running", ownerBoot: own, leaseInMs: -1_000 });
     const queued = await addTask(t.sql, s1, { status: "queued" });
 
-    const interrupted = await inTx((tx) => interruptExpiredLeases(tx, own));
+    const interrupted = await inTx((tx) => interruptLocked(tx, lockExpiredLeases(tx, own)));
     expect(ids(interrupted)).toEqual([expired.id, expiredCancelling.id].sort());
     expectInterrupted(interrupted.find((r) => r.id === expired.id)!, expired);
     for (const [row, status] of [
@@ -204,7 +201,7 @@ describe("interrupt-orphans", () => {
       [queued, "queued"],
     ] as const)
       expect((await taskById(t.sql, row.id)).status).toBe(status);
-    expect(await inTx((tx) => interruptExpiredLeases(tx, own))).toEqual([]);
+    expect(await inTx((tx) => interruptLocked(tx, lockExpiredLeases(tx, own)))).toEqual([]);
   });
 
   it("leaves an expired task whose row another transaction holds to that transaction", async () => {
@@ -212,7 +209,7 @@ describe("interrupt-orphans", () => {
     const held = await addTask(t.sql, s, { status: "running", leaseInMs: -1_000 });
     const free = await addTask(t.sql, s, { status: "running", leaseInMs: -1_000 });
     const interrupted = await whileTaskHeld(t.sql, held.id, () =>
-      inTx((tx) => interruptExpiredLeases(tx, randomUUID())),
+      inTx((tx) => interruptLocked(tx, lockExpiredLeases(tx, randomUUID()))),
     );
     expect(ids(interrupted)).toEqual([free.id]);
     expect((await taskById(t.sql, held.id)).status).toBe("running");
@@ -224,7 +221,7 @@ describe("interrupt-orphans", () => {
     for (const s of [...sessions, ...sessions])
       expired.push(await addTask(t.sql, s, { status: "running", leaseInMs: -1_000 }));
     const sweeps = await Promise.all(
-      [1, 2, 3].map(() => inTx((tx) => interruptExpiredLeases(tx, randomUUID()))),
+      [1, 2, 3].map(() => inTx((tx) => interruptLocked(tx, lockExpiredLeases(tx, randomUUID())))),
     );
     const all = sweeps.flat();
     expect(ids(all)).toEqual(ids(expired));
@@ -239,7 +236,7 @@ describe("interrupt-orphans", () => {
     await t.sql.begin(async (flush) => {
       await flush`set local lock_timeout = '5s'`;
       await lockSessionRow(flush, s);
-      sweep = inTx((tx) => interruptExpiredLeases(tx, randomUUID()));
+      sweep = inTx((tx) => interruptLocked(tx, lockExpiredLeases(tx, randomUUID())));
       await someoneWaitsForALock(t.sql);
       // The sweep waits for the session row and holds no task row: the flush's task write goes through.
       await flush`update tasks set first_seq = 1, last_seq = 1 where id = ${task.id}`;
@@ -260,13 +257,17 @@ describe("interrupt-orphans", () => {
     const mine = await addTask(t.sql, s, { status: "running", ownerBoot: current.bootId });
     const others = await addTask(t.sql, s, { status: "running", ownerBoot: other.bootId, leaseInMs: -1_000 });
 
-    const interrupted = await inTx((tx) => interruptPreviousBootTasks(tx, "gw-1", current.bootId));
+    const interrupted = await inTx((tx) =>
+      interruptLocked(tx, lockPreviousBootTasks(tx, "gw-1", current.bootId)),
+    );
     expect(ids(interrupted)).toEqual([left.id, leftCancelling.id].sort());
     expectInterrupted(interrupted.find((r) => r.id === left.id)!, left);
     expect((await taskById(t.sql, settled.id)).status).toBe("completed");
     expect((await taskById(t.sql, mine.id)).status).toBe("running");
     expect((await taskById(t.sql, others.id)).status).toBe("running");
-    expect(await inTx((tx) => interruptPreviousBootTasks(tx, "gw-1", current.bootId))).toEqual([]);
+    expect(
+      await inTx((tx) => interruptLocked(tx, lockPreviousBootTasks(tx, "gw-1", current.bootId))),
+    ).toEqual([]);
   });
 
   it("at shutdown interrupts this boot's active tasks at once, lease or not", async () => {
@@ -276,12 +277,12 @@ describe("interrupt-orphans", () => {
     const b = await addTask(t.sql, s2, { status: "cancelling", ownerBoot: boot, leaseInMs: 60_000 });
     const settled = await addTask(t.sql, s1, { status: "cancelled", ownerBoot: boot });
     const foreign = await addTask(t.sql, s2, { status: "running" });
-    const interrupted = await inTx((tx) => interruptOwnTasks(tx, boot));
+    const interrupted = await inTx((tx) => interruptLocked(tx, lockOwnTasks(tx, boot)));
     expect(ids(interrupted)).toEqual([a.id, b.id].sort());
     expectInterrupted(interrupted.find((r) => r.id === b.id)!, b);
     expect((await taskById(t.sql, settled.id)).status).toBe("cancelled");
     expect((await taskById(t.sql, foreign.id)).status).toBe("running");
-    expect(await inTx((tx) => interruptOwnTasks(tx, randomUUID()))).toEqual([]);
+    expect(await inTx((tx) => interruptLocked(tx, lockOwnTasks(tx, randomUUID())))).toEqual([]);
   });
 });
 

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { EventType } from "../../src/contract/events.js";
 import { connect, type Database } from "../../src/db/client.js";
 import { applyMigrations } from "../../src/db/migrate.js";
-import { EventLog } from "../../src/stream/event-log.js";
+import { eventLogOn } from "../support/event-log.js";
 import { isPoisonedFlush } from "../../src/stream/flush-failure.js";
 import { claimTestDatabase, type TestDatabase } from "../support/db.js";
 
@@ -42,7 +42,7 @@ it("isolates what Postgres refuses, stores it in a safe form, and the lane goes 
   const lines: Record<string, any>[] = [];
   const log = pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) });
   // One lane, and nothing flushes before the test asks: everything below is one flush.
-  const eventLog = new EventLog(database, { flushMs: 60_000, flushMax: 1000, lanes: 1 }, log);
+  const eventLog = eventLogOn(database, { flushMs: 60_000, flushMax: 1000, lanes: 1 }, log);
   const a = await newSession();
   const b = await newSession();
   const bootId = randomUUID();

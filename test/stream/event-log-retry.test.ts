@@ -7,7 +7,7 @@ import { pino } from "pino";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { connect, type Database } from "../../src/db/client.js";
 import { applyMigrations } from "../../src/db/migrate.js";
-import { EventLog } from "../../src/stream/event-log.js";
+import { eventLogOn } from "../support/event-log.js";
 import { claimTestDatabase, type TestDatabase } from "../support/db.js";
 import { eventually } from "../support/gateway.js";
 
@@ -56,7 +56,7 @@ it("does not append a batch twice when the commit's answer was lost", async () =
     await db.sql`insert into sessions (workspace, agent) values ('/tmp', 'simulated') returning id`;
   const lines: string[] = [];
   const log = pino({ level: "warn" }, { write: (line: string) => lines.push(line) });
-  const eventLog = new EventLog(through, { flushMs: 1000, flushMax: 1000, lanes: 1 }, log);
+  const eventLog = eventLogOn(through, { flushMs: 1000, flushMax: 1000, lanes: 1 }, log);
   // Warm up: postgres.js waits for Postgres to describe a new statement before it executes it, so
   // the statements must already be prepared on the connection for the commit to go through blind.
   eventLog.append({ sessionId: session.id, taskId: null, type: "session.notice", data: { message: "n0" } });

@@ -5,7 +5,9 @@
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, beforeEach, expect } from "vitest";
-import { connect, type Database, type Sql } from "../../src/db/client.js";
+import { connect, type Database, type Sql, type Tx } from "../../src/db/client.js";
+import { ownerOf, restartSettlement } from "../../src/sql/interrupt-orphans.js";
+import { settleOwnedTask } from "../../src/sql/settle-task.js";
 import type { OwnerFence } from "../../src/sql/append-events.js";
 import type { TaskRow } from "../../src/sql/task-row.js";
 import type { TaskStatus } from "../../src/contract/task-status.js";
@@ -209,4 +211,16 @@ export async function sessionRowCounts(sql: Sql, sessionId: string): Promise<Rec
            (select count(*)::int from webhook_deliveries where session_id = ${sessionId}) as webhook_deliveries,
            (select count(*)::int from checkpoints where session_id = ${sessionId}) as checkpoints`;
   return row;
+}
+
+/**
+ * What the sweeper does with the orphans a `lock…` of sql/interrupt-orphans.ts found: each settled
+ * `interrupted` with its terminal event, fenced by the owner its row names (domain/turn-end.ts).
+ * The settled rows.
+ */
+export async function interruptLocked(q: Tx, locked: Promise<TaskRow[]>): Promise<TaskRow[]> {
+  const settled = await Promise.all(
+    (await locked).map((row) => settleOwnedTask(q, ownerOf(row), restartSettlement)),
+  );
+  return settled.flatMap((s) => (s ? [s.row] : []));
 }

@@ -157,24 +157,40 @@ it("keeps contract/ free of anything but the error codes and itself", () => {
 });
 
 /**
- * One way to notify: a change declares its notifications (`Effects.notify`) and the committer sends
- * them. Only src/sql (which defines the senders) and the committer call one; the event log's flush
- * is the one other sender, its NOTIFY one statement of its own pipelined transaction.
+ * One commit path: a state change is sent by the committer (domain/committer.ts), by one of its
+ * strategies (pipelined, interactive, or the event log's flush it sends for the lanes), and only
+ * the committer sends Postgres notifications (a change declares them in `Effects.notify`). Only
+ * src/sql (which defines the senders and the statements), db/pipeline.ts (which defines
+ * `pipelined`) and the committer call `pipelined(` or a `notify…(`.
  */
-it("sends Postgres notifications only from the committer (and the event log's flush)", () => {
-  const senders = new Set(["domain/committer.ts", "stream/event-lane.ts"]);
+it("commits and notifies only through the committer", () => {
+  const allowed = (path: string) =>
+    path.startsWith("sql/") || path === "db/pipeline.ts" || path === "domain/committer.ts";
   const found: string[] = [];
   for (const file of graph.keys()) {
     const path = name(file);
-    if (path.startsWith("sql/")) continue;
+    if (allowed(path)) continue;
     const text = readFileSync(file, "utf8");
-    for (const match of text.matchAll(/\b(notify[A-Z]\w*|pg_notify)\s*\(/g)) {
-      if (!senders.has(path)) found.push(`${path}: ${match[1]}(`);
-    }
+    for (const match of text.matchAll(/\b(pipelined|notify[A-Z]\w*|pg_notify)\s*\(/g))
+      found.push(`${path}: ${match[1]}(`);
   }
   expect(found).toEqual([]);
-  // The scan sees the committer's own call (so it is not vacuous).
-  expect(readFileSync(join(src, "domain", "committer.ts"), "utf8")).toMatch(/\bnotifyInTransaction\(/);
+  // The scan sees the committer's own calls (so it is not vacuous).
+  const committer = readFileSync(join(src, "domain", "committer.ts"), "utf8");
+  expect(committer).toMatch(/\bnotifyInTransaction\(/);
+  expect(committer).toMatch(/\bpipelined</);
+});
+
+/** `apply` (the effects of a commit) is the committer's own: nothing outside claims a commit happened. */
+it("keeps the committer's apply private", () => {
+  const committer = readFileSync(join(src, "domain", "committer.ts"), "utf8");
+  expect(committer).toMatch(/\bprivate apply\(effects: Effects\)/);
+  const found: string[] = [];
+  for (const file of graph.keys()) {
+    const text = readFileSync(file, "utf8");
+    for (const match of text.matchAll(/\bcommitter\.apply\(/g)) found.push(`${name(file)}: ${match[0]}`);
+  }
+  expect(found).toEqual([]);
 });
 
 it("finds the imports it checks (the walk is not vacuous)", () => {
