@@ -1,5 +1,5 @@
 /**
- * HTTP details third-party clients trip on (issue 31, items 1 and 5): HEAD on the SSE route, the
+ * HTTP details third-party clients trip on: HEAD on the SSE route, the
  * headers HTTP names for 401, 405, 201 and 415, both ids on every answer, one error shape on every
  * path, and one rule for unknown query parameters (the 503s of a gateway not ready are in
  * conformance-rpc.test.ts); and the `eventsource` package resuming through a proxy that cuts its

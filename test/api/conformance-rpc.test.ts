@@ -1,5 +1,5 @@
 /**
- * Every answer of `POST /v1/rpc` is a JSON-RPC envelope (issue 31, item 2): refusals of the whole
+ * Every answer of `POST /v1/rpc` is a JSON-RPC envelope: refusals of the whole
  * request (401, 413, 415, 405, 503) included, with the registry's HTTP status and JSON-RPC code, and
  * the request's id wherever the body could be read. A real gateway on a real database.
  */

@@ -1,5 +1,5 @@
 /**
- * GET /metrics (issue 16, docs/metrics.md): the exposition parses strictly, each metric moves as
+ * GET /metrics (docs/metrics.md): the exposition parses strictly, each metric moves as
  * its event happens (submit, refusal, start, completion, cancel, socket and stream open and close),
  * tokens apply unless MOORING_METRICS_PUBLIC, and a gateway without its database still answers.
  */

@@ -1,11 +1,11 @@
 /**
  * Every real answer the tests provoke is what the served OpenAPI document (/docs/json) declares,
- * checked with ajv against the document's own schemas as a third-party client would (issue 31,
- * item 4): its status is declared, its body matches that status's schema, and every header
+ * checked with ajv against the document's own schemas as a third-party client would: its
+ * status is declared, its body matches that status's schema, and every header
  * declared for it is there and matches. Every route is provoked at each status it declares that a
  * test can bring about: its successes; 400, 404, 409, 413, 415, 429 where the route has them; 401
  * on a tokened gateway, 403 for a foreign Host, 503 on a gateway without its database. Known
- * objects are closed, so a field added to an answer without its schema fails here (issue 14).
+ * objects are closed, so a field added to an answer without its schema fails here.
  */
 import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -209,7 +209,7 @@ it("every route's successes and refusals of its input are what /docs/json declar
     (await answer("POST /v1/rpc", "/v1/rpc", '{"jsonrpc":"2.0","id":1,"method":"ping"}', text)).status,
   ).toBe(415);
 
-  // A turn waiting on a permission request (issue 13): the snapshot with it, an answer, a 409.
+  // A turn waiting on a permission request: the snapshot with it, an answer, a 409.
   const asking = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, {
     prompt: "[ask bash]",
   });

@@ -1,5 +1,5 @@
 /**
- * WS /v1/ws and SSE close what they open (issue 11, findings 5 and 7): a subscription whose
+ * WS /v1/ws and SSE close what they open: a subscription whose
  * socket or stream closed before it was registered is dropped; a reader too slow to keep up reads the 4008 close frame it
  * is promised; oversized frames are logged at warn level, throttled, not one error line each.
  */

@@ -1,7 +1,7 @@
 /**
  * Each state-change builder (domain/committer.ts) driven directly against a migrated database, not
  * through HTTP: what its statements wrote (rows, events) and what it declared (its effects, and what
- * the Committer did with them: the events published, the change bus told). Issue 12.
+ * the Committer did with them: the events published, the change bus told).
  */
 import { randomUUID } from "node:crypto";
 import { pino } from "pino";
@@ -271,7 +271,9 @@ it("admission: a submit that would overfill the queue is refused GATEWAY_BUSY wi
   const before = await written();
   const queue = new AdmissionQueue(rt, claimLimit(0));
 
-  const [direct] = await rt.committer.pipelined(queue.change([{ id: randomUUID(), request: request(session) }]));
+  const [direct] = await rt.committer.pipelined(
+    queue.change([{ id: randomUUID(), request: request(session) }]),
+  );
   expect(direct.refused).toSatisfy(isQueueFull);
   await expect(queue.admit(request(session))).rejects.toSatisfy(
     (err) => err instanceof MooringError && err.code === "GATEWAY_BUSY",

@@ -1,5 +1,5 @@
 /**
- * Issue 11, finding 2: under a delta flood the event log's flush hit a Postgres deadlock, and the
+ * Under a delta flood the event log's flush hit a Postgres deadlock, and the
  * instance then took over its own running turn.
  *
  * - The deadlock: the lease sweep locked an expired task's row and then its session row (to append

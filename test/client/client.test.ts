@@ -1,5 +1,5 @@
 /**
- * The client SDK (`mooring/client`, issue 14) against a real in-process gateway, through a TCP
+ * The client SDK (`mooring/client`) against a real in-process gateway, through a TCP
  * proxy that cuts, stalls, refuses and drops: every event exactly once and in order whatever the
  * connection does; the surface (sessions, turns, tasks, gate, errors, pages).
  */
