@@ -82,7 +82,8 @@ describe("a flood of long-poll batches", () => {
     }
     expect(probes).toBeGreaterThan(0);
     expect(t.gw.holding().longPolls).toBe(0);
-    // The turn that was running meanwhile was not disturbed.
+    // The turn that was running meanwhile was not disturbed: its sleep ends on the gateway's clock.
+    await t.clock.advance(3000);
     expect((await waitTask(t.url, taskId)).status).toBe("completed");
   });
 
@@ -96,6 +97,9 @@ describe("a flood of long-poll batches", () => {
         batchOf(100, (i) => ({ id: `f${f}-${i}`, method: "tasks.get", params: { taskId, waitMs: 10_000 } })),
       );
     }
+    // The capped waits are held; the turn's sleep then ends on the gateway's clock, which they wait for.
+    await eventually(async () => t.gw.holding().longPolls === MAX_LONG_POLLS);
+    await t.clock.advance(1500);
     await client.until(() => client.received.length - before >= 3, 20_000, "three answers");
     const answers = client.received.slice(before).map((r) => r.message as any[]);
     // The refused frame is answered first (the others wait for the task to change).
