@@ -88,7 +88,8 @@ describe("a flood of long-poll batches", () => {
   });
 
   it("calls in flight per socket are capped: past 200 a frame's calls get GATEWAY_BUSY at once, unrun", async () => {
-    const { taskId } = await runningTask(1500);
+    // Shorter than the waits (10 s), so it ends first when the clock is stepped over it.
+    const { taskId } = await runningTask(5000);
     const client = await clients.connect();
     const before = client.received.length;
     // Three frames of 100 long-polls: two fit in the socket's 200 calls in flight, the third not.
@@ -99,7 +100,7 @@ describe("a flood of long-poll batches", () => {
     }
     // The capped waits are held; the turn's sleep then ends on the gateway's clock, which they wait for.
     await eventually(async () => t.gw.holding().longPolls === MAX_LONG_POLLS);
-    await t.clock.advance(1500);
+    await t.clock.advance(5000);
     await client.until(() => client.received.length - before >= 3, 20_000, "three answers");
     const answers = client.received.slice(before).map((r) => r.message as any[]);
     // The refused frame is answered first (the others wait for the task to change).
