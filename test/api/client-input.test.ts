@@ -1,5 +1,5 @@
 /**
- * What a client may send (issue 11, findings 4, 6 and 7): NUL and lone surrogates in any client
+ * What a client may send: NUL and lone surrogates in any client
  * string are 400 naming the field and store nothing; metadata and agentConfig are bounded in depth
  * and size (a 3,000-deep object is 400, and listing keeps working); integers in paths, queries and
  * headers are integers in range; list pages stay within their byte budget.

@@ -1,5 +1,5 @@
 /**
- * WebSocket details third-party clients trip on (issue 31, items 3 and 6): event frames may be
+ * WebSocket details third-party clients trip on: event frames may be
  * JSON-RPC batches unless a subscription asks for `batch: false`; only the documented subprotocol
  * is accepted; a peer's stray JSON-RPC responses are dropped and counted, never answered. A real
  * gateway on a real database, real `ws` clients.

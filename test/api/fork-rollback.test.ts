@@ -5,36 +5,33 @@
  * refusals (busy, too many turns, another tenant's id, nothing to fork), idempotent forks, and the
  * JSON-RPC methods.
  */
-import { realpath, rm } from "node:fs/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, startTestGateway, type TestGateway } from "../support/gateway.js";
-import { cancelTask, tempWorkspace, terminal, waitTask } from "../support/turns.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { call, type TestGateway } from "../support/gateway.js";
+import { cancelTask, terminal, waitTask } from "../support/turns.js";
+import { useGateway } from "../support/use-gateway.js";
 
 const TENANTS = JSON.stringify({ a: { tokens: ["token-a"] }, b: { tokens: ["token-b"] } });
 const A = { authorization: "Bearer token-a" };
 const B = { authorization: "Bearer token-b" };
 
-let db: TestDatabase;
+// Two instances on one database: gw1 is the file's gateway, gw2 a second one.
+const gt = useGateway({ env: { MOORING_TENANTS: TENANTS, MOORING_INSTANCE_ID: "fork-a" }, workspace: true });
 let gw1: TestGateway;
 let gw2: TestGateway;
-let workspace: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  gw1 = await startTestGateway(db.url, { MOORING_TENANTS: TENANTS, MOORING_INSTANCE_ID: "fork-a" });
-  gw2 = await startTestGateway(db.url, { MOORING_TENANTS: TENANTS, MOORING_INSTANCE_ID: "fork-b" });
-  workspace = await realpath(await tempWorkspace());
+  gw1 = gt.gw;
+  gw2 = await gt.startGateway({ MOORING_INSTANCE_ID: "fork-b" });
 }, 120_000);
-afterAll(async () => {
-  await gw1?.stop();
-  await gw2?.stop();
-  await db?.drop();
-  if (workspace) await rm(workspace, { recursive: true, force: true });
-});
 
 async function newSession(agentConfig: Record<string, unknown> = {}): Promise<string> {
-  const r = await call(gw1.url, "POST", "/v1/sessions", { workspace, agent: "simulated", agentConfig }, A);
+  const r = await call(
+    gw1.url,
+    "POST",
+    "/v1/sessions",
+    { workspace: gt.workspace, agent: "simulated", agentConfig },
+    A,
+  );
   expect(r.status, JSON.stringify(r.body)).toBe(201);
   return r.body.id;
 }
@@ -152,7 +149,7 @@ describe("fork", () => {
     expect(r.headers.get("location")).toBe(`/v1/sessions/${r.body.id}`);
     expect(r.body).toMatchObject({
       tenant: "a",
-      workspace,
+      workspace: gt.workspace,
       agent: "simulated",
       title: "branch",
       metadata: { k: 1 },

@@ -5,21 +5,18 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { type Gateway, startGateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, repoRoot, startTestGateway, testEnv } from "../support/gateway.js";
+import { call, repoRoot, testEnv } from "../support/gateway.js";
+import { useGateway } from "../support/use-gateway.js";
 
 const version = JSON.parse(readFileSync(`${repoRoot}/package.json`, "utf8")).version;
 
+// The file's database; each describe starts the gateway it needs on it.
+const t = useGateway({ start: false });
+
 describe("a ready gateway", () => {
-  let db: TestDatabase;
   let gw: Gateway;
   beforeAll(async () => {
-    db = await createTestDatabase();
-    gw = await startTestGateway(db.url, { MOORING_INSTANCE_ID: "health-test-1" });
-  });
-  afterAll(async () => {
-    await gw?.stop();
-    await db?.drop();
+    gw = await t.startGateway({ MOORING_INSTANCE_ID: "health-test-1" });
   });
 
   it("/healthz answers 200", async () => {
@@ -122,18 +119,10 @@ describe("a gateway whose database is not there yet", () => {
 });
 
 describe("request lines of polled routes", () => {
-  let db: TestDatabase;
   let gw: Gateway;
   const lines: { msg?: string; level?: number; req?: { url?: string }; reqId?: string }[] = [];
   beforeAll(async () => {
-    db = await createTestDatabase();
-    const sink = { write: (line: string) => void lines.push(JSON.parse(line)) };
-    gw = await startGateway(loadConfig(testEnv(db.url)), pino({ level: "info" }, sink));
-    await gw.started;
-  });
-  afterAll(async () => {
-    await gw?.stop();
-    await db?.drop();
+    gw = await t.startGateway({}, { logLevel: "info", onLog: (record) => void lines.push(record) });
   });
 
   it("probes, scrapes and the gate heartbeat log no request lines at info; other routes do", async () => {

@@ -1,5 +1,5 @@
 /**
- * Issue 11, finding 6: a request that provoked a database error logged the failed query with all
+ * A request that provoked a database error logged the failed query with all
  * its parameters (drizzle's message and `params`, Postgres' quoting of the input), so client data
  * went to the log at error level. Errors are now logged with their type, code, a cut message and a
  * short statement identity (src/log-errors.ts); request bodies never.

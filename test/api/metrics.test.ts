@@ -1,29 +1,20 @@
 /**
- * GET /metrics (issue 16, docs/metrics.md): the exposition parses strictly, each metric moves as
+ * GET /metrics (docs/metrics.md): the exposition parses strictly, each metric moves as
  * its event happens (submit, refusal, start, completion, cancel, socket and stream open and close),
  * tokens apply unless MOORING_METRICS_PUBLIC, and a gateway without its database still answers.
  */
 import { pino } from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { type Gateway, startGateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, eventually, startTestGateway, testEnv } from "../support/gateway.js";
+import { call, eventually, testEnv } from "../support/gateway.js";
 import { type Exposition, parseExposition } from "../support/prometheus.js";
-import { createSession, submit, submitOk, tempWorkspace, waitTask } from "../support/turns.js";
+import { createSession, submit, submitOk, waitTask } from "../support/turns.js";
+import { useGateway } from "../support/use-gateway.js";
 import { WsClient } from "../support/ws-client.js";
 
-let db: TestDatabase;
-let workspace: string;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  workspace = await tempWorkspace();
-});
-
-afterAll(async () => {
-  await db?.drop();
-});
+// The file's database; each test or describe starts the gateway it needs on it.
+const t = useGateway({ workspace: true, start: false });
 
 async function scrape(url: string, headers: Record<string, string> = {}): Promise<Exposition> {
   const res = await fetch(`${url}/metrics`, { headers });
@@ -44,11 +35,7 @@ describe("a gateway's metrics", () => {
   let gw: Gateway;
 
   beforeAll(async () => {
-    gw = await startTestGateway(db.url, { MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "1" });
-  });
-
-  afterAll(async () => {
-    await gw?.stop();
+    gw = await t.startGateway({ MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "1" });
   });
 
   it("declares every metric with its type, and the default process metrics", async () => {
@@ -87,9 +74,9 @@ describe("a gateway's metrics", () => {
   it("moves with submits, refusals, starts, completions and cancels", async () => {
     const before = await scrape(gw.url);
     const [a, b, c] = [
-      await createSession(gw.url, workspace),
-      await createSession(gw.url, workspace),
-      await createSession(gw.url, workspace),
+      await createSession(gw.url, t.workspace),
+      await createSession(gw.url, t.workspace),
+      await createSession(gw.url, t.workspace),
     ];
     const hang = await submitOk(gw.url, a, { prompt: "[hang]" });
     await waitTask(gw.url, hang.id, (t) => t.status === "running");
@@ -100,13 +87,20 @@ describe("a gateway's metrics", () => {
     const busy = await submit(gw.url, a, { prompt: "refused", ifBusy: "reject" });
     expect(busy.body.error.code).toBe("SESSION_BUSY");
 
-    let m = await scrapeUntil(gw.url, (x) => x.value("mooring_gate_active") === 1 && x.value("mooring_gate_queued") === 1);
+    let m = await scrapeUntil(
+      gw.url,
+      (x) => x.value("mooring_gate_active") === 1 && x.value("mooring_gate_queued") === 1,
+    );
     expect(m.value("mooring_submit_refused_total", { code: "GATEWAY_BUSY" })).toBe(1);
     expect(m.value("mooring_submit_refused_total", { code: "SESSION_BUSY" })).toBe(1);
     expect(m.value("mooring_agent_processes", { agent: "simulated" })).toBe(1);
     expect(m.value("mooring_agent_spawns_total", { agent: "simulated", kind: "new" })).toBe(1);
-    expect(m.value("mooring_task_queue_seconds_count")).toBe((before.value("mooring_task_queue_seconds_count") ?? 0) + 1);
-    expect(m.value("mooring_events_appended_total")).toBeGreaterThan(before.value("mooring_events_appended_total")!);
+    expect(m.value("mooring_task_queue_seconds_count")).toBe(
+      (before.value("mooring_task_queue_seconds_count") ?? 0) + 1,
+    );
+    expect(m.value("mooring_events_appended_total")).toBeGreaterThan(
+      before.value("mooring_events_appended_total")!,
+    );
     expect(m.value("mooring_event_flush_seconds_count")).toBeGreaterThan(0);
 
     expect((await call(gw.url, "POST", `/v1/tasks/${hang.id}/cancel`)).status).toBe(200);
@@ -120,15 +114,19 @@ describe("a gateway's metrics", () => {
         x.value("mooring_gate_active") === 0 &&
         x.value("mooring_gate_queued") === 0,
     );
-    expect(m.value("mooring_task_queue_seconds_count")).toBe((before.value("mooring_task_queue_seconds_count") ?? 0) + 2);
-    expect(m.value("mooring_task_run_seconds_count")).toBe((before.value("mooring_task_run_seconds_count") ?? 0) + 2);
+    expect(m.value("mooring_task_queue_seconds_count")).toBe(
+      (before.value("mooring_task_queue_seconds_count") ?? 0) + 2,
+    );
+    expect(m.value("mooring_task_run_seconds_count")).toBe(
+      (before.value("mooring_task_run_seconds_count") ?? 0) + 2,
+    );
     // The queued turn waited for the hanging one: its wait is in a bucket above the smallest.
     expect(m.value("mooring_task_queue_seconds_sum")).toBeGreaterThan(0);
     expect(m.value("mooring_agent_spawns_total", { agent: "simulated", kind: "new" })).toBe(2);
   });
 
   it("counts sockets, SSE streams and subscriptions as they open and close", async () => {
-    const session = await createSession(gw.url, workspace);
+    const session = await createSession(gw.url, t.workspace);
     expect((await scrape(gw.url)).value("mooring_ws_connections")).toBe(0);
     const client = await WsClient.connect(gw.url);
     let m = await scrape(gw.url);
@@ -156,27 +154,21 @@ describe("a gateway's metrics", () => {
 
 describe("access to /metrics", () => {
   it("needs a token when tokens are set", async () => {
-    const gw = await startTestGateway(db.url, { MOORING_API_TOKENS: "secret" });
-    try {
-      const refused = await call(gw.url, "GET", "/metrics");
-      expect(refused.status).toBe(401);
-      expect(refused.body.error.code).toBe("UNAUTHORIZED");
-      expect((await call(gw.url, "GET", "/metrics", undefined, { authorization: "Bearer wrong" })).status).toBe(401);
-      const m = await scrape(gw.url, { authorization: "Bearer secret" });
-      expect(m.value("mooring_db_up")).toBe(1);
-    } finally {
-      await gw.stop();
-    }
+    const gw = await t.startGateway({ MOORING_API_TOKENS: "secret" });
+    const refused = await call(gw.url, "GET", "/metrics");
+    expect(refused.status).toBe(401);
+    expect(refused.body.error.code).toBe("UNAUTHORIZED");
+    expect((await call(gw.url, "GET", "/metrics", undefined, { authorization: "Bearer wrong" })).status).toBe(
+      401,
+    );
+    const m = await scrape(gw.url, { authorization: "Bearer secret" });
+    expect(m.value("mooring_db_up")).toBe(1);
   });
 
   it("MOORING_METRICS_PUBLIC=true serves it without one; the API still needs one", async () => {
-    const gw = await startTestGateway(db.url, { MOORING_API_TOKENS: "secret", MOORING_METRICS_PUBLIC: "true" });
-    try {
-      expect((await scrape(gw.url)).value("mooring_db_up")).toBe(1);
-      expect((await call(gw.url, "GET", "/v1/gate")).status).toBe(401);
-    } finally {
-      await gw.stop();
-    }
+    const gw = await t.startGateway({ MOORING_API_TOKENS: "secret", MOORING_METRICS_PUBLIC: "true" });
+    expect((await scrape(gw.url)).value("mooring_db_up")).toBe(1);
+    expect((await call(gw.url, "GET", "/v1/gate")).status).toBe(401);
   });
 
   it("answers while the database is unreachable, with mooring_db_up 0", async () => {

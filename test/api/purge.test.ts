@@ -6,14 +6,12 @@
  * end`) cleanly, on another instance too (its feed poll). The purge counters (docs/metrics.md)
  * count what went.
  */
-import { rm } from "node:fs/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, eventually, startTestGateway } from "../support/gateway.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { call, eventually, type TestGateway } from "../support/gateway.js";
 import { parseExposition } from "../support/prometheus.js";
 import { sessionRowCounts } from "../support/sql-fixtures.js";
-import { createSession, submitPrompt, tempWorkspace, waitTask } from "../support/turns.js";
+import { createSession, submitPrompt, waitTask } from "../support/turns.js";
+import { useGateway } from "../support/use-gateway.js";
 import { WsClients } from "../support/ws-client.js";
 
 const A = { authorization: "Bearer tok-a" };
@@ -26,30 +24,24 @@ const TENANTS = {
   ops: { tokens: ["tok-ops"], admin: true },
 };
 
-let db: TestDatabase;
-let gw: Gateway;
+// The file's gateway starts in beforeAll, so that another instance can start without its retention settings.
+const gt = useGateway({ workspace: true, start: false });
+let gw: TestGateway;
 let workspace: string;
 const clients = new WsClients(() => gw.url);
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url, {
+  gw = await gt.startGateway({
     MOORING_TENANTS: JSON.stringify(TENANTS),
     MOORING_ARCHIVED_RETENTION_DAYS: "30",
     // The retention sweep ticks every 6 sweeps: 600 ms here.
     MOORING_SWEEP_MS: "100",
   });
-  workspace = await tempWorkspace();
-});
-
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-  if (workspace) await rm(workspace, { recursive: true, force: true });
+  workspace = gt.workspace;
 });
 
 /** Rows of `sessionId` in every table that holds session rows. */
-const rowsOf = (sessionId: string) => sessionRowCounts(db.sql, sessionId);
+const rowsOf = (sessionId: string) => sessionRowCounts(gt.sql, sessionId);
 const NONE = {
   sessions: 0,
   tasks: 0,
@@ -77,7 +69,7 @@ async function archive(id: string, headers: Record<string, string>): Promise<voi
 }
 
 async function archivedDaysAgo(id: string, days: number): Promise<void> {
-  await db.sql`update sessions set archived_at = now() - make_interval(days => ${days}) where id = ${id}`;
+  await gt.sql`update sessions set archived_at = now() - make_interval(days => ${days}) where id = ${id}`;
 }
 
 async function metric(name: string, labels: Record<string, string>): Promise<number> {
@@ -107,7 +99,7 @@ describe("the retention sweep", () => {
     await archivedDaysAgo(yesterday.id, 1);
     await archivedDaysAgo(kept.id, 400);
     // Idle for over a year and never archived: retention never touches it.
-    await db.sql`update sessions set created_at = now() - interval '400 days', last_activity_at = now() - interval '400 days'
+    await gt.sql`update sessions set created_at = now() - interval '400 days', last_activity_at = now() - interval '400 days'
                    where id = ${idle.id}`;
 
     await eventually(async () => (await rowsOf(old.id)).sessions === 0, 60_000);
@@ -242,7 +234,7 @@ describe("DELETE /v1/sessions/:id?purge=true", () => {
 
   it("waits out a lock another transaction holds on one of its rows (no 500), then deletes", async () => {
     const s = await sessionWithTurn(A);
-    await db.sql`insert into webhook_deliveries (tenant, url, event_type, session_id, seq, body, status)
+    await gt.sql`insert into webhook_deliveries (tenant, url, event_type, session_id, seq, body, status)
                    values ('a', 'https://hooks.example.com/x', 'task.completed', ${s.id}, 1, '{}', 'delivered')`;
     let release: () => void = () => {};
     const released = new Promise<void>((resolve) => {
@@ -253,7 +245,7 @@ describe("DELETE /v1/sessions/:id?purge=true", () => {
       locked = resolve;
     });
     // A delivery being recorded, say: its row stays locked past the purge's 2 s lock wait.
-    const holder = db.sql.begin(async (tx) => {
+    const holder = gt.sql.begin(async (tx) => {
       await tx`select 1 from webhook_deliveries where session_id = ${s.id} for update`;
       locked();
       await released;
@@ -264,7 +256,7 @@ describe("DELETE /v1/sessions/:id?purge=true", () => {
       // The purge's transaction waits on the lock, gives up (lock_timeout), rolls back and tries
       // again in a new transaction: a waiter whose transaction started later than the first one's.
       const waiters = () =>
-        db.sql<{ xactStart: Date }[]>`
+        gt.sql<{ xactStart: Date }[]>`
             select xact_start from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`;
       const first = await eventually(async () => (await waiters())[0]?.xactStart, 30_000);
       await eventually(async () => (await waiters()).some((w) => w.xactStart > first), 30_000);
@@ -282,7 +274,7 @@ describe("DELETE /v1/sessions/:id?purge=true", () => {
   }, 120_000);
 
   it("ends a subscription on another instance too, within its feed poll", async () => {
-    const other = await startTestGateway(db.url, { MOORING_TENANTS: JSON.stringify(TENANTS) });
+    const other = await gt.startGateway({ MOORING_TENANTS: JSON.stringify(TENANTS) });
     try {
       const s = await sessionWithTurn(A);
       const ws = await clients.connect(other.url, { headers: A });
@@ -302,7 +294,6 @@ describe("DELETE /v1/sessions/:id?purge=true", () => {
       expect(other.holding()).toMatchObject({ subscribers: 0, feeds: 0 });
     } finally {
       await clients.closeAll();
-      await other.stop();
     }
   }, 120_000);
 

@@ -1,28 +1,29 @@
 /**
  * Every real answer the tests provoke is what the served OpenAPI document (/docs/json) declares,
- * checked with ajv against the document's own schemas as a third-party client would (issue 31,
- * item 4): its status is declared, its body matches that status's schema, and every header
+ * checked with ajv against the document's own schemas as a third-party client would: its
+ * status is declared, its body matches that status's schema, and every header
  * declared for it is there and matches. Every route is provoked at each status it declares that a
  * test can bring about: its successes; 400, 404, 409, 413, 415, 429 where the route has them; 401
  * on a tokened gateway, 403 for a foreign Host, 503 on a gateway without its database. Known
- * objects are closed, so a field added to an answer without its schema fails here (issue 14).
+ * objects are closed, so a field added to an answer without its schema fails here.
  */
 import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Gateway } from "../../src/gateway.js";
 import { type RouteKey, routeResponses } from "../../src/contract/responses.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { type Answer, call, eventually, startTestGateway, startUnreadyGateway } from "../support/gateway.js";
+import { type Answer, call, eventually, startUnreadyGateway } from "../support/gateway.js";
 import { type CheckedAnswer, OpenApiCheck } from "../support/openapi-check.js";
 import { rawRequest } from "../support/raw-http.js";
 import { tempWorkspace, waitTask } from "../support/turns.js";
+import { useGateway } from "../support/use-gateway.js";
 
 const TOKEN = "token-response-schemas";
 const auth = { authorization: `Bearer ${TOKEN}` };
 const NO_ID = "00000000-0000-0000-0000-000000000000";
 
-let db: TestDatabase;
+// The file's database and workspace; its gateways start in beforeAll (one with checkpoints on).
+const gt = useGateway({ workspace: true, start: false });
 let gw: Gateway;
 /** Tokens, one slot and no queue: 401 without a token, 429 for a second turn. */
 let tokened: Gateway;
@@ -35,12 +36,15 @@ let check: OpenApiCheck;
 const provoked = new Map<RouteKey, Set<number>>();
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  workspace = await tempWorkspace();
+  workspace = gt.workspace;
   dataDir = await tempWorkspace();
   // Workspace checkpoints on: the workspace (no git) gets a shadow repository in a data dir of its own.
-  gw = await startTestGateway(db.url, { MOORING_CHECKPOINTS: "true", MOORING_DATA_DIR: dataDir });
-  tokened = await startTestGateway(db.url, { MOORING_API_TOKENS: TOKEN, MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "0" });
+  gw = await gt.startGateway({ MOORING_CHECKPOINTS: "true", MOORING_DATA_DIR: dataDir });
+  tokened = await gt.startGateway({
+    MOORING_API_TOKENS: TOKEN,
+    MOORING_MAX_ACTIVE: "1",
+    MOORING_MAX_QUEUED: "0",
+  });
   unready = await startUnreadyGateway();
   const served = await call(gw.url, "GET", "/docs/json");
   expect(served.status).toBe(200);
@@ -49,17 +53,19 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await unready?.stop();
-  await tokened?.stop();
+  // Stopped before its checkpoints' data dir goes.
   await gw?.stop();
-  await db?.drop();
-  await rm(workspace, { recursive: true, force: true });
   if (dataDir) await rm(dataDir, { recursive: true, force: true });
 });
 
 const routes = Object.keys(routeResponses) as RouteKey[];
 const methodOf = (route: RouteKey) => route.split(" ")[0];
 /** The route's path with ids no resource has. */
-const pathOf = (route: RouteKey) => route.split(" ")[1].replace(/:id|:requestId/g, NO_ID).replace(":seq", "1");
+const pathOf = (route: RouteKey) =>
+  route
+    .split(" ")[1]
+    .replace(/:id|:requestId/g, NO_ID)
+    .replace(":seq", "1");
 
 function insist(route: RouteKey, a: CheckedAnswer): void {
   const problems = check.problems(route, a);
@@ -67,7 +73,11 @@ function insist(route: RouteKey, a: CheckedAnswer): void {
   provoked.set(route, (provoked.get(route) ?? new Set()).add(a.status));
 }
 
-const fetched = (a: Answer): CheckedAnswer => ({ status: a.status, body: a.body, header: (n) => a.headers.get(n) });
+const fetched = (a: Answer): CheckedAnswer => ({
+  status: a.status,
+  body: a.body,
+  header: (n) => a.headers.get(n),
+});
 
 /** Make the request, then insist its answer is what /docs/json declares for the route and status. */
 async function answer(
@@ -95,10 +105,22 @@ it("every route's successes and refusals of its input are what /docs/json declar
   });
   expect(created.status).toBe(201);
   expect(created.body.metadata).toEqual({ free: { form: [1, 2] } });
-  expect((await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated", idempotencyKey: "schema-1" })).status).toBe(200);
-  expect((await answer("POST /v1/sessions", "/v1/sessions", { workspace: "relative", agent: "simulated" })).status).toBe(400);
+  expect(
+    (
+      await answer("POST /v1/sessions", "/v1/sessions", {
+        workspace,
+        agent: "simulated",
+        idempotencyKey: "schema-1",
+      })
+    ).status,
+  ).toBe(200);
+  expect(
+    (await answer("POST /v1/sessions", "/v1/sessions", { workspace: "relative", agent: "simulated" })).status,
+  ).toBe(400);
   const latin1 = { "content-type": "application/json; charset=latin1" };
-  expect((await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated" }, latin1)).status).toBe(415);
+  expect(
+    (await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated" }, latin1)).status,
+  ).toBe(415);
   const id = created.body.id;
 
   const task = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, {
@@ -106,7 +128,10 @@ it("every route's successes and refusals of its input are what /docs/json declar
     idempotencyKey: "turn-1",
   });
   expect(task.status).toBe(202);
-  await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "x", idempotencyKey: "turn-1" });
+  await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, {
+    prompt: "x",
+    idempotencyKey: "turn-1",
+  });
   const done = await waitTask(gw.url, task.body.id);
   // Workspace checkpoints: the turn's diff, a session diff, a revert, and their refusals.
   const diffRoute = "GET /v1/tasks/:id/diff";
@@ -145,11 +170,19 @@ it("every route's successes and refusals of its input are what /docs/json declar
   const listed = await answer("GET /v1/instances", "/v1/instances");
   expect(listed.body.items.some((i: { self: boolean }) => i.self)).toBe(true);
 
-  const page = await answer("GET /v1/sessions/:id/events", `/v1/sessions/${id}/events?afterSeq=0`, undefined, {
-    accept: "application/json",
-  });
+  const page = await answer(
+    "GET /v1/sessions/:id/events",
+    `/v1/sessions/${id}/events?afterSeq=0`,
+    undefined,
+    {
+      accept: "application/json",
+    },
+  );
   const toolResult = page.body.items.find((e: { type: string }) => e.type === "tool.result");
-  await answer("GET /v1/sessions/:id/events/:seq/payload", `/v1/sessions/${id}/events/${toolResult.seq}/payload`);
+  await answer(
+    "GET /v1/sessions/:id/events/:seq/payload",
+    `/v1/sessions/${id}/events/${toolResult.seq}/payload`,
+  );
   await answer("GET /v1/sessions/:id/events/:seq/payload", `/v1/sessions/${id}/events/99999/payload`);
   // The stream: its headers and its first records, checked as the declared text/event-stream.
   const controller = new AbortController();
@@ -167,57 +200,86 @@ it("every route's successes and refusals of its input are what /docs/json declar
     { jsonrpc: "2.0", id: 1, method: "tasks.get", params: { taskId: task.body.id } },
     { jsonrpc: "2.0", id: 2, method: "nope" },
   ]);
-  expect((await answer("POST /v1/rpc", "/v1/rpc", { jsonrpc: "2.0", method: "gate.status" })).status).toBe(204);
+  expect((await answer("POST /v1/rpc", "/v1/rpc", { jsonrpc: "2.0", method: "gate.status" })).status).toBe(
+    204,
+  );
   // Refusals of the whole request are JSON-RPC envelopes too (docs/api.md, JSON-RPC).
   const text = { "content-type": "text/plain" };
-  expect((await answer("POST /v1/rpc", "/v1/rpc", '{"jsonrpc":"2.0","id":1,"method":"ping"}', text)).status).toBe(415);
+  expect(
+    (await answer("POST /v1/rpc", "/v1/rpc", '{"jsonrpc":"2.0","id":1,"method":"ping"}', text)).status,
+  ).toBe(415);
 
-  // A turn waiting on a permission request (issue 13): the snapshot with it, an answer, a 409.
-  const asking = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "[ask bash]" });
+  // A turn waiting on a permission request: the snapshot with it, an answer, a 409.
+  const asking = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, {
+    prompt: "[ask bash]",
+  });
   const waiting = await eventually(async () => {
     const t = await answer("GET /v1/tasks/:id", `/v1/tasks/${asking.body.id}`);
     return t.body.pendingPermissions.length > 0 ? t.body : null;
   });
   const permissionPath = `/v1/tasks/${asking.body.id}/permissions/${waiting.pendingPermissions[0].requestId}`;
-  expect((await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, { optionId: "allow", message: "ok" })).status).toBe(200);
-  expect((await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, { optionId: "deny" })).status).toBe(409);
+  expect(
+    (
+      await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, {
+        optionId: "allow",
+        message: "ok",
+      })
+    ).status,
+  ).toBe(200);
+  expect(
+    (await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, { optionId: "deny" })).status,
+  ).toBe(409);
   await waitTask(gw.url, asking.body.id);
 
   // A steer (docs/api.md, Steering a running turn): accepted, repeated, refused once the turn ended.
-  const steering = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "[input]" });
+  const steering = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, {
+    prompt: "[input]",
+  });
   await waitTask(gw.url, steering.body.id, (t) => t.status !== "queued");
   const inputPath = `/v1/tasks/${steering.body.id}/input`;
-  expect((await answer("POST /v1/tasks/:id/input", inputPath, { text: "go", idempotencyKey: "k" })).status).toBe(202);
-  expect((await answer("POST /v1/tasks/:id/input", inputPath, { text: "go", idempotencyKey: "k" })).status).toBe(200);
+  expect(
+    (await answer("POST /v1/tasks/:id/input", inputPath, { text: "go", idempotencyKey: "k" })).status,
+  ).toBe(202);
+  expect(
+    (await answer("POST /v1/tasks/:id/input", inputPath, { text: "go", idempotencyKey: "k" })).status,
+  ).toBe(200);
   await waitTask(gw.url, steering.body.id);
   expect((await answer("POST /v1/tasks/:id/input", inputPath, { text: "late" })).status).toBe(409);
 
   // The webhook outbox (no endpoints here: an empty page; a retry of no delivery is 404).
   await answer("GET /v1/webhooks/deliveries", "/v1/webhooks/deliveries?status=pending&limit=5");
-  expect((await answer("POST /v1/webhooks/deliveries/:id/retry", "/v1/webhooks/deliveries/00000000-0000-0000-0000-000000000000/retry")).status).toBe(404);
+  expect(
+    (
+      await answer(
+        "POST /v1/webhooks/deliveries/:id/retry",
+        "/v1/webhooks/deliveries/00000000-0000-0000-0000-000000000000/retry",
+      )
+    ).status,
+  ).toBe(404);
 
   // A drain: an id too long for one, an instance that is not there, and a gateway draining itself
   // (in-process, so it stops rather than exits).
   const drain = "POST /v1/instances/:instanceId/drain";
   expect((await answer(drain, `/v1/instances/${"x".repeat(201)}/drain`)).status).toBe(400);
   expect((await answer(drain, "/v1/instances/nobody/drain")).status).toBe(404);
-  const drained = await startTestGateway(db.url, { MOORING_INSTANCE_ID: "response-schemas-drained" });
-  try {
-    expect(
-      (await answer(drain, "/v1/instances/response-schemas-drained/drain", undefined, {}, drained.url))
-        .status,
-    ).toBe(200);
-  } finally {
-    await drained.stop();
-  }
+  const drained = await gt.startGateway({ MOORING_INSTANCE_ID: "response-schemas-drained" });
+  expect(
+    (await answer(drain, "/v1/instances/response-schemas-drained/drain", undefined, {}, drained.url)).status,
+  ).toBe(200);
 
   // Fork (201, a retried key 200, a turn that does not exist 400) and rollback (200, 400; 409 once archived).
   const forkBody = { idempotencyKey: "fork-schema-1" };
   expect((await answer("POST /v1/sessions/:id/fork", `/v1/sessions/${id}/fork`, forkBody)).status).toBe(201);
   expect((await answer("POST /v1/sessions/:id/fork", `/v1/sessions/${id}/fork`, forkBody)).status).toBe(200);
-  expect((await answer("POST /v1/sessions/:id/fork", `/v1/sessions/${id}/fork`, { atTurn: 99 })).status).toBe(400);
-  expect((await answer("POST /v1/sessions/:id/rollback", `/v1/sessions/${id}/rollback`, { turns: 0 })).status).toBe(400);
-  expect((await answer("POST /v1/sessions/:id/rollback", `/v1/sessions/${id}/rollback`, { turns: 1 })).status).toBe(200);
+  expect((await answer("POST /v1/sessions/:id/fork", `/v1/sessions/${id}/fork`, { atTurn: 99 })).status).toBe(
+    400,
+  );
+  expect(
+    (await answer("POST /v1/sessions/:id/rollback", `/v1/sessions/${id}/rollback`, { turns: 0 })).status,
+  ).toBe(400);
+  expect(
+    (await answer("POST /v1/sessions/:id/rollback", `/v1/sessions/${id}/rollback`, { turns: 1 })).status,
+  ).toBe(200);
 
   await answer("DELETE /v1/sessions/:id", `/v1/sessions/${id}`);
   expect(
@@ -238,9 +300,21 @@ it("every route's successes and refusals of its input are what /docs/json declar
   ] as const) {
     expect((await answer(route, path)).status, route).toBe(400);
   }
-  expect((await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "" })).status).toBe(400);
+  expect(
+    (await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${id}/turns`, { prompt: "" })).status,
+  ).toBe(400);
   expect((await answer("POST /v1/tasks/:id/permissions/:requestId", permissionPath, {})).status).toBe(400);
-  for (const route of ["GET /v1/sessions/:id", "DELETE /v1/sessions/:id", "POST /v1/sessions/:id/turns", "POST /v1/tasks/:id/cancel", "GET /v1/sessions/:id/events", "POST /v1/tasks/:id/permissions/:requestId", "POST /v1/tasks/:id/input", "POST /v1/sessions/:id/fork", "POST /v1/sessions/:id/rollback"] as const) {
+  for (const route of [
+    "GET /v1/sessions/:id",
+    "DELETE /v1/sessions/:id",
+    "POST /v1/sessions/:id/turns",
+    "POST /v1/tasks/:id/cancel",
+    "GET /v1/sessions/:id/events",
+    "POST /v1/tasks/:id/permissions/:requestId",
+    "POST /v1/tasks/:id/input",
+    "POST /v1/sessions/:id/fork",
+    "POST /v1/sessions/:id/rollback",
+  ] as const) {
     const body =
       route === "POST /v1/sessions/:id/turns"
         ? { prompt: "x" }
@@ -258,16 +332,24 @@ it("every route's successes and refusals of its input are what /docs/json declar
   // An id longer than any id (64 characters) is a 400 on every route that takes one.
   for (const route of routes.filter((r) => r.includes(":id"))) {
     const body = methodOf(route) === "POST" ? {} : undefined;
-    const a = await answer(route, route.split(" ")[1].replace(":id", "x".repeat(65)).replace(":requestId", NO_ID).replace(":seq", "1"), body);
+    const a = await answer(
+      route,
+      route.split(" ")[1].replace(":id", "x".repeat(65)).replace(":requestId", NO_ID).replace(":seq", "1"),
+      body,
+    );
     expect(a.status, route).toBe(400);
   }
   // JSON-RPC: what is not JSON is a parse error in a JSON-RPC envelope.
-  const unparsable = await answer("POST /v1/rpc", "/v1/rpc", '{"jsonrpc":', { "content-type": "application/json" });
+  const unparsable = await answer("POST /v1/rpc", "/v1/rpc", '{"jsonrpc":', {
+    "content-type": "application/json",
+  });
   expect(unparsable.body.error.code).toBe(-32700);
   // A body over MOORING_BODY_LIMIT_BYTES (1 MiB here).
   const big = { workspace, agent: "simulated", title: "x".repeat(1_100_000) };
   expect((await answer("POST /v1/sessions", "/v1/sessions", big)).status).toBe(413);
-  expect((await answer("POST /v1/rpc", "/v1/rpc", { jsonrpc: "2.0", id: 3, method: "ping", params: big })).status).toBe(413);
+  expect(
+    (await answer("POST /v1/rpc", "/v1/rpc", { jsonrpc: "2.0", id: 3, method: "ping", params: big })).status,
+  ).toBe(413);
 });
 
 it("refusals of the whole request are what /docs/json declares: 401, 403, 503 on every route", async () => {
@@ -278,7 +360,11 @@ it("refusals of the whole request are what /docs/json declares: 401, 403, 503 on
     }
     // A foreign Host (DNS rebinding) is refused before any work, on every route.
     const host = await rawRequest(gw.url, methodOf(route), pathOf(route), { host: "evil.example:8787" });
-    insist(route, { status: host.status, body: host.body, header: (n) => (host.headers[n] as string | undefined) ?? null });
+    insist(route, {
+      status: host.status,
+      body: host.body,
+      header: (n) => (host.headers[n] as string | undefined) ?? null,
+    });
     expect(host.status, route).toBe(403);
     if (declared["503"]) {
       const a = await answer(route, pathOf(route), undefined, {}, unready.url);
@@ -288,11 +374,27 @@ it("refusals of the whole request are what /docs/json declares: 401, 403, 503 on
 });
 
 it("a turn over the gate's limits is 429 with Retry-After", async () => {
-  const session = (await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated" }, auth, tokened.url)).body;
-  const other = (await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated" }, auth, tokened.url)).body;
-  const hang = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${session.id}/turns`, { prompt: "[hang]" }, auth, tokened.url);
+  const session = (
+    await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated" }, auth, tokened.url)
+  ).body;
+  const other = (
+    await answer("POST /v1/sessions", "/v1/sessions", { workspace, agent: "simulated" }, auth, tokened.url)
+  ).body;
+  const hang = await answer(
+    "POST /v1/sessions/:id/turns",
+    `/v1/sessions/${session.id}/turns`,
+    { prompt: "[hang]" },
+    auth,
+    tokened.url,
+  );
   expect(hang.status).toBe(202);
-  const busy = await answer("POST /v1/sessions/:id/turns", `/v1/sessions/${other.id}/turns`, { prompt: "x" }, auth, tokened.url);
+  const busy = await answer(
+    "POST /v1/sessions/:id/turns",
+    `/v1/sessions/${other.id}/turns`,
+    { prompt: "x" },
+    auth,
+    tokened.url,
+  );
   expect(busy.status).toBe(429);
   expect(busy.body.error.code).toBe("GATEWAY_BUSY");
   await answer("POST /v1/tasks/:id/cancel", `/v1/tasks/${hang.body.id}/cancel`, undefined, auth, tokened.url);
@@ -313,7 +415,9 @@ it("each route was provoked at every status it declares that a test can bring ab
   expect(table).toEqual(EXPECTED);
   // Every status a route declares by number was provoked (ranges, 5XX among them, need not be).
   for (const route of routes) {
-    const numbered = Object.keys(check.operation(route)!.responses).filter((s) => /^\d+$/.test(s)).map(Number);
+    const numbered = Object.keys(check.operation(route)!.responses)
+      .filter((s) => /^\d+$/.test(s))
+      .map(Number);
     const missing = numbered.filter((s) => !provoked.get(route)?.has(s) && !NOT_PROVOKED[route]?.includes(s));
     expect(missing, route).toEqual([]);
   }

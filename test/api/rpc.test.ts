@@ -52,10 +52,9 @@ describe("methods", () => {
 
     const task = await ok("turns.submit", { sessionId: session.id, prompt: "[sleep 300] [deltas 2]" });
     expect(task).toMatchObject({ sessionId: session.id, status: "running", turnIndex: 0 });
-    const t0 = Date.now();
-    const changed = await ok("tasks.get", { taskId: task.id, waitMs: 10_000 });
+    // Answered on the change (a wait held to its end, a minute, would outlast the test).
+    const changed = await ok("tasks.get", { taskId: task.id, waitMs: 60_000 });
     expect(changed.status).toBe("completed");
-    expect(Date.now() - t0).toBeLessThan(5000);
     expect(changed.result.text).toBe("chunk 1 chunk 2 ");
     expect((await ok("tasks.get", { taskId: task.id })).id).toBe(task.id);
 

@@ -72,6 +72,7 @@ class SseStream {
     while (!match()) {
       if (this.ended) throw new Error(`stream ended before the condition held:\n${this.raw.slice(-500)}`);
       if (Date.now() > deadline) throw new Error(`condition not met in ${timeoutMs} ms`);
+      // Woken by the next data, or after 200 ms to look at the deadline again.
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, 200);
         this.waiters.push(() => {

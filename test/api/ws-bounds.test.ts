@@ -1,5 +1,5 @@
 /**
- * WS /v1/ws and SSE close what they open (issue 11, findings 5 and 7): a subscription whose
+ * WS /v1/ws and SSE close what they open: a subscription whose
  * socket or stream closed before it was registered is dropped; a reader too slow to keep up reads the 4008 close frame it
  * is promised; oversized frames are logged at warn level, throttled, not one error line each.
  */
@@ -45,6 +45,7 @@ describe("subscriptions of closed sockets", () => {
     const abort = async () => {
       const client = await WsClient.connect(t.url);
       client.sendRaw(batch);
+      // The cut itself, timed into the batch's run: not a wait for anything.
       await new Promise((resolve) => setTimeout(resolve, 1));
       await client.close(); // terminate: no closing handshake
     };
@@ -73,6 +74,7 @@ describe("SSE streams of clients that left", () => {
       const socket = connect(Number(port), hostname);
       socket.on("error", () => {});
       await new Promise<void>((resolve) => socket.write(request, () => resolve()));
+      // The cut, at 0 to 3 ms into the opening: not a wait for anything.
       if (i % 4 > 0) await new Promise((resolve) => setTimeout(resolve, i % 4));
       socket.destroy();
     };
@@ -102,8 +104,9 @@ describe("a reader too slow to keep up", () => {
     const task = await submitOk(t.url, sessionId, { prompt });
     await gaveUp;
     // The reader stays away well past the second after which the gateway used to cut the
-    // connection (the client then saw 1006): the pause is the point of the test, not a wait.
-    await new Promise((resolve) => setTimeout(resolve, 2500));
+    // connection (the client then saw 1006): 2.5 s on the gateway's clock, which times everything
+    // the gateway does by itself.
+    await t.clock.advance(2500);
     slow.socket.resume();
     const closed = await slow.closed;
     expect(closed.code).toBe(4008);

@@ -160,6 +160,7 @@ it("every snapshot carries deadlineAt, queueDeadlineAt and pollAfterMs, never po
     const turns = (await call(gt.url, "GET", `/v1/sessions/${s}`)).body.turns;
     for (const t of turns) checkSnapshot(t, asked);
     seen.push(one, ...list, ...turns);
+    // A sampling loop's pacing: five looks over half a second, while the queue moves on.
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   const statuses = new Set(seen.map((t) => t.status));

@@ -1,5 +1,5 @@
 /**
- * An approval covers exactly what the approver can see (issue 23, finding 2): a permission
+ * An approval covers exactly what the approver can see: a permission
  * request's tool input is stored whole up to MOORING_PERMISSION_INPUT_MAX_BYTES, streamed as a
  * preview that says it is one, and served whole by the event's payload route; a larger input is
  * denied by the gateway without asking, with its reason on the request and in the stream. The

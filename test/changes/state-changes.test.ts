@@ -1,7 +1,7 @@
 /**
  * Each state-change builder (domain/committer.ts) driven directly against a migrated database, not
  * through HTTP: what its statements wrote (rows, events) and what it declared (its effects, and what
- * the Committer did with them: the events published, the change bus told). Issue 12.
+ * the Committer did with them: the events published, the change bus told).
  */
 import { randomUUID } from "node:crypto";
 import { pino } from "pino";

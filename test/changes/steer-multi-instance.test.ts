@@ -3,34 +3,25 @@
  * committed with a `mooring_input` notification, which the running instance hears (its poll is the
  * backstop, set to a minute here so only the notification can deliver in time).
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, startTestGateway } from "../support/gateway.js";
-import { createSession, submitOk, tempWorkspace, waitTask } from "../support/turns.js";
+import { beforeAll, expect, it } from "vitest";
+import { call, type TestGateway } from "../support/gateway.js";
+import { createSession, submitOk, waitTask } from "../support/turns.js";
+import { useGateway } from "../support/use-gateway.js";
 
-let db: TestDatabase;
-let a: Gateway;
-let b: Gateway;
-let workspace: string;
+const t = useGateway({ workspace: true, start: false });
+let a: TestGateway;
+let b: TestGateway;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  a = await startTestGateway(db.url, { MOORING_INSTANCE_ID: "steer-a", MOORING_POLL_MS: "60000" });
-  b = await startTestGateway(db.url, { MOORING_INSTANCE_ID: "steer-b", MOORING_POLL_MS: "60000" });
-  workspace = await tempWorkspace();
-});
-afterAll(async () => {
-  await a?.stop();
-  await b?.stop();
-  await db?.drop();
+  a = await t.startGateway({ MOORING_INSTANCE_ID: "steer-a", MOORING_POLL_MS: "60000" });
+  b = await t.startGateway({ MOORING_INSTANCE_ID: "steer-b", MOORING_POLL_MS: "60000" });
 });
 
 it("a steer on instance A is taken by the turn running on instance B, once", async () => {
-  const session = await createSession(b.url, workspace);
+  const session = await createSession(b.url, t.workspace);
   // Submitted on B, so B claims and runs it; the turn waits for input.
   const task = await submitOk(b.url, session, { prompt: "[input]" });
-  const [row] = await db.sql<
+  const [row] = await t.sql<
     { ownerInstance: string }[]
   >`select owner_instance from tasks where id = ${task.id}`;
   expect(row.ownerInstance).toBe("steer-b");
@@ -40,6 +31,6 @@ it("a steer on instance A is taken by the turn running on instance B, once", asy
   const done = await waitTask(a.url, task.id, undefined, 20_000);
   expect(done.status).toBe("completed");
   expect(done.result.text).toBe("steered from a ");
-  const inputs = await db.sql`select seq from events where task_id = ${task.id} and type = 'turn.input'`;
+  const inputs = await t.sql`select seq from events where task_id = ${task.id} and type = 'turn.input'`;
   expect(inputs).toHaveLength(1);
 });

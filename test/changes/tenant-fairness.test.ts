@@ -1,5 +1,5 @@
 /**
- * Fairness between tenants under a flood of refusals (issue 23, finding 3; domain/admission.ts):
+ * Fairness between tenants under a flood of refusals (domain/admission.ts):
  * tenant a, at its quota, floods submits that are refused (TENANT_BUSY for its full queue,
  * SESSION_BUSY for ifBusy=reject into its own busy session) while tenant b submits. A refusal
  * costs the refused submit only: every submit, refused or not, is answered from the one admission

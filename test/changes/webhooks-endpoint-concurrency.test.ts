@@ -5,17 +5,29 @@
  * instances, and the fast URL's deliveries all arrive while the slow ones hang.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { eventually, startTestGateway } from "../support/gateway.js";
-import { createSession, submitPrompt, tempWorkspace, waitTerminal } from "../support/turns.js";
+import { TestClock } from "../support/fake-clock.js";
+import { eventually, type TestGateway } from "../support/gateway.js";
+import { createSession, submitPrompt, waitTerminal } from "../support/turns.js";
+import { useGateway } from "../support/use-gateway.js";
 import { type Receiver, startReceiver } from "../support/webhook-receiver.js";
 
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const TURNS = 6;
-let db: TestDatabase;
-let a: Gateway;
-let b: Gateway;
+const POLL_MS = 20;
+
+/** A gateway's clock that counts its webhook polls (the poll loop is its only timer of POLL_MS). */
+class PollCountingClock extends TestClock {
+  polls = 0;
+  override setTimeout(fn: () => void, ms: number) {
+    if (ms === POLL_MS) this.polls++;
+    return super.setTimeout(fn, ms);
+  }
+}
+const clocks = { a: new PollCountingClock(), b: new PollCountingClock() };
+
+const gt = useGateway({ workspace: true, start: false });
+let a: TestGateway;
+let b: TestGateway;
 let slow: Receiver;
 let fast: Receiver;
 let release: () => void;
@@ -24,7 +36,6 @@ const released = new Promise<void>((resolve) => {
 });
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   slow = await startReceiver(SECRET);
   slow.hold = () => released;
   fast = await startReceiver(SECRET);
@@ -35,15 +46,15 @@ beforeAll(async () => {
       { url: slow.url, secret: SECRET, events: ["task.completed"] },
       { url: fast.url, secret: SECRET, events: ["task.completed"] },
     ]),
-    MOORING_WEBHOOK_POLL_MS: "20",
+    MOORING_WEBHOOK_POLL_MS: String(POLL_MS),
     // Each instance alone could send every slow delivery at once: only the per-URL bound stops it.
     MOORING_WEBHOOK_CONCURRENCY: "8",
     MOORING_WEBHOOK_ENDPOINT_CONCURRENCY: "2",
     MOORING_WEBHOOK_TIMEOUT_MS: "60000",
     MOORING_WEBHOOK_LEASE_MS: "120000",
   });
-  a = await startTestGateway(db.url, env("wh-conc-a"));
-  b = await startTestGateway(db.url, env("wh-conc-b"));
+  a = await gt.startGateway(env("wh-conc-a"), { clock: clocks.a });
+  b = await gt.startGateway(env("wh-conc-b"), { clock: clocks.b });
 });
 afterAll(async () => {
   release?.();
@@ -51,15 +62,13 @@ afterAll(async () => {
   await b?.stop();
   await slow?.close();
   await fast?.close();
-  await db?.drop();
 });
 
 it("a slow URL holds at most its endpoint concurrency over both instances; another URL does not wait", async () => {
-  const workspace = await tempWorkspace();
   const tasks = await Promise.all(
     Array.from({ length: TURNS }, async (_, i) => {
       const gw = i % 2 === 0 ? a : b;
-      const sessionId = await createSession(gw.url, workspace);
+      const sessionId = await createSession(gw.url, gt.workspace);
       return submitPrompt(gw.url, sessionId, "hello");
     }),
   );
@@ -72,10 +81,10 @@ it("a slow URL holds at most its endpoint concurrency over both instances; anoth
   expect(slow.requests).toBe(0);
   // Both instances keep polling meanwhile: still no third request to the slow URL, and the
   // database shows exactly two of its deliveries leased.
-  const before = Date.now();
-  await eventually(async () => Date.now() - before > 300);
+  const before = { a: clocks.a.polls, b: clocks.b.polls };
+  await eventually(async () => clocks.a.polls >= before.a + 10 && clocks.b.polls >= before.b + 10);
   expect(slow.maxInFlight).toBe(2);
-  const [leased] = await db.sql<{ n: number }[]>`
+  const [leased] = await gt.sql<{ n: number }[]>`
     select count(*)::int as n from webhook_deliveries
     where url = ${slow.url} and lease_until is not null and status = 'pending'`;
   expect(leased.n).toBe(2);
@@ -86,7 +95,7 @@ it("a slow URL holds at most its endpoint concurrency over both instances; anoth
   expect(slow.badSignatures + fast.badSignatures).toBe(0);
   // Recorded once answered: every row delivered, each in one attempt.
   await eventually(async () => {
-    const rows = await db.sql<{ status: string; attempts: number }[]>`
+    const rows = await gt.sql<{ status: string; attempts: number }[]>`
       select status, attempts from webhook_deliveries`;
     return rows.length === 2 * TURNS && rows.every((r) => r.status === "delivered" && r.attempts === 1);
   });

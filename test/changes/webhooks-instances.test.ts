@@ -5,20 +5,18 @@
  * a failing turn) write their webhook as well.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, eventually, startTestGateway } from "../support/gateway.js";
-import { createSession, submitPrompt, tempWorkspace, waitStatus, waitTerminal } from "../support/turns.js";
+import { call, eventually, type TestGateway } from "../support/gateway.js";
+import { createSession, submitPrompt, waitStatus, waitTerminal } from "../support/turns.js";
+import { useGateway } from "../support/use-gateway.js";
 import { type Receiver, startReceiver } from "../support/webhook-receiver.js";
 
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-let db: TestDatabase;
-let a: Gateway;
-let b: Gateway;
+const gt = useGateway({ workspace: true, start: false });
+let a: TestGateway;
+let b: TestGateway;
 let receiver: Receiver;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   receiver = await startReceiver(SECRET);
   const env = (id: string) => ({
     MOORING_INSTANCE_ID: id,
@@ -28,22 +26,21 @@ beforeAll(async () => {
     ]),
     MOORING_WEBHOOK_POLL_MS: "10",
   });
-  a = await startTestGateway(db.url, env("wh-a"));
-  b = await startTestGateway(db.url, env("wh-b"));
+  a = await gt.startGateway(env("wh-a"));
+  b = await gt.startGateway(env("wh-b"));
 });
 afterAll(async () => {
+  // Before the receiver closes: a gateway stopped after it would retry deliveries to nothing.
   await a?.stop();
   await b?.stop();
   await receiver?.close();
-  await db?.drop();
 });
 
 it("turns on two instances each produce exactly their terminal webhook, each attempted once", async () => {
-  const workspace = await tempWorkspace();
   const tasks = await Promise.all(
     Array.from({ length: 8 }, async (_, i) => {
       const gw = i % 2 === 0 ? a : b;
-      const sessionId = await createSession(gw.url, workspace);
+      const sessionId = await createSession(gw.url, gt.workspace);
       return submitPrompt(gw.url, sessionId, i % 4 === 3 ? "[fail]" : "hello");
     }),
   );
@@ -57,7 +54,7 @@ it("turns on two instances each produce exactly their terminal webhook, each att
   }
   expect(ended.some((t) => t.status === "failed")).toBe(true);
   // Both instances compete for the same rows: still one attempt per delivery.
-  const rows = await db.sql<
+  const rows = await gt.sql<
     { attempts: number; status: string }[]
   >`select attempts, status from webhook_deliveries`;
   expect(rows.every((r) => r.attempts === 1 && r.status === "delivered")).toBe(true);
@@ -65,7 +62,7 @@ it("turns on two instances each produce exactly their terminal webhook, each att
 });
 
 it("a cancelled turn's webhook is written by the cancel", async () => {
-  const sessionId = await createSession(b.url, await tempWorkspace());
+  const sessionId = await createSession(b.url, gt.workspace);
   const task = await submitPrompt(b.url, sessionId, "[sleep 30000]");
   await waitStatus(b.url, task.id, "running");
   expect((await call(a.url, "POST", `/v1/tasks/${task.id}/cancel`)).status).toBe(200);

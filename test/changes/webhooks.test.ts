@@ -4,33 +4,22 @@
  * `standardwebhooks` package and dedupe by webhook-id.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, eventually, startTestGateway } from "../support/gateway.js";
-import {
-  createSession,
-  submit,
-  submitOk,
-  submitPrompt,
-  tempWorkspace,
-  waitPermission,
-  waitTask,
-} from "../support/turns.js";
+import { call, eventually, type TestGateway } from "../support/gateway.js";
+import { createSession, submit, submitOk, submitPrompt, waitPermission, waitTask } from "../support/turns.js";
+import { useGateway } from "../support/use-gateway.js";
 import { type Receiver, startReceiver } from "../support/webhook-receiver.js";
 
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const auth = (tenant: string) => ({ authorization: `Bearer token-${tenant}` });
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
+// The gateway starts once the receivers listen (its tenants name their URLs).
+const gt = useGateway({ workspace: true, start: false });
+let gw: TestGateway;
 const receivers: Record<string, Receiver> = {};
 let flakyFailures = 0;
 const logLines: string[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  workspace = await tempWorkspace();
   receivers.a = await startReceiver(SECRET);
   receivers.b = await startReceiver(SECRET);
   // Down for its first three requests (503), then up.
@@ -42,8 +31,7 @@ beforeAll(async () => {
     webhooks: [{ url: receivers[name].url, secret: SECRET }],
     ...extra,
   });
-  gw = await startTestGateway(
-    db.url,
+  gw = await gt.startGateway(
     {
       MOORING_TENANTS: JSON.stringify({
         a: tenant("a"),
@@ -64,13 +52,13 @@ beforeAll(async () => {
   );
 });
 afterAll(async () => {
+  // Before the receivers close: a gateway stopped after them would retry deliveries to nothing.
   await gw?.stop();
   for (const r of Object.values(receivers)) await r.close();
-  await db?.drop();
 });
 
 const deliveriesOf = (tenant: string) =>
-  db.sql<
+  gt.sql<
     {
       eventType: string;
       status: string;
@@ -83,7 +71,7 @@ const deliveriesOf = (tenant: string) =>
     where tenant = ${tenant} order by seq`;
 
 it("a turn's permission request and its end arrive signed, once each, with the thin payload; never at another tenant", async () => {
-  const sessionId = await createSession(gw.url, workspace, {}, auth("a"));
+  const sessionId = await createSession(gw.url, gt.workspace, {}, auth("a"));
   const task = await submitPrompt(gw.url, sessionId, "[ask bash] secret prompt text", auth("a"));
   const request = await waitPermission(gw.url, task.id, 20_000, auth("a"));
   const answered = await call(
@@ -122,7 +110,7 @@ it("a turn's permission request and its end arrive signed, once each, with the t
 });
 
 it("a receiver down for a while, then up: every event arrives, the retries are recorded", async () => {
-  const sessionId = await createSession(gw.url, workspace, {}, auth("flaky"));
+  const sessionId = await createSession(gw.url, gt.workspace, {}, auth("flaky"));
   const task = await submitPrompt(gw.url, sessionId, "hello", auth("flaky"));
   await waitTask(gw.url, task.id, undefined, 60_000, auth("flaky"));
   await eventually(async () => receivers.flaky.unique.some((r) => r.body.type === "task.completed"));
@@ -138,7 +126,7 @@ it("a receiver down for a while, then up: every event arrives, the retries are r
 });
 
 it("a receiver answering 500 forever: the delivery ends failed after its schedule, its last answer recorded", async () => {
-  const sessionId = await createSession(gw.url, workspace, {}, auth("dead"));
+  const sessionId = await createSession(gw.url, gt.workspace, {}, auth("dead"));
   const task = await submitPrompt(gw.url, sessionId, "hello", auth("dead"));
   await waitTask(gw.url, task.id, undefined, 60_000, auth("dead"));
   const [row] = await eventually(async () => {
@@ -190,7 +178,7 @@ it("GET /v1/webhooks/deliveries shows the caller's tenant only (an admin all), p
   expect(retried.status).toBe(200);
   expect(retried.body.status).toBe("pending");
   await eventually(async () => {
-    const [row] = await db.sql<
+    const [row] = await gt.sql<
       { status: string; attempts: number }[]
     >`select status, attempts from webhook_deliveries where id = ${id}`;
     return row.status === "failed" && row.attempts > 5;
@@ -210,7 +198,7 @@ it("counts attempts by result and the backlog in the metrics", async () => {
 });
 
 it("a turn's own webhook URL inside its tenant's prefixes gets that turn's events; outside is 400 naming the field", async () => {
-  const sessionId = await createSession(gw.url, workspace, {}, auth("t"));
+  const sessionId = await createSession(gw.url, gt.workspace, {}, auth("t"));
   const task = await submitOk(
     gw.url,
     sessionId,
@@ -233,7 +221,7 @@ it("a turn's own webhook URL inside its tenant's prefixes gets that turn's event
     expect(refused.body.error).toMatchObject({ code: "INVALID_REQUEST", field: "webhook.url" });
   }
   // A tenant without prefixes may not name one at all.
-  const aSession = await createSession(gw.url, workspace, {}, auth("a"));
+  const aSession = await createSession(gw.url, gt.workspace, {}, auth("a"));
   const none = await submit(
     gw.url,
     aSession,

@@ -1,5 +1,5 @@
 /**
- * R4 on a fake clock (issue 14): a `complex` turn (60 min) whose gateway becomes unreachable for
+ * R4 on a fake clock: a `complex` turn (60 min) whose gateway becomes unreachable for
  * longer than an hour. The run never rejects before the task's deadline plus the lease and sweep
  * periods; then it rejects with TaskLostError. With `giveUpAfterMs` it rejects earlier with
  * StillRunningError carrying the task, which is still running.

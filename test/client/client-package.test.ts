@@ -1,5 +1,5 @@
 /**
- * The client package (issue 14): one error class per error code of the registry, and a browser
+ * The client package: one error class per error code of the registry, and a browser
  * bundle that pulls in nothing of the server and stays under 15 KB minified and gzipped.
  */
 import { gzipSync } from "node:zlib";
@@ -40,7 +40,10 @@ describe("browser bundle", () => {
       logLevel: "silent",
     });
     const inputs = Object.keys(result.metafile.inputs);
-    expect(inputs.every((f) => f.startsWith("src/client/")), inputs.join(", ")).toBe(true);
+    expect(
+      inputs.every((f) => f.startsWith("src/client/")),
+      inputs.join(", "),
+    ).toBe(true);
     const code = result.outputFiles[0].contents;
     const gzipped = gzipSync(code).length;
     expect(gzipped).toBeLessThan(15 * 1024);

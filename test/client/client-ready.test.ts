@@ -1,7 +1,7 @@
 /**
  * A gateway still starting (listening, its database not there yet, so every call answers 503
- * NOT_READY) is waited for up to `readyTimeoutMs`; past it the call throws NotReadyError
- * (issue 14). The database is reached through a proxy that refuses until the test lets it through.
+ * NOT_READY) is waited for up to `readyTimeoutMs`; past it the call throws NotReadyError.
+ * The database is reached through a proxy that refuses until the test lets it through.
  */
 import { rm } from "node:fs/promises";
 import { pino } from "pino";
@@ -43,16 +43,21 @@ it("waits for a gateway that is still starting, up to readyTimeoutMs", async () 
   expect(refused).toBeInstanceOf(NotReadyError);
 
   let attempts = 0;
+  let secondAttempt: () => void = () => {};
+  const retried = new Promise<void>((resolve) => {
+    secondAttempt = resolve;
+  });
   const patient = new MooringClient({
     url: gw.url,
     readyTimeoutMs: 30_000,
     fetch: (input, init) => {
-      attempts++;
+      if (++attempts === 2) secondAttempt();
       return fetch(input, init);
     },
   });
   const creating = patient.sessions.create({ workspace, agent: "simulated" });
-  while (attempts < 2) await new Promise((r) => setTimeout(r, 20));
+  // Refused once and retried: the gateway is still starting when the client comes back.
+  await retried;
   dbProxy.refuse = false;
   await gw.started;
   const session = await creating;

@@ -1,5 +1,5 @@
 /**
- * What the client SDK needs from the server (issue 14): `pingMs` in hello and a `ping` method,
+ * What the client SDK needs from the server: `pingMs` in hello and a `ping` method,
  * `idempotencyKey` on session create (REST and JSON-RPC), the events of a session as a JSON page
  * for polling clients, and the boot id on every answer.
  */

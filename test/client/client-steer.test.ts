@@ -2,32 +2,15 @@
  * The SDK's steer: `run.steer(text)` on a run handle and `client.tasks.steer(taskId, text)`, and
  * the refusals as typed errors (docs/client.md, Steering).
  */
-import { rm } from "node:fs/promises";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { MooringClient, TaskNotRunningError } from "../../src/client/index.js";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { startTestGateway } from "../support/gateway.js";
-import { tempWorkspace } from "../support/turns.js";
+import { useGateway } from "../support/use-gateway.js";
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url);
-  workspace = await tempWorkspace();
-});
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-  await rm(workspace, { recursive: true, force: true });
-});
+const t = useGateway({ workspace: true });
 
 it("run.steer and tasks.steer add input to the running turn; a finished one is TaskNotRunningError", async () => {
-  const c = new MooringClient({ url: gw.url });
-  const session = await c.sessions.create({ workspace, agent: "simulated" });
+  const c = new MooringClient({ url: t.url });
+  const session = await c.sessions.create({ workspace: t.workspace, agent: "simulated" });
   const run = await c.turns.submit(session.id, { prompt: "[input] [input]" });
   await new Promise<void>((resolve) =>
     run.on("event", (e) => {

@@ -1,5 +1,5 @@
 /**
- * The client's public types (issue 34, item 5), checked by the type checker (`npm run typecheck`
+ * The client's public types, checked by the type checker (`npm run typecheck`
  * compiles this file; vitest's expectTypeOf fails it when a type drifts) and run as a test.
  */
 import { describe, expectTypeOf, it } from "vitest";
@@ -16,7 +16,8 @@ describe("MooringEvent is discriminated by its type", () => {
         expectTypeOf(event.data.status).toEqualTypeOf<TaskStatus>();
         expectTypeOf(event.data.result).toEqualTypeOf<Task["result"]>();
       }
-      if (event.type === "session.reset") expectTypeOf(event.data.reason).toEqualTypeOf<"unsaved" | "resume_failed" | "fork" | "rollback">();
+      if (event.type === "session.reset")
+        expectTypeOf(event.data.reason).toEqualTypeOf<"unsaved" | "resume_failed" | "fork" | "rollback">();
       // @ts-expect-error: without narrowing, data is one of the shapes, not any of them.
       event.data.text;
     };

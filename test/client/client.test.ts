@@ -1,5 +1,5 @@
 /**
- * The client SDK (`mooring/client`, issue 14) against a real in-process gateway, through a TCP
+ * The client SDK (`mooring/client`) against a real in-process gateway, through a TCP
  * proxy that cuts, stalls, refuses and drops: every event exactly once and in order whatever the
  * connection does; the surface (sessions, turns, tasks, gate, errors, pages).
  */
@@ -19,8 +19,9 @@ import {
   UnauthorizedError,
 } from "../../src/client/index.js";
 import type { Gateway } from "../../src/gateway.js";
-import { FakeClock } from "../support/fake-clock.js";
-import { startTestGateway } from "../support/gateway.js";
+import { FakeClock, TestClock } from "../support/fake-clock.js";
+import { call, eventually, startTestGateway } from "../support/gateway.js";
+import { parseExposition } from "../support/prometheus.js";
 import { TcpProxy } from "../support/tcp-proxy.js";
 
 const PING_MS = 400;
@@ -176,19 +177,27 @@ function stateWhere(
   return new Promise<StateChange>((resolve) => run.on("state", (s) => match(s) && resolve(s)));
 }
 
+/**
+ * Lets a turn waiting at its `[input]` go on (the simulated agent echoes the input as text): the
+ * test decides when the turn continues, instead of a sleep long enough for what it watches.
+ */
+async function goOn(taskId: string, base = gt.url): Promise<void> {
+  expect((await call(base, "POST", `/v1/tasks/${taskId}/input`, { text: "go on" })).status).toBe(202);
+}
+
 const longTurn = (rounds: number, deltas: number, sleepMs: number) =>
   Array.from({ length: rounds }, () => `[deltas ${deltas}][sleep ${sleepMs}]`).join("");
 
 describe("recovery through a proxy", () => {
   for (const transport of ["ws", "sse"] as const) {
-    it(`${transport}: cut every 500 ms during a long streamed turn, the joined deltas equal the final message`, async () => {
+    it(`${transport}: cut every 250 ms during a long streamed turn, the joined deltas equal the final message`, async () => {
       const p = await proxy();
       const c = client(p.url, { transport });
       const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
-      const run = await c.turns.submit(session.id, { prompt: longTurn(14, 30, 250) });
+      const run = await c.turns.submit(session.id, { prompt: longTurn(8, 30, 150) });
       const states: StateChange[] = [];
       run.on("state", (st) => states.push(st));
-      const cutter = setInterval(() => p.cutAll(), 500);
+      const cutter = setInterval(() => p.cutAll(), 250);
       let items: RunItem[];
       try {
         items = await collect(run);
@@ -207,13 +216,14 @@ describe("recovery through a proxy", () => {
       const p = await proxy();
       const c = client(p.url, { transport });
       const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
-      const run = await c.turns.submit(session.id, { prompt: "[deltas 2][sleep 1500][deltas 2]" });
+      const run = await c.turns.submit(session.id, { prompt: "[deltas 2][input][deltas 2]" });
       const streaming = stateWhere(run, (st) => st.state === "streaming");
       const reconnecting = stateWhere(run, (st) => st.state === "reconnecting");
       const consumed = collect(run);
       await streaming;
       p.endStreamsCleanly();
       expect((await reconnecting).reason).toMatch(/ended|closed \(1000/);
+      await goOn(run.taskId);
       const items = await consumed;
       const task = await run.done();
       expect(task.status).toBe("completed");
@@ -224,18 +234,31 @@ describe("recovery through a proxy", () => {
   for (const transport of ["ws", "sse"] as const) {
     it(`${transport}: a proxy that stops forwarding without closing is noticed within 2 × ping + 5 s, and the stream resumes`, async () => {
       const p = await proxy();
-      const c = client(p.url, { transport });
+      // The client's clock runs in real time and the test steps it over the silence: the stall is
+      // noticed at a time of that clock, whatever the machine's load.
+      const clock = new TestClock();
+      const c = client(p.url, { transport, clock });
       const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
-      const run = await c.turns.submit(session.id, { prompt: "[deltas 2][sleep 3500][deltas 3]" });
+      // The turn waits for input meanwhile: only the client's own liveness check can end the stream.
+      const run = await c.turns.submit(session.id, { prompt: "[deltas 2][input][deltas 3]" });
       const streaming = stateWhere(run, (st) => st.state === "streaming");
+      let noticedAfter = Number.POSITIVE_INFINITY;
       const reconnecting = stateWhere(run, (st) => st.state === "reconnecting");
       const consumed = collect(run);
       await streaming;
-      const stalledAt = Date.now();
+      const stalledAt = clock.now();
+      void reconnecting.then(() => {
+        noticedAfter = clock.now() - stalledAt;
+      });
       p.stallAll();
+      await clock.advance(2 * PING_MS + 5000);
       const noticed = await reconnecting;
       expect(noticed.reason).toMatch(transport === "ws" ? /ping/ : /no data/);
-      expect(Date.now() - stalledAt).toBeLessThanOrEqual(2 * PING_MS + 5000);
+      expect(noticedAfter).toBeLessThanOrEqual(2 * PING_MS + 5000);
+      // The stalled connections go (the REST one kept alive too, which the settling read would
+      // otherwise wait on until its own timeout).
+      p.cutStalled();
+      await goOn(run.taskId);
       const items = await consumed;
       expectExactlyTheLog(items, await logOf((await run.done()).id));
     });
@@ -252,6 +275,7 @@ describe("recovery through a proxy", () => {
       const items: RunItem[] = [];
       for await (const item of run) {
         items.push(item);
+        // The slow consumer itself: far slower than the agent writes, so the buffer bound matters.
         await new Promise((r) => setTimeout(r, 50));
       }
       const task = await run.done();
@@ -268,13 +292,14 @@ describe("recovery through a proxy", () => {
     // A backoff this long would outlast the test: only an immediate reconnect finishes in time.
     const c = client(p.url, { backoffBaseMs: 60_000, backoffMaxMs: 60_000 });
     const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
-    const run = await c.turns.submit(session.id, { prompt: "[deltas 2][sleep 1500][deltas 2]" });
+    const run = await c.turns.submit(session.id, { prompt: "[deltas 2][input][deltas 2]" });
     const streaming = stateWhere(run, (st) => st.state === "streaming");
     const reconnecting = stateWhere(run, (st) => st.state === "reconnecting");
     const consumed = collect(run);
     await streaming;
     p.closeWebSockets(4008);
     expect((await reconnecting).reason).toMatch(/4008/);
+    await goOn(run.taskId);
     const items = await consumed;
     expectExactlyTheLog(items, await logOf((await run.done()).id));
   }, 20_000);
@@ -318,13 +343,15 @@ describe("recovery through a proxy", () => {
     const c = client(p.url, { streamRetryMs: 1000, longPollMs: 300 });
     const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
     p.blockStreams = true;
-    const run = await c.turns.submit(session.id, { prompt: "[deltas 2][sleep 3000][deltas 2]" });
+    // The turn waits for input until the client streams again.
+    const run = await c.turns.submit(session.id, { prompt: "[deltas 2][input][deltas 2]" });
     const polling = stateWhere(run, (st) => st.state === "polling");
     const consumed = collect(run);
     await polling;
     p.blockStreams = false;
     const back = await stateWhere(run, (st) => st.state === "streaming");
     expect(back.reason).toMatch(/WebSocket/);
+    await goOn(run.taskId);
     const items = await consumed;
     expectExactlyTheLog(items, await logOf((await run.done()).id));
   });
@@ -380,13 +407,26 @@ describe("tokens and retries", () => {
   it("a 429 on submit is retried after Retry-After with the same key while readyTimeoutMs allows", async () => {
     const busy = await gatewayOfItsOwn({ MOORING_MAX_ACTIVE: "1", MOORING_MAX_QUEUED: "0" });
     try {
-      const c = client(busy.url, { readyTimeoutMs: 20_000 });
+      // The client waits out Retry-After on its clock, which the test steps once the slot is free.
+      const clock = new TestClock();
+      const c = client(busy.url, { readyTimeoutMs: 20_000, clock });
       const one = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
       const two = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
       const blocker = await c.turns.submit(one.id, { prompt: "[hang]" });
       await eventually(async () => (await c.tasks.get(blocker.taskId)).status === "running");
       const waiting = c.turns.submit(two.id, { prompt: "[deltas 1]" });
-      setTimeout(() => void c.tasks.cancel(blocker.taskId), 500);
+      // Refused once (the gateway counts it), then the slot frees while the client waits.
+      const refusals = async () =>
+        parseExposition(await (await fetch(`${busy.url}/metrics`)).text()).value(
+          "mooring_submit_refused_total",
+          {
+            code: "GATEWAY_BUSY",
+          },
+        ) ?? 0;
+      await eventually(async () => (await refusals()) >= 1);
+      await c.tasks.cancel(blocker.taskId);
+      await eventually(async () => (await c.tasks.get(blocker.taskId)).status === "cancelled");
+      await stepUntilSettled(clock, waiting);
       const run = await waiting;
       expect((await run.done()).status).toBe("completed");
       const [{ n }] = await busy.db.sql<
@@ -423,9 +463,12 @@ describe("cursors and retention", () => {
     try {
       const c = client(short.url);
       const session = await c.sessions.create({ workspace: gt.workspace, agent: "simulated" });
-      const run = await c.turns.submit(session.id, { prompt: "[deltas 30][sleep 2500][deltas 3]" });
-      await run.done().catch(() => {});
+      // Two bursts of deltas, each flushed as its own events (a burst is written as a few events).
+      const run = await c.turns.submit(session.id, { prompt: "[deltas 30][input][deltas 3]" });
       const taskId = run.taskId;
+      await eventually(async () => (await c.tasks.get(taskId)).status === "running");
+      await goOn(taskId, short.url);
+      await run.done().catch(() => {});
       await eventually(async () => {
         const [row] = await gt.sql<
           { prunedSeq: number }[]
@@ -449,10 +492,15 @@ describe("cursors and retention", () => {
   });
 });
 
-async function eventually(fn: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await fn())) {
-    if (Date.now() > deadline) throw new Error("condition not met");
-    await new Promise((r) => setTimeout(r, 25));
+/** Steps `clock` a second at a time, each once the client waits on it, until `settled` settles. */
+async function stepUntilSettled(clock: TestClock, settled: Promise<unknown>): Promise<void> {
+  let done = false;
+  const end = () => {
+    done = true;
+  };
+  settled.then(end, end);
+  for (let i = 0; i < 30 && !done; i++) {
+    await eventually(async () => done || clock.pending().length > 0);
+    if (!done) await clock.advance(1000);
   }
 }

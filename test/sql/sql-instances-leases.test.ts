@@ -229,7 +229,7 @@ describe("interrupt-orphans", () => {
   });
 
   it("takes the session row before the task row, so a flush holding the session row is not deadlocked", async () => {
-    // The event log's flush holds the session row, then updates the task's seq range (issue 11).
+    // The event log's flush holds the session row, then updates the task's seq range (the order a lease sweep once inverted into a deadlock).
     const s = await addSession(t.sql);
     const task = await addTask(t.sql, s, { status: "running", leaseInMs: -1_000 });
     let sweep: Promise<TaskRow[]> | undefined;

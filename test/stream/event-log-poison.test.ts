@@ -1,5 +1,5 @@
 /**
- * Issue 11: a poisoned flush never stops a lane. Events written straight to the event log (the
+ * A poisoned flush never stops a lane. Events written straight to the event log (the
  * driver boundary's sanitizing is bypassed) that Postgres refuses for their content: `\u0000` in a
  * jsonb string (22P05) and a value JSON cannot encode (a BigInt: the statement cannot be built).
  * Retrying those failed forever and froze the lane. Now the flush is split to find them; the first

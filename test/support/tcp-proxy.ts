@@ -101,6 +101,14 @@ export class TcpProxy {
   }
 
   /**
+   * Destroys the stalled connections only (a middlebox that finally resets what it stopped
+   * forwarding): what the client opened since goes on.
+   */
+  cutStalled(): void {
+    for (const link of [...this.links]) if (link.stalled) this.destroy(link);
+  }
+
+  /**
    * Ends every stream cleanly: a WebSocket gets a close frame with code 1000, an SSE body gets the
    * final chunk of its chunked encoding, so the client sees a normal end, not an error.
    */

@@ -9,10 +9,10 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { AcpTestClient } from "../support/acp-client.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, eventually, startTestGateway, type TestGateway, testEnv } from "../support/gateway.js";
+import { call, eventually, type TestGateway, testEnv } from "../support/gateway.js";
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from "../support/otlp-receiver.js";
-import { createSession, submit, tempWorkspace, waitPermission, waitTask } from "../support/turns.js";
+import { createSession, submit, waitPermission, waitTask } from "../support/turns.js";
+import { useGateway } from "../support/use-gateway.js";
 import { type Receiver, startReceiver } from "../support/webhook-receiver.js";
 
 const TOKEN = "tok-SECRET-tracing-0123456789";
@@ -20,7 +20,8 @@ const auth = { authorization: `Bearer ${TOKEN}` };
 const SECRET_PROMPT = "PROMPT-SECRET-kestrel";
 const HOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-let db: TestDatabase;
+// The gateway starts once the receivers listen (its env names their URLs).
+const gt = useGateway({ workspace: true, start: false });
 let receiver: OtlpReceiver;
 let hooks: Receiver;
 let gw: TestGateway;
@@ -28,12 +29,10 @@ let workspace: string;
 const logs: Record<string, any>[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   receiver = await startOtlpReceiver();
   hooks = await startReceiver(HOOK_SECRET);
-  workspace = await tempWorkspace();
-  gw = await startTestGateway(
-    db.url,
+  workspace = gt.workspace;
+  gw = await gt.startGateway(
     {
       MOORING_API_TOKENS: TOKEN,
       MOORING_INSTANCE_ID: "trace-a",
@@ -47,10 +46,10 @@ beforeAll(async () => {
   );
 });
 afterAll(async () => {
+  // Before the receivers close: its last spans and webhooks go out as it stops.
   await gw?.stop();
   await receiver?.close();
   await hooks?.close();
-  await db?.drop();
 });
 
 const CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -249,8 +248,7 @@ it("puts no prompt, agent output or token in any exported attribute", async () =
 
 it("with tracing off, a client's traceparent is still the Task's traceId and in the turn's log lines", async () => {
   const offLogs: Record<string, any>[] = [];
-  const off = await startTestGateway(
-    db.url,
+  const off = await gt.startGateway(
     { MOORING_API_TOKENS: TOKEN, MOORING_INSTANCE_ID: "trace-off" },
     { onLog: (record) => offLogs.push(record) },
   );
@@ -272,8 +270,11 @@ it("with tracing off, a client's traceparent is still the Task's traceId and in 
     );
     expect(traced.body.traceId).toBe(offTrace);
     await waitTask(off.url, traced.body.id, undefined, 30_000, auth);
-    const line = offLogs.find((l) => l.msg === "turn settled" && l.taskId === traced.body.id);
-    expect(line?.traceId).toBe(offTrace);
+    // Logged once the settlement committed, so possibly after the task reads as completed.
+    const line = await eventually(async () =>
+      offLogs.find((l) => l.msg === "turn settled" && l.taskId === traced.body.id),
+    );
+    expect(line.traceId).toBe(offTrace);
     // Nothing of this gateway's turns was exported (the receiver counts every span it got).
     expect(
       receiver.spans.slice(exported).filter((s) => s.resource["service.instance.id"] === "trace-off"),
@@ -288,14 +289,16 @@ it("a receiver that is away costs dropped spans, said once in the log, never a t
   const url = away.url;
   await away.close(); // nothing listens there now
   const awayLogs: Record<string, any>[] = [];
-  const gwAway = await startTestGateway(
-    db.url,
+  const gwAway = await gt.startGateway(
     {
       MOORING_API_TOKENS: TOKEN,
       MOORING_INSTANCE_ID: "trace-away",
       OTEL_EXPORTER_OTLP_ENDPOINT: url,
       OTEL_BSP_SCHEDULE_DELAY: "50",
       OTEL_EXPORTER_OTLP_HEADERS: `x-api-key=${TOKEN}`,
+      // The exporter retries a refused export with backoff until this deadline (10 s by default),
+      // and says the spans were dropped only then.
+      OTEL_EXPORTER_OTLP_TIMEOUT: "1000",
     },
     { onLog: (record) => awayLogs.push(record) },
   );

@@ -1,7 +1,7 @@
 /**
  * Every relative link in README.md and docs/*.md reaches an existing file, and its `#anchor` a
  * heading of that file (GitHub's slugs), so moving a section between pages cannot leave a link
- * dangling (issue 34, item 2: the README's reference sections moved to docs/).
+ * dangling (the README's reference sections moved to docs/ once).
  */
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";

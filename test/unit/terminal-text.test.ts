@@ -1,5 +1,5 @@
 /**
- * Issue 23, finding 4, the escaping itself (src/cli/terminal-text.ts): which characters are made
+ * The escaping of what a terminal would interpret, itself (src/cli/terminal-text.ts): which characters are made
  * visible and how, that JSON stays the same value, and that table columns are measured on what the
  * terminal shows. The pseudo-terminal runs are in cli-terminal.test.ts.
  */
