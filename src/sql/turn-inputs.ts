@@ -87,6 +87,34 @@ export async function readTurnInputs(
 }
 
 /**
+ * The safety poll of one instance's running turns (notifications are hints): for each turn whose
+ * session's log grew past the seq it has read, that log's head and whether any of the new events is
+ * the turn's `turn.input`. One statement for all of them, each reading only its session's events
+ * after the turn's seq through the (session_id, seq) key: it costs the same with no input at all,
+ * where a read per turn would cost a statement each.
+ */
+export async function findTurnInputs(
+  q: Queryable,
+  turns: { sessionId: string; taskId: string; afterSeq: number }[],
+): Promise<{ taskId: string; head: number; input: boolean }[]> {
+  const rows = await q<{ taskId: string; head: number; input: boolean }[]>`
+    select f.task_id, max(e.seq) as head, bool_or(e.task_id = f.task_id and e.type = 'turn.input') as input
+    from unnest(${turns.map((t) => t.sessionId)}::uuid[], ${turns.map((t) => t.taskId)}::uuid[],
+                ${turns.map((t) => t.afterSeq)}::bigint[]) as f(session_id, task_id, after_seq)
+    join events e on e.session_id = f.session_id and e.seq > f.after_seq
+    group by f.task_id`;
+  return rows.map((r) => ({ taskId: r.taskId, head: Number(r.head), input: r.input === true }));
+}
+
+/** Whether the owner still runs its task (a settlement whose answer was lost: did it settle?). */
+export async function stillRunsTask(q: Queryable, fence: OwnerFence): Promise<boolean> {
+  const [row] = await q<{ runs: boolean }[]>`
+    select exists (select 1 from tasks where id = ${fence.taskId} and owner_boot = ${fence.bootId}
+      and attempt = ${fence.attempt} and status = 'running') as runs`;
+  return row?.runs === true;
+}
+
+/**
  * The turn takes no more input: from this commit on a steer answers TASK_NOT_RUNNING. Takes the
  * task row's lock, so it waits for a steer in flight, whose event the caller's next read then sees.
  * Fenced like every write of the owner: a stale owner (the task taken over) changes nothing.

@@ -62,7 +62,8 @@ function safeForms(item: Work): Work[] {
   return [
     item,
     { ...item, request: { ...item.request, settlement: storable(settlement) } },
-    { ...item, request: { ...item.request, settlement: failed } },
+    // A failed turn takes no follow-up: it settles whatever input came.
+    { ...item, request: { ...item.request, settlement: failed, inputAfter: undefined } },
   ];
 }
 
@@ -323,7 +324,10 @@ export class EventLane {
     let uncertain = false;
     const once = async (): Promise<WorkResult[]> => {
       if (uncertain && (await eventWriteCommitted(this.db.sql, writeId))) {
-        this.log.warn({ writeId, events: batch.length }, "event log flush had committed; its answer was lost");
+        this.log.warn(
+          { writeId, events: batch.length },
+          "event log flush had committed; its answer was lost",
+        );
         // Subscribers still get these events: the commit carried its notification, and the
         // polling backstop reads them from the log.
         return items.map((item) => (item.kind === "write" ? true : { kind: "unconfirmed" }));
@@ -345,7 +349,10 @@ export class EventLane {
         // left and retrying cannot help. At shutdown, a few attempts and then give up.
         retryable: (err, attempt) => !isPoisonedFlush(err) && !(this.closed() && attempt >= 3),
         onRetry: (err, retryInMs) =>
-          this.log.warn({ err: String(err), retryInMs, events: batch.length }, "event log flush failed; retrying"),
+          this.log.warn(
+            { err: String(err), retryInMs, events: batch.length },
+            "event log flush failed; retrying",
+          ),
       });
     } catch (err) {
       if (isPoisonedFlush(err)) throw new Poisoned(err);
@@ -381,10 +388,11 @@ export class EventLane {
         for (const item of step.items) results[item] = answer as boolean;
       } else if (step.kind === "settle") {
         const settled = answer as Awaited<ReturnType<typeof settleOwnedTaskWithEvent>>;
-        if (settled) events.push(settled.event);
-        results[step.item] = settled
-          ? { kind: "settled", row: settled.row, event: settled.event }
-          : { kind: "not-owner" };
+        if (settled === "input-pending") results[step.item] = { kind: "input-pending" };
+        else if (settled) {
+          events.push(settled.event);
+          results[step.item] = { kind: "settled", row: settled.row, event: settled.event };
+        } else results[step.item] = { kind: "not-owner" };
       }
     }
     this.fanOut(events);
@@ -432,7 +440,8 @@ export class EventLane {
     }
     const counts = new Map<string, number>();
     for (const event of events) {
-      if (event.taskId && this.traced.has(event.taskId)) counts.set(event.taskId, (counts.get(event.taskId) ?? 0) + 1);
+      if (event.taskId && this.traced.has(event.taskId))
+        counts.set(event.taskId, (counts.get(event.taskId) ?? 0) + 1);
     }
     const tracer = this.options.tracer ?? tracingOff;
     const spans = [...counts].map(([taskId, n]) =>
@@ -519,8 +528,11 @@ export function planFlush(groups: Group[], items: Work[]): FlushPlan {
       );
     }
     for (const i of session.settles) {
-      const { fence, settlement } = (items[i] as Extract<Work, { kind: "settle" }>).request;
-      add({ kind: "settle", item: i }, (q) => settleOwnedTaskWithEvent(q, fence.taskId, fence, settlement));
+      const { fence, settlement, inputAfter } = (items[i] as Extract<Work, { kind: "settle" }>).request;
+      const input = inputAfter === undefined ? null : { sessionId, after: inputAfter };
+      add({ kind: "settle", item: i }, (q) =>
+        settleOwnedTaskWithEvent(q, fence.taskId, fence, settlement, input),
+      );
     }
   }
   return plan;
