@@ -1,9 +1,11 @@
 /**
  * Steered input (docs/api.md, Steering a running turn): a `turn.input` event in the session's log
  * is the durable record of text a client added to a running turn; the instance running the turn
- * reads it from there (domain/turn-inputs.ts). `tasks.input_closed_at` is the fence between a
- * steer and the end of the turn: the steer locks the task row and needs it null, the turn sets it
- * (taking the same row lock) before its last read, so every steer that was accepted is read.
+ * reads it from there (domain/turn-inputs.ts). The fence between a steer and the end of the turn is
+ * the turn's settlement, which refuses to settle past a `turn.input` it has not read
+ * (sql/settle-task.ts), or, for a turn that closes its input before that, `tasks.input_closed_at`:
+ * the steer locks the task row and needs it null, the turn sets it (taking the same row lock) before
+ * its last read, so every steer that was accepted is read.
  */
 import type { Queryable, Tx } from "../db/client.js";
 import type { OwnerFence } from "./append-events.js";
