@@ -15,6 +15,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
+import { acp } from "./acp.js";
 import { fanout } from "./fanout.js";
 import { growth } from "./growth.js";
 import { latency } from "./latency.js";
@@ -28,7 +29,7 @@ import { startup } from "./startup.js";
 import { throughput } from "./throughput.js";
 import { wireBudget } from "./wire-budget.js";
 
-const all: Benchmark[] = [throughput, latency, fanout, recovery, wireBudget, startup, growth];
+const all: Benchmark[] = [throughput, latency, acp, fanout, recovery, wireBudget, startup, growth];
 
 function parseArgs(argv: string[]): BenchOptions & { only: string[] | null } {
   const quick = argv.includes("--quick");
