@@ -187,7 +187,7 @@ async function runMooring(_ctx: BenchContext, databaseUrl: string, s: ReturnType
 }
 
 /** A NOTIFY on one connection, received by LISTEN on another, at RATE per second. */
-async function runNotify(databaseUrl: string, seconds: number) {
+export async function runNotify(databaseUrl: string, seconds: number) {
   const listener = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   const notifier = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   const rtts: number[] = [];

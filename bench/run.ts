@@ -27,9 +27,10 @@ import type { BenchContext, Benchmark, BenchOptions, Row, Sample } from "./lib/t
 import { recovery } from "./recovery.js";
 import { startup } from "./startup.js";
 import { throughput } from "./throughput.js";
+import { webhooks } from "./webhooks.js";
 import { wireBudget } from "./wire-budget.js";
 
-const all: Benchmark[] = [throughput, latency, acp, fanout, recovery, wireBudget, startup, growth];
+const all: Benchmark[] = [throughput, latency, acp, webhooks, fanout, recovery, wireBudget, startup, growth];
 
 function parseArgs(argv: string[]): BenchOptions & { only: string[] | null } {
   const quick = argv.includes("--quick");

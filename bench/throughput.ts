@@ -94,12 +94,19 @@ export const throughput: Benchmark = {
   },
 };
 
-async function runMooring(_ctx: BenchContext, db: BenchDatabase, s: ReturnType<typeof size>) {
+/** The throughput of mooring alone on `db` (fresh: every task in it counts); `env` is added to the gateway's. */
+export async function runMooring(
+  _ctx: BenchContext,
+  db: BenchDatabase,
+  s: { turns: number; sessions: number; warmup: number },
+  env: Record<string, string> = {},
+) {
   const gateway = await spawnGateway({
     env: gatewayEnv(db.url, {
       MOORING_MAX_ACTIVE: "100000",
       MOORING_MAX_QUEUED: "1000000",
       MOORING_INSTANCE_ID: "bench-throughput",
+      ...env,
     }),
     nodeFlags: process.env.BENCH_CPU_PROF
       ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
