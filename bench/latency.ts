@@ -13,7 +13,7 @@ import { percentile, sleep, wallMs } from "./lib/stats.js";
 import { type BenchContext, type Benchmark, ratio, type Row, type Sample, upTo } from "./lib/types.js";
 import { clockOf, RpcSocket } from "./lib/ws.js";
 
-const RATE = 100;
+const RATE = Number(process.env.BENCH_LATENCY_RATE ?? 100);
 /**
  * A turn's latency against a bare NOTIFY → LISTEN of the same run: a ratio, since on a shared
  * machine the absolute figures move 2–3× from day to day, and the reference moves with them.
@@ -29,7 +29,7 @@ const size = (ctx: BenchContext) => ({
 
 export const latency: Benchmark = {
   id: "latency",
-  title: "Latency at 100 turns/s",
+  title: `Latency at ${RATE} turns/s`,
   describe: (ctx) => {
     const s = size(ctx);
     return `${RATE} turns/s for ${s.seconds} s (after ${s.warmupSeconds} s of warm-up) over ${s.sessions} sessions, one WebSocket subscriber on all of them; reference: NOTIFY → LISTEN at the same rate`;
@@ -49,7 +49,7 @@ export const latency: Benchmark = {
     }
   },
   rows(m: Sample): Row[] {
-    const benchmark = "Latency at 100 turns/s";
+    const benchmark = `Latency at ${RATE} turns/s`;
     const ref = (p: "p50" | "p99") => ({
       label: `NOTIFY → LISTEN ${p}`,
       value: p === "p50" ? m.notifyP50 : m.notifyP99,

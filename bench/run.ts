@@ -8,7 +8,8 @@
  * latest-quick.{json,md} (quick runs) or partial.{json,md} (--only). Nothing here asserts speed: a
  * missed target is reported, not fatal; a benchmark that cannot run at all exits non-zero.
  * Knobs for experiments (see bench/README.md): BENCH_DATABASE_URL, BENCH_RUNS, BENCH_GATEWAY_ENV,
- * BENCH_APP_DIR, BENCH_CPU_PROF, BENCH_FANOUT_*, BENCH_GROWTH_SIZES, BENCH_GROWTH_SAMPLES, PGBENCH.
+ * BENCH_APP_DIR, BENCH_CPU_PROF, BENCH_FANOUT_*, BENCH_GROWTH_SIZES, BENCH_GROWTH_SAMPLES, BENCH_LATENCY_RATE,
+ * PGBENCH.
  */
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
