@@ -228,7 +228,8 @@ export class TurnExecution {
         return this.settle(turn, fence, log, settlement, span, inputAfter);
       };
       const readUpTo = input && failure === null && followable() ? input.readUpTo : null;
-      if (input && (await settleTurn(readUpTo))) {
+      const inputPending = await settleTurn(readUpTo);
+      if (inputPending && input) {
         // Input the feed had not heard of (its hint lost or still on its way): the agent takes it
         // before the turn settles.
         deadlineTimer = armDeadline();
