@@ -142,6 +142,9 @@ function answer(taskId: string, sessionId: string, event: TurnInputEvent, create
   };
 }
 
+/** Hints kept for turns not started here (most are other instances'), before the older half goes. */
+const EARLY_HINTS_KEPT = 1000;
+
 /**
  * The running turns' input feeds of one instance: the `input` hints go to the feed of their task,
  * and one poll for all of them stands in for a lost hint.
@@ -167,7 +170,7 @@ export class TurnInputs {
     rt.bus.on("input", (taskId) => {
       const feed = this.feeds.get(taskId);
       if (feed) feed.request();
-      else this.early.add(taskId);
+      else this.keepEarly(taskId);
     });
   }
 
@@ -189,14 +192,24 @@ export class TurnInputs {
     return feed;
   }
 
+  private keepEarly(taskId: string): void {
+    // Without running turns there is no poll to drop them: bounded here instead.
+    if (this.early.size >= EARLY_HINTS_KEPT) this.rotateEarly();
+    this.early.add(taskId);
+  }
+
+  private rotateEarly(): void {
+    this.earlier = this.early;
+    this.early = new Set();
+  }
+
   private remove(taskId: string): void {
     if (!this.feeds.delete(taskId)) return;
     if (this.feeds.size === 0) void this.poll.stop();
   }
 
   private async check(): Promise<void> {
-    this.earlier = this.early;
-    this.early = new Set();
+    this.rotateEarly();
     const feeds = [...this.feeds.values()];
     if (feeds.length === 0) return;
     const found = await findTurnInputs(
