@@ -10,10 +10,15 @@ import postgres from "postgres";
 import { gatewayEnv, spawnGateway } from "./lib/gateway.js";
 import { createSessions, HttpClient } from "./lib/http.js";
 import { percentile, sleep, wallMs } from "./lib/stats.js";
-import { type BenchContext, type Benchmark, ratio, type Row, type Sample } from "./lib/types.js";
+import { type BenchContext, type Benchmark, ratio, type Row, type Sample, upTo } from "./lib/types.js";
 import { clockOf, RpcSocket } from "./lib/ws.js";
 
-const RATE = 100;
+const RATE = Number(process.env.BENCH_LATENCY_RATE ?? 100);
+/**
+ * A turn's latency against a bare NOTIFY → LISTEN of the same run: a ratio, since on a shared
+ * machine the absolute figures move 2–3× from day to day, and the reference moves with them.
+ */
+const MAX_VS_NOTIFY = 4;
 const PROMPT = "[clock] [tool 10] [tokens 5]";
 
 const size = (ctx: BenchContext) => ({
@@ -24,7 +29,7 @@ const size = (ctx: BenchContext) => ({
 
 export const latency: Benchmark = {
   id: "latency",
-  title: "Latency at 100 turns/s",
+  title: `Latency at ${RATE} turns/s`,
   describe: (ctx) => {
     const s = size(ctx);
     return `${RATE} turns/s for ${s.seconds} s (after ${s.warmupSeconds} s of warm-up) over ${s.sessions} sessions, one WebSocket subscriber on all of them; reference: NOTIFY → LISTEN at the same rate`;
@@ -44,7 +49,7 @@ export const latency: Benchmark = {
     }
   },
   rows(m: Sample): Row[] {
-    const benchmark = "Latency at 100 turns/s";
+    const benchmark = `Latency at ${RATE} turns/s`;
     const ref = (p: "p50" | "p99") => ({
       label: `NOTIFY → LISTEN ${p}`,
       value: p === "p50" ? m.notifyP50 : m.notifyP99,
@@ -68,8 +73,7 @@ export const latency: Benchmark = {
         unit: "ms",
         reference: ref("p99"),
         ratio: ratio(m.startedP99, m.notifyP99),
-        target: "≤ 20 ms",
-        met: m.startedP99 <= 20,
+        ...upTo(ratio(m.startedP99, m.notifyP99), MAX_VS_NOTIFY, "NOTIFY → LISTEN p99"),
       },
       {
         benchmark,
@@ -88,8 +92,7 @@ export const latency: Benchmark = {
         unit: "ms",
         reference: ref("p99"),
         ratio: ratio(m.eventP99, m.notifyP99),
-        target: "≤ 30 ms",
-        met: m.eventP99 <= 30,
+        ...upTo(ratio(m.eventP99, m.notifyP99), MAX_VS_NOTIFY, "NOTIFY → LISTEN p99"),
         note: `achieved ${m.rate?.toFixed(0)} turns/s; submit → task.completed p50 ${m.completedP50?.toFixed(1)} / p99 ${m.completedP99?.toFixed(1)} ms; HTTP submit answer p99 ${m.answerP99?.toFixed(1)} ms`,
       },
     ];
@@ -184,7 +187,7 @@ async function runMooring(_ctx: BenchContext, databaseUrl: string, s: ReturnType
 }
 
 /** A NOTIFY on one connection, received by LISTEN on another, at RATE per second. */
-async function runNotify(databaseUrl: string, seconds: number) {
+export async function runNotify(databaseUrl: string, seconds: number) {
   const listener = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   const notifier = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   const rtts: number[] = [];

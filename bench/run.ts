@@ -8,13 +8,15 @@
  * latest-quick.{json,md} (quick runs) or partial.{json,md} (--only). Nothing here asserts speed: a
  * missed target is reported, not fatal; a benchmark that cannot run at all exits non-zero.
  * Knobs for experiments (see bench/README.md): BENCH_DATABASE_URL, BENCH_RUNS, BENCH_GATEWAY_ENV,
- * BENCH_APP_DIR, BENCH_CPU_PROF, BENCH_FANOUT_*, BENCH_GROWTH_SIZES, BENCH_GROWTH_SAMPLES, PGBENCH.
+ * BENCH_APP_DIR, BENCH_CPU_PROF, BENCH_FANOUT_*, BENCH_GROWTH_SIZES, BENCH_GROWTH_SAMPLES, BENCH_LATENCY_RATE,
+ * PGBENCH.
  */
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
+import { acp } from "./acp.js";
 import { fanout } from "./fanout.js";
 import { growth } from "./growth.js";
 import { latency } from "./latency.js";
@@ -26,9 +28,10 @@ import type { BenchContext, Benchmark, BenchOptions, Row, Sample } from "./lib/t
 import { recovery } from "./recovery.js";
 import { startup } from "./startup.js";
 import { throughput } from "./throughput.js";
+import { webhooks } from "./webhooks.js";
 import { wireBudget } from "./wire-budget.js";
 
-const all: Benchmark[] = [throughput, latency, fanout, recovery, wireBudget, startup, growth];
+const all: Benchmark[] = [throughput, latency, acp, webhooks, fanout, recovery, wireBudget, startup, growth];
 
 function parseArgs(argv: string[]): BenchOptions & { only: string[] | null } {
   const quick = argv.includes("--quick");

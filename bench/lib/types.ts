@@ -51,3 +51,21 @@ export function ratio(value: number, reference: number): number | null {
   if (!Number.isFinite(value) || !Number.isFinite(reference) || reference === 0) return null;
   return value / reference;
 }
+
+/** A ratio target, "≤ N× reference", and whether `r` meets it (null: no ratio to judge). */
+export function upTo(
+  r: number | null,
+  max: number,
+  reference: string,
+): { target: string; met: boolean | null } {
+  return { target: `≤ ${max}× ${reference}`, met: r === null ? null : r <= max };
+}
+
+/** A ratio target, "≥ N× reference", and whether `r` meets it (null: no ratio to judge). */
+export function atLeast(
+  r: number | null,
+  min: number,
+  reference: string,
+): { target: string; met: boolean | null } {
+  return { target: `≥ ${min}× ${reference}`, met: r === null ? null : r >= min };
+}

@@ -8,28 +8,35 @@
  * it. Its commit notifies `mooring_sessions` like every event, and `mooring_input` with the task
  * id, which is how the instance running the turn hears of it.
  *
- * Delivering (`TurnInputFeed`, on the instance running the turn): on every `input` hint for its
- * task (its own instance's commits and other instances' notifications) and on its poll
- * (MOORING_POLL_MS: notifications are hints, the poll is the guarantee), it reads the session's
- * events after the last one it scanned, keeps the task's `turn.input` ones and hands each to the
- * driver once, in seq order.
- * When the agent's turn ends, `close` sets `tasks.input_closed_at` (from then on a steer answers
- * TASK_NOT_RUNNING) and reads once more: what the agent did not take is returned, and the turn
- * runner sends it as a follow-up prompt in the same turn (domain/turn-run.ts). So every accepted
- * steer reaches the agent once, unless the turn fails or its gateway dies first (then the event
- * stays in the log, the turn ends failed or interrupted, and nothing is delivered twice).
+ * Delivering (`TurnInputFeed`, on the instance running the turn): on an `input` hint for its task
+ * (its own instance's commits and other instances' notifications), it reads the session's events
+ * after the last one it scanned, keeps the task's `turn.input` ones and hands each to the driver
+ * once, in seq order. A turn nobody steers reads nothing: most turns are never steered, and a read
+ * per turn was a round trip on every turn's path. Notifications are hints, so the instance's
+ * `TurnInputs` also polls (MOORING_POLL_MS), in one statement for all its running turns, and reads
+ * for those that have input; a hint that came before the turn's feed existed is kept for it.
+ *
+ * Closing: when the agent's turn ends, the turn settles with the seq it has read up to, and the
+ * settlement is not written when a `turn.input` of the task came after it (sql/settle-task.ts):
+ * that statement, under the session row lock a steer takes first, is the close of a turn nobody
+ * steered. When the feed holds input the agent did not take, or the settlement found some, `close`
+ * sets `tasks.input_closed_at` (from then on a steer answers TASK_NOT_RUNNING) and reads once more;
+ * the turn runner sends what the agent did not take as a follow-up prompt in the same turn
+ * (domain/turn-run.ts), then settles. So every accepted steer reaches the agent once, unless the
+ * turn fails or its gateway dies first (then the event stays in the log, the turn ends failed or
+ * interrupted, and nothing is delivered twice).
  */
 import type { Logger } from "pino";
 import type { TurnInput } from "../agents/driver.js";
 import { errors, invalid } from "../errors.js";
 import { TimedLoop } from "../lib/timed-loop.js";
-import { SingleFlight } from "../lib/single-flight.js";
 import { appendEvents, type OwnerFence } from "../sql/append-events.js";
 import { lockSessionRow } from "../sql/lock-session.js";
 import { readTask } from "../sql/read-tasks.js";
 import {
   closeTurnInput,
   findTurnInputByKey,
+  findTurnInputs,
   lockTaskForInput,
   readTurnInputs,
   type TurnInputEvent,
@@ -135,18 +142,99 @@ function answer(taskId: string, sessionId: string, event: TurnInputEvent, create
   };
 }
 
+/** Hints kept for turns not started here (most are other instances'), before the older half goes. */
+const EARLY_HINTS_KEPT = 1000;
+
+/**
+ * The running turns' input feeds of one instance: the `input` hints go to the feed of their task,
+ * and one poll for all of them stands in for a lost hint.
+ */
+export class TurnInputs {
+  private readonly feeds = new Map<string, TurnInputFeed>();
+  /**
+   * Hints for tasks without a feed here: a steer can commit between the claim and the feed's start
+   * (the feed then reads at once). Hints for other instances' tasks land here too; each is dropped
+   * after two polls, by which time the poll covers it.
+   */
+  private early = new Set<string>();
+  private earlier = new Set<string>();
+  private readonly poll: TimedLoop;
+
+  constructor(private readonly rt: Runtime) {
+    this.poll = new TimedLoop(
+      rt.config.pollMs,
+      () => this.check(),
+      (err) => rt.log.warn({ err: String(err) }, "polling for steered input failed; the next poll retries"),
+      rt.clock,
+    );
+    rt.bus.on("input", (taskId) => {
+      const feed = this.feeds.get(taskId);
+      if (feed) feed.request();
+      else this.keepEarly(taskId);
+    });
+  }
+
+  /** The feed of a turn that starts now (`firstSeq`: its first event; its inputs all come after). */
+  feed(
+    sessionId: string,
+    taskId: string,
+    fence: OwnerFence,
+    firstSeq: number | null,
+    log: Logger,
+  ): TurnInputFeed {
+    const feed = new TurnInputFeed(this.rt, sessionId, taskId, fence, firstSeq, log, () =>
+      this.remove(taskId),
+    );
+    this.feeds.set(taskId, feed);
+    if (this.feeds.size === 1) this.poll.start();
+    // Input accepted before the feed existed; or, for a turn taken over, during its earlier attempt.
+    if (this.early.has(taskId) || this.earlier.has(taskId) || fence.attempt > 1) feed.request();
+    return feed;
+  }
+
+  private keepEarly(taskId: string): void {
+    // Without running turns there is no poll to drop them: bounded here instead.
+    if (this.early.size >= EARLY_HINTS_KEPT) this.rotateEarly();
+    this.early.add(taskId);
+  }
+
+  private rotateEarly(): void {
+    this.earlier = this.early;
+    this.early = new Set();
+  }
+
+  private remove(taskId: string): void {
+    if (!this.feeds.delete(taskId)) return;
+    if (this.feeds.size === 0) void this.poll.stop();
+  }
+
+  private async check(): Promise<void> {
+    this.rotateEarly();
+    const feeds = [...this.feeds.values()];
+    if (feeds.length === 0) return;
+    const found = await findTurnInputs(
+      this.rt.db.sql,
+      feeds.map((f) => f.position),
+    );
+    for (const { taskId, head, input } of found) {
+      const feed = this.feeds.get(taskId);
+      if (input) feed?.request();
+      else feed?.advance(head);
+    }
+  }
+}
+
 /** One running turn's steered input, read from the log and handed to its driver once each. */
 export class TurnInputFeed implements TurnInput {
   private lastSeq = 0;
   /** Read but not handed over: the driver has not taken the input yet, or has let go. */
   private readonly pending: TurnInputEvent[] = [];
   private deliver: ((text: string) => void) | null = null;
+  private listening = true;
   private closed = false;
-  private readonly reads: SingleFlight;
-  private readonly poll: TimedLoop;
-  private readonly onInput = (taskId: string) => {
-    if (taskId === this.taskId) this.reads.request();
-  };
+  /** The read in flight, and whether a hint asked for one more after it. */
+  private reading: Promise<void> | null = null;
+  private readAgain = false;
 
   constructor(
     private readonly rt: Runtime,
@@ -157,17 +245,22 @@ export class TurnInputFeed implements TurnInput {
     /** The task's first event: its inputs all come after it. */
     firstSeq: number | null,
     private readonly log: Logger,
+    private readonly unlisten: () => void,
   ) {
     this.lastSeq = Math.max((firstSeq ?? 1) - 1, 0);
-    this.reads = new SingleFlight(
-      () => this.read(),
-      (err) => log.warn({ err: String(err) }, "reading steered input failed; the poll retries"),
-    );
-    this.poll = new TimedLoop(rt.config.pollMs, () => this.reads.request(), undefined, rt.clock);
-    rt.bus.on("input", this.onInput);
-    this.poll.start();
-    // Input accepted before the turn started (the task was claimed and running already).
-    this.reads.request();
+  }
+
+  /** Where the feed has read the session's log to, for the instance's poll. */
+  get position(): { sessionId: string; taskId: string; afterSeq: number } {
+    return { sessionId: this.sessionId, taskId: this.taskId, afterSeq: this.lastSeq };
+  }
+
+  /**
+   * The seq up to which the task's input was read: the turn's settlement checks that no input came
+   * after it. Null once `close` ran (the input is closed: nothing can come).
+   */
+  get readUpTo(): number | null {
+    return this.closed ? null : this.lastSeq;
   }
 
   take(deliver: (text: string) => void): () => void {
@@ -178,9 +271,36 @@ export class TurnInputFeed implements TurnInput {
     };
   }
 
-  private async read(): Promise<void> {
-    if (this.closed) return;
-    this.accept(await readTurnInputs(this.rt.db.sql, this.sessionId, this.taskId, this.lastSeq));
+  /** A hint: input may have come. One read in flight at a time, one more after it for later hints. */
+  request(): void {
+    if (!this.listening) return;
+    if (this.reading) {
+      this.readAgain = true;
+      return;
+    }
+    this.reading = this.readWhileAsked().finally(() => {
+      this.reading = null;
+    });
+  }
+
+  /**
+   * The instance's poll saw the log up to `head` with none of this task's input in it: the next
+   * read starts after it (a session's seqs commit in order, so none below a visible one is to come).
+   */
+  advance(head: number): void {
+    this.lastSeq = Math.max(this.lastSeq, head);
+  }
+
+  private async readWhileAsked(): Promise<void> {
+    do {
+      this.readAgain = false;
+      try {
+        this.accept(await readTurnInputs(this.rt.db.sql, this.sessionId, this.taskId, this.lastSeq));
+      } catch (err) {
+        // Not lost: the poll reads again, and the settlement finds what is still unread.
+        this.log.warn({ err: String(err) }, "reading steered input failed; the poll retries");
+      }
+    } while (this.readAgain && this.listening);
   }
 
   private accept({ inputs, head }: { inputs: TurnInputEvent[]; head: number }): void {
@@ -202,13 +322,24 @@ export class TurnInputFeed implements TurnInput {
   }
 
   /**
-   * The agent's turn is over: no more input is accepted (TASK_NOT_RUNNING from now on); returns
-   * the inputs it did not take, oldest first, for a follow-up prompt. Never throws: with the
-   * database away the turn settles without them (their events stay in the log).
+   * The agent's turn is over: stop listening, let a read in flight finish. True when the feed holds
+   * input the agent did not take (the turn closes its input now, for a follow-up prompt); false when
+   * the settlement can close it (`readUpTo`).
    */
-  async close(): Promise<TurnInputEvent[]> {
+  async finish(): Promise<boolean> {
     this.stopListening();
     this.deliver = null;
+    await this.reading;
+    return this.pending.length > 0;
+  }
+
+  /**
+   * No more input is accepted (TASK_NOT_RUNNING from now on); returns the inputs the agent did not
+   * take, oldest first, for a follow-up prompt. Never throws: with the database away the turn
+   * settles without them (their events stay in the log).
+   */
+  async close(): Promise<TurnInputEvent[]> {
+    await this.finish();
     try {
       await closeTurnInput(this.rt.db.sql, this.fence);
       this.accept(await readTurnInputs(this.rt.db.sql, this.sessionId, this.taskId, this.lastSeq));
@@ -219,9 +350,10 @@ export class TurnInputFeed implements TurnInput {
     return this.pending.splice(0);
   }
 
-  /** Stop reading (the turn ended without a follow-up: a stop, a failure). */
+  /** Stop reading (the turn ended). */
   stopListening(): void {
-    this.rt.bus.off("input", this.onInput);
-    void this.poll.stop();
+    if (!this.listening) return;
+    this.listening = false;
+    this.unlisten();
   }
 }

@@ -19,7 +19,8 @@ import type { Recovery } from "./recovery.js";
 import type { Runtime } from "./runtime.js";
 import { settleWithContinuationIn } from "./turn-end.js";
 import { TurnRecorder } from "./turn-recorder.js";
-import { TurnInputFeed } from "./turn-inputs.js";
+import { TurnInputs } from "./turn-inputs.js";
+import { stillRunsTask, type TurnInputEvent } from "../sql/turn-inputs.js";
 import type { SessionRow } from "./views.js";
 import type { ClockTimer } from "../clock.js";
 import type { CheckpointService } from "./checkpoints.js";
@@ -51,6 +52,8 @@ export class RunningTurn {
 export class TurnExecution {
   /** Set once the shutdown grace is over: settlement retries give up quickly. */
   private shuttingDown = false;
+  /** The running turns' steered input. */
+  private readonly inputs: TurnInputs;
 
   constructor(
     private readonly rt: Runtime,
@@ -62,7 +65,9 @@ export class TurnExecution {
     private readonly permissions: Permissions | null,
     /** Workspace checkpoints before and after each turn (absent: none). */
     private readonly checkpoints: CheckpointService | null = null,
-  ) {}
+  ) {
+    this.inputs = new TurnInputs(rt);
+  }
 
   /** Shutdown: the grace is over; settlements give up after a few attempts. */
   givingUp(): void {
@@ -140,9 +145,12 @@ export class TurnExecution {
           : undefined,
       );
       // deadline_at was set by the database at admission; the timer runs on the gateway's clock.
-      const now = this.rt.clock.now();
-      const deadline = (row.deadlineAt?.getTime() ?? now + row.timeoutMs) - now;
-      const deadlineTimer = this.rt.clock.setTimeout(() => turn.stop("timeout"), Math.max(deadline, 0));
+      const armDeadline = () => {
+        const now = this.rt.clock.now();
+        const deadline = (row.deadlineAt?.getTime() ?? now + row.timeoutMs) - now;
+        return this.rt.clock.setTimeout(() => turn.stop("timeout"), Math.max(deadline, 0));
+      };
+      let deadlineTimer = armDeadline();
       const state = new TurnRecorder(
         this.rt,
         session,
@@ -157,7 +165,7 @@ export class TurnExecution {
       let failure: unknown = null;
       // Steered input (domain/turn-inputs.ts), for drivers whose agent takes it mid-turn.
       const input = this.drivers[entry.driver].steer
-        ? new TurnInputFeed(this.rt, row.sessionId, row.id, fence, row.firstSeq, log)
+        ? this.inputs.feed(row.sessionId, row.id, fence, row.firstSeq, log)
         : null;
       const run = (prompt: string) =>
         this.runWithEscalation(turn, () =>
@@ -169,18 +177,21 @@ export class TurnExecution {
             ...(input ? { input } : {}),
           }),
         );
+      // A turn its agent ended by itself can take late input as a follow-up prompt.
+      const followable = () =>
+        outcome !== null && outcome.stopReason !== "cancelled" && !turn.cause && conversation.alive;
+      // Input that came too late for the agent's turn goes to it as a follow-up prompt, in this turn;
+      // the input is closed by then (later steers answer TASK_NOT_RUNNING), so this happens once.
+      const followUp = async (rest: TurnInputEvent[]) => {
+        if (rest.length === 0 || !followable()) return;
+        log.info({ inputs: rest.length }, "steered input after the agent's turn: sent as a follow-up prompt");
+        outcome = await run(rest.map((e) => e.text).join("\n\n"));
+      };
       try {
         outcome = await run(row.prompt);
-        // Input that came too late for the agent's turn goes to it as a follow-up prompt, in this
-        // turn; closing makes later steers answer TASK_NOT_RUNNING, so this loop ends.
-        for (let rest = (await input?.close()) ?? []; rest.length > 0; rest = []) {
-          if (!outcome || outcome.stopReason === "cancelled" || turn.cause || !conversation.alive) break;
-          log.info(
-            { inputs: rest.length },
-            "steered input after the agent's turn: sent as a follow-up prompt",
-          );
-          outcome = await run(rest.map((e) => e.text).join("\n\n"));
-        }
+        // Input the feed holds, or a turn whose checkpoint comes before its settlement: the input
+        // is closed here. Otherwise the settlement closes it (sql/settle-task.ts).
+        if (input && ((await input.finish()) || checkpointed)) await followUp(await input.close());
       } catch (err) {
         failure = err;
       } finally {
@@ -189,32 +200,44 @@ export class TurnExecution {
         // An agent that ended without a single event: its start ends with the turn.
         trace?.agentStart?.end();
       }
-      // A request the agent left unanswered (it crashed, or withdrew it) is resolved before the
-      // settlement, so its event precedes the terminal one.
-      await this.permissions?.endTurn(row.id);
-      // The workspace as the agent left it (stopped, failed or done), with the turn's turn.diff event.
-      if (checkpointed && this.checkpoints && turn.cause !== "lost") {
-        await this.checkpoints.afterTurn(session, row, fence, log);
+      const settleTurn = async (inputAfter: number | null): Promise<boolean> => {
+        // A request the agent left unanswered (it crashed, or withdrew it) is resolved before the
+        // settlement, so its event precedes the terminal one.
+        await this.permissions?.endTurn(row.id);
+        // The workspace as the agent left it (stopped, failed or done), with the turn's turn.diff event.
+        if (checkpointed && this.checkpoints && turn.cause !== "lost") {
+          await this.checkpoints.afterTurn(session!, row, fence, log);
+        }
+        // The turn's session writes need no waiting for: its lane commits them before (or with)
+        // the settlement queued after them, while the fence that guards them still holds.
+        tokens = state.contextTokens;
+        healthy = failure === null && outcome !== null && conversation.alive;
+        if (outcome === null && failure === null) {
+          // The agent ignored the stop request and was killed.
+          this.pool.close(row.sessionId, "kill");
+        }
+        if (failure && !(failure instanceof AgentFailure)) {
+          log.error({ err: String(failure) }, "agent crashed during the turn");
+        }
+        // The outcome and failure come from the agent: storable like its events (agents/storable-text.ts).
+        const settlement = storable(settlementFor(turn.cause, outcome, failure, state, session!));
+        return this.settle(turn, fence, log, settlement, span, inputAfter);
+      };
+      const readUpTo = input && failure === null && followable() ? input.readUpTo : null;
+      const inputPending = await settleTurn(readUpTo);
+      if (inputPending && input) {
+        // Input the feed had not heard of (its hint lost or still on its way): the agent takes it
+        // before the turn settles.
+        deadlineTimer = armDeadline();
+        try {
+          await followUp(await input.close());
+        } catch (err) {
+          failure = err;
+        } finally {
+          this.rt.clock.clearTimeout(deadlineTimer);
+        }
+        await settleTurn(null);
       }
-      // The turn's session writes need no waiting for: its lane commits them before (or with)
-      // the settlement queued after them, while the fence that guards them still holds.
-      tokens = state.contextTokens;
-      healthy = failure === null && outcome !== null && conversation.alive;
-      if (outcome === null && failure === null) {
-        // The agent ignored the stop request and was killed.
-        this.pool.close(row.sessionId, "kill");
-      }
-      if (failure && !(failure instanceof AgentFailure)) {
-        log.error({ err: String(failure) }, "agent crashed during the turn");
-      }
-      // The outcome and failure come from the agent: storable like its events (agents/storable-text.ts).
-      await this.settle(
-        turn,
-        fence,
-        log,
-        storable(settlementFor(turn.cause, outcome, failure, state, session)),
-        span,
-      );
     } catch (err) {
       log.error({ err: String(err) }, "turn could not run");
       await this.settle(
@@ -283,10 +306,12 @@ export class TurnExecution {
     log: Logger,
     settlement: Settlement,
     parent: Span,
-  ): Promise<void> {
+    /** The seq the turn's steered input was read up to (domain/turn-inputs.ts); null: no check. */
+    inputAfter: number | null = null,
+  ): Promise<boolean> {
     if (turn.cause === "lost") {
       parent.event("mooring.lease.lost"); // another instance owns the outcome now
-      return;
+      return false;
     }
     const { tracer } = this.rt;
     const span = tracer.on
@@ -299,7 +324,7 @@ export class TurnExecution {
     if (settlement.error && (settlement.status === "failed" || settlement.status === "interrupted"))
       parent.fail(settlement.error.code);
     try {
-      await this.settleTraced(turn, fence, log, settlement, span);
+      return await this.settleTraced(turn, fence, log, settlement, span, inputAfter);
     } finally {
       span.end();
     }
@@ -311,30 +336,45 @@ export class TurnExecution {
     log: Logger,
     settlement: Settlement,
     span: Span,
-  ): Promise<void> {
+    inputAfter: number | null,
+  ): Promise<boolean> {
     if (settlement.status === "interrupted" && this.recovery.needsGateLock) {
       await this.rt.eventLog.flush(turn.row.sessionId);
-      return this.settleWithContinuation(turn, fence, log, settlement);
+      await this.settleWithContinuation(turn, fence, log, settlement);
+      return false;
     }
-    const outcome = await this.rt.eventLog.settle({ sessionId: turn.row.sessionId, fence, settlement });
+    const outcome = await this.rt.eventLog.settle({
+      sessionId: turn.row.sessionId,
+      fence,
+      settlement,
+      ...(inputAfter !== null ? { inputAfter } : {}),
+    });
     span.set({ "mooring.settle.outcome": outcome.kind });
     switch (outcome.kind) {
       case "settled":
         log.info({ status: outcome.row.status, code: outcome.row.error?.code }, "turn settled");
         this.ran(outcome.row);
-        return;
+        return false;
+      case "input-pending":
+        log.info("steered input came after what the turn read: not settled yet");
+        return true;
       case "unconfirmed":
+        // Checked for input, the flush may have committed without the settlement.
+        if (inputAfter !== null && (await stillRunsTask(this.rt.db.sql, fence).catch(() => false))) {
+          log.info("the settlement's answer was lost and the turn still runs: steered input came");
+          return true;
+        }
         log.info({ status: settlement.status }, "turn settled (the commit's answer was lost)");
-        return;
+        return false;
       case "not-owner":
         log.warn(
           { status: settlement.status },
           "lost guard: task was settled or taken over elsewhere; nothing written",
         );
-        return;
+        return false;
       case "gave-up":
         log.error("settling failed; giving up (the lease expires and the task is settled elsewhere)");
-        return;
+        return false;
     }
   }
 

@@ -42,15 +42,43 @@ export const terminalEvent = (task: Ending): NewEvent => ({
  * never overwrites a newer state. The caller must hold the session row lock (sql/lock-session.ts)
  * taken earlier in the transaction: the event's seq is read from the session's `last_seq` as this
  * statement starts, and the lock guarantees nobody moves it before the same statement sets it.
+ *
+ * `input` (a running turn whose agent takes steered input, domain/turn-inputs.ts): the seq up to
+ * which the turn has read the session's log for its `turn.input` events. When one of the task's
+ * came after it, nothing is written and "input-pending" comes back: the turn sends it to its agent
+ * as a follow-up prompt before it settles. The session row lock makes this the turn's close: a
+ * steer takes that lock first, so it either committed before this statement (which sees its event)
+ * or waits for this commit and then finds the task settled. So a turn nobody steered closes its
+ * input without a statement of its own.
  */
 export async function settleOwnedTask(
   q: Queryable,
   owner: OwnerFence,
   settlement: Settlement,
-): Promise<{ row: TaskRow; event: StoredEvent } | null> {
+): Promise<{ row: TaskRow; event: StoredEvent } | null>;
+export async function settleOwnedTask(
+  q: Queryable,
+  owner: OwnerFence,
+  settlement: Settlement,
+  input: { sessionId: string; after: number } | null,
+): Promise<{ row: TaskRow; event: StoredEvent } | "input-pending" | null>;
+export async function settleOwnedTask(
+  q: Queryable,
+  owner: OwnerFence,
+  settlement: Settlement,
+  input: { sessionId: string; after: number } | null = null,
+): Promise<{ row: TaskRow; event: StoredEvent } | "input-pending" | null> {
   const event = terminalEvent({ id: owner.taskId, ...settlement });
-  const [row] = await withSets(q)<(TaskRow & { eventAt: Date; eventData: unknown })[]>`
+  const [row] = await withSets(q)<
+    (((TaskRow & { eventAt: Date; eventData: unknown }) | { id: null }) & { inputPending: boolean })[]
+  >`
     with ending as (select ${JSON.stringify(event.data)}::text::jsonb as data),
+    pending as (
+      select ${input?.after ?? null}::bigint is not null and exists (
+        select 1 from events e
+        where e.session_id = ${input?.sessionId ?? null}::uuid and e.seq > ${input?.after ?? null}::bigint
+          and e.task_id = ${owner.taskId} and e.type = 'turn.input') as input_pending
+    ),
     settled as (
       update tasks t set
         status = ${settlement.status},
@@ -64,6 +92,7 @@ export async function settleOwnedTask(
       from sessions s, ending
       where t.id = ${owner.taskId} and s.id = t.session_id and t.owner_boot = ${owner.bootId}
         and t.attempt = ${owner.attempt} and t.status in ${ACTIVE}
+        and not (select input_pending from pending)
       returning t.*
     ), head as (
       update sessions s set last_seq = settled.last_seq, last_activity_at = now(), updated_at = now()
@@ -74,10 +103,10 @@ export async function settleOwnedTask(
       from settled, ending
       returning task_id, at, data
     )
-    select settled.*, inserted.at as event_at, inserted.data as event_data
-    from settled join inserted on inserted.task_id = settled.id`;
-  if (!row) return null;
-  const { eventAt, eventData, ...task } = row;
+    select settled.*, inserted.at as event_at, inserted.data as event_data, pending.input_pending
+    from pending left join (settled join inserted on inserted.task_id = settled.id) on true`;
+  if (!row || row.id === null) return row?.inputPending ? "input-pending" : null;
+  const { eventAt, eventData, inputPending: _, ...task } = row;
   return {
     row: task as TaskRow,
     event: {

@@ -1,9 +1,11 @@
 /**
  * Steered input (docs/api.md, Steering a running turn): a `turn.input` event in the session's log
  * is the durable record of text a client added to a running turn; the instance running the turn
- * reads it from there (domain/turn-inputs.ts). `tasks.input_closed_at` is the fence between a
- * steer and the end of the turn: the steer locks the task row and needs it null, the turn sets it
- * (taking the same row lock) before its last read, so every steer that was accepted is read.
+ * reads it from there (domain/turn-inputs.ts). The fence between a steer and the end of the turn is
+ * the turn's settlement, which refuses to settle past a `turn.input` it has not read
+ * (sql/settle-task.ts), or, for a turn that closes its input before that, `tasks.input_closed_at`:
+ * the steer locks the task row and needs it null, the turn sets it (taking the same row lock) before
+ * its last read, so every steer that was accepted is read.
  */
 import type { Queryable, Tx } from "../db/client.js";
 import type { OwnerFence } from "./append-events.js";
@@ -84,6 +86,34 @@ export async function readTurnInputs(
     head: row?.head === null || row?.head === undefined ? afterSeq : Number(row.head),
     inputs: (row?.inputs ?? []).map((r) => ({ seq: Number(r.seq), text: r.text, at: new Date(r.at) })),
   };
+}
+
+/**
+ * The safety poll of one instance's running turns (notifications are hints): for each turn whose
+ * session's log grew past the seq it has read, that log's head and whether any of the new events is
+ * the turn's `turn.input`. One statement for all of them, each reading only its session's events
+ * after the turn's seq through the (session_id, seq) key: it costs the same with no input at all,
+ * where a read per turn would cost a statement each.
+ */
+export async function findTurnInputs(
+  q: Queryable,
+  turns: { sessionId: string; taskId: string; afterSeq: number }[],
+): Promise<{ taskId: string; head: number; input: boolean }[]> {
+  const rows = await q<{ taskId: string; head: number; input: boolean }[]>`
+    select f.task_id, max(e.seq) as head, bool_or(e.task_id = f.task_id and e.type = 'turn.input') as input
+    from unnest(${turns.map((t) => t.sessionId)}::uuid[], ${turns.map((t) => t.taskId)}::uuid[],
+                ${turns.map((t) => t.afterSeq)}::bigint[]) as f(session_id, task_id, after_seq)
+    join events e on e.session_id = f.session_id and e.seq > f.after_seq
+    group by f.task_id`;
+  return rows.map((r) => ({ taskId: r.taskId, head: Number(r.head), input: r.input === true }));
+}
+
+/** Whether the owner still runs its task (a settlement whose answer was lost: did it settle?). */
+export async function stillRunsTask(q: Queryable, fence: OwnerFence): Promise<boolean> {
+  const [row] = await q<{ runs: boolean }[]>`
+    select exists (select 1 from tasks where id = ${fence.taskId} and owner_boot = ${fence.bootId}
+      and attempt = ${fence.attempt} and status = 'running') as runs`;
+  return row?.runs === true;
 }
 
 /**

@@ -82,7 +82,8 @@ function safeForms(item: Work): Work[] {
   return [
     item,
     { ...item, request: { ...item.request, settlement: storable(settlement) } },
-    { ...item, request: { ...item.request, settlement: failed } },
+    // A failed turn takes no follow-up: it settles whatever input came.
+    { ...item, request: { ...item.request, settlement: failed, inputAfter: undefined } },
   ];
 }
 
@@ -400,9 +401,11 @@ export class EventLane {
         for (const item of step.items) results[item] = answer as boolean;
       } else if (step.kind === "settle") {
         const settled = answer as Awaited<ReturnType<typeof settleOwnedTask>>;
-        results[step.item] = settled
-          ? { kind: "settled", row: settled.row, event: settled.event }
-          : { kind: "not-owner" };
+        if (settled === "input-pending") results[step.item] = { kind: "input-pending" };
+        else
+          results[step.item] = settled
+            ? { kind: "settled", row: settled.row, event: settled.event }
+            : { kind: "not-owner" };
       }
     }
     return results;
@@ -537,8 +540,9 @@ export function planFlush(groups: Group[], items: Work[]): FlushPlan {
       );
     }
     for (const i of session.settles) {
-      const { fence, settlement } = (items[i] as Extract<Work, { kind: "settle" }>).request;
-      add({ kind: "settle", item: i }, (q) => settleOwnedTask(q, fence, settlement));
+      const { fence, settlement, inputAfter } = (items[i] as Extract<Work, { kind: "settle" }>).request;
+      const input = inputAfter === undefined ? null : { sessionId, after: inputAfter };
+      add({ kind: "settle", item: i }, (q) => settleOwnedTask(q, fence, settlement, input));
     }
   }
   return plan;
@@ -551,7 +555,7 @@ export function committedEvents(plan: FlushPlan, answers: unknown[]): StoredEven
     if (step.kind === "append") events.push(...(answers[i] as StoredEvent[]));
     else if (step.kind === "settle") {
       const settled = answers[i] as Awaited<ReturnType<typeof settleOwnedTask>>;
-      if (settled) events.push(settled.event);
+      if (settled && settled !== "input-pending") events.push(settled.event);
     }
   }
   return events;

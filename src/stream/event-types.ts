@@ -29,6 +29,11 @@ export interface SettleRequest {
   sessionId: string;
   fence: OwnerFence;
   settlement: Settlement;
+  /**
+   * A running turn whose agent takes steered input: the seq up to which it read the session's log
+   * for that input. The settlement is not written when input came after it (sql/settle-task.ts).
+   */
+  inputAfter?: number;
 }
 
 export type SettleOutcome =
@@ -36,6 +41,8 @@ export type SettleOutcome =
   | { kind: "settled"; row: TaskRow; event: StoredEvent }
   /** The writer no longer owns the task (taken over or settled elsewhere): nothing written. */
   | { kind: "not-owner" }
+  /** Steered input came after the request's `inputAfter`: nothing written, the turn takes it first. */
+  | { kind: "input-pending" }
   /** Committed, but the answer was lost (the database went away at the commit). */
   | { kind: "unconfirmed" }
   /** Given up at shutdown without a database: the lease expires and the task is settled elsewhere. */
