@@ -231,6 +231,12 @@ export interface OpenConversationOptions {
    */
   carryOver?: () => Promise<CarryOver | null>;
   /**
+   * For a fork's pending rewind: whether its source has had a turn after the fork point since the
+   * fork was made (domain/rewind.ts, forkSourceMovedOn). A driver that can only branch the source's
+   * conversation whole asks it just before doing so. Absent: not a fork, or no database (driver tests).
+   */
+  forkSourceMovedOn?: () => Promise<boolean>;
+  /**
    * The session's transcript store (claude-code: the CLI's transcript file kept in Postgres, so
    * another host can resume it; domain/transcripts.ts). Absent: none (driver tests, store off).
    */

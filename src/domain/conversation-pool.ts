@@ -38,6 +38,11 @@ export interface LaunchPolicy {
    * driver whose agent must start over; absent: no recap.
    */
   recap?: (sessionId: string, budget: number, log: Logger) => Promise<CarryOver | null>;
+  /**
+   * Whether a fork's source had a turn after the fork point (domain/rewind.ts, forkSourceMovedOn),
+   * for the fork's first turn; absent: never asked.
+   */
+  forkSourceMovedOn?: (forkedFrom: { sessionId: string; turnIndex: number }) => Promise<boolean>;
   /** A session's transcript store (domain/transcripts.ts); absent: none. */
   transcripts?: (sessionId: string) => TranscriptStore;
   /** MOORING_UPSTREAM_SILENT_MS, for chained turns (driver `mooring`). */
@@ -120,6 +125,8 @@ export class ConversationPool implements Service {
     const log = this.log.child({ sessionId: session.id, agent: session.agent });
     const recap = this.launch.recap;
     const budget = carryOverCharsOf(session.agentConfig);
+    const movedOn = this.launch.forkSourceMovedOn;
+    const forkedFrom = session.forkedFrom;
     const conversation = driver.open({
       sessionId: session.id,
       workspace: session.workspace,
@@ -142,6 +149,8 @@ export class ConversationPool implements Service {
         rewind: session.rewind ?? null,
       },
       carryOver: recap && budget > 0 ? () => recap(session.id, budget, log) : undefined,
+      forkSourceMovedOn:
+        movedOn && forkedFrom && session.rewind?.kind === "fork" ? () => movedOn(forkedFrom) : undefined,
       transcripts: this.launch.transcripts?.(session.id),
       settings: {
         contextWindow: this.contextWindow,

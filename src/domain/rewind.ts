@@ -10,13 +10,14 @@
  * turn's last assistant message where the agent can, else start fresh with the carried history.
  */
 import type { Rewind } from "../db/schema.js";
-import type { Tx } from "../db/client.js";
+import type { Queryable, Tx } from "../db/client.js";
 import { errors, invalid } from "../errors.js";
 import { appendEvents, type StoredEvent } from "../sql/append-events.js";
 import {
   copyForkHistory,
   copyTranscript,
   type ForkPoint,
+  hasTurnAfter,
   insertForkedEvent,
   insertForkSession,
   isAtSourceHead,
@@ -129,4 +130,18 @@ export async function rollbackIn(
     value: dropped,
     effects: { events, notify: { when: "inTransaction", heads: headsOf(events) } },
   };
+}
+
+/**
+ * Whether a fork's source has moved on past the fork point since the fork was made (a turn of it
+ * started, here or on another instance): checked as the fork's first turn is about to branch the
+ * source's agent conversation whole (ACP `session/fork`), which is right only while that
+ * conversation still ends at the fork point. A `Rewind.atSourceHead` decided at the fork cannot
+ * know what the source did after.
+ */
+export function forkSourceMovedOn(
+  q: Queryable,
+  forkedFrom: { sessionId: string; turnIndex: number },
+): Promise<boolean> {
+  return hasTurnAfter(q, forkedFrom.sessionId, forkedFrom.turnIndex);
 }

@@ -22,6 +22,7 @@ import { InstanceRow } from "../domain/instance-row.js";
 import { InstanceService } from "../domain/instances.js";
 import { Permissions } from "../domain/permissions.js";
 import { QueuePositionAnnouncer } from "../domain/queue-positions.js";
+import { forkSourceMovedOn } from "../domain/rewind.js";
 import { Recovery } from "../domain/recovery.js";
 import type { Identity, Runtime } from "../domain/runtime.js";
 import { SessionService } from "../domain/sessions.js";
@@ -121,6 +122,7 @@ export function composeParts(inputs: PartsInputs): Parts {
       tenantRoots: (tenant) => tenantRoots.of(tenant),
       agentEnvDeny: config.agentEnvDeny,
       recap: (sessionId, budget, recapLog) => readCarryOver(db.sql, sessionId, budget, recapLog),
+      forkSourceMovedOn: (forkedFrom) => forkSourceMovedOn(db.sql, forkedFrom),
       transcripts:
         config.transcriptMaxBytes > 0
           ? (sessionId) => sessionTranscripts(db.sql, sessionId, config.transcriptMaxBytes)

@@ -1,5 +1,5 @@
 import type { Rewind } from "../db/schema.js";
-import type { Tx } from "../db/client.js";
+import type { Queryable, Tx } from "../db/client.js";
 import type { TaskRow } from "./task-row.js";
 import { TERMINAL, withSets } from "./task-status-sets.js";
 
@@ -68,6 +68,18 @@ export async function isAtSourceHead(
       and not exists (select 1 from tasks t where t.session_id = s.id and t.turn_index > ${turnIndex}) as head
     from sessions s where s.id = ${sourceId}`;
   return row?.head === true;
+}
+
+/**
+ * Whether the source has a turn after the fork point (ended, running or queued, on any instance):
+ * then its agent conversation may hold more than the fork's history, and a fork of it whole is no
+ * longer right. Read when the fork's first turn starts, since the source may move on after the
+ * fork was made; a running turn whose state is not saved yet counts. tasks_session_idx answers it.
+ */
+export async function hasTurnAfter(q: Queryable, sourceId: string, turnIndex: number): Promise<boolean> {
+  const [row] = await q<{ moved: boolean }[]>`
+    select exists (select 1 from tasks where session_id = ${sourceId} and turn_index > ${turnIndex}) as moved`;
+  return row?.moved === true;
 }
 
 export interface ForkToInsert {

@@ -104,7 +104,8 @@ export class AcpConversation implements AgentConversation {
         const turn = this.turn;
         if (policy === "ask") {
           // Relayed with the agent's options as they are; a stop of the turn answers `cancelled`.
-          if (!turn?.sink.requestPermission || turn.signal.aborted) return { outcome: { outcome: "cancelled" } };
+          if (!turn?.sink.requestPermission || turn.signal.aborted)
+            return { outcome: { outcome: "cancelled" } };
           const call = request.toolCall;
           const answer = await turn.sink.requestPermission({
             toolCall: {
@@ -139,6 +140,7 @@ export class AcpConversation implements AgentConversation {
         signal,
         log: this.log,
         carryOver: this.options.carryOver,
+        forkSourceMovedOn: this.options.forkSourceMovedOn,
       });
       this.cursor = started.cursor;
       this.live = { proc, conn, agentSessionId: started.agentSessionId };

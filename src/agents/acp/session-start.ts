@@ -40,6 +40,8 @@ export interface StartContext {
   log: Logger;
   /** The session's recap for a fresh start (OpenConversationOptions.carryOver). */
   carryOver?: () => Promise<CarryOver | null>;
+  /** For a fork: whether its source moved past the fork point (OpenConversationOptions.forkSourceMovedOn). */
+  forkSourceMovedOn?: () => Promise<boolean>;
 }
 
 export interface StartedSession {
@@ -69,12 +71,14 @@ export async function startAgentSession(ctx: StartContext): Promise<StartedSessi
   const rewind = ctx.cursor.rewind;
   // A fork at the source's newest agent state, of an agent that can fork (docs/acp.md, Fork and
   // rollback): `session/fork` copies that conversation whole. It cannot cut one at a message, so a
-  // fork at an earlier turn, or a rollback, takes the recap below.
+  // fork at an earlier turn, a fork whose source has moved on since, or a rollback, takes the
+  // recap below.
   if (
     rewind?.kind === "fork" &&
     rewind.atSourceHead === true &&
     rewind.agentSessionId &&
-    canFork(init.agentCapabilities)
+    canFork(init.agentCapabilities) &&
+    !(await sourceMovedOn(ctx))
   ) {
     const forked = await nativeFork(ctx, ask, rewind.agentSessionId);
     if (forked) return forked;
@@ -131,6 +135,24 @@ export async function startAgentSession(ctx: StartContext): Promise<StartedSessi
 }
 
 type Ask = <T>(request: Promise<T>) => Promise<T>;
+
+/**
+ * Asked last, just before `session/fork`, so that a source turn started while this agent was
+ * starting still counts. A failed read counts as moved on: the recap is always right, a whole
+ * copy only while the source still ends at the fork point.
+ */
+async function sourceMovedOn(ctx: StartContext): Promise<boolean> {
+  if (!ctx.forkSourceMovedOn) return false;
+  const moved = await ctx.forkSourceMovedOn().catch((err: unknown) => {
+    ctx.log.warn(
+      { err: err instanceof Error ? err.message : String(err) },
+      "could not check the fork's source; starting fresh with the carried history",
+    );
+    return true;
+  });
+  if (moved) ctx.log.info("the fork's source moved past the fork point; not forking its agent session");
+  return moved;
+}
 
 /** ACP's `sessionCapabilities.fork` (unstable in the SDK's schema, so read off the raw answer). */
 function canFork(capabilities: InitializeResponse["agentCapabilities"]): boolean {

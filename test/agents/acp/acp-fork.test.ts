@@ -4,7 +4,8 @@
  * turns and turns past the fork point left out, announced by `session.reset` of reason `rollback`
  * or `fork`. A fork at the source's newest state, of an agent that advertises
  * `sessionCapabilities.fork`, is made by `session/fork` instead: no recap, no reset; when that
- * fails, the recap again.
+ * fails, or the source has had a turn since the fork point (ended or still running) by the time the
+ * fork's first turn starts, the recap again.
  */
 import { realpathSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
@@ -18,7 +19,7 @@ import type { Gateway } from "../../../src/gateway.js";
 import { isRunning, taskEvents } from "../../support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "../../support/db.js";
 import { call, repoRoot, startTestGateway } from "../../support/gateway.js";
-import { createSessionWith, runTurn } from "../../support/turns.js";
+import { cancelTask, createSessionWith, runTurn, submitPrompt, waitStatus } from "../../support/turns.js";
 
 const agentScript = join(repoRoot, "test/support/acp-agent.ts");
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
@@ -88,24 +89,32 @@ async function recapOf(url: string, sessionId: string) {
 }
 
 describe("acp fork and rollback", () => {
-  it("rolls back through carried history", async () => {
-    const url = await boot();
-    const id = (await createSessionWith(url, { workspace, agent: "acp-test" })).id;
-    await completed(url, id, "remember the heron");
-    await completed(url, id, "and the otter");
-    await completed(url, id, "and the crow");
-    expect((await call(url, "POST", `/v1/sessions/${id}/rollback`, { turns: 1 })).status).toBe(200);
-    const { turn, recap, reset } = await recapOf(url, id);
-    expect(turn.turnIndex).toBe(3);
-    expect(recap.startsWith(RECAP_HEAD)).toBe(true);
-    expect(recap).toContain("remember the heron");
-    expect(recap).toContain("and the otter");
-    expect(recap).not.toContain("crow");
-    expect(reset?.data).toMatchObject({ reason: "rollback", carriedOver: { turns: 2 } });
-    // The reset was applied once: the next turn continues the fresh session, with no new reset.
-    const after = await completed(url, id, "and then?");
-    expect((await taskEvents(db.sql, after.id)).some((e) => e.type === "session.reset")).toBe(false);
-  }, 180_000);
+  // An agent that can fork a conversation whole still cannot cut one: a rollback takes the recap.
+  it.each([
+    ["cannot fork", undefined],
+    ["advertises session/fork", "1"],
+  ] as const)(
+    "rolls back through carried history (the agent %s)",
+    async (_, fork) => {
+      const url = await boot(fork);
+      const id = (await createSessionWith(url, { workspace, agent: "acp-test" })).id;
+      await completed(url, id, "remember the heron");
+      await completed(url, id, "and the otter");
+      await completed(url, id, "and the crow");
+      expect((await call(url, "POST", `/v1/sessions/${id}/rollback`, { turns: 1 })).status).toBe(200);
+      const { turn, recap, reset } = await recapOf(url, id);
+      expect(turn.turnIndex).toBe(3);
+      expect(recap.startsWith(RECAP_HEAD)).toBe(true);
+      expect(recap).toContain("remember the heron");
+      expect(recap).toContain("and the otter");
+      expect(recap).not.toContain("crow");
+      expect(reset?.data).toMatchObject({ reason: "rollback", carriedOver: { turns: 2 } });
+      // The reset was applied once: the next turn continues the fresh session, with no new reset.
+      const after = await completed(url, id, "and then?");
+      expect((await taskEvents(db.sql, after.id)).some((e) => e.type === "session.reset")).toBe(false);
+    },
+    180_000,
+  );
 
   it("forks at an earlier turn through carried history, even where the agent could fork", async () => {
     const url = await boot("1");
@@ -121,8 +130,11 @@ describe("acp fork and rollback", () => {
     expect(reset?.data).toMatchObject({ reason: "fork", carriedOver: { turns: 1 } });
   }, 180_000);
 
-  /** A source with two turns, forked at its last one; the fork's first turn asks what the agent holds. */
-  async function forkAtLast(url: string) {
+  /**
+   * A source with two turns, forked at its last one; the fork's first turn asks what the agent
+   * holds, after `meanwhile` (given the source's id) has done what it does.
+   */
+  async function forkAtLast(url: string, meanwhile?: (source: string) => Promise<void>) {
     const source = (await createSessionWith(url, { workspace, agent: "acp-test" })).id;
     await completed(url, source, "remember the heron");
     const last = await completed(url, source, "and the otter [origin]");
@@ -130,6 +142,7 @@ describe("acp fork and rollback", () => {
     const fork = await call(url, "POST", `/v1/sessions/${source}/fork`, {});
     expect(fork.status).toBe(201);
     expect(fork.body.forkedFrom).toEqual({ sessionId: source, turnIndex: last.turnIndex });
+    await meanwhile?.(source);
     const turn = await completed(url, fork.body.id, "what do you hold? [origin] [history] [recap]");
     const events = await taskEvents(db.sql, turn.id);
     return { text: turn.result.text as string, events, sourceAgentSession, forkId: fork.body.id };
@@ -162,6 +175,38 @@ describe("acp fork and rollback", () => {
     expect(text).toContain("remember the heron");
     const reset = events.find((e) => e.type === "session.reset");
     expect(reset?.data).toMatchObject({ reason: "fork", carriedOver: { turns: 2 } });
+  }, 180_000);
+
+  // The fork was at the source's newest state when made, but the source moved on before the fork's
+  // first turn: session/fork would copy the later exchange too, so the fork takes the recap.
+  it("forks through carried history when the source ran a turn after the fork was made", async () => {
+    const url = await boot("1");
+    const { text, events } = await forkAtLast(url, async (source) => {
+      await completed(url, source, "and the crow");
+    });
+    expect(text).toContain("origin: new");
+    expect(text).toContain("history: 0 []");
+    expect(text).toContain("recap: 1 block(s)");
+    expect(text).toContain("remember the heron");
+    expect(text).not.toContain("crow");
+    const reset = events.find((e) => e.type === "session.reset");
+    expect(reset?.data).toMatchObject({ reason: "fork", carriedOver: { turns: 2 } });
+  }, 180_000);
+
+  it("forks through carried history while a later turn of the source is running", async () => {
+    const url = await boot("1");
+    let running = "";
+    const { text, events } = await forkAtLast(url, async (source) => {
+      running = (await submitPrompt(url, source, "and the crow [slow]")).id;
+      expect((await waitStatus(url, running, "running")).status).toBe("running");
+    });
+    expect(text).toContain("origin: new");
+    expect(text).toContain("history: 0 []");
+    expect(text).toContain("remember the heron");
+    expect(text).not.toContain("crow");
+    const reset = events.find((e) => e.type === "session.reset");
+    expect(reset?.data).toMatchObject({ reason: "fork", carriedOver: { turns: 2 } });
+    expect((await cancelTask(url, running)).status).toBe("cancelled");
   }, 180_000);
 
   it("falls back to the carried history when session/fork fails", async () => {
