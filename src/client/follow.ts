@@ -15,8 +15,8 @@
  * buffer bound the follower stops reading (unsubscribes, or ends the stream) and resumes from its
  * cursor once the consumer caught up, so memory stays bounded.
  *
- * The transports: streaming (WebSocket, SSE) in stream.ts, polling (REST) in poll.ts; the buffer
- * in buffer.ts.
+ * The transports, one shape (run until the terminal event, else throw): streaming (WebSocket, SSE)
+ * in stream.ts, polling (REST) in poll.ts; the buffer in buffer.ts.
  *
  * R4: a follower never reports a task failed or lost while it could still be running: only after
  * its deadline plus the lease and sweep periods, with the gateway still unreachable, does it give
@@ -34,7 +34,7 @@ import {
 import { RunBuffer } from "./buffer.js";
 import type { FetchLike, Http } from "./http.js";
 import type { WebSocketFactory } from "./socket.js";
-import { type PollHost, Poller } from "./poll.js";
+import { type PollHost, Poller, StreamAgain } from "./poll.js";
 import { Disconnect, type StreamHost, streamSse, streamWs } from "./stream.js";
 import {
   isTerminalEvent,
@@ -222,15 +222,9 @@ export class Follower implements StreamHost, PollHost {
       }
       try {
         if (mode === "poll") {
-          if (this.state !== "polling") this.setState("polling", "long-polling the task");
-          await this.poller.pollOnce();
-          this.failures = 0;
-          if (
-            preferred !== "poll" &&
-            this.settings.clock.now() - pollingSince >= this.settings.streamRetryMs
-          ) {
-            mode = preferred;
-          }
+          await this.poller.follow(
+            preferred === "poll" ? Number.POSITIVE_INFINITY : pollingSince + this.settings.streamRetryMs,
+          );
         } else if (isTerminalStatus(this.task.status)) {
           await this.poller.catchUp(); // a finished task's tail needs no stream
         } else if (mode === "ws") {
@@ -240,6 +234,10 @@ export class Follower implements StreamHost, PollHost {
         }
       } catch (err) {
         this.checkStopped();
+        if (err instanceof StreamAgain) {
+          mode = preferred;
+          continue;
+        }
         if (err instanceof ResyncRequiredError) {
           await this.resync(err.oldestSeq);
           continue;
@@ -433,6 +431,14 @@ export class Follower implements StreamHost, PollHost {
 
   streaming(reason: string): void {
     this.setState("streaming", reason);
+    this.failures = 0;
+  }
+
+  polling(reason: string): void {
+    if (this.state !== "polling") this.setState("polling", reason);
+  }
+
+  polled(): void {
     this.failures = 0;
   }
 

@@ -1,7 +1,11 @@
 /**
- * Following a task by polling the REST API: the transport a follower falls back to when streaming
- * is refused or keeps failing, and the way a finished task's tail is read. Events come as JSON pages
- * after the cursor; the task is long-polled until it changes state.
+ * Following a task by polling the REST API: the third transport beside the WebSocket and SSE
+ * streams (stream.ts), with their shape: `follow` takes events through its host's `accept` until
+ * the terminal event and ends any other way by throwing (a failed request, or `StreamAgain` once
+ * streaming is worth another try); the host's state machine decides what comes next. It is the
+ * transport a follower falls back to when streaming is refused or keeps failing, and `catchUp` is
+ * how a finished task's tail is read. Events come as JSON pages after the cursor; the task is
+ * long-polled until it changes state.
  */
 import { type Clock, sleep } from "./clock.js";
 import type { RunBuffer } from "./buffer.js";
@@ -27,11 +31,23 @@ export interface PollHost {
   task: Task | null;
   readonly reachedTerminal: boolean;
   readonly signal: AbortSignal;
+  readonly stopReason: unknown;
   readonly buffer: RunBuffer;
   accept(e: MooringEvent): "ok" | "gap" | "full";
   markTerminal(endedBy: string): void;
+  /** Now polling: the state changes (once). */
+  polling(reason: string): void;
+  /** A polling round went through: the failure count starts over. */
+  polled(): void;
   getTask(waitMs: number, timeoutMs?: number): Promise<Task>;
   get<T>(path: string, query: Record<string, string | number>): Promise<T>;
+}
+
+/** Polling ended to give streaming another try: not a failure. */
+export class StreamAgain extends Error {
+  constructor() {
+    super("time to try streaming again");
+  }
 }
 
 export class Poller {
@@ -39,6 +55,23 @@ export class Poller {
   private emptyPolls = 0;
 
   constructor(private readonly host: PollHost) {}
+
+  /**
+   * Follows by polling rounds until the terminal event; after the first round that ends at or past
+   * `streamAgainAt` (a time on the settings' clock), throws `StreamAgain` instead, also when that
+   * round reached the terminal event.
+   */
+  async follow(streamAgainAt: number): Promise<void> {
+    const host = this.host;
+    host.polling("long-polling the task");
+    for (;;) {
+      if (host.signal.aborted) throw host.stopReason;
+      await this.pollOnce();
+      host.polled();
+      if (host.settings.clock.now() >= streamAgainAt) throw new StreamAgain();
+      if (host.reachedTerminal) return;
+    }
+  }
 
   /** Reads the events after the cursor as JSON pages until the head (or the terminal event). */
   async catchUp(): Promise<void> {

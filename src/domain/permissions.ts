@@ -25,6 +25,7 @@ import {
 } from "../sql/permissions.js";
 import { INPUT_TOO_LARGE, inputBytesOf, previewToolCall, tooLargeMessage } from "./permission-input.js";
 import { type PermissionResolutionView, requestView, resolutionView } from "./permission-views.js";
+import { byOfCause, PermissionWaiter, type StopCause } from "./permission-waiter.js";
 import type { Runtime } from "./runtime.js";
 import { isUuid } from "./ids.js";
 import { type Tenant, visibleTenant } from "./tenants.js";
@@ -40,26 +41,9 @@ export function rejectOptionOf(options: PermissionRow["options"]): string | null
   return options.find((o) => o.kind.startsWith("reject"))?.optionId ?? null;
 }
 
-/** What a stop of the turn means for its pending requests. */
-export type StopCause = "cancel" | "timeout" | "shutdown" | "lost";
-const byOfCause: Record<StopCause, ResolvedBy | null> = {
-  cancel: "cancel",
-  timeout: "timeout",
-  shutdown: "restart",
-  lost: null, // another instance settles the task (and its requests, by restart)
-};
-
-interface Waiter {
-  row: Pick<PermissionRow, "id" | "options" | "taskId">;
-  done(row: PermissionRow): void;
-  /** Resolve it as `by` through the conditional update (the turn ended without an answer). */
-  withdraw(by: ResolvedBy): void;
-  /** Settles once its `permission.resolved` is queued. */
-  finished: Promise<void>;
-}
-
 export class Permissions {
-  private readonly waiters = new Map<string, Waiter>();
+  /** The requests this instance's turns wait on, by id (domain/permission-waiter.ts). */
+  private readonly waiters = new Map<string, PermissionWaiter>();
   /** Reads the waited-on requests while any turn waits (a missed notification is found). */
   private readonly poll: TimedLoop;
 
@@ -161,55 +145,23 @@ export class Permissions {
       "permission requested",
     );
 
-    let announced: () => void = () => {};
-    const queued = new Promise<void>((resolve) => {
-      announced = resolve;
-    });
-    const resolved = await new Promise<PermissionRow | null>((resolve) => {
-      let finished = false;
-      const finish = (value: PermissionRow | null) => {
-        if (finished) return;
-        finished = true;
-        this.rt.clock.clearTimeout(timer);
-        signal.removeEventListener("abort", onAbort);
-        this.waiters.delete(row.id);
+    const waiter = new PermissionWaiter(row, reject, signal, {
+      sql: this.rt.db.sql,
+      clock: this.rt.clock,
+      log,
+      timeoutMs: this.rt.config.permissionTimeoutMs,
+      recheck: (requestId) => void this.check([requestId]),
+      ended: (requestId) => {
+        this.waiters.delete(requestId);
         if (this.waiters.size === 0) this.stopPolling();
-        resolve(value);
-      };
-      // The deadline and a stop of the turn answer through the same conditional update as a client:
-      // whichever commits first wins, and a loser reads the winner.
-      const resolveAs = (by: ResolvedBy) => {
-        resolvePermission(this.rt.db.sql, row.id, { optionId: reject, by })
-          .then((won) => (won ? finish(won) : this.check([row.id])))
-          .catch((err) => {
-            log.warn(
-              { err: String(err), requestId: row.id },
-              "permission could not be resolved in the database",
-            );
-            finish({
-              ...(row as unknown as PermissionRow),
-              resolvedAt: new Date(),
-              resolvedBy: by,
-              optionId: reject,
-              message: null,
-              answers: null,
-              answeredBy: null,
-            });
-          });
-      };
-      const onAbort = () => {
-        const by = byOfCause[signal.reason as StopCause] ?? "cancel";
-        if (by === null) finish(null);
-        else resolveAs(by);
-      };
-      const timer = this.rt.clock.setTimeout(() => resolveAs("timeout"), this.rt.config.permissionTimeoutMs);
-      this.waiters.set(row.id, { row, done: finish, withdraw: resolveAs, finished: queued });
-      signal.addEventListener("abort", onAbort, { once: true });
-      this.startPolling();
+      },
     });
+    this.waiters.set(row.id, waiter);
+    this.startPolling();
+    const resolved = await waiter.answer;
 
     if (!resolved) {
-      announced();
+      waiter.announced();
       return refused("restart");
     }
     const answer: PermissionAnswer = {
@@ -241,7 +193,7 @@ export class Permissions {
       },
       "permission resolved",
     );
-    announced();
+    waiter.announced();
     return answer;
   }
 
@@ -260,7 +212,7 @@ export class Permissions {
   private async check(ids: string[]): Promise<void> {
     try {
       for (const row of await readResolvedPermissions(this.rt.db.sql, ids))
-        this.waiters.get(row.id)?.done(row);
+        this.waiters.get(row.id)?.answered(row);
     } catch (err) {
       this.rt.log.warn({ err: String(err) }, "permission check failed; the poll retries");
     }

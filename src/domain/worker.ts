@@ -253,6 +253,7 @@ export class Worker implements ClaimLimit, Service {
     const remaining = [...this.turns.values()];
     // If the database is gone, settling cannot succeed: give up after a few attempts rather than
     // hold the shutdown; the leases then expire and another instance (or the next boot) settles.
+    // Here and not in the service list: only from the grace's end on (EventLog.stopRetrying).
     this.execution.givingUp();
     this.rt.eventLog.stopRetrying();
     for (const turn of remaining) turn.stop("shutdown");

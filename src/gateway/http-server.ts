@@ -3,15 +3,19 @@
  * its place in the gateway's list, first of all, so /healthz and /readyz answer while the rest
  * starts; its place says when it stops: after running turns drained and the event log flushed
  * (subscribers get the last events), before the feeds, the LISTEN connection and the pool they read.
+ *
+ * Its open connections (the ACP connections, the WebSocket hub, the SSE streams) are services too,
+ * but its own, not the gateway list's: they are built with the app at each listen and live no
+ * longer than it, and `app.close()` waits for them (a hijacked SSE response holds it open for
+ * good), so the server's stop is whole only with theirs first. It stops them as a list of its own.
  */
 import type { Logger } from "pino";
 import type { Config } from "../config.js";
-import type { Service } from "../lib/service.js";
+import { type Service, ServiceList } from "../lib/service.js";
 import { buildHttpApp, type HttpApp } from "../transport/http/app.js";
 import type { MetricsSource } from "../transport/http/routes/metrics.js";
 import type { ReadyzView } from "../transport/http/routes/health.js";
 import type { Services } from "../transport/services.js";
-import { CLOSE_GOING_AWAY } from "../transport/ws/socket.js";
 
 export class HttpServer implements Service {
   readonly name = "http server";
@@ -56,11 +60,9 @@ export class HttpServer implements Service {
     const http = this.http;
     this.http = null;
     if (!http) return;
-    // ACP connections first: they follow turns through this gateway's own sockets, which would
-    // otherwise reconnect as those close below.
-    await http.acp.close();
-    http.sockets.closeAll(CLOSE_GOING_AWAY, "gateway shutting down");
-    http.sse.closeAll();
+    // Stopped in reverse: ACP connections first, since they follow turns through this gateway's
+    // own sockets, which would otherwise reconnect as those close.
+    await new ServiceList([http.sse, http.sockets, http.acp], this.log).stop();
     await http.app.close();
   }
 }

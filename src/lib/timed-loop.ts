@@ -6,6 +6,11 @@ import { type Clock, type ClockTimer, realClock } from "../clock.js";
  * a run already in flight schedules nothing after it, and `stop()` resolves once that run is over,
  * so nothing of the loop runs after shutdown (the sweeper once kept only its last few timers and
  * its slower loops ran on after `stop()`).
+ *
+ * Its `start`/`stop` keep the service lifecycle's rules (lib/service.ts: stop safe before start
+ * and twice, started again after a stop), but a loop is no entry of the gateway's list: it is a
+ * part of the service that owns it, whose start has steps of its own around the loop's (a
+ * registration first, a check whether it is needed, several loops at once, a bus subscription).
  */
 export class TimedLoop {
   private timer: ClockTimer | null = null;

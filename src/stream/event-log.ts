@@ -106,6 +106,14 @@ export class EventLog implements Service {
   /**
    * Shutting down: stop the wait-forever retry, so a flush (also one already retrying) gives up
    * after a few attempts when the database is gone instead of holding the shutdown.
+   *
+   * Not a step of the gateway's service list but the worker's (Worker.stop): it belongs in the
+   * middle of the worker's stop, once the grace is over and before the turns left are stopped, so
+   * that turns settling within the grace still wait out a database that is away while the
+   * interrupted ones give up. The list could only place it between whole stops, i.e. before the
+   * worker's (settlements inside the grace would give up) or after it (the interrupted turns'
+   * settlements would hold the shutdown for as long as the database is gone). `stop` sets the same
+   * flag for the event log's own final flush.
    */
   stopRetrying(): void {
     this.closed = true;

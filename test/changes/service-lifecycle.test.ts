@@ -134,8 +134,14 @@ it("starts every service in order and stops them in reverse, twice; a second sto
     expect(g.parts.listener.listens).toBeGreaterThanOrEqual(1);
 
     const url = g.http.url;
+    // The HTTP server's own services (its open connections), stopped by its stop.
+    const open = g.http.connections!;
+    const connections = [open.sse, open.sockets, open.acp];
+    expect(connections.map((s) => s.name)).toEqual(["sse streams", "websockets", "acp connections"]);
     await list.stop();
     await list.stop();
+    // A second stop of each of them, after the server closed, does nothing.
+    for (const s of connections) await s.stop();
     expect(calls.slice(names.length)).toEqual([...names].reverse().map((n) => `stop ${n}`));
     // Each service stopped a second time on its own: nothing throws.
     for (const s of [...g.ordered].reverse()) await s.stop();

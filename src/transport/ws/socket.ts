@@ -18,20 +18,22 @@ import type { Logger } from "pino";
 import type { WebSocket } from "ws";
 import type { Config } from "../../config.js";
 import { errors } from "../../errors.js";
+import type { Service } from "../../lib/service.js";
 import { callerForLog, callerOf, describeCaller } from "../http/auth.js";
 import { notReady } from "../readiness.js";
 import type { Services } from "../services.js";
 import { SocketConnection } from "./connection.js";
+import { CLOSE_GOING_AWAY } from "./socket-constants.js";
 
 export { CLOSE_GOING_AWAY, CLOSE_TOO_SLOW, WS_SUBPROTOCOL } from "./socket-constants.js";
 
-export interface SocketHub {
+/** The open sockets; `stop` closes them all (1001, going away), for the HTTP server's stop. */
+export interface SocketHub extends Service {
   readonly count: number;
   /** JSON-RPC calls received on any socket and not answered yet (closed sockets included). */
   readonly callsInFlight: number;
   /** JSON-RPC responses peers sent (to no call of the gateway's), dropped unanswered. */
   readonly strayResponses: number;
-  closeAll(code: number, reason: string): void;
 }
 
 export function registerSocketRoute(
@@ -89,12 +91,14 @@ export function registerSocketRoute(
     get strayResponses() {
       return strays.count;
     },
-    closeAll(code, reason) {
+    name: "websockets",
+    start() {},
+    async stop() {
       // A socket already closing (a 4008 waiting for a reader that may never read) is cut: a
       // shutdown does not wait out its 30 s closing handshake.
       for (const socket of sockets) {
         if (socket.readyState === socket.CLOSING) socket.terminate();
-        else socket.close(code, reason);
+        else socket.close(CLOSE_GOING_AWAY, "gateway shutting down");
       }
     },
   };

@@ -16,6 +16,7 @@ import type { Logger } from "pino";
 import { mooringAcpAgent } from "../../../acp-server/agent.js";
 import { MooringClient } from "../../../client/client.js";
 import type { Config } from "../../../config.js";
+import type { Service } from "../../../lib/service.js";
 import type { Caller } from "../../../domain/tenants.js";
 import type { Services } from "../../services.js";
 import { callerOf, rawToken } from "../auth.js";
@@ -23,11 +24,11 @@ import { callerOf, rawToken } from "../auth.js";
 const CONNECTION_HEADER = "acp-connection-id";
 
 /** Who a connection belongs to: the tenant and the token's place (never the token). */
-const ownerOf = (caller: Caller | null): string => (caller ? `${caller.tenant.name}\u0000${caller.label}` : "");
+const ownerOf = (caller: Caller | null): string =>
+  caller ? `${caller.tenant.name}\u0000${caller.label}` : "";
 
-export interface AcpRoute {
-  close(): Promise<void>;
-}
+/** The route's connections; `stop` ends them all (the SDK's server, then the SSE responses left). */
+export type AcpRoute = Service;
 
 export function registerAcpRoute(app: FastifyInstance, s: Services, config: Config, log: Logger): AcpRoute {
   const server = new AcpServer({
@@ -67,8 +68,10 @@ export function registerAcpRoute(app: FastifyInstance, s: Services, config: Conf
   app.register(async (scope) => {
     // The SDK reads the body itself (its own JSON and batch errors): hand it the text, bounded.
     scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser("*", { parseAs: "string", bodyLimit: config.bodyLimitBytes }, (_req, body, done) =>
-      done(null, body),
+    scope.addContentTypeParser(
+      "*",
+      { parseAs: "string", bodyLimit: config.bodyLimitBytes },
+      (_req, body, done) => done(null, body),
     );
 
     const http = async (req: FastifyRequest, reply: FastifyReply) => {
@@ -101,7 +104,8 @@ export function registerAcpRoute(app: FastifyInstance, s: Services, config: Conf
         slot.id = opened;
         owners.set(opened, owner);
       }
-      if (req.method === "DELETE" && response.status === 202 && typeof connectionId === "string") owners.delete(connectionId);
+      if (req.method === "DELETE" && response.status === 202 && typeof connectionId === "string")
+        owners.delete(connectionId);
       return send(reply, response, streams);
     };
 
@@ -128,7 +132,9 @@ export function registerAcpRoute(app: FastifyInstance, s: Services, config: Conf
   });
 
   return {
-    close: async () => {
+    name: "acp connections",
+    start() {},
+    stop: async () => {
       await server.close();
       for (const raw of streams) raw.destroy();
     },
@@ -136,7 +142,11 @@ export function registerAcpRoute(app: FastifyInstance, s: Services, config: Conf
 }
 
 /** A Web Response onto fastify's reply: the SSE streams as a stream, the rest as it is. */
-async function send(reply: FastifyReply, response: Response, streams: Set<FastifyReply["raw"]>): Promise<FastifyReply> {
+async function send(
+  reply: FastifyReply,
+  response: Response,
+  streams: Set<FastifyReply["raw"]>,
+): Promise<FastifyReply> {
   reply.status(response.status);
   response.headers.forEach((value, name) => {
     reply.header(name, value);

@@ -3,6 +3,7 @@ import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import type { Config } from "../../../config.js";
 import { invalid } from "../../../errors.js";
+import type { Service } from "../../../lib/service.js";
 import type { ClientEvent } from "../../../stream/session-feeds.js";
 import { routeResponses } from "../../../contract/responses.js";
 import { EventPayloadParams, EventsQuery, SessionIdParams } from "../../../contract/requests.js";
@@ -18,14 +19,19 @@ const SSE_HEADERS = {
   "x-accel-buffering": "no",
 };
 
-/** Open SSE streams, so shutdown can end them (a hijacked response would hold `app.close()` open). */
-export class SseStreams {
+/**
+ * Open SSE streams, so the HTTP server's stop can end them first (a hijacked response would hold
+ * `app.close()` open). Streams are taken from the route's registration on; `stop` ends those open.
+ */
+export class SseStreams implements Service {
+  readonly name = "sse streams";
   private readonly closers = new Set<() => void>();
   add(close: () => void): () => void {
     this.closers.add(close);
     return () => this.closers.delete(close);
   }
-  closeAll(): void {
+  start(): void {}
+  async stop(): Promise<void> {
     for (const close of [...this.closers]) close();
   }
   get count(): number {
