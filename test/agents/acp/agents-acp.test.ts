@@ -23,7 +23,14 @@ import {
   taskEvents,
 } from "../../support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "../../support/db.js";
-import { call, eventually, repoRoot, spawnGateway, startTestGateway, testEnv } from "../../support/gateway.js";
+import {
+  call,
+  eventually,
+  repoRoot,
+  spawnGateway,
+  startTestGateway,
+  testEnv,
+} from "../../support/gateway.js";
 import { createSessionWith, runTurn, submitPrompt, waitTerminal } from "../../support/turns.js";
 
 const agentScript = join(repoRoot, "test/support/acp-agent.ts");
@@ -256,7 +263,6 @@ describe("acp agents through the gateway", () => {
     try {
       const task = await submitPrompt(url, session.id, "[slow]");
       await feed.next("message.delta", task.id);
-      const cancelledAt = Date.now();
       const cancel = await call(url, "POST", `/v1/tasks/${task.id}/cancel`);
       expect(cancel.status).toBe(200);
       const done = await waitTerminal(url, task.id);
@@ -264,7 +270,9 @@ describe("acp agents through the gateway", () => {
       expect(done.status).toBe("cancelled");
       expect(done.error).toMatchObject({ code: "CANCELLED" });
       expect(done.result).toMatchObject({ stopReason: "cancelled", text: expect.stringMatching(/^tick 1 /) });
-      expect(Date.now() - cancelledAt).toBeLessThan(3000);
+      // Settled by session/cancel itself: the escalation would have terminated the agent, and the
+      // next turn finds the same process (one spawn, the same pid).
+      expect(logs.named("agent ignored session/cancel; terminating it")).toEqual([]);
       expect((await feed.next("task.cancelled", task.id)).data.status).toBe("cancelled");
       expect(logs.named("cancelling agent turn")).toHaveLength(1);
 

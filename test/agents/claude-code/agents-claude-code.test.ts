@@ -25,7 +25,14 @@ import {
 } from "../../support/agent-gateway.js";
 import { createTestDatabase, type TestDatabase } from "../../support/db.js";
 import { type FakeAnthropic, startFakeAnthropic } from "../../support/fake-anthropic.js";
-import { call, eventually, repoRoot, spawnGateway, startTestGateway, testEnv } from "../../support/gateway.js";
+import {
+  call,
+  eventually,
+  repoRoot,
+  spawnGateway,
+  startTestGateway,
+  testEnv,
+} from "../../support/gateway.js";
 import { createSessionWith, runTurn, submitPrompt, waitTerminal } from "../../support/turns.js";
 
 const claudeBin = join(repoRoot, "node_modules/.bin/claude");
@@ -326,7 +333,6 @@ describe("claude-code through the gateway", () => {
     try {
       const task = await submitPrompt(url, session.id, "tell a long story");
       await feed.next("message.delta", task.id);
-      const cancelledAt = Date.now();
       const cancel = await call(url, "POST", `/v1/tasks/${task.id}/cancel`);
       expect(cancel.status).toBe(200);
       expect(["cancelling", "cancelled"]).toContain(cancel.body.status);
@@ -334,8 +340,8 @@ describe("claude-code through the gateway", () => {
 
       expect(done.status).toBe("cancelled");
       expect(done.error).toMatchObject({ code: "CANCELLED" });
-      // Settled by the interrupt, before the SIGTERM escalation.
-      expect(Date.now() - cancelledAt).toBeLessThan(3000);
+      // Settled by the interrupt, not by the SIGTERM escalation: that would have ended the process,
+      // and the next turn below finds the same one (one spawn).
       expect((await feed.next("task.cancelled", task.id)).data.status).toBe("cancelled");
       const streamed = (await taskEvents(db.sql, task.id))
         .filter((e) => e.type === "message.delta")
