@@ -1,5 +1,5 @@
 /**
- * Issue 15: `mooring run` against a real Agent Client Protocol agent (the ACP test agent, a child
+ * `mooring run` against a real Agent Client Protocol agent (the ACP test agent, a child
  * process of the gateway), not only the simulated one: text streams to stdout, the tool shows on
  * stderr, exit 0; a second turn with --continue reaches the same agent conversation.
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 15: the `mooring` process itself: `npx mooring` works from the clone (the package's bin),
+ * The `mooring` process itself: `npx mooring` works from the clone (the package's bin),
  * it exits within 100 ms of the terminal event, and `mooring serve` starts the gateway as
  * `npm start` does.
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 15: Ctrl-C. Once cancels the task and waits for `task.cancelled` (exit 3); twice detaches
+ * Ctrl-C. Once cancels the task and waits for `task.cancelled` (exit 3); twice detaches
  * at once and prints the `mooring attach` command (exit 130). And a run on a real pseudo-terminal
  * (`script`) draws its status line in place.
  */

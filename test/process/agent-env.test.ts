@@ -1,5 +1,5 @@
 /**
- * Agents never inherit the gateway's secrets (issue 10): the environment a real gateway process
+ * Agents never inherit the gateway's secrets: the environment a real gateway process
  * gives a real ACP agent and a claude-code `command` (each records what it got), with tokens, a
  * database URL and Postgres variables in the gateway's own environment; `inheritEnv` allowlists;
  * and the rules of agents/agent-env.ts and the registry's validation on their own.
@@ -53,7 +53,10 @@ describe("agentEnvironment", () => {
 
   it("with inheritEnv passes only the names listed (never a withheld one), then the entry's env", () => {
     const env = agentEnvironment(
-      { env: { CLAUDE_CONFIG_DIR: "/mine" }, inheritEnv: ["PATH", "ANTHROPIC_API_KEY", "DEPLOY_KEY", "PGHOST"] },
+      {
+        env: { CLAUDE_CONFIG_DIR: "/mine" },
+        inheritEnv: ["PATH", "ANTHROPIC_API_KEY", "DEPLOY_KEY", "PGHOST"],
+      },
       ["DEPLOY_KEY"],
       parent,
     );
@@ -61,12 +64,14 @@ describe("agentEnvironment", () => {
   });
 
   it("the registry validates inheritEnv", () => {
-    const entry = (inheritEnv: unknown) =>
-      () => loadAgentRegistry(JSON.stringify({ a: { driver: "acp", command: "x", inheritEnv } }));
+    const entry = (inheritEnv: unknown) => () =>
+      loadAgentRegistry(JSON.stringify({ a: { driver: "acp", command: "x", inheritEnv } }));
     expect(entry(["PATH", "HOME"])().get("a")?.inheritEnv).toEqual(["PATH", "HOME"]);
     expect(entry("PATH")).toThrow(/entry "a": inheritEnv must be an array of environment variable names/);
     expect(entry(["PATH", "not a name"])).toThrow(/inheritEnv must be an array/);
-    expect(entry(["PATH", "MOORING_API_TOKENS"])).toThrow(/may not pass the gateway's own MOORING_API_TOKENS/);
+    expect(entry(["PATH", "MOORING_API_TOKENS"])).toThrow(
+      /may not pass the gateway's own MOORING_API_TOKENS/,
+    );
     expect(entry(["DATABASE_URL"])).toThrow(/DATABASE_URL/);
     expect(entry(["PGPASSWORD"])).toThrow(/PGPASSWORD/);
   });
@@ -98,7 +103,11 @@ describe("through a real gateway process", () => {
     const agents = {
       "acp-default": acp("acp-default"),
       "acp-strict": acp("acp-strict", { inheritEnv: ["PATH", "ANTHROPIC_API_KEY"] }),
-      "claude-fake": { driver: "claude-code", command: fakeClaude, env: { ENV_DUMP_FILE: envFile("claude-fake") } },
+      "claude-fake": {
+        driver: "claude-code",
+        command: fakeClaude,
+        env: { ENV_DUMP_FILE: envFile("claude-fake") },
+      },
     };
     gw = await spawnGateway({
       DATABASE_URL: db.url,
@@ -136,10 +145,13 @@ describe("through a real gateway process", () => {
   /** Nothing of the gateway's own: no token, no database URL or Postgres variable, no denied name. */
   function expectNoGatewaySecrets(env: Record<string, string>): void {
     const names = Object.keys(env);
-    expect(names.filter((n) => n.startsWith("MOORING_") || n.startsWith("PG") || n.startsWith("DEPLOY_"))).toEqual([]);
+    expect(
+      names.filter((n) => n.startsWith("MOORING_") || n.startsWith("PG") || n.startsWith("DEPLOY_")),
+    ).toEqual([]);
     expect(names).not.toContain("DATABASE_URL");
     const values = JSON.stringify(env);
-    for (const secret of [TOKEN, db.url, "pg-secret-password", "deploy-secret"]) expect(values).not.toContain(secret);
+    for (const secret of [TOKEN, db.url, "pg-secret-password", "deploy-secret"])
+      expect(values).not.toContain(secret);
   }
 
   it("an ACP agent gets what agents need and none of the gateway's secrets", async () => {
@@ -157,7 +169,10 @@ describe("through a real gateway process", () => {
   it("a claude-code command gets none of them either", async () => {
     const env = await turnOn("claude-fake");
     expectNoGatewaySecrets(env);
-    expect(env).toMatchObject({ ANTHROPIC_API_KEY: "sk-ant-for-agents", ENV_DUMP_FILE: envFile("claude-fake") });
+    expect(env).toMatchObject({
+      ANTHROPIC_API_KEY: "sk-ant-for-agents",
+      ENV_DUMP_FILE: envFile("claude-fake"),
+    });
   });
 
   it("an entry with inheritEnv gets exactly the listed names and its own env", async () => {

@@ -1,5 +1,5 @@
 /**
- * The SDK as a newcomer meets it (issue 34, item 5): the example that opens docs/client.md,
+ * The SDK as a newcomer meets it: the example that opens docs/client.md,
  * compiled under `tsc --strict` in a project of its own that installs mooring from this clone,
  * against the declarations `npm start`'s build ships (scripts/start.mjs), with no cast: the
  * events' `data` is typed by their `type`. Then run against a real gateway.

@@ -1,5 +1,5 @@
 /**
- * GET /v1/instances and instances.list (issue 16): every gateway instance of a shared database
+ * GET /v1/instances and instances.list: every gateway instance of a shared database
  * with its boot, version, heartbeat age and running tasks; a killed one's heartbeat ages and goes
  * stale, a SIGTERMed one is marked stopped; host and pid only when tokens are set.
  */
@@ -39,7 +39,9 @@ const instances = async (gw: Gateway, headers: Record<string, string> = {}) => {
 
 it("lists both instances of a two-gateway setup with their running tasks", async () => {
   const sessions = await Promise.all([1, 2, 3].map(() => createSession(a.url, workspace)));
-  const tasks = await Promise.all(sessions.map((s, i) => submitOk(i === 0 ? b.url : a.url, s, { prompt: "[hang]" })));
+  const tasks = await Promise.all(
+    sessions.map((s, i) => submitOk(i === 0 ? b.url : a.url, s, { prompt: "[hang]" })),
+  );
   for (const t of tasks) await waitTask(a.url, t.id, (x) => x.status === "running");
   const owners = await db.sql<{ ownerBoot: string; n: number }[]>`
     select owner_boot, count(*)::int as n from tasks where status = 'running' group by owner_boot`;
@@ -80,13 +82,13 @@ it("a killed instance's heartbeat ages and goes stale; a SIGTERMed one is marked
   const [killed, termed] = await Promise.all([procs.spawn(env), procs.spawn(env)]);
   await Promise.all([killed.waitReady(), termed.waitReady()]);
   const boots = new Map<number, string>();
-  for (const p of [killed, termed]) boots.set(p.child.pid!, (await call(p.url, "GET", "/readyz")).body.bootId);
+  for (const p of [killed, termed])
+    boots.set(p.child.pid!, (await call(p.url, "GET", "/readyz")).body.bootId);
   const killedBoot = boots.get(killed.child.pid!)!;
   const termedBoot = boots.get(termed.child.pid!)!;
-  expect((await instances(a)).filter((i) => [killedBoot, termedBoot].includes(i.bootId)).map((i) => i.status)).toEqual([
-    "live",
-    "live",
-  ]);
+  expect(
+    (await instances(a)).filter((i) => [killedBoot, termedBoot].includes(i.bootId)).map((i) => i.status),
+  ).toEqual(["live", "live"]);
 
   killed.kill("SIGKILL");
   termed.kill("SIGTERM");
@@ -113,7 +115,11 @@ it("a killed instance's heartbeat ages and goes stale; a SIGTERMed one is marked
 
   // A gateway with a 1 s lease and tokens set: the killed one is stale there, and a caller (who
   // must hold a valid token) sees host and pid.
-  const ops = await startTestGateway(db.url, { MOORING_API_TOKENS: "secret", MOORING_LEASE_MS: "1000", MOORING_HEARTBEAT_MS: "200" });
+  const ops = await startTestGateway(db.url, {
+    MOORING_API_TOKENS: "secret",
+    MOORING_LEASE_MS: "1000",
+    MOORING_HEARTBEAT_MS: "200",
+  });
   try {
     expect((await call(ops.url, "GET", "/v1/instances")).status).toBe(401);
     const auth = { authorization: "Bearer secret" };

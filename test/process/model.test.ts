@@ -1,5 +1,5 @@
 /**
- * Model-based test (issue 12): random sequences of commands against two real gateway processes on
+ * Model-based test: random sequences of commands against two real gateway processes on
  * one database, checked after every step against a small reference model and the database rows.
  *
  * Commands: create a session; submit a turn on the simulated agent (`[sleep N] [deltas N]`,
@@ -55,7 +55,6 @@ const MAX_COMMANDS = 16;
 const INITIAL_SESSIONS = 3;
 /** kill -9 and restart costs seconds of process start on a loaded machine: at most this many per run. */
 const KILLS_PER_RUN = 1;
-
 
 const procs = new Processes();
 let db: TestDatabase;
@@ -125,7 +124,10 @@ class CreateSession implements Cmd {
   constructor(readonly instance: number) {}
   check = () => true;
   async run(m: Model, r: Real) {
-    const res = await r.cluster.request(this.instance, "POST", "/v1/sessions", { workspace, agent: "simulated" });
+    const res = await r.cluster.request(this.instance, "POST", "/v1/sessions", {
+      workspace,
+      agent: "simulated",
+    });
     m.trace.push(`${this} → ${res.status} on ${res.instance}`);
     if (res.status !== 201) fail(m, `session not created: ${res.status} ${JSON.stringify(res.body)}`);
     m.sessions.push({ id: res.body.id, archived: false, keys: new Map() });
@@ -192,15 +194,26 @@ function judge(m: Model, { spec, session, res, knownBefore: known }: SubmitAnswe
       fail(m, `a turn for an archived session answered ${res.status} ${code}`);
   } else if (known) {
     if (res.status !== 200 || res.body.id !== known)
-      fail(m, `a repeated idempotency key answered ${res.status} ${res.body?.id ?? code}, not 200 with task ${known}`);
+      fail(
+        m,
+        `a repeated idempotency key answered ${res.status} ${res.body?.id ?? code}, not 200 with task ${known}`,
+      );
   } else if (madeTogether && res.status === 200) {
-    if (res.body.id !== madeTogether) fail(m, `a key made by a submit sent together answered 200 with ${res.body.id}, not ${madeTogether}`);
+    if (res.body.id !== madeTogether)
+      fail(m, `a key made by a submit sent together answered 200 with ${res.body.id}, not ${madeTogether}`);
   } else if (res.status === 202) {
     if (madeTogether) fail(m, `key ${spec.key} made two tasks: ${madeTogether} and ${res.body.id}`);
     if (!["queued", "running"].includes(res.body.status)) fail(m, `a new task is ${res.body.status}`);
-    if (res.body.sessionId !== session.id || res.body.prompt !== spec.prompt) fail(m, "the new task is not the one submitted");
+    if (res.body.sessionId !== session.id || res.body.prompt !== spec.prompt)
+      fail(m, "the new task is not the one submitted");
     if (m.tasks.some((t) => t.id === res.body.id)) fail(m, `202 for a task id seen before: ${res.body.id}`);
-    m.tasks.push({ id: res.body.id, sessionId: session.id, expectedText: chunks(spec.deltas), fails: spec.fails, terminal: null });
+    m.tasks.push({
+      id: res.body.id,
+      sessionId: session.id,
+      expectedText: chunks(spec.deltas),
+      fails: spec.fails,
+      terminal: null,
+    });
     if (spec.key) session.keys.set(spec.key, res.body.id);
   } else if (res.status === 409 && code === "SESSION_BUSY") {
     if (spec.ifBusy !== "reject") fail(m, `SESSION_BUSY for ifBusy=${spec.ifBusy}`);
@@ -236,7 +249,9 @@ class Cancel extends Targeted implements Cmd {
   async run(m: Model, r: Real) {
     const task = m.tasks[this.target % m.tasks.length];
     const res = await r.cluster.request(this.instance, "POST", `/v1/tasks/${task.id}/cancel`);
-    m.trace.push(`${this} → ${res.status} ${res.body?.status} (task ${task.id.slice(0, 8)}) on ${res.instance}`);
+    m.trace.push(
+      `${this} → ${res.status} ${res.body?.status} (task ${task.id.slice(0, 8)}) on ${res.instance}`,
+    );
     if (res.status !== 200) fail(m, `cancel answered ${res.status} ${JSON.stringify(res.body)}`);
     if (task.terminal && res.body.status !== task.terminal)
       fail(m, `cancel changed terminal task ${task.id}: ${task.terminal} → ${res.body.status}`);
@@ -258,7 +273,9 @@ class Steer extends Targeted implements Cmd {
     const text = `steer${m.steers.length}x`;
     const res = await r.cluster.request(this.instance, "POST", `/v1/tasks/${task.id}/input`, { text });
     const code = res.body?.error?.code;
-    m.trace.push(`${this} → ${res.status} ${code ?? ""} (task ${task.id.slice(0, 8)}, "${text}") on ${res.instance}`);
+    m.trace.push(
+      `${this} → ${res.status} ${code ?? ""} (task ${task.id.slice(0, 8)}, "${text}") on ${res.instance}`,
+    );
     if (res.status === 202) {
       if (res.body.taskId !== task.id || res.body.text !== text || res.body.created !== true)
         fail(m, `a steer answered 202 with ${JSON.stringify(res.body)}`);
@@ -279,8 +296,11 @@ class Archive extends Targeted implements Cmd {
   async run(m: Model, r: Real) {
     const session = pickSession(m, this.target);
     const res = await r.cluster.request(this.instance, "DELETE", `/v1/sessions/${session.id}`);
-    m.trace.push(`${this} → ${res.status} ${res.body?.status} (session ${session.id.slice(0, 8)}) on ${res.instance}`);
-    if (res.status !== 200 || res.body.status !== "archived") fail(m, `archive answered ${res.status} ${JSON.stringify(res.body)}`);
+    m.trace.push(
+      `${this} → ${res.status} ${res.body?.status} (session ${session.id.slice(0, 8)}) on ${res.instance}`,
+    );
+    if (res.status !== 200 || res.body.status !== "archived")
+      fail(m, `archive answered ${res.status} ${JSON.stringify(res.body)}`);
     session.archived = true;
     await checkStep(m, r);
   }
@@ -293,22 +313,33 @@ class Fork extends Targeted implements Cmd {
   async run(m: Model, r: Real) {
     const source = pickSession(m, this.target);
     const res = await r.cluster.request(this.instance, "POST", `/v1/sessions/${source.id}/fork`, {});
-    m.trace.push(`${this} → ${res.status} ${res.body?.error?.code ?? res.body?.id ?? ""} (session ${source.id.slice(0, 8)}) on ${res.instance}`);
-    if (res.status === 400 && res.body.error.code === "INVALID_REQUEST" && res.body.error.field === "atTurn") {
+    m.trace.push(
+      `${this} → ${res.status} ${res.body?.error?.code ?? res.body?.id ?? ""} (session ${source.id.slice(0, 8)}) on ${res.instance}`,
+    );
+    if (
+      res.status === 400 &&
+      res.body.error.code === "INVALID_REQUEST" &&
+      res.body.error.field === "atTurn"
+    ) {
       const [done] = await db.sql`select 1 from tasks where session_id = ${source.id} and status = 'completed'
         and rolled_back_at is null and finished_at < now() - interval '1 second'`;
       if (done) fail(m, "fork refused for a session with a completed turn");
     } else if (res.status === 201) {
       const at = res.body.forkedFrom?.turnIndex;
-      if (res.body.forkedFrom?.sessionId !== source.id) fail(m, `fork's forkedFrom is ${JSON.stringify(res.body.forkedFrom)}`);
-      const shape = (rows: any[]) => rows.map((t) => `${t.turnIndex}:${t.status}:${t.rolledBack}:${t.prompt}`).join(" | ");
-      const carried = await db.sql`select id, turn_index, status, rolled_back_at is not null as rolled_back, prompt
+      if (res.body.forkedFrom?.sessionId !== source.id)
+        fail(m, `fork's forkedFrom is ${JSON.stringify(res.body.forkedFrom)}`);
+      const shape = (rows: any[]) =>
+        rows.map((t) => `${t.turnIndex}:${t.status}:${t.rolledBack}:${t.prompt}`).join(" | ");
+      const carried =
+        await db.sql`select id, turn_index, status, rolled_back_at is not null as rolled_back, prompt
         from tasks where session_id = ${res.body.id} order by turn_index`;
-      const prefix = await db.sql`select turn_index, status, rolled_back_at is not null as rolled_back, prompt from tasks
+      const prefix =
+        await db.sql`select turn_index, status, rolled_back_at is not null as rolled_back, prompt from tasks
         where session_id = ${source.id} and turn_index <= ${at} and status in ('completed', 'failed', 'cancelled', 'expired', 'interrupted')
           and last_seq <= (select last_seq from tasks where session_id = ${source.id} and turn_index = ${at})
         order by turn_index`;
-      if (shape(carried) !== shape(prefix)) fail(m, `fork history ${shape(carried)} is not the source's prefix ${shape(prefix)}`);
+      if (shape(carried) !== shape(prefix))
+        fail(m, `fork history ${shape(carried)} is not the source's prefix ${shape(prefix)}`);
       for (const t of carried) m.carried.add(t.id as string);
       m.sessions.push({ id: res.body.id, archived: false, keys: new Map() });
     } else fail(m, `fork answered ${res.status} ${JSON.stringify(res.body)}`);
@@ -319,21 +350,33 @@ class Fork extends Targeted implements Cmd {
 
 /** Roll back 1 or 2 turns: refused while busy, for too many, for an archived session; else marked. */
 class Rollback extends Targeted implements Cmd {
-  constructor(target: number, instance: number, readonly turns: number) {
+  constructor(
+    target: number,
+    instance: number,
+    readonly turns: number,
+  ) {
     super(target, instance);
   }
   check = (m: Readonly<Model>) => m.sessions.length > 0;
   async run(m: Model, r: Real) {
     const session = pickSession(m, this.target);
-    const res = await r.cluster.request(this.instance, "POST", `/v1/sessions/${session.id}/rollback`, { turns: this.turns });
+    const res = await r.cluster.request(this.instance, "POST", `/v1/sessions/${session.id}/rollback`, {
+      turns: this.turns,
+    });
     const code = res.body?.error?.code;
-    m.trace.push(`${this} → ${res.status} ${code ?? ""} (session ${session.id.slice(0, 8)}) on ${res.instance}`);
+    m.trace.push(
+      `${this} → ${res.status} ${code ?? ""} (session ${session.id.slice(0, 8)}) on ${res.instance}`,
+    );
     if (session.archived) {
-      if (res.status !== 409 || code !== "SESSION_ARCHIVED") fail(m, `rollback of an archived session answered ${res.status} ${code}`);
+      if (res.status !== 409 || code !== "SESSION_ARCHIVED")
+        fail(m, `rollback of an archived session answered ${res.status} ${code}`);
     } else if (res.status === 200) {
       const marked = res.body.turns.filter((t: { rolledBack: boolean }) => t.rolledBack).length;
       if (marked < this.turns) fail(m, `rollback of ${this.turns} shows ${marked} rolled-back turns`);
-    } else if (!(res.status === 409 && code === "SESSION_BUSY") && !(res.status === 400 && code === "INVALID_REQUEST")) {
+    } else if (
+      !(res.status === 409 && code === "SESSION_BUSY") &&
+      !(res.status === 400 && code === "INVALID_REQUEST")
+    ) {
       fail(m, `rollback answered ${res.status} ${JSON.stringify(res.body)}`);
     }
     await checkStep(m, r);
@@ -384,7 +427,12 @@ function chunks(n: number): string {
 }
 
 /** Long-polls a task (on whichever instance is up) until `done(status)`; returns the status. */
-async function waitFor(m: Model, r: Real, taskId: string, done: (status: string) => boolean): Promise<string> {
+async function waitFor(
+  m: Model,
+  r: Real,
+  taskId: string,
+  done: (status: string) => boolean,
+): Promise<string> {
   for (let polls = 0; ; polls++) {
     const res = await r.cluster.request(polls, "GET", `/v1/tasks/${taskId}?waitMs=2000`);
     if (res.status !== 200) fail(m, `GET task ${taskId}: ${res.status} ${JSON.stringify(res.body)}`);
@@ -429,17 +477,20 @@ async function checkStep(m: Model, r: Real): Promise<void> {
       problems.push(`accepted task ${task.id} is not in the database`);
       continue;
     }
-    if (task.terminal && row.status !== task.terminal) problems.push(`task ${task.id}: terminal ${task.terminal} became ${row.status}`);
+    if (task.terminal && row.status !== task.terminal)
+      problems.push(`task ${task.id}: terminal ${task.terminal} became ${row.status}`);
     if (terminalStates.has(row.status)) task.terminal = row.status;
   }
   // No task written for a refused submit, none twice for one accepted.
   for (const row of facts) {
-    if (!m.tasks.some((t) => t.id === row.id) && !m.carried.has(row.id)) problems.push(`task ${row.id} (${row.status}) was written, but no submit was accepted for it`);
+    if (!m.tasks.some((t) => t.id === row.id) && !m.carried.has(row.id))
+      problems.push(`task ${row.id} (${row.status}) was written, but no submit was accepted for it`);
   }
   for (const session of m.sessions) {
     for (const [key, taskId] of session.keys) {
       const row = byId.get(taskId);
-      if (row && row.idempotencyKey !== key) problems.push(`task ${taskId}: key ${row.idempotencyKey}, submitted with ${key}`);
+      if (row && row.idempotencyKey !== key)
+        problems.push(`task ${taskId}: key ${row.idempotencyKey}, submitted with ${key}`);
     }
   }
   problems.push(...(await turnIndexProblems(ids)));
@@ -456,10 +507,15 @@ async function steerStoreProblems(m: Model): Promise<string[]> {
   for (const steer of m.steers) {
     const stored = rows.filter((r) => r.text === steer.text);
     if (steer.accepted && (stored.length !== 1 || stored[0].taskId !== steer.taskId))
-      problems.push(`accepted steer "${steer.text}" of task ${steer.taskId}: ${stored.length} turn.input events (${stored.map((s) => s.taskId).join(", ")})`);
+      problems.push(
+        `accepted steer "${steer.text}" of task ${steer.taskId}: ${stored.length} turn.input events (${stored.map((s) => s.taskId).join(", ")})`,
+      );
     if (!steer.accepted && stored.length !== 0) problems.push(`refused steer "${steer.text}" was stored`);
   }
-  if (rows.length !== m.steers.filter((s) => s.accepted).length) problems.push(`${rows.length} turn.input events for ${m.steers.filter((s) => s.accepted).length} accepted steers`);
+  if (rows.length !== m.steers.filter((s) => s.accepted).length)
+    problems.push(
+      `${rows.length} turn.input events for ${m.steers.filter((s) => s.accepted).length} accepted steers`,
+    );
   return problems;
 }
 
@@ -473,7 +529,9 @@ async function turnIndexProblems(ids: string[]): Promise<string[]> {
     from tasks t join sessions s on s.id = t.session_id where t.session_id = any(${ids}::uuid[])
     group by t.session_id, t.turn_index, s.next_turn_index
     having count(*) > 1 or t.turn_index >= s.next_turn_index`;
-  return rows.map((r) => `session ${r.sessionId}: turn index ${r.turnIndex} used ${r.n} times (next ${r.next})`);
+  return rows.map(
+    (r) => `session ${r.sessionId}: turn index ${r.turnIndex} used ${r.n} times (next ${r.next})`,
+  );
 }
 
 /**
@@ -484,12 +542,20 @@ async function turnIndexProblems(ids: string[]): Promise<string[]> {
 async function finishRun(m: Model, r: Real): Promise<void> {
   for (const task of m.tasks) await waitFor(m, r, task.id, (s) => terminalStates.has(s));
   await checkStep(m, r);
-  const facts = new Map((await readTaskFacts(db.sql, m.sessions.map((s) => s.id))).map((f) => [f.id, f]));
+  const facts = new Map(
+    (
+      await readTaskFacts(
+        db.sql,
+        m.sessions.map((s) => s.id),
+      )
+    ).map((f) => [f.id, f]),
+  );
   const problems: string[] = [];
   for (const task of m.tasks) {
     const t = facts.get(task.id)!;
     const api = await r.cluster.request(0, "GET", `/v1/tasks/${task.id}`);
-    if (api.body.status !== t.status) problems.push(`task ${task.id}: the API says ${api.body.status}, the database ${t.status}`);
+    if (api.body.status !== t.status)
+      problems.push(`task ${task.id}: the API says ${api.body.status}, the database ${t.status}`);
     // Each accepted steer seen by the agent once (echoed `steered TEXT `, or in the follow-up
     // prompt's `You said: …` when it came after the agent's last directive) in a completed turn,
     // at most once otherwise.
@@ -508,23 +574,41 @@ async function finishRun(m: Model, r: Real): Promise<void> {
       if (task.fails) problems.push(`task ${task.id}: completed, but its prompt fails`);
       if (t.started !== 1) problems.push(`task ${task.id}: completed with ${t.started} starts`);
       if (own !== task.expectedText || t.messages !== (followUp ? 2 : 1))
-        problems.push(`task ${task.id}: output ${JSON.stringify(t.deltaText)} in ${t.messages} messages, expected ${JSON.stringify(task.expectedText)} once`);
+        problems.push(
+          `task ${task.id}: output ${JSON.stringify(t.deltaText)} in ${t.messages} messages, expected ${JSON.stringify(task.expectedText)} once`,
+        );
     }
-    if (t.status === "failed" && t.error?.code !== "AGENT_ERROR") problems.push(`task ${task.id}: failed with ${JSON.stringify(t.error)}`);
-    if (t.status === "expired" && (t.started !== 0 || t.error?.code !== "GATEWAY_BUSY" || t.error.reason !== "queue_timeout"))
+    if (t.status === "failed" && t.error?.code !== "AGENT_ERROR")
+      problems.push(`task ${task.id}: failed with ${JSON.stringify(t.error)}`);
+    if (
+      t.status === "expired" &&
+      (t.started !== 0 || t.error?.code !== "GATEWAY_BUSY" || t.error.reason !== "queue_timeout")
+    )
       problems.push(`task ${task.id}: expired after ${t.started} starts with ${JSON.stringify(t.error)}`);
     if (t.status === "interrupted" && t.error?.code !== "GATEWAY_RESTART")
       problems.push(`task ${task.id}: interrupted with ${JSON.stringify(t.error)}`);
   }
-  problems.push(...r.cluster.fatalLines(), ...r.cluster.deadOnTheirOwn().map((id) => `${id} died on its own`));
+  problems.push(
+    ...r.cluster.fatalLines(),
+    ...r.cluster.deadOnTheirOwn().map((id) => `${id} died on its own`),
+  );
   if (problems.length > 0) fail(m, problems.join("\n"));
 }
 
 /** Before a run (also each replay while shrinking): nothing left running or queued. */
 async function quiesce(r: Real): Promise<void> {
-  const open = await db.sql<{ id: string }[]>`select id from tasks where status in ('queued', 'running', 'cancelling')`;
+  const open = await db.sql<
+    { id: string }[]
+  >`select id from tasks where status in ('queued', 'running', 'cancelling')`;
   await Promise.all(open.map((t) => r.cluster.request(0, "POST", `/v1/tasks/${t.id}/cancel`)));
-  const model: Model = { sessions: [], tasks: [], steers: [], carried: new Set(), kills: 0, trace: ["(quiesce)"] };
+  const model: Model = {
+    sessions: [],
+    tasks: [],
+    steers: [],
+    carried: new Set(),
+    kills: 0,
+    trace: ["(quiesce)"],
+  };
   await Promise.all(open.map((t) => waitFor(model, r, t.id, (s) => terminalStates.has(s))));
 }
 
@@ -583,9 +667,13 @@ it(`random command sequences against two gateways on one database keep the model
           const ends: Record<string, number> = {};
           for (const t of model.tasks) ends[t.terminal ?? "?"] = (ends[t.terminal ?? "?"] ?? 0) + 1;
           const accepted = model.steers.filter((s) => s.accepted).length;
-          console.log(`model test: run ${run}: ${model.trace.length} steps, ${model.sessions.length} sessions, tasks ended ${JSON.stringify(ends)}, ${model.kills} kills, steers ${accepted} accepted / ${model.steers.length - accepted} refused`);
+          console.log(
+            `model test: run ${run}: ${model.trace.length} steps, ${model.sessions.length} sessions, tasks ended ${JSON.stringify(ends)}, ${model.kills} kills, steers ${accepted} accepted / ${model.steers.length - accepted} refused`,
+          );
         } catch (err) {
-          console.log(`model test: run ${run} failed (MOORING_MODEL_SEED=${SEED}): ${[...cmds].map(String).join(", ")}\n${err}`);
+          console.log(
+            `model test: run ${run} failed (MOORING_MODEL_SEED=${SEED}): ${[...cmds].map(String).join(", ")}\n${err}`,
+          );
           throw err;
         }
       }),

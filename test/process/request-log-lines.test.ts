@@ -1,5 +1,5 @@
 /**
- * Logs read by a person (issue 34, item 7): with the pretty format (a terminal's default) each
+ * Logs read by a person: with the pretty format (a terminal's default) each
  * request is one line at info, `GET /v1/sessions 200 3 ms`, not fastify's pair of multi-line
  * records; polled routes (the console's gate heartbeat, health probes) add none. A spawned gateway
  * with MOORING_LOG_FORMAT=pretty, its stdout counted.
@@ -14,7 +14,12 @@ let db: TestDatabase;
 let gw: GatewayProcess;
 beforeAll(async () => {
   db = await createTestDatabase();
-  gw = await spawnGateway({ DATABASE_URL: db.url, HOST: "127.0.0.1", PORT: "0", MOORING_LOG_FORMAT: "pretty" });
+  gw = await spawnGateway({
+    DATABASE_URL: db.url,
+    HOST: "127.0.0.1",
+    PORT: "0",
+    MOORING_LOG_FORMAT: "pretty",
+  });
   await gw.waitReady();
 });
 afterAll(async () => {
@@ -34,11 +39,14 @@ it("writes one line per request, none for polled routes", async () => {
   expect((await call(gw.url, "GET", "/v1/no-such-route")).status).toBe(404);
   // The last request's line is written when it is answered: wait for it rather than for time.
   while (!plain(gw.output()).includes("GET /v1/no-such-route 404")) await once(gw.child.stdout!, "data");
-  const lines = plain(gw.output()).split("\n").slice(before - 1).filter((line) => line.trim() !== "");
+  const lines = plain(gw.output())
+    .split("\n")
+    .slice(before - 1)
+    .filter((line) => line.trim() !== "");
   expect(lines).toHaveLength(4);
-  for (const line of lines.slice(0, 3)) expect(line).toMatch(/ INFO .*: GET \/v1\/sessions\?limit=1 200 \d+ ms/);
+  for (const line of lines.slice(0, 3))
+    expect(line).toMatch(/ INFO .*: GET \/v1\/sessions\?limit=1 200 \d+ ms/);
   expect(lines[3]).toMatch(/ INFO .*: GET \/v1\/no-such-route 404 \d+ ms/);
   expect(plain(gw.output())).not.toContain("incoming request");
   expect(gw.output()).not.toContain("Deprecation"); // fastify's deprecated option is not used
-
 });

@@ -1,5 +1,5 @@
 /**
- * Sessions survive a restart of the gateway process (issue 2): against an external Postgres, and
+ * Sessions survive a restart of the gateway process: against an external Postgres, and
  * with the embedded one (DATABASE_URL unset), including after kill -9 left its postmaster behind.
  */
 import { existsSync, readFileSync } from "node:fs";
@@ -99,7 +99,9 @@ describe("against an external Postgres", () => {
 
     // Request ids in a real process: every line of a request, the domain's included, carries it.
     // The id is the gateway's own; the client's x-request-id is kept beside it.
-    const incoming = logLines(first).find((l) => l.msg === "incoming request" && l.clientRequestId === "ext-1");
+    const incoming = logLines(first).find(
+      (l) => l.msg === "incoming request" && l.clientRequestId === "ext-1",
+    );
     expect(incoming?.reqId).toMatch(/^[0-9a-f-]{36}$/);
     const ofRequest = logLines(first).filter((l) => l.reqId === incoming?.reqId);
     expect(ofRequest.map((l) => l.msg)).toEqual(
@@ -164,7 +166,9 @@ describe("with the embedded Postgres (DATABASE_URL unset)", () => {
     expect(existsSync(pidFile())).toBe(false); // the postmaster shut down cleanly
 
     const second = await start(env);
-    expect(second.output()).not.toMatch(/initialising embedded postgres|new cluster copied from the template/);
+    expect(second.output()).not.toMatch(
+      /initialising embedded postgres|new cluster copied from the template/,
+    );
     await expectSessions(second.url, sessions);
     const more = await createSessions(second.url, "emb2");
     const leftover = postmasterPid();

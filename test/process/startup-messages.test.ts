@@ -1,5 +1,5 @@
 /**
- * What a newcomer sees when a start goes wrong (issue 34, item 3), asserted from spawned gateway
+ * What a newcomer sees when a start goes wrong, asserted from spawned gateway
  * processes: a taken port is one line naming the port, its holder and how to pick another (exit
  * 2, no stack); an initdb failure shows its cause whole; an unknown MOORING_* variable is warned
  * about with the nearest option. And the Node version the README states is the one package.json
@@ -97,7 +97,12 @@ it("an unknown MOORING_* variable is warned about, naming the nearest option", a
       .map((line) => JSON.parse(line))
       .filter((record) => record.variable !== undefined);
     expect(warnings.map((w) => [w.level, w.variable, w.closest, w.msg])).toEqual([
-      [40, "MOORING_FOO", null, "MOORING_FOO is not a mooring option and is ignored; see docs/configuration.md"],
+      [
+        40,
+        "MOORING_FOO",
+        null,
+        "MOORING_FOO is not a mooring option and is ignored; see docs/configuration.md",
+      ],
       [
         40,
         "MOORING_MAXACTIVE",
@@ -122,14 +127,17 @@ it("the README's Node requirement is package.json's engines, accepted by every i
   // semver comes with npm's own tooling in node_modules (a dependency of several packages).
   const semver = createRequire(import.meta.url)("semver") as typeof import("semver");
   // The lowest version of each tested line must satisfy every dependency.
-  const minimums = pkg.engines.node.split("||").map((range: string) => semver.minVersion(range.trim())!.version);
+  const minimums = pkg.engines.node
+    .split("||")
+    .map((range: string) => semver.minVersion(range.trim())!.version);
   expect(minimums).toEqual([`${olderMinimum}.0`, `${newer}.0.0`]);
   const refusing: string[] = [];
   const lock = JSON.parse(readFileSync(join(repoRoot, "node_modules", ".package-lock.json"), "utf8"));
   for (const [path, entry] of Object.entries<any>(lock.packages)) {
     const range = entry.engines?.node;
     if (typeof range !== "string" || !path) continue;
-    for (const minimum of minimums) if (!semver.satisfies(minimum, range)) refusing.push(`${path} (${range}) on ${minimum}`);
+    for (const minimum of minimums)
+      if (!semver.satisfies(minimum, range)) refusing.push(`${path} (${range}) on ${minimum}`);
   }
   expect(refusing).toEqual([]);
 });

@@ -1,5 +1,5 @@
 /**
- * Chained gateways under the production launcher (issue 23, finding 10): the downstream runs as
+ * Chained gateways under the production launcher: the downstream runs as
  * `npm start` runs it (scripts/start.mjs: the bundle of dist/, compiled with V8's code cache), and
  * its follower must reach the upstream over WebSocket, not fall back to polling. Under tsx it
  * always did; in the code-cached bundle the SDK's run-time `import("ws")` failed and the follower

@@ -1,5 +1,5 @@
 /**
- * Issue 11, finding 1: NUL and lone surrogates in agent output. A real ACP agent
+ * NUL and lone surrogates in agent output. A real ACP agent
  * (test/support/acp-agent.ts, `[badbytes]`) puts them in message text, a tool call's name and input
  * (a key included) and the tool's output. Postgres stores neither, and one such event used to
  * freeze its event lane: every session on it stopped. Now the driver boundary makes them storable

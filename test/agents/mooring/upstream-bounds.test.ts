@@ -1,5 +1,5 @@
 /**
- * What a downstream gateway takes from its upstream (issue 23, finding 5; docs/agents.md, Chained
+ * What a downstream gateway takes from its upstream (docs/agents.md, Chained
  * gateways): a real downstream gateway whose `mooring` agent points at a hostile upstream
  * (support/hostile-upstream.ts). Each exceeded bound fails the turn UPSTREAM_FAILED with a reason
  * naming the bound; a tight long-poll loop is slowed by the poll backoff.
@@ -27,7 +27,13 @@ beforeAll(async () => {
   upstream = await HostileUpstream.start();
   workspace = await tempWorkspace();
   const agents = {
-    up: { driver: "mooring", url: upstream.url, agent: "simulated", reconnectBaseMs: 100, reconnectMaxMs: 1000 },
+    up: {
+      driver: "mooring",
+      url: upstream.url,
+      agent: "simulated",
+      reconnectBaseMs: 100,
+      reconnectMaxMs: 1000,
+    },
   };
   down = await startTestGateway(
     db.url,
