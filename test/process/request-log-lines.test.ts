@@ -6,26 +6,15 @@
  */
 import { once } from "node:events";
 import { stripVTControlCharacters } from "node:util";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, type GatewayProcess, spawnGateway } from "../support/gateway.js";
+import { beforeAll, expect, it } from "vitest";
+import { call, type GatewayProcess } from "../support/gateway.js";
+import { useProcessGateway } from "../support/use-gateway.js";
 
-let db: TestDatabase;
+const suite = useProcessGateway({ env: { LOG_LEVEL: "info", MOORING_LOG_FORMAT: "pretty" } });
 let gw: GatewayProcess;
 beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await spawnGateway({
-    DATABASE_URL: db.url,
-    HOST: "127.0.0.1",
-    PORT: "0",
-    MOORING_LOG_FORMAT: "pretty",
-  });
+  gw = await suite.spawn();
   await gw.waitReady();
-});
-afterAll(async () => {
-  gw?.kill("SIGTERM");
-  await gw?.exited;
-  await db?.drop();
 });
 
 /** Without pino-pretty's colours. */
