@@ -1,7 +1,7 @@
 /**
  * Workspace checkpoints with the REAL Claude Code CLI against the fake Anthropic server
  * (docs/api.md, Workspace checkpoints): a reply that uses the Write tool (permission mode
- * acceptEdits, so it runs unasked) creates a file in a git t.workspace; the turn's diff shows the
+ * acceptEdits, so it runs unasked) creates a file in a git workspace; the turn's diff shows the
  * write, and a revert removes it.
  */
 import { execFileSync } from "node:child_process";

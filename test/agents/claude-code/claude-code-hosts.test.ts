@@ -1,6 +1,6 @@
 /**
  * A claude-code session outlives its host (docs/claude-code.md, Transcript store): two gateway
- * processes as two hosts (their own CLAUDE_CONFIG_DIR each, one database, a shared t.workspace), the
+ * processes as two hosts (their own CLAUDE_CONFIG_DIR each, one database, a shared workspace), the
  * real `claude` CLI against the fake Anthropic API. A runs three turns and is killed with kill -9;
  * the next turn runs elsewhere, resumed from the transcript the store kept, not started fresh: the
  * fake API receives the whole earlier conversation.

@@ -3,7 +3,7 @@
  * the fake Anthropic server: a reply that uses the Bash tool to write a file asks through the
  * gateway; Allow runs it, Deny with a message does not and the model sees the message verbatim;
  * Allow for this session answers the same tool later by itself and writes nothing under the
- * t.workspace's `.claude/`; AskUserQuestion's answers reach the model.
+ * workspace's `.claude/`; AskUserQuestion's answers reach the model.
  */
 import { existsSync } from "node:fs";
 import { readFile, rm } from "node:fs/promises";
