@@ -1,3 +1,11 @@
+/**
+ * Fan-out across instances (docs/api.md, Streaming): two real gateway processes on one database. A
+ * subscriber on A receives, exactly once and in order, the events of a turn running on B; when
+ * A's LISTEN connection is killed, it reconnects and catches up, so delivery goes on.
+ *
+ * A runs with a 30 s polling backstop, so timely delivery to it can only come through its LISTEN
+ * connection: these tests prove the notification path, not the backstop.
+ */
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { eventually, type GatewayProcess } from "../support/gateway.js";
 import { createSession } from "../support/turns.js";

@@ -3,70 +3,17 @@
  * (test/support/acp-agent.ts) gets a fresh session with the carried history, rolled-back turns and
  * turns past the fork point left out, announced by `session.reset` of reason `rollback` or `fork`.
  */
-import { realpathSync } from "node:fs";
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
-import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { RECAP_HEAD } from "../../../src/domain/carry-over.js";
-import type { Gateway } from "../../../src/gateway.js";
-import { isRunning, taskEvents } from "../../support/agent-gateway.js";
-import { createTestDatabase, type TestDatabase } from "../../support/db.js";
-import { call, repoRoot, startTestGateway } from "../../support/gateway.js";
+import { taskEvents } from "../../support/agent-gateway.js";
+import { call } from "../../support/gateway.js";
 import { createSessionWith, runTurn } from "../../support/turns.js";
+import { useAcpAgents } from "../../support/acp-gateway.js";
 
-const agentScript = join(repoRoot, "test/support/acp-agent.ts");
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+const t = useAcpAgents("mooring-acp-fork-");
 
-let db: TestDatabase;
-let root: string;
-let workspace: string;
-const gateways: Gateway[] = [];
-const agentPids = new Set<number>();
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await db?.drop();
-});
-beforeEach(async () => {
-  root = realpathSync(await mkdtemp(join(tmpdir(), "mooring-acp-fork-")));
-  workspace = join(root, "ws");
-  await mkdir(workspace, { recursive: true });
-});
-afterEach(async () => {
-  await Promise.all(gateways.splice(0).map((g) => g.stop()));
-  for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
-  agentPids.clear();
-  await rm(root, { recursive: true, force: true });
-});
-
-async function boot(): Promise<string> {
-  const agents = JSON.stringify({
-    "acp-test": {
-      driver: "acp",
-      command: process.execPath,
-      args: ["--import", tsxLoader, agentScript],
-      env: { ACP_TEST_STATE_DIR: join(root, "agent-state") },
-      permissions: "deny",
-    },
-  });
-  const gw = await startTestGateway(
-    db.url,
-    { MOORING_AGENTS: agents, MOORING_HEARTBEAT_MS: "500" },
-    {
-      onLog: (record) => {
-        if (record.msg === "agent spawned" && typeof record.agentPid === "number")
-          agentPids.add(record.agentPid);
-      },
-    },
-  );
-  gateways.push(gw);
-  return gw.url;
-}
+const boot = async (): Promise<string> =>
+  (await t.boot({ "acp-test": t.entry({ permissions: "deny" }) })).url;
 
 async function completed(url: string, sessionId: string, prompt: string) {
   const done = await runTurn(url, sessionId, prompt);
@@ -79,14 +26,14 @@ async function recapOf(url: string, sessionId: string) {
   const done = await completed(url, sessionId, "what do you know? [recap]");
   const [head, ...lines] = done.result.text.split("\n");
   expect(head).toBe("recap: 1 block(s)");
-  const reset = (await taskEvents(db.sql, done.id)).find((e) => e.type === "session.reset");
+  const reset = (await taskEvents(t.db.sql, done.id)).find((e) => e.type === "session.reset");
   return { turn: done, recap: lines.join("\n"), reset };
 }
 
 describe("acp fork and rollback", () => {
   it("rolls back through carried history", async () => {
     const url = await boot();
-    const id = (await createSessionWith(url, { workspace, agent: "acp-test" })).id;
+    const id = (await createSessionWith(url, { workspace: t.workspace, agent: "acp-test" })).id;
     await completed(url, id, "remember the heron");
     await completed(url, id, "and the otter");
     await completed(url, id, "and the crow");
@@ -100,12 +47,12 @@ describe("acp fork and rollback", () => {
     expect(reset?.data).toMatchObject({ reason: "rollback", carriedOver: { turns: 2 } });
     // The reset was applied once: the next turn continues the fresh session, with no new reset.
     const after = await completed(url, id, "and then?");
-    expect((await taskEvents(db.sql, after.id)).some((e) => e.type === "session.reset")).toBe(false);
+    expect((await taskEvents(t.db.sql, after.id)).some((e) => e.type === "session.reset")).toBe(false);
   }, 180_000);
 
   it("forks at an earlier turn through carried history", async () => {
     const url = await boot();
-    const source = (await createSessionWith(url, { workspace, agent: "acp-test" })).id;
+    const source = (await createSessionWith(url, { workspace: t.workspace, agent: "acp-test" })).id;
     await completed(url, source, "remember the heron");
     await completed(url, source, "and the otter");
     const fork = await call(url, "POST", `/v1/sessions/${source}/fork`, { atTurn: 0 });

@@ -1,3 +1,8 @@
+/**
+ * ACP agents through the gateway: a real ACP agent process (test/support/acp-agent.ts, built on
+ * the SDK's agent side) driven by the worker and the conversation pool, with the session's resume
+ * cursor in a real Postgres.
+ */
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";

@@ -1,3 +1,8 @@
+/**
+ * Steering an ACP turn: ACP has no way to add input to a running prompt, so a steer answers 409
+ * STEER_NOT_SUPPORTED (and so does a submit with ifBusy steer while the session is busy), nothing
+ * is stored, and the client's fallback (ifBusy enqueue) works.
+ */
 import { expect, it } from "vitest";
 import { call } from "../../support/gateway.js";
 import { createSessionWith, submit, submitPrompt, waitTask, waitTerminal } from "../../support/turns.js";

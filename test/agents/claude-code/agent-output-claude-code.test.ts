@@ -1,3 +1,10 @@
+/**
+ * NUL bytes in agent output as ordinary work makes them: the real Claude Code CLI (against the loopback fake
+ * of the Anthropic API) runs a tool whose output holds NUL bytes, as `printf 'a\000b'`, `find
+ * -print0` or `cat` of a binary file do. Its `tool_result` carries `\u0000`, which Postgres' jsonb
+ * refuses; the turn used to freeze its event lane. Now it completes with the NUL stored as U+FFFD,
+ * and another session's turn on the same lane completes meanwhile.
+ */
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeEach, expect, it } from "vitest";

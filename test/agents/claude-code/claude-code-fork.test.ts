@@ -1,3 +1,9 @@
+/**
+ * Fork and rollback on the real Claude Code CLI (docs/claude-code.md, Fork and rollback), against
+ * the fake Anthropic API: what the model is sent after a fork at the last turn, a fork at an
+ * earlier one, and a rollback (`--resume <id> --fork-session --resume-session-at <message>`), and
+ * that the source's own conversation is left as it was.
+ */
 import { beforeEach, describe, expect, it } from "vitest";
 import { call } from "../../support/gateway.js";
 import { createSessionWith, runTurn } from "../../support/turns.js";

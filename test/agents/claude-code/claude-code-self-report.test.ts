@@ -1,3 +1,9 @@
+/**
+ * Self-reported context (agentConfig.selfReportContext) with the real Claude Code CLI
+ * (node_modules/.bin/claude) against the loopback fake Anthropic API, through a gateway: the
+ * `[ctx: ~NN%]` marker Claude is asked for never reaches clients, and its figure is reported next
+ * to the token-based one.
+ */
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";

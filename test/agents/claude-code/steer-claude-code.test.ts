@@ -1,3 +1,11 @@
+/**
+ * Steering a Claude Code turn through the gateway: the real `claude` CLI against the fake
+ * Anthropic API. What the CLI (2.1.328) does with a user message written to its stdin while a
+ * turn runs (docs/claude-code.md, Steering): it takes it at the turn's next model call, as a
+ * "The user sent a new message while you were working" block after the tool result, in the same
+ * turn (one `result`); when the turn's last call is already streaming, it answers the message as
+ * a turn of its own right after the `result`, and the driver waits for that one too.
+ */
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, it } from "vitest";
