@@ -4,17 +4,16 @@
  * database URL and Postgres variables in the gateway's own environment; `inheritEnv` allowlists;
  * and the rules of agents/agent-env.ts and the registry's validation on their own.
  */
-import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, readFile, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { agentEnvironment } from "../../src/agents/agent-env.js";
 import { loadAgentRegistry } from "../../src/agents/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { type GatewayProcess, repoRoot, spawnGateway } from "../support/gateway.js";
+import { type GatewayProcess, repoRoot } from "../support/gateway.js";
 import { createSession, submitPrompt, waitTask } from "../support/turns.js";
+import { useProcessGateway } from "../support/use-gateway.js";
 
 const TOKEN = "agent-env-gateway-token-9f8e7d";
 const agentScript = join(repoRoot, "test/support/acp-agent.ts");
@@ -78,16 +77,14 @@ describe("agentEnvironment", () => {
 });
 
 describe("through a real gateway process", () => {
-  let db: TestDatabase;
+  // The agents' workspace holds the fake CLI and the files each agent writes its environment to.
+  const suite = useProcessGateway({ workspace: true });
   let gw: GatewayProcess;
-  let dir: string;
-  const envFile = (name: string) => join(dir, `${name}.json`);
+  const envFile = (name: string) => join(suite.workspace, `${name}.json`);
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    dir = await mkdtemp(join(tmpdir(), "mooring-agent-env-"));
     // A claude-code `command` that records its environment and stops (the turn then fails).
-    const fakeClaude = join(dir, "fake-claude.sh");
+    const fakeClaude = join(suite.workspace, "fake-claude.sh");
     await writeFile(
       fakeClaude,
       `#!/bin/sh\n"${process.execPath}" -e 'require("fs").writeFileSync(process.env.ENV_DUMP_FILE, JSON.stringify(process.env))'\nexit 3\n`,
@@ -109,10 +106,8 @@ describe("through a real gateway process", () => {
         env: { ENV_DUMP_FILE: envFile("claude-fake") },
       },
     };
-    gw = await spawnGateway({
-      DATABASE_URL: db.url,
-      HOST: "127.0.0.1",
-      PORT: "0",
+    gw = await suite.spawn({
+      LOG_LEVEL: "info",
       MOORING_API_TOKENS: TOKEN,
       MOORING_AGENTS: JSON.stringify(agents),
       MOORING_AGENT_ENV_DENY: "DEPLOY_*",
@@ -125,18 +120,10 @@ describe("through a real gateway process", () => {
     });
     await gw.waitReady();
   });
-  afterAll(async () => {
-    if (gw && gw.child.exitCode === null) {
-      gw.kill("SIGTERM");
-      await gw.exited;
-    }
-    await db?.drop();
-    if (dir) await rm(dir, { recursive: true, force: true });
-  });
 
   const auth = { authorization: `Bearer ${TOKEN}` };
   async function turnOn(agent: string): Promise<Record<string, string>> {
-    const sessionId = await createSession(gw.url, dir, { agent }, auth);
+    const sessionId = await createSession(gw.url, suite.workspace, { agent }, auth);
     const task = await submitPrompt(gw.url, sessionId, "hi", auth);
     await waitTask(gw.url, task.id, undefined, undefined, auth);
     return JSON.parse(await readFile(envFile(agent), "utf8"));
@@ -150,7 +137,7 @@ describe("through a real gateway process", () => {
     ).toEqual([]);
     expect(names).not.toContain("DATABASE_URL");
     const values = JSON.stringify(env);
-    for (const secret of [TOKEN, db.url, "pg-secret-password", "deploy-secret"])
+    for (const secret of [TOKEN, suite.databaseUrl, "pg-secret-password", "deploy-secret"])
       expect(values).not.toContain(secret);
   }
 
