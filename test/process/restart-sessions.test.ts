@@ -7,10 +7,10 @@ import { mkdtemp, realpath, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, eventually, type GatewayProcess, spawnGateway, testEnv } from "../support/gateway.js";
+import { call, eventually, type GatewayProcess, spawnGateway } from "../support/gateway.js";
 import { logLines } from "../support/lifecycle.js";
 import { createSessionWith } from "../support/turns.js";
+import { useProcessGateway } from "../support/use-gateway.js";
 
 const spawned: GatewayProcess[] = [];
 let workspace: string;
@@ -83,16 +83,10 @@ async function bootId(url: string): Promise<string> {
 }
 
 describe("against an external Postgres", () => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await createTestDatabase();
-  });
-  afterAll(async () => {
-    await db?.drop();
-  });
+  const ext = useProcessGateway();
 
   it("keeps every session across a SIGTERM restart; request log lines carry the request id", async () => {
-    const env = testEnv(db.url, { LOG_LEVEL: "info" });
+    const env = ext.env({ LOG_LEVEL: "info" });
     const first = await start(env);
     const sessions = await createSessions(first.url, "ext");
     const firstBoot = await bootId(first.url);
@@ -110,13 +104,13 @@ describe("against an external Postgres", () => {
     expect(ofRequest.find((l) => l.msg === "session created")?.sessionId).toBe(sessions[1].id);
 
     await stop(first);
-    const [instance] = await db.sql`select stopped_at from instances where boot_id = ${firstBoot}`;
+    const [instance] = await ext.sql`select stopped_at from instances where boot_id = ${firstBoot}`;
     expect(instance.stoppedAt).toBeInstanceOf(Date);
 
     const second = await start(env);
     expect(await bootId(second.url)).not.toBe(firstBoot);
     await expectSessions(second.url, sessions);
-    expect((await db.sql`select count(*)::int as n from sessions`)[0].n).toBe(sessions.length);
+    expect((await ext.sql`select count(*)::int as n from sessions`)[0].n).toBe(sessions.length);
     await stop(second);
   });
 });
