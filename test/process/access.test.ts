@@ -3,43 +3,25 @@
  * WebSocket upgrades included) and CORS for the origins an operator lists, against in-process
  * gateways with a real database. The browser's own view is in test/browser/browser.test.ts.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { startTestGateway, testEnv } from "../support/gateway.js";
+import { testEnv } from "../support/gateway.js";
 import { rawRequest, tryWebSocket } from "../support/raw-http.js";
 import { runGatewayToExit } from "../support/run-to-exit.js";
+import { useGateway } from "../support/use-gateway.js";
 
 const UI = "http://ui.example:5173";
 const EVIL = "http://127.0.0.2:8777";
 const TOKEN = "access-test-token-1";
 
-let db: TestDatabase;
-const gateways: Gateway[] = [];
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-/** Gateways a test made itself: stopped when that test ends (the leak guard checks). */
-const ownGateways: Gateway[] = [];
-afterEach(async () => {
-  await Promise.all(ownGateways.splice(0).map((g) => g.stop()));
-});
-afterAll(async () => {
-  await Promise.all(gateways.map((g) => g.stop()));
-  await db?.drop();
-});
-
-async function gateway(extra: Record<string, string> = {}): Promise<Gateway> {
-  const gw = await startTestGateway(db.url, extra);
-  // Made inside a test (not a beforeAll): that test's own.
-  (expect.getState().currentTestName === undefined ? gateways : ownGateways).push(gw);
-  return gw;
-}
+const suite = useGateway({ start: false });
+/** A gateway on the file's database: stopped after the test that made it (the leak guard checks), or after the file. */
+const gateway = (extra: Record<string, string> = {}): Promise<Gateway> => suite.startGateway(extra);
 
 const rows = async () => {
   const [r] =
-    await db.sql`select (select count(*)::int from sessions) as sessions, (select count(*)::int from tasks) as tasks`;
+    await suite.sql`select (select count(*)::int from sessions) as sessions, (select count(*)::int from tasks) as tasks`;
   return r as { sessions: number; tasks: number };
 };
 const newSession = { workspace: "/tmp", agent: "simulated" };
@@ -241,19 +223,19 @@ describe("MOORING_CORS_ORIGINS", () => {
   });
 
   it("* is accepted only with tokens", async () => {
-    expect(() => loadConfig(testEnv(db.url, { MOORING_CORS_ORIGINS: "*" }))).toThrow(
+    expect(() => loadConfig(testEnv(suite.databaseUrl, { MOORING_CORS_ORIGINS: "*" }))).toThrow(
       /only with MOORING_API_TOKENS/,
     );
-    expect(() => loadConfig(testEnv(db.url, { MOORING_CORS_ORIGINS: "http://x.example/" }))).toThrow(
-      /exact origin/,
-    );
+    expect(() =>
+      loadConfig(testEnv(suite.databaseUrl, { MOORING_CORS_ORIGINS: "http://x.example/" })),
+    ).toThrow(/exact origin/);
     const gw = await gateway({ MOORING_CORS_ORIGINS: "*", MOORING_API_TOKENS: TOKEN });
     const r = await rawRequest(gw.url, "GET", "/v1/gate", { origin: EVIL, authorization: `Bearer ${TOKEN}` });
     expect(r.status).toBe(200);
     expect(r.headers["access-control-allow-origin"]).toBe(EVIL);
 
     const run = await runGatewayToExit({
-      DATABASE_URL: db.url,
+      DATABASE_URL: suite.databaseUrl,
       PORT: "0",
       MOORING_CORS_ORIGINS: "*",
       MOORING_API_TOKENS: "",
