@@ -1,48 +1,31 @@
 /**
- * Issue 15: every exit code of `mooring run`, as a table, each from the real CLI against a real
+ * Every exit code of `mooring run`, as a table, each from the real CLI against a real
  * gateway (0 completed, 1 failed, 2 usage, 3 cancelled, 4 refused or expired, 5 unreachable,
  * 130 the second Ctrl-C is in cli-signals.test.ts with the first).
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { killAllClis, runCli, spawnCli } from "../support/cli.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, startTestGateway } from "../support/gateway.js";
+import { describe, expect, it } from "vitest";
+import { runCli, spawnCli } from "../support/cli.js";
+import { cliFixture } from "../support/cli-fixture.js";
+import { call } from "../support/gateway.js";
+import { useGateway } from "../support/use-gateway.js";
 
-let db: TestDatabase;
-let tightDb: TestDatabase;
-let gw: Gateway;
-/** One running task fills it; one more waits 1.5 s and expires; a third is refused. */
-let tight: Gateway;
-let workspace: string;
-let stateHome: string;
+const t = cliFixture();
 
-beforeAll(async () => {
-  [db, tightDb] = await Promise.all([createTestDatabase(), createTestDatabase()]);
-  gw = await startTestGateway(db.url);
-  tight = await startTestGateway(tightDb.url, {
+/** On a database of its own: one running task fills it; one more waits 1.5 s and expires; a third is refused. */
+const tight = useGateway({
+  env: {
     MOORING_MAX_ACTIVE: "1",
     MOORING_MAX_QUEUED: "1",
     MOORING_QUEUE_TIMEOUT_MS: "1500",
     MOORING_SWEEP_MS: "200",
-  });
-  workspace = await mkdtemp(join(tmpdir(), "mooring-cli-exit-"));
-  stateHome = await mkdtemp(join(tmpdir(), "mooring-cli-state-"));
-});
-afterEach(() => killAllClis());
-afterAll(async () => {
-  await Promise.all([gw?.stop(), tight?.stop()]);
-  await Promise.all([db?.drop(), tightDb?.drop()]);
-  await rm(workspace, { recursive: true, force: true });
-  await rm(stateHome, { recursive: true, force: true });
+  },
 });
 
-const env = () => ({ XDG_STATE_HOME: stateHome, MOORING_URL: gw.url });
+const env = () => t.env();
 const run = (args: string[], extra: Record<string, string> = {}) =>
-  runCli(["run", "--workspace", workspace, "--agent", "simulated", ...args], { env: { ...env(), ...extra } });
+  runCli(["run", "--workspace", t.workspace, "--agent", "simulated", ...args], {
+    env: { ...env(), ...extra },
+  });
 
 describe("mooring run exit codes", () => {
   it.each([
@@ -78,7 +61,7 @@ describe("mooring run exit codes", () => {
   });
 
   it("exits 2 when the prompt is empty (stdin closed with nothing)", async () => {
-    const result = await runCli(["run", "--workspace", workspace, "--agent", "simulated", "-"], {
+    const result = await runCli(["run", "--workspace", t.workspace, "--agent", "simulated", "-"], {
       env: env(),
       input: "",
     });
@@ -87,7 +70,7 @@ describe("mooring run exit codes", () => {
   });
 
   it("exits 3 when the task is cancelled by someone else", async () => {
-    const cli = spawnCli(["run", "--workspace", workspace, "--agent", "simulated", "--json", "[hang]"], {
+    const cli = spawnCli(["run", "--workspace", t.workspace, "--agent", "simulated", "--json", "[hang]"], {
       env: env(),
     });
     await cli.waitFor('"type":"task.started"');
@@ -105,11 +88,11 @@ describe("mooring run exit codes", () => {
 
   it("exits 4 when the gate refuses the turn, and 4 when it expires in the queue", async () => {
     const tightEnv = { ...env(), MOORING_URL: tight.url };
-    const busy = spawnCli(["run", "--workspace", workspace, "--agent", "simulated", "--json", "[hang]"], {
+    const busy = spawnCli(["run", "--workspace", t.workspace, "--agent", "simulated", "--json", "[hang]"], {
       env: tightEnv,
     });
     await busy.waitFor('"type":"task.started"');
-    const queued = spawnCli(["run", "--workspace", workspace, "--agent", "simulated", "[deltas 1]"], {
+    const queued = spawnCli(["run", "--workspace", t.workspace, "--agent", "simulated", "[deltas 1]"], {
       env: tightEnv,
     });
     await queued.waitFor(/queued/, "stderr");
@@ -128,7 +111,7 @@ describe("mooring run exit codes", () => {
     expect(result.code).toBe(0);
     const taskId = result.stdout.trim();
     expect(result.stderr).toContain(`mooring attach ${taskId}`);
-    const task = await call(gw.url, "GET", `/v1/tasks/${taskId}?waitMs=10000`);
+    const task = await call(t.url, "GET", `/v1/tasks/${taskId}?waitMs=10000`);
     expect(task.body.status).toMatch(/queued|running|completed/);
     const attached = await runCli(["attach", taskId], { env: env() });
     expect(attached.code).toBe(0);

@@ -2,43 +2,21 @@
  * `mooring fork` and `mooring rollback`, and the SDK's `client.sessions.fork` / `rollback` they
  * use, against an in-process gateway with the simulated agent (docs/api.md, Fork and rollback).
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { MooringClient } from "../../src/client/index.js";
-import type { Gateway } from "../../src/gateway.js";
-import { jsonLines, killAllClis, runCli } from "../support/cli.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { startTestGateway } from "../support/gateway.js";
+import { jsonLines, runCli } from "../support/cli.js";
+import { cliFixture } from "../support/cli-fixture.js";
 import { createSession, runTurn } from "../support/turns.js";
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
-let stateHome: string;
+const t = cliFixture();
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url);
-  workspace = await mkdtemp(join(tmpdir(), "mooring-cli-fork-"));
-  stateHome = await mkdtemp(join(tmpdir(), "mooring-cli-fork-state-"));
-}, 120_000);
-afterEach(() => killAllClis());
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-  await rm(workspace, { recursive: true, force: true });
-  await rm(stateHome, { recursive: true, force: true });
-});
-
-const env = () => ({ XDG_STATE_HOME: stateHome, MOORING_URL: gw.url });
+const env = () => t.env();
 
 describe("fork and rollback from the CLI and the SDK", () => {
   it("mooring fork and mooring rollback", async () => {
-    const id = await createSession(gw.url, workspace);
-    await runTurn(gw.url, id, "alpha");
-    await runTurn(gw.url, id, "bravo");
+    const id = await createSession(t.url, t.workspace);
+    await runTurn(t.url, id, "alpha");
+    await runTurn(t.url, id, "bravo");
     const forked = await runCli(["fork", id, "--at-turn", "0", "--title", "branch", "--json"], {
       env: env(),
     });
@@ -58,9 +36,9 @@ describe("fork and rollback from the CLI and the SDK", () => {
   }, 120_000);
 
   it("client.sessions.fork is idempotent by key; client.sessions.rollback answers the turns", async () => {
-    const client = new MooringClient({ url: gw.url });
-    const session = await client.sessions.create({ workspace, agent: "simulated" });
-    await runTurn(gw.url, session.id, "alpha");
+    const client = new MooringClient({ url: t.url });
+    const session = await client.sessions.create({ workspace: t.workspace, agent: "simulated" });
+    await runTurn(t.url, session.id, "alpha");
     const a = await client.sessions.fork(session.id, { idempotencyKey: "k1" });
     const b = await client.sessions.fork(session.id, { idempotencyKey: "k1" });
     expect(b.id).toBe(a.id);

@@ -1,5 +1,5 @@
 /**
- * Issue 34, item 4: the CLI as a newcomer meets it. Ctrl-C once under `npx mooring run` on a real
+ * The CLI as a newcomer meets it. Ctrl-C once under `npx mooring run` on a real
  * terminal exits 3 as documented (npx forwards the signal too); a tool call and "reconnecting"
  * show after the answer has started; the 8-character ids the console shows are accepted; a bad
  * --limit is refused; --version; an unreachable gateway is "cannot reach <url>: why". (The

@@ -1,37 +1,16 @@
 /**
- * Issue 15: the `mooring` process itself: `npx mooring` works from the clone (the package's bin),
+ * The `mooring` process itself: `npx mooring` works from the clone (the package's bin),
  * it exits within 100 ms of the terminal event, and `mooring serve` starts the gateway as
  * `npm start` does.
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { killAllClis, runCli, spawnCli } from "../support/cli.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { repoRoot, startTestGateway, testEnv } from "../support/gateway.js";
+import { describe, expect, it } from "vitest";
+import { runCli, spawnCli } from "../support/cli.js";
+import { cliFixture } from "../support/cli-fixture.js";
+import { repoRoot, testEnv } from "../support/gateway.js";
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
-let stateHome: string;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url);
-  workspace = await mkdtemp(join(tmpdir(), "mooring-cli-proc-"));
-  stateHome = await mkdtemp(join(tmpdir(), "mooring-cli-state-"));
-});
-afterEach(() => killAllClis());
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-  await rm(workspace, { recursive: true, force: true });
-  await rm(stateHome, { recursive: true, force: true });
-});
+const t = cliFixture();
 
 describe("the mooring process", () => {
   it("npx mooring runs the package's bin from the clone", async () => {
@@ -55,9 +34,9 @@ describe("the mooring process", () => {
     const delays: number[] = [];
     for (let i = 0; i < 3; i++) {
       const cli = spawnCli(
-        ["run", "--workspace", workspace, "--agent", "simulated", "--json", "[deltas 3]"],
+        ["run", "--workspace", t.workspace, "--agent", "simulated", "--json", "[deltas 3]"],
         {
-          env: { XDG_STATE_HOME: stateHome, MOORING_URL: gw.url },
+          env: { XDG_STATE_HOME: t.stateHome, MOORING_URL: t.url },
         },
       );
       let terminalAt = 0;
@@ -74,7 +53,7 @@ describe("the mooring process", () => {
 
   it("mooring serve starts the gateway from the environment, as npm start does", async () => {
     const serve = spawnCli(["serve"], {
-      env: { ...testEnv(db.url), LOG_LEVEL: "info", MOORING_LOG_FORMAT: "json" },
+      env: { ...testEnv(t.databaseUrl), LOG_LEVEL: "info", MOORING_LOG_FORMAT: "json" },
     });
     await serve.waitFor(/"url":"http:\/\/[^"]+"/);
     const url = serve.stdout().match(/"url":"(http:\/\/[^"]+)"/)![1];

@@ -1,5 +1,5 @@
 /**
- * Issue 15, recovery through real processes: `attach` after the CLI itself was killed with kill -9
+ * Recovery through real processes: `attach` after the CLI itself was killed with kill -9
  * repeats nothing; a gateway killed with kill -9 and restarted mid-run leaves stdout byte-for-byte
  * what an undisturbed run printed up to the cut, and stderr says it restarted.
  */
@@ -38,7 +38,9 @@ describe("mooring attach", () => {
     // The kill lands after the printed event's cursor is on disk (the CLI saves it right after the
     // output; a kill between the two repeats that one event, as docs/cli.md says): find the event
     // that carried "chunk 5" and wait for the saved cursor to reach it.
-    const file = await eventually(async () => (await readdir(cursors)).find((f) => !undisturbedFiles.includes(f)));
+    const file = await eventually(async () =>
+      (await readdir(cursors)).find((f) => !undisturbedFiles.includes(f)),
+    );
     const saved = async () => JSON.parse(await readFile(join(cursors, file), "utf8"));
     const { sessionId } = await eventually(saved);
     const page = await call(gw.url, "GET", `/v1/sessions/${sessionId}/events?afterSeq=0`, undefined, {
@@ -91,7 +93,9 @@ describe("a gateway killed with kill -9 mid-run", () => {
     expect(cli.stderr()).toMatch(/the gateway restarted/);
     expect(cli.stderr()).toMatch(/after the restart, \d+ event\(s\) were replayed/);
     // Says what became of the turn, in one sentence, and claims nothing else.
-    expect(cli.stderr()).toMatch(/mooring: the running turn was interrupted \(GATEWAY_RESTART\): the gateway [^.]+; send it again\n/);
+    expect(cli.stderr()).toMatch(
+      /mooring: the running turn was interrupted \(GATEWAY_RESTART\): the gateway [^.]+; send it again\n/,
+    );
     expect(cli.stderr()).not.toMatch(/nothing is lost|\.;/);
     await rm(stateHome, { recursive: true, force: true });
   });

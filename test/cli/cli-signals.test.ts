@@ -1,43 +1,22 @@
 /**
- * Issue 15: Ctrl-C. Once cancels the task and waits for `task.cancelled` (exit 3); twice detaches
+ * Ctrl-C. Once cancels the task and waits for `task.cancelled` (exit 3); twice detaches
  * at once and prints the `mooring attach` command (exit 130). And a run on a real pseudo-terminal
  * (`script`) draws its status line in place.
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { cliBin, killAllClis, spawnCli } from "../support/cli.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, repoRoot, startTestGateway } from "../support/gateway.js";
+import { describe, expect, it } from "vitest";
+import { cliBin, spawnCli } from "../support/cli.js";
+import { cliFixture } from "../support/cli-fixture.js";
+import { call, repoRoot } from "../support/gateway.js";
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
-let stateHome: string;
+const t = cliFixture();
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url);
-  workspace = await mkdtemp(join(tmpdir(), "mooring-cli-sig-"));
-  stateHome = await mkdtemp(join(tmpdir(), "mooring-cli-state-"));
-});
-afterEach(() => killAllClis());
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-  await rm(workspace, { recursive: true, force: true });
-  await rm(stateHome, { recursive: true, force: true });
-});
-
-const env = () => ({ XDG_STATE_HOME: stateHome, MOORING_URL: gw.url });
+const env = () => t.env();
 const runArgs = (prompt: string) => [
   "run",
   "--workspace",
-  workspace,
+  t.workspace,
   "--agent",
   "simulated",
   "--json",
@@ -76,14 +55,14 @@ describe("Ctrl-C", () => {
     expect(await cli.exited).toBe(130);
     expect(cli.stderr()).toContain(`mooring attach ${taskId}`);
     expect(cli.stdout()).not.toContain('"task.cancelled"');
-    const task = await call(gw.url, "GET", `/v1/tasks/${taskId}`);
+    const task = await call(t.url, "GET", `/v1/tasks/${taskId}`);
     expect(task.body.status).toMatch(/cancelling|cancelled/);
   });
 });
 
 describe("on a terminal", () => {
   it("draws one status line in place on stderr (under script, a real pseudo-terminal)", async () => {
-    const command = `"${process.execPath}" "${cliBin}" run --workspace "${workspace}" --agent simulated "[tool 10] [sleep 1500] [deltas 2]"`;
+    const command = `"${process.execPath}" "${cliBin}" run --workspace "${t.workspace}" --agent simulated "[tool 10] [sleep 1500] [deltas 2]"`;
     const script = spawn("script", ["-q", "-e", "-c", command, "/dev/null"], {
       cwd: repoRoot,
       env: { ...process.env, ...env(), TERM: "xterm", NO_COLOR: undefined } as NodeJS.ProcessEnv,
@@ -103,7 +82,7 @@ describe("on a terminal", () => {
   });
 
   it("NO_COLOR on a terminal: plain lines, no colour, no cursor movement", async () => {
-    const command = `"${process.execPath}" "${cliBin}" run --workspace "${workspace}" --agent simulated "[deltas 2]"`;
+    const command = `"${process.execPath}" "${cliBin}" run --workspace "${t.workspace}" --agent simulated "[deltas 2]"`;
     const script = spawn("script", ["-q", "-e", "-c", command, "/dev/null"], {
       cwd: repoRoot,
       env: { ...process.env, ...env(), TERM: "xterm", NO_COLOR: "1" },

@@ -1,5 +1,5 @@
 /**
- * Issue 23, finding 4: the CLI never lets a string from the gateway drive the user's terminal. On
+ * The CLI never lets a string from the gateway drive the user's terminal. On
  * a pseudo-terminal every control character of agent text, a prompt shown in a table, a tool name
  * in the status line and an error message is made visible (`\xHH`); with `--raw`, or stdout piped,
  * the bytes pass unchanged. Real gateway, the simulated agent echoing a prompt of escape sequences,

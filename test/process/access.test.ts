@@ -1,44 +1,27 @@
 /**
- * Who can get in (issue 10): the Host check (DNS rebinding), the Origin check (cross-site pages,
+ * Who can get in: the Host check (DNS rebinding), the Origin check (cross-site pages,
  * WebSocket upgrades included) and CORS for the origins an operator lists, against in-process
  * gateways with a real database. The browser's own view is in test/browser/browser.test.ts.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { startTestGateway, testEnv } from "../support/gateway.js";
+import { testEnv } from "../support/gateway.js";
 import { rawRequest, tryWebSocket } from "../support/raw-http.js";
 import { runGatewayToExit } from "../support/run-to-exit.js";
+import { useGateway } from "../support/use-gateway.js";
 
 const UI = "http://ui.example:5173";
 const EVIL = "http://127.0.0.2:8777";
 const TOKEN = "access-test-token-1";
 
-let db: TestDatabase;
-const gateways: Gateway[] = [];
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-/** Gateways a test made itself: stopped when that test ends (the leak guard checks). */
-const ownGateways: Gateway[] = [];
-afterEach(async () => {
-  await Promise.all(ownGateways.splice(0).map((g) => g.stop()));
-});
-afterAll(async () => {
-  await Promise.all(gateways.map((g) => g.stop()));
-  await db?.drop();
-});
-
-async function gateway(extra: Record<string, string> = {}): Promise<Gateway> {
-  const gw = await startTestGateway(db.url, extra);
-  // Made inside a test (not a beforeAll): that test's own.
-  (expect.getState().currentTestName === undefined ? gateways : ownGateways).push(gw);
-  return gw;
-}
+const suite = useGateway({ start: false });
+/** A gateway on the file's database: stopped after the test that made it (the leak guard checks), or after the file. */
+const gateway = (extra: Record<string, string> = {}): Promise<Gateway> => suite.startGateway(extra);
 
 const rows = async () => {
-  const [r] = await db.sql`select (select count(*)::int from sessions) as sessions, (select count(*)::int from tasks) as tasks`;
+  const [r] =
+    await suite.sql`select (select count(*)::int from sessions) as sessions, (select count(*)::int from tasks) as tasks`;
   return r as { sessions: number; tasks: number };
 };
 const newSession = { workspace: "/tmp", agent: "simulated" };
@@ -71,10 +54,13 @@ describe("a default gateway (no tokens)", () => {
     expect(await rows()).toEqual(before);
   });
 
-  it.each(["localhost", "LOCALHOST:1", "127.0.0.1", "[::1]:8787"])("accepts the loopback Host %s", async (host) => {
-    const r = await rawRequest(gw.url, "GET", "/v1/sessions", { host });
-    expect(r.status).toBe(200);
-  });
+  it.each(["localhost", "LOCALHOST:1", "127.0.0.1", "[::1]:8787"])(
+    "accepts the loopback Host %s",
+    async (host) => {
+      const r = await rawRequest(gw.url, "GET", "/v1/sessions", { host });
+      expect(r.status).toBe(200);
+    },
+  );
 
   it("refuses a page from another origin with 403 ORIGIN_NOT_ALLOWED: REST, JSON-RPC, SSE and the WebSocket upgrade", async () => {
     const before = await rows();
@@ -91,7 +77,12 @@ describe("a default gateway (no tokens)", () => {
       params: newSession,
     });
     expect(rpc.status).toBe(403);
-    const sse = await rawRequest(gw.url, "GET", "/v1/sessions/00000000-0000-4000-8000-000000000000/events", origin);
+    const sse = await rawRequest(
+      gw.url,
+      "GET",
+      "/v1/sessions/00000000-0000-4000-8000-000000000000/events",
+      origin,
+    );
     expect(sse.status).toBe(403);
     const preflight = await rawRequest(gw.url, "OPTIONS", "/v1/sessions", {
       ...origin,
@@ -117,7 +108,9 @@ describe("a default gateway (no tokens)", () => {
     expect(await tryWebSocket(wsUrl(gw))).toMatchObject({ opened: true });
     // The same port under another loopback name is another origin.
     const port = new URL(gw.url).port;
-    expect((await rawRequest(gw.url, "GET", "/v1/gate", { origin: `http://localhost:${port}` })).status).toBe(403);
+    expect((await rawRequest(gw.url, "GET", "/v1/gate", { origin: `http://localhost:${port}` })).status).toBe(
+      403,
+    );
   });
 });
 
@@ -135,16 +128,23 @@ describe("MOORING_ALLOWED_HOSTS", () => {
       expect(r.body.error.code).toBe("HOST_NOT_ALLOWED");
     }
     // The page served under an allowed name is its own origin there.
-    const own = await rawRequest(gw.url, "GET", "/v1/gate", { host: "gw.example:8787", origin: "http://gw.example:8787" });
+    const own = await rawRequest(gw.url, "GET", "/v1/gate", {
+      host: "gw.example:8787",
+      origin: "http://gw.example:8787",
+    });
     expect(own.status).toBe(200);
   });
 
   it("with tokens set, any Host is served unless names are listed", async () => {
     const open = await gateway({ MOORING_API_TOKENS: TOKEN });
     const auth = { authorization: `Bearer ${TOKEN}` };
-    expect((await rawRequest(open.url, "GET", "/v1/gate", { ...auth, host: "gw.internal:8787" })).status).toBe(200);
+    expect(
+      (await rawRequest(open.url, "GET", "/v1/gate", { ...auth, host: "gw.internal:8787" })).status,
+    ).toBe(200);
     const listed = await gateway({ MOORING_API_TOKENS: TOKEN, MOORING_ALLOWED_HOSTS: "gw.internal" });
-    expect((await rawRequest(listed.url, "GET", "/v1/gate", { ...auth, host: "gw.internal:8787" })).status).toBe(200);
+    expect(
+      (await rawRequest(listed.url, "GET", "/v1/gate", { ...auth, host: "gw.internal:8787" })).status,
+    ).toBe(200);
     const refused = await rawRequest(listed.url, "GET", "/v1/gate", { ...auth, host: "evil.example" });
     expect(refused.status).toBe(403);
     expect(refused.body.error.code).toBe("HOST_NOT_ALLOWED");
@@ -176,14 +176,26 @@ describe("MOORING_CORS_ORIGINS", () => {
       "x-request-id",
       "x-mooring-boot-id",
     ]);
-    const turn = await rawRequest(gw.url, "POST", `/v1/sessions/${created.body.id}/turns`, { origin: UI }, { prompt: "hi" });
+    const turn = await rawRequest(
+      gw.url,
+      "POST",
+      `/v1/sessions/${created.body.id}/turns`,
+      { origin: UI },
+      { prompt: "hi" },
+    );
     expect(turn.status).toBe(202);
     expect(turn.headers.location).toBe(`/v1/tasks/${turn.body.id}`);
     expect(await rows()).toEqual({ sessions: before.sessions + 1, tasks: before.tasks + 1 });
 
     expect(await tryWebSocket(wsUrl(gw), { origin: UI })).toMatchObject({ opened: true });
     // Listing is exact: another port is another origin.
-    const near = await rawRequest(gw.url, "POST", "/v1/sessions", { origin: "http://ui.example:5174" }, newSession);
+    const near = await rawRequest(
+      gw.url,
+      "POST",
+      "/v1/sessions",
+      { origin: "http://ui.example:5174" },
+      newSession,
+    );
     expect(near.status).toBe(403);
     expect(near.body.error.code).toBe("ORIGIN_NOT_ALLOWED");
   });
@@ -200,19 +212,34 @@ describe("MOORING_CORS_ORIGINS", () => {
     expect(refused.status).toBe(401);
     // The browser may read the refusal, so the page can tell the user to sign in.
     expect(refused.headers["access-control-allow-origin"]).toBe(UI);
-    const ok = await rawRequest(gw.url, "POST", "/v1/sessions", { origin: UI, authorization: `Bearer ${TOKEN}` }, newSession);
+    const ok = await rawRequest(
+      gw.url,
+      "POST",
+      "/v1/sessions",
+      { origin: UI, authorization: `Bearer ${TOKEN}` },
+      newSession,
+    );
     expect(ok.status).toBe(201);
   });
 
   it("* is accepted only with tokens", async () => {
-    expect(() => loadConfig(testEnv(db.url, { MOORING_CORS_ORIGINS: "*" }))).toThrow(/only with MOORING_API_TOKENS/);
-    expect(() => loadConfig(testEnv(db.url, { MOORING_CORS_ORIGINS: "http://x.example/" }))).toThrow(/exact origin/);
+    expect(() => loadConfig(testEnv(suite.databaseUrl, { MOORING_CORS_ORIGINS: "*" }))).toThrow(
+      /only with MOORING_API_TOKENS/,
+    );
+    expect(() =>
+      loadConfig(testEnv(suite.databaseUrl, { MOORING_CORS_ORIGINS: "http://x.example/" })),
+    ).toThrow(/exact origin/);
     const gw = await gateway({ MOORING_CORS_ORIGINS: "*", MOORING_API_TOKENS: TOKEN });
     const r = await rawRequest(gw.url, "GET", "/v1/gate", { origin: EVIL, authorization: `Bearer ${TOKEN}` });
     expect(r.status).toBe(200);
     expect(r.headers["access-control-allow-origin"]).toBe(EVIL);
 
-    const run = await runGatewayToExit({ DATABASE_URL: db.url, PORT: "0", MOORING_CORS_ORIGINS: "*", MOORING_API_TOKENS: "" });
+    const run = await runGatewayToExit({
+      DATABASE_URL: suite.databaseUrl,
+      PORT: "0",
+      MOORING_CORS_ORIGINS: "*",
+      MOORING_API_TOKENS: "",
+    });
     expect(run.code).toBe(2);
     expect(run.stderr).toContain("mooring: configuration error: MOORING_CORS_ORIGINS=*");
   });

@@ -9,13 +9,10 @@
 import { createRequire } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { once } from "node:events";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
-import type { Gateway } from "../../src/gateway.js";
 import { AcpTestClient, agentText, rpcErrorOf as errorOf, seqOf } from "../support/acp-client.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { startTestGateway } from "../support/gateway.js";
-import { tempWorkspace } from "../support/turns.js";
+import { useGateway } from "../support/use-gateway.js";
 
 const A = "acp-tenant-alpha-token-1111";
 const B = "acp-tenant-beta-token-2222";
@@ -23,24 +20,39 @@ const MISSING = "00000000-0000-4000-8000-00000000dead";
 const agentScript = fileURLToPath(new URL("../support/acp-agent.ts", import.meta.url));
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 const agents = {
-  "acp-test": { driver: "acp", command: process.execPath, args: ["--import", tsxLoader, agentScript], permissions: "deny" },
+  "acp-test": {
+    driver: "acp",
+    command: process.execPath,
+    args: ["--import", tsxLoader, agentScript],
+    permissions: "deny",
+  },
 };
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
+const suite = useGateway({
+  env: {
+    MOORING_TENANTS: JSON.stringify({ alpha: { tokens: [A] }, beta: { tokens: [B] } }),
+    MOORING_ACP_AGENT: "simulated",
+  },
+  agents,
+  workspace: true,
+});
 const clients: AcpTestClient[] = [];
 
 const open = async (kind: "http" | "ws", token = A): Promise<AcpTestClient> => {
-  const c = kind === "http" ? AcpTestClient.http(gw.url, token) : AcpTestClient.ws(gw.url, token);
+  const c = kind === "http" ? AcpTestClient.http(suite.url, token) : AcpTestClient.ws(suite.url, token);
   clients.push(c);
   await c.initialize();
   return c;
 };
 
 const newSession = async (c: AcpTestClient): Promise<string> =>
-  (await c.agent.request("session/new", { cwd: workspace, mcpServers: [], _meta: { mooring: { agent: "simulated" } } }))
-    .sessionId;
+  (
+    await c.agent.request("session/new", {
+      cwd: suite.workspace,
+      mcpServers: [],
+      _meta: { mooring: { agent: "simulated" } },
+    })
+  ).sessionId;
 
 /** Every seq from..to once: the updates a client saw have neither a hole nor a repeat. */
 const contiguous = (seqs: number[]) => {
@@ -49,27 +61,13 @@ const contiguous = (seqs: number[]) => {
   expect(sorted).toEqual(Array.from({ length: sorted.length }, (_, i) => sorted[0] + i));
 };
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  workspace = await tempWorkspace();
-  const tenants = { alpha: { tokens: [A] }, beta: { tokens: [B] } };
-  gw = await startTestGateway(db.url, {
-    MOORING_TENANTS: JSON.stringify(tenants),
-    MOORING_ACP_AGENT: "simulated",
-    MOORING_AGENTS: JSON.stringify(agents),
-  });
-});
 afterEach(() => {
   for (const c of clients.splice(0)) c.close();
-});
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
 });
 
 describe.each(["http", "ws"] as const)("/acp over %s", (kind) => {
   it("initializes as mooring with loadSession and the session capabilities", async () => {
-    const c = kind === "http" ? AcpTestClient.http(gw.url, A) : AcpTestClient.ws(gw.url, A);
+    const c = kind === "http" ? AcpTestClient.http(suite.url, A) : AcpTestClient.ws(suite.url, A);
     clients.push(c);
     const init = await c.initialize();
     expect(init.protocolVersion).toBe(1);
@@ -88,7 +86,9 @@ describe.each(["http", "ws"] as const)("/acp over %s", (kind) => {
     expect(answer.stopReason).toBe("end_turn");
     const updates = c.of(sessionId);
     const kinds = updates.map((n) => n.update.sessionUpdate);
-    const task = await c.agent.request<any>("_mooring/tasks/get", { taskId: (answer._meta as any).mooring.taskId });
+    const task = await c.agent.request<any>("_mooring/tasks/get", {
+      taskId: (answer._meta as any).mooring.taskId,
+    });
     expect(agentText(updates)).toBe(task.result.text);
     expect(task.result.text).not.toBe("");
     expect(kinds).toContain("tool_call");
@@ -106,8 +106,13 @@ describe.each(["http", "ws"] as const)("/acp over %s", (kind) => {
   it("cancels the running turn: the prompt answers cancelled", async () => {
     const c = await open(kind);
     const sessionId = await newSession(c);
-    const prompt = c.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "[deltas 1] [hang]" }] });
-    await c.updates.waitFor((n) => n.sessionId === sessionId && n.update.sessionUpdate === "agent_message_chunk");
+    const prompt = c.agent.request("session/prompt", {
+      sessionId,
+      prompt: [{ type: "text", text: "[deltas 1] [hang]" }],
+    });
+    await c.updates.waitFor(
+      (n) => n.sessionId === sessionId && n.update.sessionUpdate === "agent_message_chunk",
+    );
     await c.agent.notify("session/cancel", { sessionId });
     expect((await prompt).stopReason).toBe("cancelled");
   });
@@ -116,15 +121,25 @@ describe.each(["http", "ws"] as const)("/acp over %s", (kind) => {
     const first = await open(kind);
     const sessionId = await newSession(first);
     void first.agent
-      .request("session/prompt", { sessionId, prompt: [{ type: "text", text: "[deltas 3] [sleep 1500] [deltas 4]" }] })
+      .request("session/prompt", {
+        sessionId,
+        prompt: [{ type: "text", text: "[deltas 3] [sleep 1500] [deltas 4]" }],
+      })
       .catch(() => {});
-    await first.updates.waitFor((n) => n.sessionId === sessionId && n.update.sessionUpdate === "agent_message_chunk");
+    await first.updates.waitFor(
+      (n) => n.sessionId === sessionId && n.update.sessionUpdate === "agent_message_chunk",
+    );
     first.close();
     const seen = first.of(sessionId).map(seqOf) as number[];
     const afterSeq = Math.max(...seen);
 
     const second = await open(kind);
-    await second.agent.request("session/load", { sessionId, cwd: workspace, mcpServers: [], _meta: { mooring: { afterSeq } } });
+    await second.agent.request("session/load", {
+      sessionId,
+      cwd: suite.workspace,
+      mcpServers: [],
+      _meta: { mooring: { afterSeq } },
+    });
     await second.updates.waitFor(
       (n) => n.sessionId === sessionId && (n.update._meta as any)?.mooring?.type === "task.completed",
       30_000,
@@ -142,11 +157,14 @@ describe.each(["http", "ws"] as const)("/acp over %s", (kind) => {
   it("a real ACP agent behind mooring (the test agent): its chunks and its tool call reach the client", async () => {
     const c = await open(kind);
     const { sessionId } = await c.agent.request("session/new", {
-      cwd: workspace,
+      cwd: suite.workspace,
       mcpServers: [],
       _meta: { mooring: { agent: "acp-test" } },
     });
-    const answer = await c.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "[chunks 3] [tool 32]" }] });
+    const answer = await c.agent.request("session/prompt", {
+      sessionId,
+      prompt: [{ type: "text", text: "[chunks 3] [tool 32]" }],
+    });
     expect(answer.stopReason).toBe("end_turn");
     expect(agentText(c.of(sessionId))).toBe("chunk 1/3 chunk 2/3 chunk 3/3 ");
     const tool = c.of(sessionId).find((n) => n.update.sessionUpdate === "tool_call")!.update as any;
@@ -156,12 +174,18 @@ describe.each(["http", "ws"] as const)("/acp over %s", (kind) => {
   it("a load without afterSeq replays the whole session, each prompt as the user's message", async () => {
     const c = await open(kind);
     const sessionId = await newSession(c);
-    await c.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "first [deltas 2]" }] });
+    await c.agent.request("session/prompt", {
+      sessionId,
+      prompt: [{ type: "text", text: "first [deltas 2]" }],
+    });
     const other = await open(kind);
-    await other.agent.request("session/load", { sessionId, cwd: workspace, mcpServers: [] });
+    await other.agent.request("session/load", { sessionId, cwd: suite.workspace, mcpServers: [] });
     const replayed = other.of(sessionId);
     expect(replayed.map(seqOf)).toEqual(c.of(sessionId).map(seqOf));
-    expect(replayed[0].update).toMatchObject({ sessionUpdate: "user_message_chunk", content: { text: "first [deltas 2]" } });
+    expect(replayed[0].update).toMatchObject({
+      sessionUpdate: "user_message_chunk",
+      content: { text: "first [deltas 2]" },
+    });
   });
 });
 
@@ -171,8 +195,8 @@ describe("tenants on /acp", () => {
     const sessionId = await newSession(a);
     const b = await open("http", B);
     const calls = (id: string) => [
-      b.agent.request("session/load", { sessionId: id, cwd: workspace, mcpServers: [] }),
-      b.agent.request("session/resume", { sessionId: id, cwd: workspace }),
+      b.agent.request("session/load", { sessionId: id, cwd: suite.workspace, mcpServers: [] }),
+      b.agent.request("session/resume", { sessionId: id, cwd: suite.workspace }),
       b.agent.request("session/prompt", { sessionId: id, prompt: [{ type: "text", text: "[deltas 1]" }] }),
       b.agent.request("session/close", { sessionId: id }).then(() => {
         throw Object.assign(new Error("closed"), { code: 0 });
@@ -182,15 +206,22 @@ describe("tenants on /acp", () => {
     const missing = await Promise.all(calls(MISSING).map(errorOf));
     for (let i = 0; i < 3; i++) {
       expect(foreign[i].code).toBe(-32002);
-      expect(JSON.stringify(foreign[i]).replaceAll(sessionId, "ID")).toBe(JSON.stringify(missing[i]).replaceAll(MISSING, "ID"));
+      expect(JSON.stringify(foreign[i]).replaceAll(sessionId, "ID")).toBe(
+        JSON.stringify(missing[i]).replaceAll(MISSING, "ID"),
+      );
     }
     const list = await b.agent.request("session/list", {});
     expect(list.sessions.map((s) => s.sessionId)).not.toContain(sessionId);
     const own = await a.agent.request("session/list", {});
     expect(own.sessions.map((s) => s.sessionId)).toContain(sessionId);
     // B's cancel changes nothing: A's running turn goes on until A cancels it.
-    const running = a.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "[deltas 1] [hang]" }] });
-    const chunk = await a.updates.waitFor((n) => n.sessionId === sessionId && n.update.sessionUpdate === "agent_message_chunk");
+    const running = a.agent.request("session/prompt", {
+      sessionId,
+      prompt: [{ type: "text", text: "[deltas 1] [hang]" }],
+    });
+    const chunk = await a.updates.waitFor(
+      (n) => n.sessionId === sessionId && n.update.sessionUpdate === "agent_message_chunk",
+    );
     const taskId = (chunk.update._meta as any).mooring.taskId;
     await b.agent.notify("session/cancel", { sessionId });
     expect((await errorOf(b.agent.request("_mooring/tasks/get", { taskId }))).code).toBe(-32002);
@@ -201,20 +232,24 @@ describe("tenants on /acp", () => {
   });
 
   it("B cannot post to A's connection: an unknown connection to B", async () => {
-    const init = await fetch(`${gw.url}/acp`, {
+    const init = await fetch(`${suite.url}/acp`, {
       method: "POST",
       headers: { "content-type": "application/json", authorization: `Bearer ${A}` },
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1 } }),
     });
     expect(init.status).toBe(200);
     const connectionId = init.headers.get("acp-connection-id")!;
-    const asB = await fetch(`${gw.url}/acp`, {
+    const asB = await fetch(`${suite.url}/acp`, {
       method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${B}`, "acp-connection-id": connectionId },
+      headers: {
+        "content-type": "application/json",
+        authorization: `Bearer ${B}`,
+        "acp-connection-id": connectionId,
+      },
       body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "session/list", params: {} }),
     });
     expect(asB.status).toBe(404);
-    const noToken = await fetch(`${gw.url}/acp`, {
+    const noToken = await fetch(`${suite.url}/acp`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1 } }),
@@ -225,7 +260,7 @@ describe("tenants on /acp", () => {
 
 describe("bad ACP input", () => {
   const post = (body: string, headers: Record<string, string> = {}) =>
-    fetch(`${gw.url}/acp`, {
+    fetch(`${suite.url}/acp`, {
       method: "POST",
       headers: { "content-type": "application/json", authorization: `Bearer ${A}`, ...headers },
       body,
@@ -239,17 +274,24 @@ describe("bad ACP input", () => {
     expect((await batch.json()).error.code).toBe(-32600);
     const scalar = await post("42");
     expect(scalar.status).toBe(400);
-    const oversized = await post(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { pad: "x".repeat(2_000_000) } }));
+    const oversized = await post(
+      JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { pad: "x".repeat(2_000_000) } }),
+    );
     expect(oversized.status).toBe(413);
     expect((await oversized.json()).error.code).toBe("PAYLOAD_TOO_LARGE");
-    const unknown = await post(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "session/list", params: {} }), {
-      "acp-connection-id": "no-such-connection",
-    });
+    const unknown = await post(
+      JSON.stringify({ jsonrpc: "2.0", id: 1, method: "session/list", params: {} }),
+      {
+        "acp-connection-id": "no-such-connection",
+      },
+    );
     expect(unknown.status).toBe(404);
   });
 
   it("over WebSocket, malformed JSON and a batch are answered with JSON-RPC errors; the socket stays open", async () => {
-    const socket = new WebSocket(`${gw.url.replace(/^http/, "ws")}/acp`, { headers: { authorization: `Bearer ${A}` } });
+    const socket = new WebSocket(`${suite.url.replace(/^http/, "ws")}/acp`, {
+      headers: { authorization: `Bearer ${A}` },
+    });
     await once(socket, "open");
     const answers: any[] = [];
     socket.on("message", (data) => answers.push(JSON.parse(String(data))));
@@ -261,7 +303,9 @@ describe("bad ACP input", () => {
     expect((await next()).error.code).toBe(-32700);
     socket.send(JSON.stringify([{ jsonrpc: "2.0", id: 1, method: "initialize", params: {} }]));
     expect((await next()).error.code).toBe(-32600);
-    socket.send(JSON.stringify({ jsonrpc: "2.0", id: 7, method: "initialize", params: { protocolVersion: 1 } }));
+    socket.send(
+      JSON.stringify({ jsonrpc: "2.0", id: 7, method: "initialize", params: { protocolVersion: 1 } }),
+    );
     const init = await next();
     expect(init.id).toBe(7);
     expect(init.result.agentInfo.name).toBe("mooring");
@@ -276,21 +320,28 @@ describe("bad ACP input", () => {
     expect(outside.code).toBe(-32602);
     const mcp = await errorOf(
       c.agent.request("session/new", {
-        cwd: workspace,
+        cwd: suite.workspace,
         mcpServers: [{ name: "x", command: "x", args: [], env: [] }],
       }),
     );
     expect(mcp.message).toMatch(/MCP servers/);
     const sessionId = await newSession(c);
     const image = await errorOf(
-      c.agent.request("session/prompt", { sessionId, prompt: [{ type: "image", data: "AA==", mimeType: "image/png" }] }),
+      c.agent.request("session/prompt", {
+        sessionId,
+        prompt: [{ type: "image", data: "AA==", mimeType: "image/png" }],
+      }),
     );
     expect(image.code).toBe(-32602);
     expect(image.message).toMatch(/"image"/);
-    expect((await c.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "[deltas 1]" }] })).stopReason).toBe(
-      "end_turn",
-    );
-    const archived = await fetch(`${gw.url}/v1/sessions/${sessionId}`, { method: "DELETE", headers: { authorization: `Bearer ${A}` } });
+    expect(
+      (await c.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "[deltas 1]" }] }))
+        .stopReason,
+    ).toBe("end_turn");
+    const archived = await fetch(`${suite.url}/v1/sessions/${sessionId}`, {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${A}` },
+    });
     expect(archived.status).toBe(200);
     const refused = await errorOf(
       c.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "[deltas 1]" }] }),

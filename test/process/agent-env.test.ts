@@ -1,20 +1,19 @@
 /**
- * Agents never inherit the gateway's secrets (issue 10): the environment a real gateway process
+ * Agents never inherit the gateway's secrets: the environment a real gateway process
  * gives a real ACP agent and a claude-code `command` (each records what it got), with tokens, a
  * database URL and Postgres variables in the gateway's own environment; `inheritEnv` allowlists;
  * and the rules of agents/agent-env.ts and the registry's validation on their own.
  */
-import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, readFile, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { agentEnvironment } from "../../src/agents/agent-env.js";
 import { loadAgentRegistry } from "../../src/agents/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { type GatewayProcess, repoRoot, spawnGateway } from "../support/gateway.js";
+import { type GatewayProcess, repoRoot } from "../support/gateway.js";
 import { createSession, submitPrompt, waitTask } from "../support/turns.js";
+import { useProcessGateway } from "../support/use-gateway.js";
 
 const TOKEN = "agent-env-gateway-token-9f8e7d";
 const agentScript = join(repoRoot, "test/support/acp-agent.ts");
@@ -53,7 +52,10 @@ describe("agentEnvironment", () => {
 
   it("with inheritEnv passes only the names listed (never a withheld one), then the entry's env", () => {
     const env = agentEnvironment(
-      { env: { CLAUDE_CONFIG_DIR: "/mine" }, inheritEnv: ["PATH", "ANTHROPIC_API_KEY", "DEPLOY_KEY", "PGHOST"] },
+      {
+        env: { CLAUDE_CONFIG_DIR: "/mine" },
+        inheritEnv: ["PATH", "ANTHROPIC_API_KEY", "DEPLOY_KEY", "PGHOST"],
+      },
       ["DEPLOY_KEY"],
       parent,
     );
@@ -61,28 +63,28 @@ describe("agentEnvironment", () => {
   });
 
   it("the registry validates inheritEnv", () => {
-    const entry = (inheritEnv: unknown) =>
-      () => loadAgentRegistry(JSON.stringify({ a: { driver: "acp", command: "x", inheritEnv } }));
+    const entry = (inheritEnv: unknown) => () =>
+      loadAgentRegistry(JSON.stringify({ a: { driver: "acp", command: "x", inheritEnv } }));
     expect(entry(["PATH", "HOME"])().get("a")?.inheritEnv).toEqual(["PATH", "HOME"]);
     expect(entry("PATH")).toThrow(/entry "a": inheritEnv must be an array of environment variable names/);
     expect(entry(["PATH", "not a name"])).toThrow(/inheritEnv must be an array/);
-    expect(entry(["PATH", "MOORING_API_TOKENS"])).toThrow(/may not pass the gateway's own MOORING_API_TOKENS/);
+    expect(entry(["PATH", "MOORING_API_TOKENS"])).toThrow(
+      /may not pass the gateway's own MOORING_API_TOKENS/,
+    );
     expect(entry(["DATABASE_URL"])).toThrow(/DATABASE_URL/);
     expect(entry(["PGPASSWORD"])).toThrow(/PGPASSWORD/);
   });
 });
 
 describe("through a real gateway process", () => {
-  let db: TestDatabase;
+  // The agents' workspace holds the fake CLI and the files each agent writes its environment to.
+  const suite = useProcessGateway({ workspace: true });
   let gw: GatewayProcess;
-  let dir: string;
-  const envFile = (name: string) => join(dir, `${name}.json`);
+  const envFile = (name: string) => join(suite.workspace, `${name}.json`);
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    dir = await mkdtemp(join(tmpdir(), "mooring-agent-env-"));
     // A claude-code `command` that records its environment and stops (the turn then fails).
-    const fakeClaude = join(dir, "fake-claude.sh");
+    const fakeClaude = join(suite.workspace, "fake-claude.sh");
     await writeFile(
       fakeClaude,
       `#!/bin/sh\n"${process.execPath}" -e 'require("fs").writeFileSync(process.env.ENV_DUMP_FILE, JSON.stringify(process.env))'\nexit 3\n`,
@@ -98,12 +100,14 @@ describe("through a real gateway process", () => {
     const agents = {
       "acp-default": acp("acp-default"),
       "acp-strict": acp("acp-strict", { inheritEnv: ["PATH", "ANTHROPIC_API_KEY"] }),
-      "claude-fake": { driver: "claude-code", command: fakeClaude, env: { ENV_DUMP_FILE: envFile("claude-fake") } },
+      "claude-fake": {
+        driver: "claude-code",
+        command: fakeClaude,
+        env: { ENV_DUMP_FILE: envFile("claude-fake") },
+      },
     };
-    gw = await spawnGateway({
-      DATABASE_URL: db.url,
-      HOST: "127.0.0.1",
-      PORT: "0",
+    gw = await suite.spawn({
+      LOG_LEVEL: "info",
       MOORING_API_TOKENS: TOKEN,
       MOORING_AGENTS: JSON.stringify(agents),
       MOORING_AGENT_ENV_DENY: "DEPLOY_*",
@@ -116,18 +120,10 @@ describe("through a real gateway process", () => {
     });
     await gw.waitReady();
   });
-  afterAll(async () => {
-    if (gw && gw.child.exitCode === null) {
-      gw.kill("SIGTERM");
-      await gw.exited;
-    }
-    await db?.drop();
-    if (dir) await rm(dir, { recursive: true, force: true });
-  });
 
   const auth = { authorization: `Bearer ${TOKEN}` };
   async function turnOn(agent: string): Promise<Record<string, string>> {
-    const sessionId = await createSession(gw.url, dir, { agent }, auth);
+    const sessionId = await createSession(gw.url, suite.workspace, { agent }, auth);
     const task = await submitPrompt(gw.url, sessionId, "hi", auth);
     await waitTask(gw.url, task.id, undefined, undefined, auth);
     return JSON.parse(await readFile(envFile(agent), "utf8"));
@@ -136,10 +132,13 @@ describe("through a real gateway process", () => {
   /** Nothing of the gateway's own: no token, no database URL or Postgres variable, no denied name. */
   function expectNoGatewaySecrets(env: Record<string, string>): void {
     const names = Object.keys(env);
-    expect(names.filter((n) => n.startsWith("MOORING_") || n.startsWith("PG") || n.startsWith("DEPLOY_"))).toEqual([]);
+    expect(
+      names.filter((n) => n.startsWith("MOORING_") || n.startsWith("PG") || n.startsWith("DEPLOY_")),
+    ).toEqual([]);
     expect(names).not.toContain("DATABASE_URL");
     const values = JSON.stringify(env);
-    for (const secret of [TOKEN, db.url, "pg-secret-password", "deploy-secret"]) expect(values).not.toContain(secret);
+    for (const secret of [TOKEN, suite.databaseUrl, "pg-secret-password", "deploy-secret"])
+      expect(values).not.toContain(secret);
   }
 
   it("an ACP agent gets what agents need and none of the gateway's secrets", async () => {
@@ -157,7 +156,10 @@ describe("through a real gateway process", () => {
   it("a claude-code command gets none of them either", async () => {
     const env = await turnOn("claude-fake");
     expectNoGatewaySecrets(env);
-    expect(env).toMatchObject({ ANTHROPIC_API_KEY: "sk-ant-for-agents", ENV_DUMP_FILE: envFile("claude-fake") });
+    expect(env).toMatchObject({
+      ANTHROPIC_API_KEY: "sk-ant-for-agents",
+      ENV_DUMP_FILE: envFile("claude-fake"),
+    });
   });
 
   it("an entry with inheritEnv gets exactly the listed names and its own env", async () => {

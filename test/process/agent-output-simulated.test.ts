@@ -1,5 +1,5 @@
 /**
- * Issue 11, what any client could do through the built-in `simulated` agent:
+ * What any client could do through the built-in `simulated` agent:
  * - `"a"*199 + "😀"`: the answer `You said: ${prompt.slice(0, 200)}` cut the emoji's surrogate pair
  *   and the lone half froze the event lane;
  * - `[deltas 100000000]` emitted 100 M events in a synchronous loop (out of heap, /healthz dead),

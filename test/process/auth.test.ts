@@ -1,13 +1,13 @@
 /** Bearer-token auth (MOORING_API_TOKENS) on every route but health, and the non-loopback refusal. */
 import { once } from "node:events";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { checkStartupConfig, loadConfig } from "../../src/config.js";
 import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
 import { call, spawnGateway, startTestGateway, testEnv } from "../support/gateway.js";
 import { createSession } from "../support/turns.js";
 import { runGatewayToExit } from "../support/run-to-exit.js";
+import { useGateway } from "../support/use-gateway.js";
 
 const TOKENS = ["token-alpha-123", "token-beta-4567"];
 const SOME_ID = "00000000-0000-4000-8000-000000000000";
@@ -31,24 +31,15 @@ const routes: [string, string, unknown?][] = [
   ["GET", "/v1/no-such-route"],
 ];
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await db?.drop();
-});
+const suite = useGateway({ start: false });
 
 describe("with MOORING_API_TOKENS set", () => {
   let gw: Gateway;
   beforeAll(async () => {
-    gw = await startTestGateway(db.url, { MOORING_API_TOKENS: TOKENS.join(",") });
-  });
-  afterAll(async () => {
-    await gw?.stop();
+    gw = await suite.startGateway({ MOORING_API_TOKENS: TOKENS.join(",") });
   });
 
-  const count = async () => (await db.sql`select count(*)::int as n from sessions`)[0].n as number;
+  const count = async () => (await suite.sql`select count(*)::int as n from sessions`)[0].n as number;
 
   const wrong: [string, Record<string, string>][] = [
     ["no Authorization header", {}],
@@ -69,7 +60,11 @@ describe("with MOORING_API_TOKENS set", () => {
       // JSON-RPC answers in its own envelope, with the call's id (docs/api.md, JSON-RPC).
       const refusal =
         path === "/v1/rpc"
-          ? { jsonrpc: "2.0", id: 1, error: { code: -32001, message: expect.any(String), data: { code: "UNAUTHORIZED" } } }
+          ? {
+              jsonrpc: "2.0",
+              id: 1,
+              error: { code: -32001, message: expect.any(String), data: { code: "UNAUTHORIZED" } },
+            }
           : { error: { code: "UNAUTHORIZED", message: expect.any(String) } };
       expect(r.body, `${method} ${path}`).toEqual(refusal);
     }
@@ -140,7 +135,9 @@ describe("with MOORING_API_TOKENS set", () => {
     // The streams browsers open without headers: SSE and the WebSocket.
     const sessionId = await createSession(gw.url, "/tmp", {}, auth);
     const controller = new AbortController();
-    const sse = await fetch(`${gw.url}${withQuery(`/v1/sessions/${sessionId}/events`)}`, { signal: controller.signal });
+    const sse = await fetch(`${gw.url}${withQuery(`/v1/sessions/${sessionId}/events`)}`, {
+      signal: controller.signal,
+    });
     expect(sse.status).toBe(200);
     expect(sse.headers.get("content-type")).toMatch(/text\/event-stream/);
     controller.abort();
@@ -195,7 +192,7 @@ describe("with MOORING_API_TOKENS set", () => {
 
 describe("without MOORING_API_TOKENS", () => {
   it("needs no token", async () => {
-    const gw = await startTestGateway(db.url);
+    const gw = await startTestGateway(suite.databaseUrl);
     try {
       expect((await call(gw.url, "GET", "/v1/sessions")).status).toBe(200);
       expect((await call(gw.url, "GET", "/v1/gate")).status).toBe(200);
@@ -214,8 +211,11 @@ describe("without MOORING_API_TOKENS", () => {
 
 describe("binding a non-loopback HOST", () => {
   it("is refused without tokens and allowed on loopback or with tokens", () => {
-    const check = (env: Record<string, string>) => () => checkStartupConfig(loadConfig(testEnv(db.url, env)));
-    expect(check({ HOST: "0.0.0.0" })).toThrow(/HOST=0\.0\.0\.0 .*MOORING_API_TOKENS nor MOORING_TENANTS is set/);
+    const check = (env: Record<string, string>) => () =>
+      checkStartupConfig(loadConfig(testEnv(suite.databaseUrl, env)));
+    expect(check({ HOST: "0.0.0.0" })).toThrow(
+      /HOST=0\.0\.0\.0 .*MOORING_API_TOKENS nor MOORING_TENANTS is set/,
+    );
     expect(check({ HOST: "192.168.1.10" })).toThrow(/MOORING_API_TOKENS/);
     expect(check({ HOST: "::" })).toThrow(/MOORING_API_TOKENS/);
     // Only real loopback addresses count: a name that starts like one is any other name.
@@ -228,7 +228,7 @@ describe("binding a non-loopback HOST", () => {
 
   it("a real process with HOST=0.0.0.0 and no tokens exits non-zero with a clear message", async () => {
     const run = await runGatewayToExit({
-      DATABASE_URL: db.url,
+      DATABASE_URL: suite.databaseUrl,
       HOST: "0.0.0.0",
       PORT: "0",
       MOORING_API_TOKENS: "",
@@ -241,7 +241,7 @@ describe("binding a non-loopback HOST", () => {
 
   it("a real process with HOST=0.0.0.0 and tokens starts and asks for them", async () => {
     const gw = await spawnGateway({
-      DATABASE_URL: db.url,
+      DATABASE_URL: suite.databaseUrl,
       HOST: "0.0.0.0",
       PORT: "0",
       MOORING_API_TOKENS: "net-token",

@@ -11,21 +11,23 @@ import { createHash } from "node:crypto";
 import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, startTestGateway, type TestGateway } from "../support/gateway.js";
-import {
-  cancelOpenTasks,
-  createSession,
-  runTurn,
-  submitOk,
-  tempWorkspace,
-  waitStatus,
-} from "../support/turns.js";
+import { afterAll, describe, expect, it } from "vitest";
+import { call, eventually } from "../support/gateway.js";
+import { useGateway } from "../support/use-gateway.js";
+import { createSession, runTurn, submitOk, tempWorkspace, waitStatus } from "../support/turns.js";
 
-let db: TestDatabase;
-let gw: TestGateway;
-let dataDir: string;
+// The gateway's data folder (its checkpoint repositories), made by the gateway at its start.
+const dataDir = join(tmpdir(), `mooring-data-${process.pid}-${Date.now()}`);
+const t = useGateway({
+  env: {
+    MOORING_POLL_MS: "100",
+    MOORING_CHECKPOINTS: "true",
+    MOORING_DATA_DIR: dataDir,
+    MOORING_CHECKPOINT_MAX_FILE_BYTES: "4096",
+    MOORING_AGENTS: JSON.stringify({ plain: { driver: "simulated", checkpoints: false } }),
+  },
+  cancelOpenTasks: true,
+});
 const cleanup: string[] = [];
 
 /** git as a user runs it, isolated from this machine's own configuration. */
@@ -99,25 +101,11 @@ async function userView(ws: string) {
 const status = (ws: string) => userGit(ws, ["status", "--porcelain=v1", "--untracked-files=all"]);
 
 async function eventsOf(sessionId: string): Promise<{ type: string; data: any; taskId: string | null }[]> {
-  return db.sql<{ type: string; data: any; taskId: string | null }[]>`
+  return t.sql<{ type: string; data: any; taskId: string | null }[]>`
     select type, data, task_id from events where session_id = ${sessionId} order by seq`;
 }
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  dataDir = await mkdtemp(join(tmpdir(), "mooring-data-"));
-  gw = await startTestGateway(db.url, {
-    MOORING_POLL_MS: "100",
-    MOORING_CHECKPOINTS: "true",
-    MOORING_DATA_DIR: dataDir,
-    MOORING_CHECKPOINT_MAX_FILE_BYTES: "4096",
-    MOORING_AGENTS: JSON.stringify({ plain: { driver: "simulated", checkpoints: false } }),
-  });
-}, 120_000);
-afterEach(() => cancelOpenTasks(gw.url, db.sql));
 afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
   for (const dir of [...cleanup, dataDir]) await rm(dir, { recursive: true, force: true });
 });
 
@@ -126,15 +114,15 @@ describe("a turn in a git work tree", () => {
     const ws = await userRepo();
     const view = await userView(ws);
     const statusBefore = status(ws);
-    const s = await createSession(gw.url, ws);
+    const s = await createSession(t.url, ws);
     const done = await runTurn(
-      gw.url,
+      t.url,
       s,
       "[write new/file.txt 3] [append a.txt 2] [delete b.txt] [writebin bin.dat 100] [write ignored/x.txt 1] [write big.txt 1000]",
     );
     expect(done.status).toBe("completed");
 
-    const diff = await call(gw.url, "GET", `/v1/tasks/${done.id}/diff`);
+    const diff = await call(t.url, "GET", `/v1/tasks/${done.id}/diff`);
     expect(diff.status).toBe(200);
     expect(diff.body.items.map((f: any) => [f.path, f.status, f.additions, f.deletions, f.binary])).toEqual([
       ["a.txt", "modified", 2, 0, false],
@@ -181,15 +169,15 @@ describe("a turn in a git work tree", () => {
     ).toEqual([`refs/mooring/${s}/0/after`, `refs/mooring/${s}/0/before`]);
 
     // Paged: one file per page, the cursor continues.
-    const first = await call(gw.url, "GET", `/v1/tasks/${done.id}/diff?limit=1`);
+    const first = await call(t.url, "GET", `/v1/tasks/${done.id}/diff?limit=1`);
     expect(first.body.items.map((f: any) => f.path)).toEqual(["a.txt"]);
     const second = await call(
-      gw.url,
+      t.url,
       "GET",
       `/v1/tasks/${done.id}/diff?limit=1&cursor=${first.body.nextCursor}`,
     );
     expect(second.body.items.map((f: any) => f.path)).toEqual(["b.txt"]);
-    expect((await call(gw.url, "GET", `/v1/tasks/${done.id}/diff?cursor=x`)).status).toBe(400);
+    expect((await call(t.url, "GET", `/v1/tasks/${done.id}/diff?cursor=x`)).status).toBe(400);
   }, 120_000);
 
   it("reverts byte for byte (an untracked file and a deleted one included), and the revert can be undone", async () => {
@@ -197,19 +185,19 @@ describe("a turn in a git work tree", () => {
     const original = await tree(ws);
     const view = await userView(ws);
     const statusBefore = status(ws);
-    const s = await createSession(gw.url, ws);
+    const s = await createSession(t.url, ws);
     const t0 = await runTurn(
-      gw.url,
+      t.url,
       s,
       "[write src/made.txt 2] [append a.txt 1] [delete untracked.txt] [delete b.txt]",
     );
     expect(t0.status).toBe("completed");
-    const t1 = await runTurn(gw.url, s, "[writebin data.bin 64] [append src/made.txt 1]");
+    const t1 = await runTurn(t.url, s, "[writebin data.bin 64] [append src/made.txt 1]");
     expect(t1.status).toBe("completed");
     const afterTurns = await tree(ws);
 
     // The session diff over both turns.
-    const both = await call(gw.url, "GET", `/v1/sessions/${s}/diff?fromTurn=0&toTurn=1`);
+    const both = await call(t.url, "GET", `/v1/sessions/${s}/diff?fromTurn=0&toTurn=1`);
     expect(both.status).toBe(200);
     expect(both.body.items.map((f: any) => [f.path, f.status])).toEqual([
       ["a.txt", "modified"],
@@ -219,7 +207,7 @@ describe("a turn in a git work tree", () => {
       ["untracked.txt", "deleted"],
     ]);
 
-    const reverted = await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0 });
+    const reverted = await call(t.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0 });
     expect(reverted.status).toBe(200);
     expect(reverted.body).toMatchObject({ sessionId: s, revert: 1, toTurn: 0, unrevert: false });
     expect([...reverted.body.restored].sort()).toEqual(["a.txt", "b.txt", "untracked.txt"]);
@@ -237,13 +225,13 @@ describe("a turn in a git work tree", () => {
     ]);
 
     // Undo: back to how the turns left it.
-    const undone = await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { unrevert: true });
+    const undone = await call(t.url, "POST", `/v1/sessions/${s}/revert`, { unrevert: true });
     expect(undone.status).toBe(200);
     expect(undone.body).toMatchObject({ revert: 2, unrevert: true });
     expect(await tree(ws)).toEqual(afterTurns);
 
     // Only some paths: the folder src/ goes back to before turn 1, the rest stays.
-    const partial = await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 1, paths: ["src"] });
+    const partial = await call(t.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 1, paths: ["src"] });
     expect(partial.status).toBe(200);
     expect(partial.body.restored).toEqual(["src/made.txt"]);
     expect(await readFile(join(ws, "src/made.txt"), "utf8")).toBe("line 1\nline 2\n");
@@ -251,24 +239,24 @@ describe("a turn in a git work tree", () => {
 
     // Paths must stay inside the workspace; the request names its turn or unrevert, not both.
     for (const paths of [["../etc"], ["/etc/passwd"], [".git/config"]]) {
-      const bad = await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0, paths });
+      const bad = await call(t.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0, paths });
       expect(bad.status).toBe(400);
     }
     expect(
-      (await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0, unrevert: true })).status,
+      (await call(t.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0, unrevert: true })).status,
     ).toBe(400);
-    const missing = await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 9 });
+    const missing = await call(t.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 9 });
     expect(missing.status).toBe(404);
     expect(missing.body.error.code).toBe("CHECKPOINT_NOT_FOUND");
   }, 120_000);
 
   it("answers 409 WORKSPACE_CONFLICT for a file the user changed after the turn, unless force", async () => {
     const ws = await userRepo();
-    const s = await createSession(gw.url, ws);
-    const t0 = await runTurn(gw.url, s, "[write c.txt 2] [append a.txt 1]");
+    const s = await createSession(t.url, ws);
+    const t0 = await runTurn(t.url, s, "[write c.txt 2] [append a.txt 1]");
     expect(t0.status).toBe("completed");
     await writeFile(join(ws, "c.txt"), "the user's own words\n");
-    const refused = await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0 });
+    const refused = await call(t.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0 });
     expect(refused.status).toBe(409);
     expect(refused.body.error.code).toBe("WORKSPACE_CONFLICT");
     expect(refused.body.error.paths).toEqual(["c.txt"]);
@@ -276,16 +264,16 @@ describe("a turn in a git work tree", () => {
     expect(await readFile(join(ws, "c.txt"), "utf8")).toBe("the user's own words\n");
     expect(await readFile(join(ws, "a.txt"), "utf8")).toBe("alpha\nbeta\nadded 1\n");
     // A revert of other paths only is no conflict.
-    const aOnly = await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0, paths: ["a.txt"] });
+    const aOnly = await call(t.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0, paths: ["a.txt"] });
     expect(aOnly.status).toBe(200);
     expect(await readFile(join(ws, "a.txt"), "utf8")).toBe("alpha\nbeta\n");
-    const forced = await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0, force: true });
+    const forced = await call(t.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0, force: true });
     expect(forced.status).toBe(200);
     await expect(stat(join(ws, "c.txt"))).rejects.toThrow();
     // Not while a turn runs.
-    const running = await submitOk(gw.url, s, { prompt: "[hang]" });
-    expect((await waitStatus(gw.url, running.id, "running")).status).toBe("running");
-    const busy = await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0 });
+    const running = await submitOk(t.url, s, { prompt: "[hang]" });
+    expect((await waitStatus(t.url, running.id, "running")).status).toBe("running");
+    const busy = await call(t.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0 });
     expect(busy.status).toBe(409);
     expect(busy.body.error).toMatchObject({ code: "SESSION_BUSY", reason: "not_idle" });
   }, 120_000);
@@ -334,13 +322,13 @@ describe("a turn in a git work tree", () => {
 `,
     );
     await writeFile(join(ws, ".git", "info", "attributes"), "* filter=evil\n");
-    const s = await createSession(gw.url, ws);
-    const t0 = await runTurn(gw.url, s, "[write evil.txt 2] [append a.txt 1]");
+    const s = await createSession(t.url, ws);
+    const t0 = await runTurn(t.url, s, "[write evil.txt 2] [append a.txt 1]");
     expect(t0.status).toBe("completed");
-    const diff = await call(gw.url, "GET", `/v1/tasks/${t0.id}/diff`);
+    const diff = await call(t.url, "GET", `/v1/tasks/${t0.id}/diff`);
     expect(diff.status).toBe(200);
     expect(diff.body.items.map((f: any) => f.path)).toEqual(["a.txt", "evil.txt"]);
-    const reverted = await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0 });
+    const reverted = await call(t.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0 });
     expect(reverted.status).toBe(200);
     expect(await readFile(join(ws, "a.txt"), "utf8")).toBe("alpha\nbeta\n");
     expect(await readdir(markers)).toEqual([]);
@@ -352,10 +340,10 @@ describe("other workspaces", () => {
     const ws = await tempWorkspace();
     cleanup.push(ws);
     await writeFile(join(ws, "notes.md"), "# notes\n");
-    const s = await createSession(gw.url, ws);
-    const t0 = await runTurn(gw.url, s, "[append notes.md 1] [write out/x.txt 1]");
+    const s = await createSession(t.url, ws);
+    const t0 = await runTurn(t.url, s, "[append notes.md 1] [write out/x.txt 1]");
     expect(t0.status).toBe("completed");
-    const diff = await call(gw.url, "GET", `/v1/tasks/${t0.id}/diff`);
+    const diff = await call(t.url, "GET", `/v1/tasks/${t0.id}/diff`);
     expect(diff.body.items.map((f: any) => [f.path, f.status])).toEqual([
       ["notes.md", "modified"],
       ["out/x.txt", "added"],
@@ -363,16 +351,16 @@ describe("other workspaces", () => {
     await expect(stat(join(ws, ".git"))).rejects.toThrow();
     const shadows = await readdir(join(dataDir, "checkpoints"));
     expect(shadows.length).toBeGreaterThan(0);
-    expect((await call(gw.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0 })).status).toBe(200);
+    expect((await call(t.url, "POST", `/v1/sessions/${s}/revert`, { toTurn: 0 })).status).toBe(200);
     expect(await tree(ws)).toEqual({ "notes.md": createHash("sha256").update("# notes\n").digest("hex") });
   }, 120_000);
 
   it("an agent entry with checkpoints: false takes none", async () => {
     const ws = await userRepo();
-    const s = await createSession(gw.url, ws, { agent: "plain" });
-    const t0 = await runTurn(gw.url, s, "[write x.txt 1]");
+    const s = await createSession(t.url, ws, { agent: "plain" });
+    const t0 = await runTurn(t.url, s, "[write x.txt 1]");
     expect(t0.status).toBe("completed");
-    const diff = await call(gw.url, "GET", `/v1/tasks/${t0.id}/diff`);
+    const diff = await call(t.url, "GET", `/v1/tasks/${t0.id}/diff`);
     expect(diff.status).toBe(404);
     expect(diff.body.error.code).toBe("CHECKPOINT_NOT_FOUND");
     expect((await eventsOf(s)).some((e) => e.type === "turn.diff")).toBe(false);
@@ -381,32 +369,32 @@ describe("other workspaces", () => {
 
   it("a session created with checkpoints: false takes none", async () => {
     const ws = await userRepo();
-    const created = await call(gw.url, "POST", "/v1/sessions", {
+    const created = await call(t.url, "POST", "/v1/sessions", {
       workspace: ws,
       agent: "simulated",
       checkpoints: false,
     });
     expect(created.status).toBe(201);
     expect(created.body.checkpoints).toBe(false);
-    const t0 = await runTurn(gw.url, created.body.id, "[write x.txt 1]");
+    const t0 = await runTurn(t.url, created.body.id, "[write x.txt 1]");
     expect(t0.status).toBe("completed");
-    expect((await call(gw.url, "GET", `/v1/tasks/${t0.id}/diff`)).status).toBe(404);
+    expect((await call(t.url, "GET", `/v1/tasks/${t0.id}/diff`)).status).toBe(404);
     expect(userGit(ws, ["for-each-ref", "refs/mooring/"])).toBe("");
-    const other = await call(gw.url, "POST", "/v1/sessions", { workspace: ws, agent: "simulated" });
+    const other = await call(t.url, "POST", "/v1/sessions", { workspace: ws, agent: "simulated" });
     expect(other.body.checkpoints).toBe(true);
   }, 120_000);
 
   it("two sessions on one workspace each get their turns' checkpoints; archiving collects a session's", async () => {
     const ws = await userRepo();
-    const [s1, s2] = [await createSession(gw.url, ws), await createSession(gw.url, ws)];
+    const [s1, s2] = [await createSession(t.url, ws), await createSession(t.url, ws)];
     const [a, b] = await Promise.all([
-      runTurn(gw.url, s1, "[write one.txt 1]"),
-      runTurn(gw.url, s2, "[write two.txt 1]"),
+      runTurn(t.url, s1, "[write one.txt 1]"),
+      runTurn(t.url, s2, "[write two.txt 1]"),
     ]);
     expect([a.status, b.status]).toEqual(["completed", "completed"]);
     const [da, db2] = await Promise.all([
-      call(gw.url, "GET", `/v1/tasks/${a.id}/diff`),
-      call(gw.url, "GET", `/v1/tasks/${b.id}/diff`),
+      call(t.url, "GET", `/v1/tasks/${a.id}/diff`),
+      call(t.url, "GET", `/v1/tasks/${b.id}/diff`),
     ]);
     // Each turn's diff holds its own file (and, when the other ran in between, maybe that one too).
     expect(da.body.items.map((f: any) => f.path)).toContain("one.txt");
@@ -416,11 +404,11 @@ describe("other workspaces", () => {
         .split("\n")
         .filter(Boolean),
     ).toHaveLength(2);
-    expect((await call(gw.url, "DELETE", `/v1/sessions/${s1}`)).status).toBe(200);
+    expect((await call(t.url, "DELETE", `/v1/sessions/${s1}`)).status).toBe(200);
     const rows = async (id: string) =>
-      (await db.sql<{ n: number }[]>`select count(*)::int as n from checkpoints where session_id = ${id}`)[0]
+      (await t.sql<{ n: number }[]>`select count(*)::int as n from checkpoints where session_id = ${id}`)[0]
         ?.n;
-    await waitFor(async () => (await rows(s1)) === 0);
+    await eventually(async () => (await rows(s1)) === 0);
     expect(userGit(ws, ["for-each-ref", `refs/mooring/${s1}/`])).toBe("");
     expect(
       userGit(ws, ["for-each-ref", "--format=%(refname)", `refs/mooring/${s2}/`])
@@ -432,18 +420,18 @@ describe("other workspaces", () => {
 
   it("a purge deletes a session's checkpoint rows and refs with it, and nobody else's", async () => {
     const ws = await userRepo();
-    const [s1, s2] = [await createSession(gw.url, ws), await createSession(gw.url, ws)];
-    expect((await runTurn(gw.url, s1, "[write one.txt 1]")).status).toBe("completed");
-    expect((await runTurn(gw.url, s2, "[write two.txt 1]")).status).toBe("completed");
-    const purged = await call(gw.url, "DELETE", `/v1/sessions/${s1}?purge=true`);
+    const [s1, s2] = [await createSession(t.url, ws), await createSession(t.url, ws)];
+    expect((await runTurn(t.url, s1, "[write one.txt 1]")).status).toBe("completed");
+    expect((await runTurn(t.url, s2, "[write two.txt 1]")).status).toBe("completed");
+    const purged = await call(t.url, "DELETE", `/v1/sessions/${s1}?purge=true`);
     expect(purged.status).toBe(200);
     // The archive's own collection may have taken them first: then the purge found none.
     expect([0, 2]).toContain(purged.body.deleted.checkpoints);
     const rows = async (id: string) =>
-      (await db.sql<{ n: number }[]>`select count(*)::int as n from checkpoints where session_id = ${id}`)[0]
+      (await t.sql<{ n: number }[]>`select count(*)::int as n from checkpoints where session_id = ${id}`)[0]
         ?.n;
     expect(await rows(s1)).toBe(0);
-    await waitFor(async () => userGit(ws, ["for-each-ref", `refs/mooring/${s1}/`]) === "");
+    await eventually(async () => userGit(ws, ["for-each-ref", `refs/mooring/${s1}/`]) === "");
     expect(
       userGit(ws, ["for-each-ref", "--format=%(refname)", `refs/mooring/${s2}/`])
         .split("\n")
@@ -452,11 +440,3 @@ describe("other workspaces", () => {
     expect(await rows(s2)).toBe(2);
   }, 120_000);
 });
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}

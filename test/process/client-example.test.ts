@@ -1,5 +1,5 @@
 /**
- * The SDK as a newcomer meets it (issue 34, item 5): the example that opens docs/client.md,
+ * The SDK as a newcomer meets it: the example that opens docs/client.md,
  * compiled under `tsc --strict` in a project of its own that installs mooring from this clone,
  * against the declarations `npm start`'s build ships (scripts/start.mjs), with no cast: the
  * events' `data` is typed by their `type`. Then run against a real gateway.
@@ -11,14 +11,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { repoRoot, startTestGateway } from "../support/gateway.js";
+import { repoRoot } from "../support/gateway.js";
+import { useGateway } from "../support/use-gateway.js";
 
 const run = promisify(execFile);
 let project: string;
-let db: TestDatabase;
-let gateway: Gateway;
+const t = useGateway();
 
 /** The first TypeScript block of docs/client.md. */
 function docsExample(): string {
@@ -29,8 +27,6 @@ function docsExample(): string {
 }
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  gateway = await startTestGateway(db.url);
   project = await mkdtemp(join(tmpdir(), "mooring-sdk-user-"));
   await mkdir(join(project, "node_modules"), { recursive: true });
   await symlink(repoRoot, join(project, "node_modules", "mooring"), "dir");
@@ -54,8 +50,6 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  await gateway?.stop();
-  await db?.drop();
   if (project) await rm(project, { recursive: true, force: true });
 });
 
@@ -79,7 +73,7 @@ it("the docs' example compiles under tsc --strict with no cast, and runs", async
   expect(compiled).toBe("");
 
   // Typed `data` is no stub: the same program, pointed at a test gateway, streams a turn.
-  await writeFile(join(project, "turn.ts"), example.replace("http://127.0.0.1:8787", gateway.url));
+  await writeFile(join(project, "turn.ts"), example.replace("http://127.0.0.1:8787", t.url));
   const { stdout } = await run(process.execPath, ["--import", "tsx", join(project, "turn.ts")], {
     cwd: repoRoot,
     env: { ...process.env },

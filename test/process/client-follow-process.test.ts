@@ -1,5 +1,5 @@
 /**
- * S1 (issue 14): an app saved its cursor and restarted; a new process follows the task from that
+ * An app saved its cursor and restarted; a new process follows the task from that
  * cursor and gets only the events after it, live, ending with the terminal event. A process that
  * follows a task that already ended gets its tail and exits at once.
  */

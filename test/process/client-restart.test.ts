@@ -2,7 +2,7 @@
  * kill -9 of the gateway mid-turn, then a new gateway on the same database behind the same
  * address (a proxy, since the new process gets a new port): a client run yields every committed
  * event exactly once, seqs strictly increasing by one, then `task.interrupted` (GATEWAY_RESTART),
- * then ends, with exactly one `restart` state notice. Over WebSocket, SSE and polling (issue 14).
+ * then ends, with exactly one `restart` state notice. Over WebSocket, SSE and polling.
  */
 import { expect, it } from "vitest";
 import { type MooringEvent, MooringClient, type RunItem, type StateChange } from "../../src/client/index.js";
@@ -83,9 +83,14 @@ it("followContinuation: after a restart with MOORING_RECOVERY=continue the run f
     const session = await client.sessions.create({ workspace, agent: "simulated" });
     // A finished turn saves the conversation, so the interrupted one can be continued.
     await (await client.turns.submit(session.id, { prompt: "hello" })).done();
-    const run = await client.turns.submit(session.id, { prompt: "[deltas 2][hang]", followContinuation: true });
+    const run = await client.turns.submit(session.id, {
+      prompt: "[deltas 2][hang]",
+      followContinuation: true,
+    });
     const interruptedId = run.taskId;
-    const streamed = new Promise<void>((resolve) => run.on("event", (e) => e.type === "message.delta" && resolve()));
+    const streamed = new Promise<void>((resolve) =>
+      run.on("event", (e) => e.type === "message.delta" && resolve()),
+    );
     const items: RunItem[] = [];
     const consumed = (async () => {
       for await (const item of run) items.push(item);

@@ -1,22 +1,15 @@
 /** Configuration (docs/configuration.md) and the agent registry (section 7): defaults, and refusal of bad values. */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { loadAgentRegistry, RegistryError } from "../../src/agents/registry.js";
 import { ConfigError, loadConfig } from "../../src/config.js";
-import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase } from "../support/db.js";
-import { call, startTestGateway } from "../support/gateway.js";
+import { call } from "../support/gateway.js";
 import { runGatewayToExit } from "../support/run-to-exit.js";
+import { useGateway } from "../support/use-gateway.js";
 
-let dir: string;
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), "mooring-config-"));
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
+// A folder for the files the tests write, and a database for the one that starts a gateway.
+const suite = useGateway({ start: false, workspace: true });
 
 /** The error loadConfig throws for `env`, or a failure when it does not throw. */
 function configError(env: Record<string, string>): ConfigError {
@@ -209,31 +202,27 @@ describe("the agent registry", () => {
   });
 
   it("reads a file path", async () => {
-    const file = join(dir, "agents.json");
+    const file = join(suite.workspace, "agents.json");
     await writeFile(file, JSON.stringify({ sim2: { driver: "simulated" } }));
     const r = loadAgentRegistry(file);
     expect(r.get("sim2")?.driver).toBe("simulated");
-    expect(registryError(join(dir, "missing.json")).message).toContain("missing.json");
+    expect(registryError(join(suite.workspace, "missing.json")).message).toContain("missing.json");
   });
 
   it("a file path makes its agents usable by the API", async () => {
-    const file = join(dir, "api-agents.json");
+    const file = join(suite.workspace, "api-agents.json");
     await writeFile(file, JSON.stringify({ "sim-file": { driver: "simulated" } }));
-    const db = await createTestDatabase();
-    let gw: Gateway | undefined;
-    try {
-      gw = await startTestGateway(db.url, { MOORING_AGENTS: file });
-      const ok = await call(gw.url, "POST", "/v1/sessions", { workspace: dir, agent: "sim-file" });
-      expect(ok.status).toBe(201);
-      expect(ok.body.agent).toBe("sim-file");
-      const unknown = await call(gw.url, "POST", "/v1/sessions", { workspace: dir, agent: "gemini" });
-      expect(unknown.status).toBe(400);
-      expect(unknown.body.error).toMatchObject({ code: "INVALID_REQUEST", field: "agent" });
-      expect(unknown.body.error.message).toContain("sim-file");
-    } finally {
-      await gw?.stop();
-      await db.drop();
-    }
+    const gw = await suite.startGateway({ MOORING_AGENTS: file });
+    const ok = await call(gw.url, "POST", "/v1/sessions", { workspace: suite.workspace, agent: "sim-file" });
+    expect(ok.status).toBe(201);
+    expect(ok.body.agent).toBe("sim-file");
+    const unknown = await call(gw.url, "POST", "/v1/sessions", {
+      workspace: suite.workspace,
+      agent: "gemini",
+    });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.error).toMatchObject({ code: "INVALID_REQUEST", field: "agent" });
+    expect(unknown.body.error.message).toContain("sim-file");
   });
 });
 
@@ -262,7 +251,7 @@ describe("the process refuses to start", () => {
   });
 
   it("on a bad MOORING_AGENTS, naming the entry", async () => {
-    const file = join(dir, "bad-agents.json");
+    const file = join(suite.workspace, "bad-agents.json");
     await writeFile(file, JSON.stringify({ broken: { driver: "acp" } }));
     const [json, driver, acp, field, fromFile] = await Promise.all([
       runGatewayToExit({ ...base, MOORING_AGENTS: "{oops" }),

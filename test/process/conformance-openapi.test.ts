@@ -1,5 +1,5 @@
 /**
- * The served OpenAPI document as tools written elsewhere read it (issue 31, item 4): it validates
+ * The served OpenAPI document as tools written elsewhere read it: it validates
  * with @apidevtools/swagger-parser, passes Redocly's recommended rules with no error, gives every
  * operation an operationId, describes the JSON-RPC request body, the response headers, the
  * security every route needs, a server, and the answers health routes really give. A real gateway
@@ -111,7 +111,7 @@ describe("the served OpenAPI document", () => {
     expect(doc.servers).toEqual([{ url: "/", description: expect.any(String) }]);
   });
 
-  it("names its shared schemas, describes every answer and lists the error codes (issue 34, item 7)", () => {
+  it("names its shared schemas, describes every answer and lists the error codes", () => {
     const schemas = doc.components.schemas;
     expect(Object.keys(schemas)).toEqual(
       expect.arrayContaining(["Session", "Task", "Event", "Error", "EventPage", "JsonRpcResponse"]),

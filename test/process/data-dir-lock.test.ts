@@ -1,5 +1,5 @@
 /**
- * A second start on a data folder a live gateway owns (issue 34, item 1): real processes started
+ * A second start on a data folder a live gateway owns: real processes started
  * as `npm start` and `npx mooring serve` start them, on the embedded Postgres (DATABASE_URL unset)
  * in a temp data folder. The second exits 2 with one line naming the first (pid, port, URL) and
  * the first keeps serving on its database; after a kill -9 of the owner the next start takes the
@@ -11,7 +11,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { isRunning } from "../support/agent-gateway.js";
-import { call, eventually, type GatewayCommand, type GatewayProcess, spawnGateway } from "../support/gateway.js";
+import {
+  call,
+  eventually,
+  type GatewayCommand,
+  type GatewayProcess,
+  spawnGateway,
+} from "../support/gateway.js";
 import { runGatewayToExit } from "../support/run-to-exit.js";
 
 let dataDir: string;

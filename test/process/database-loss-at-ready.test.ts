@@ -1,5 +1,5 @@
 /**
- * Issue 12: the database goes away right after a gateway became ready, while its first claims,
+ * The database goes away right after a gateway became ready, while its first claims,
  * heartbeats, sweeps and the connections its pools are still opening are in flight. Once, on a
  * loaded machine, that ended the process: `claim failed; the poll will retry`, then a fatal
  * `connect ECONNREFUSED` (an uncaught error). The gateway must survive it: 503 NOT_READY while the

@@ -1,5 +1,5 @@
 /**
- * Issue 5: the database goes away under load and comes back on the same port. Readiness flips to
+ * The database goes away under load and comes back on the same port. Readiness flips to
  * 503, submits answer 503 NOT_READY (never 500), the process stays up, it gets ready again by
  * itself, and every turn it accepted reaches a terminal state. The LISTEN connection resumes too.
  *
@@ -161,8 +161,9 @@ it("Postgres stopped under load: 503 NOT_READY, no crash; back on the same port:
 }, 90_000);
 
 it("the LISTEN connection resumes after the database comes back (events reach another instance without polling)", async () => {
-  // Polling backstops at 60 s: within this test, events reach B only through notifications.
-  const slowPoll = { MOORING_POLL_MS: "60000" };
+  // Polling backstops only after an hour: within this test, events reach B only through
+  // notifications (and the catch-up read when its LISTEN connection is back).
+  const slowPoll = { MOORING_POLL_MS: "3600000" };
   const a = await procs.spawn(gatewayEnv(pg!.url, { ...slowPoll, MOORING_INSTANCE_ID: "dbloss-listen-a" }));
   const b = await procs.spawn(gatewayEnv(pg!.url, { ...slowPoll, MOORING_INSTANCE_ID: "dbloss-listen-b" }));
   await Promise.all([a.waitReady(), b.waitReady()]);
@@ -178,7 +179,8 @@ it("the LISTEN connection resumes after the database comes back (events reach an
 
   await stopPostgres();
   const stoppedAt = Date.now();
-  // Away for a few seconds, so reconnect attempts pile up (and a growing backoff would show).
+  // Away for a few seconds, so reconnect attempts pile up (and a growing backoff would show). A
+  // wait, not an assertion: the gateway logs no event per attempt of its LISTEN connection.
   await eventually(async () => {
     const both = [await call(a.url, "GET", "/readyz"), await call(b.url, "GET", "/readyz")];
     return both.every((r) => r.status === 503) && Date.now() - stoppedAt > 3000;
@@ -193,8 +195,7 @@ it("the LISTEN connection resumes after the database comes back (events reach an
   console.log(
     `after the database came back: B re-listened and delivered A's event ${Date.now() - t0} ms after submit (${Date.now() - restartedAt} ms after restart)`,
   );
-  // Well before B's 60 s poll could have found it.
-  expect(Date.now() - restartedAt).toBeLessThan(10_000);
+  // B's poll never ran in this test (an hour): the notification brought it.
   await eventually(async () => logsWith(b, "listen connection re-established").length >= 1);
   await ws.close();
 }, 90_000);
@@ -214,8 +215,9 @@ it("shutdown while the database is gone still exits", async () => {
   gw.kill("SIGTERM");
   const code = await exitedWithOutput(gw);
   console.log(`shutdown without a database: exit ${code} after ${Date.now() - t0} ms`);
+  // Through the shutdown's own steps, not the safety net that ends a shutdown which hangs.
   expect(code).toBe(0);
-  expect(Date.now() - t0).toBeLessThan(20_000);
+  expect(logsWith(gw, "shutdown: did not finish in time")).toEqual([]);
   expect(logsWith(gw, "shutdown: done")).toHaveLength(1);
 }, 60_000);
 
@@ -255,11 +257,10 @@ it("connections killed inside transactions (pg_terminate_backend) neither crash 
     expect(logsWith(gw, "request failed")).toEqual([]);
     expect(alive(gw)).toBe(true);
 
-    // The pool is healthy: a burst of requests soon answers in full, and quickly (a connection
-    // left broken would make some of them wait for connect_timeout, 10 s, and fail). The killed
-    // connections may make a heartbeat fail first, so readiness can flicker for one beat.
+    // The pool is healthy: a burst of requests soon answers in full (a connection left broken
+    // would make some of them wait for connect_timeout, 10 s, and fail). The killed connections
+    // may make a heartbeat fail first, so readiness can flicker for one beat.
     await eventually(async () => {
-      const t0 = Date.now();
       const burst = await Promise.all(
         Array.from({ length: 24 }, (_, i) =>
           i % 2 === 0
@@ -267,7 +268,7 @@ it("connections killed inside transactions (pg_terminate_backend) neither crash 
             : call(gw.url, "GET", "/v1/gate"),
         ),
       );
-      return burst.every((b) => b.status === 200 || b.status === 201) && Date.now() - t0 < 3000;
+      return burst.every((b) => b.status === 200 || b.status === 201);
     }, 10_000);
     for (const [i, id] of sessions.entries()) {
       const task = answers[i].status === 202 ? answers[i].body : await submitPrompt(gw.url, id, "[deltas 1]");

@@ -1,35 +1,26 @@
 /**
- * GET /v1/instances and instances.list (issue 16): every gateway instance of a shared database
+ * GET /v1/instances and instances.list: every gateway instance of a shared database
  * with its boot, version, heartbeat age and running tasks; a killed one's heartbeat ages and goes
  * stale, a SIGTERMed one is marked stopped; host and pid only when tokens are set.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { MooringClient } from "../../src/client/index.js";
 import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
 import { call, eventually, startTestGateway } from "../support/gateway.js";
 import { alive, exitedWithOutput, gatewayEnv, Processes } from "../support/lifecycle.js";
-import { cancelTask, createSession, submitOk, tempWorkspace, waitTask } from "../support/turns.js";
+import { cancelTask, createSession, submitOk, waitTask } from "../support/turns.js";
+import { useGateway } from "../support/use-gateway.js";
 
-let db: TestDatabase;
-let workspace: string;
+const suite = useGateway({ env: { MOORING_MAX_ACTIVE: "4" }, workspace: true });
 let a: Gateway;
 let b: Gateway;
 const procs = new Processes();
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  workspace = await tempWorkspace();
-  a = await startTestGateway(db.url, { MOORING_MAX_ACTIVE: "4" });
-  b = await startTestGateway(db.url, { MOORING_MAX_ACTIVE: "4" });
+  a = suite.gw;
+  b = await suite.startGateway();
 });
-
-afterAll(async () => {
-  await procs.killAll();
-  await a?.stop();
-  await b?.stop();
-  await db?.drop();
-});
+afterAll(() => procs.killAll());
 
 const instances = async (gw: Gateway, headers: Record<string, string> = {}) => {
   const res = await call(gw.url, "GET", "/v1/instances", undefined, headers);
@@ -38,10 +29,12 @@ const instances = async (gw: Gateway, headers: Record<string, string> = {}) => {
 };
 
 it("lists both instances of a two-gateway setup with their running tasks", async () => {
-  const sessions = await Promise.all([1, 2, 3].map(() => createSession(a.url, workspace)));
-  const tasks = await Promise.all(sessions.map((s, i) => submitOk(i === 0 ? b.url : a.url, s, { prompt: "[hang]" })));
+  const sessions = await Promise.all([1, 2, 3].map(() => createSession(a.url, suite.workspace)));
+  const tasks = await Promise.all(
+    sessions.map((s, i) => submitOk(i === 0 ? b.url : a.url, s, { prompt: "[hang]" })),
+  );
   for (const t of tasks) await waitTask(a.url, t.id, (x) => x.status === "running");
-  const owners = await db.sql<{ ownerBoot: string; n: number }[]>`
+  const owners = await suite.sql<{ ownerBoot: string; n: number }[]>`
     select owner_boot, count(*)::int as n from tasks where status = 'running' group by owner_boot`;
   const running = new Map(owners.map((o) => [o.ownerBoot, o.n]));
 
@@ -76,17 +69,17 @@ it("lists both instances of a two-gateway setup with their running tasks", async
 });
 
 it("a killed instance's heartbeat ages and goes stale; a SIGTERMed one is marked stopped", async () => {
-  const env = gatewayEnv(db.url, { MOORING_MAX_ACTIVE: "4" });
+  const env = gatewayEnv(suite.databaseUrl, { MOORING_MAX_ACTIVE: "4" });
   const [killed, termed] = await Promise.all([procs.spawn(env), procs.spawn(env)]);
   await Promise.all([killed.waitReady(), termed.waitReady()]);
   const boots = new Map<number, string>();
-  for (const p of [killed, termed]) boots.set(p.child.pid!, (await call(p.url, "GET", "/readyz")).body.bootId);
+  for (const p of [killed, termed])
+    boots.set(p.child.pid!, (await call(p.url, "GET", "/readyz")).body.bootId);
   const killedBoot = boots.get(killed.child.pid!)!;
   const termedBoot = boots.get(termed.child.pid!)!;
-  expect((await instances(a)).filter((i) => [killedBoot, termedBoot].includes(i.bootId)).map((i) => i.status)).toEqual([
-    "live",
-    "live",
-  ]);
+  expect(
+    (await instances(a)).filter((i) => [killedBoot, termedBoot].includes(i.bootId)).map((i) => i.status),
+  ).toEqual(["live", "live"]);
 
   killed.kill("SIGKILL");
   termed.kill("SIGTERM");
@@ -113,7 +106,11 @@ it("a killed instance's heartbeat ages and goes stale; a SIGTERMed one is marked
 
   // A gateway with a 1 s lease and tokens set: the killed one is stale there, and a caller (who
   // must hold a valid token) sees host and pid.
-  const ops = await startTestGateway(db.url, { MOORING_API_TOKENS: "secret", MOORING_LEASE_MS: "1000", MOORING_HEARTBEAT_MS: "200" });
+  const ops = await startTestGateway(suite.databaseUrl, {
+    MOORING_API_TOKENS: "secret",
+    MOORING_LEASE_MS: "1000",
+    MOORING_HEARTBEAT_MS: "200",
+  });
   try {
     expect((await call(ops.url, "GET", "/v1/instances")).status).toBe(401);
     const auth = { authorization: "Bearer secret" };

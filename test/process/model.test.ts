@@ -1,5 +1,5 @@
 /**
- * Model-based test (issue 12): random sequences of commands against two real gateway processes on
+ * Model-based test: random sequences of commands against two real gateway processes on
  * one database, checked after every step against a small reference model and the database rows.
  *
  * Commands: create a session; submit a turn on the simulated agent (`[sleep N] [deltas N]`,

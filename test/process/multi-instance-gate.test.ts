@@ -2,32 +2,26 @@
  * Two real gateway processes on one database: the gate holds across both (sampled from the
  * database, never more than 5 running or 20 queued), and every accepted task runs exactly once.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { type Answer, type GatewayProcess, spawnGateway, testEnv } from "../support/gateway.js";
-import { createSession, submit, tempWorkspace, waitTask } from "../support/turns.js";
+import { beforeAll, expect, it } from "vitest";
+import { type Answer, eventually, type GatewayProcess } from "../support/gateway.js";
+import { createSession, submit, waitTask } from "../support/turns.js";
+import { useProcessGateway } from "../support/use-gateway.js";
 
-let db: TestDatabase;
+const suite = useProcessGateway({ env: { LOG_LEVEL: "info", MOORING_POLL_MS: "100" }, workspace: true });
 let a: GatewayProcess;
 let b: GatewayProcess;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  const env = (id: string) =>
-    testEnv(db.url, { LOG_LEVEL: "info", MOORING_POLL_MS: "100", MOORING_INSTANCE_ID: id });
-  [a, b] = await Promise.all([spawnGateway(env("gate-a")), spawnGateway(env("gate-b"))]);
+  [a, b] = await Promise.all([
+    suite.spawn({ MOORING_INSTANCE_ID: "gate-a" }),
+    suite.spawn({ MOORING_INSTANCE_ID: "gate-b" }),
+  ]);
   await Promise.all([a.waitReady(), b.waitReady()]);
-});
-afterAll(async () => {
-  for (const p of [a, b]) p?.kill("SIGTERM");
-  await Promise.all([a?.exited, b?.exited]);
-  await db?.drop();
 });
 
 it("holds 5 running / 20 queued across two instances, and runs every accepted task exactly once", async () => {
-  const workspace = await tempWorkspace();
   const sessions = await Promise.all(
-    Array.from({ length: 80 }, (_, i) => createSession(i % 2 ? a.url : b.url, workspace)),
+    Array.from({ length: 80 }, (_, i) => createSession(i % 2 ? a.url : b.url, suite.workspace)),
   );
 
   // Sample the gate from the database for the whole run.
@@ -37,7 +31,7 @@ it("holds 5 running / 20 queued across two instances, and runs every accepted ta
   let maxQueued = 0;
   const sampler = (async () => {
     while (sampling) {
-      const [row] = await db.sql<{ active: number; queued: number }[]>`
+      const [row] = await suite.sql<{ active: number; queued: number }[]>`
         select count(*) filter (where status in ('running', 'cancelling'))::int as active,
                count(*) filter (where status = 'queued')::int as queued
         from tasks`;
@@ -56,7 +50,7 @@ it("holds 5 running / 20 queued across two instances, and runs every accepted ta
       .slice(0, 40)
       .map((id, i) => submit(i % 2 ? a.url : b.url, id, { prompt: `[sleep 2000] burst ${i}` })),
   );
-  const [{ ended }] = await db.sql<{ ended: number }[]>`
+  const [{ ended }] = await suite.sql<{ ended: number }[]>`
     select count(*)::int as ended from tasks where finished_at is not null`;
   const acceptedBurst = burst.filter((r) => r.status === 202);
   expect(acceptedBurst.length).toBeGreaterThanOrEqual(25);
@@ -71,7 +65,11 @@ it("holds 5 running / 20 queued across two instances, and runs every accepted ta
   expect(startedAtOnce).toBeLessThanOrEqual(5 + ended);
 
   // Phase 2: a trickle of short turns to both instances while the burst drains, so admissions and
-  // claims happen on both sides at once.
+  // claims happen on both sides at once: the next pair goes once another turn ended.
+  const endedCount = async () =>
+    (await suite.sql<{ n: number }[]>`select count(*)::int as n from tasks where finished_at is not null`)[0]
+      .n;
+  let endedSoFar = await endedCount();
   const trickle: Answer[] = [];
   for (let i = 40; i < 80; i += 2) {
     const pair = await Promise.all([
@@ -79,7 +77,10 @@ it("holds 5 running / 20 queued across two instances, and runs every accepted ta
       submit(b.url, sessions[i + 1], { prompt: `[sleep ${100 + (i % 3) * 50}] trickle ${i + 1}` }),
     ]);
     trickle.push(...pair);
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    endedSoFar = await eventually(async () => {
+      const now = await endedCount();
+      return now > endedSoFar ? now : null;
+    }, 30_000);
   }
   for (const r of trickle) expect([202, 429]).toContain(r.status);
   const accepted = [...acceptedBurst, ...trickle.filter((r) => r.status === 202)].map((r) => r.body);
@@ -100,10 +101,10 @@ it("holds 5 running / 20 queued across two instances, and runs every accepted ta
   }
 
   // Only accepted submits wrote anything; each task started once and ended once, the end last.
-  const rows = await db.sql<{ id: string; attempt: number; ownerInstance: string }[]>`
+  const rows = await suite.sql<{ id: string; attempt: number; ownerInstance: string }[]>`
     select id, attempt, owner_instance from tasks`;
   expect(rows.map((r) => r.id).sort()).toEqual(accepted.map((t) => t.id).sort());
-  const logs = await db.sql<{ taskId: string; types: string[] }[]>`
+  const logs = await suite.sql<{ taskId: string; types: string[] }[]>`
     select task_id, array_agg(type order by seq) as types from events where task_id is not null group by task_id`;
   expect(logs).toHaveLength(accepted.length);
   for (const { taskId, types } of logs) {

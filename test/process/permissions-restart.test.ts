@@ -1,5 +1,5 @@
 /**
- * Interactive approvals across a crash (issue 13): a turn waiting on a permission request when its
+ * Interactive approvals across a crash: a turn waiting on a permission request when its
  * gateway is killed with SIGKILL is interrupted, and its request resolved `restart`, by whoever
  * settles it: another instance's lease sweep, or the same instance's next boot.
  */
@@ -35,7 +35,10 @@ it("kill -9 while waiting: interrupted by another instance, the request resolved
   const [sessionId] = await createSessions(a.url, workspace, 1);
   const task = await submitPrompt(a.url, sessionId, "[ask bash]");
   const request = await waitingRequest(a.url, task.id);
-  expect(logsWith(a, "permission requested")[0]).toMatchObject({ tool: "bash", requestId: request.requestId });
+  expect(logsWith(a, "permission requested")[0]).toMatchObject({
+    tool: "bash",
+    requestId: request.requestId,
+  });
 
   a.kill("SIGKILL");
   expect(await exitedWithOutput(a)).toBe("SIGKILL");
@@ -48,9 +51,14 @@ it("kill -9 while waiting: interrupted by another instance, the request resolved
     select type, data from events where task_id = ${task.id} order by seq`;
   expect(events.slice(-2).map((e) => e.type)).toEqual(["permission.resolved", "task.interrupted"]);
   expect(events.at(-2)!.data).toEqual({ requestId: request.requestId, optionId: "deny", by: "restart" });
-  const late = await call(b.url, "POST", `/v1/tasks/${task.id}/permissions/${request.requestId}`, { optionId: "allow" });
+  const late = await call(b.url, "POST", `/v1/tasks/${task.id}/permissions/${request.requestId}`, {
+    optionId: "allow",
+  });
   expect(late.status).toBe(409);
-  expect(late.body.error).toMatchObject({ code: "PERMISSION_RESOLVED", resolution: { by: "restart", optionId: "deny" } });
+  expect(late.body.error).toMatchObject({
+    code: "PERMISSION_RESOLVED",
+    resolution: { by: "restart", optionId: "deny" },
+  });
 });
 
 it("kill -9 while waiting, then the same instance restarts: its reconcile resolves the request `restart`", async () => {
@@ -66,7 +74,8 @@ it("kill -9 while waiting, then the same instance restarts: its reconcile resolv
   await second.waitReady();
   const done = await waitTerminal(second.url, task.id);
   expect(done.status).toBe("interrupted");
-  const [row] = await db.sql`select resolved_by, option_id from permission_requests where id = ${request.requestId}`;
+  const [row] =
+    await db.sql`select resolved_by, option_id from permission_requests where id = ${request.requestId}`;
   expect(row).toEqual({ resolvedBy: "restart", optionId: "deny" });
 });
 

@@ -1,26 +1,20 @@
 /**
- * Logs read by a person (issue 34, item 7): with the pretty format (a terminal's default) each
+ * Logs read by a person: with the pretty format (a terminal's default) each
  * request is one line at info, `GET /v1/sessions 200 3 ms`, not fastify's pair of multi-line
  * records; polled routes (the console's gate heartbeat, health probes) add none. A spawned gateway
  * with MOORING_LOG_FORMAT=pretty, its stdout counted.
  */
 import { once } from "node:events";
 import { stripVTControlCharacters } from "node:util";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, type GatewayProcess, spawnGateway } from "../support/gateway.js";
+import { beforeAll, expect, it } from "vitest";
+import { call, type GatewayProcess } from "../support/gateway.js";
+import { useProcessGateway } from "../support/use-gateway.js";
 
-let db: TestDatabase;
+const suite = useProcessGateway({ env: { LOG_LEVEL: "info", MOORING_LOG_FORMAT: "pretty" } });
 let gw: GatewayProcess;
 beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await spawnGateway({ DATABASE_URL: db.url, HOST: "127.0.0.1", PORT: "0", MOORING_LOG_FORMAT: "pretty" });
+  gw = await suite.spawn();
   await gw.waitReady();
-});
-afterAll(async () => {
-  gw?.kill("SIGTERM");
-  await gw?.exited;
-  await db?.drop();
 });
 
 /** Without pino-pretty's colours. */
@@ -34,11 +28,14 @@ it("writes one line per request, none for polled routes", async () => {
   expect((await call(gw.url, "GET", "/v1/no-such-route")).status).toBe(404);
   // The last request's line is written when it is answered: wait for it rather than for time.
   while (!plain(gw.output()).includes("GET /v1/no-such-route 404")) await once(gw.child.stdout!, "data");
-  const lines = plain(gw.output()).split("\n").slice(before - 1).filter((line) => line.trim() !== "");
+  const lines = plain(gw.output())
+    .split("\n")
+    .slice(before - 1)
+    .filter((line) => line.trim() !== "");
   expect(lines).toHaveLength(4);
-  for (const line of lines.slice(0, 3)) expect(line).toMatch(/ INFO .*: GET \/v1\/sessions\?limit=1 200 \d+ ms/);
+  for (const line of lines.slice(0, 3))
+    expect(line).toMatch(/ INFO .*: GET \/v1\/sessions\?limit=1 200 \d+ ms/);
   expect(lines[3]).toMatch(/ INFO .*: GET \/v1\/no-such-route 404 \d+ ms/);
   expect(plain(gw.output())).not.toContain("incoming request");
   expect(gw.output()).not.toContain("Deprecation"); // fastify's deprecated option is not used
-
 });

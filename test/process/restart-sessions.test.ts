@@ -1,5 +1,5 @@
 /**
- * Sessions survive a restart of the gateway process (issue 2): against an external Postgres, and
+ * Sessions survive a restart of the gateway process: against an external Postgres, and
  * with the embedded one (DATABASE_URL unset), including after kill -9 left its postmaster behind.
  */
 import { existsSync, readFileSync } from "node:fs";
@@ -7,10 +7,10 @@ import { mkdtemp, realpath, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, eventually, type GatewayProcess, spawnGateway, testEnv } from "../support/gateway.js";
+import { call, eventually, type GatewayProcess, spawnGateway } from "../support/gateway.js";
 import { logLines } from "../support/lifecycle.js";
 import { createSessionWith } from "../support/turns.js";
+import { useProcessGateway } from "../support/use-gateway.js";
 
 const spawned: GatewayProcess[] = [];
 let workspace: string;
@@ -83,23 +83,19 @@ async function bootId(url: string): Promise<string> {
 }
 
 describe("against an external Postgres", () => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await createTestDatabase();
-  });
-  afterAll(async () => {
-    await db?.drop();
-  });
+  const ext = useProcessGateway();
 
   it("keeps every session across a SIGTERM restart; request log lines carry the request id", async () => {
-    const env = testEnv(db.url, { LOG_LEVEL: "info" });
+    const env = ext.env({ LOG_LEVEL: "info" });
     const first = await start(env);
     const sessions = await createSessions(first.url, "ext");
     const firstBoot = await bootId(first.url);
 
     // Request ids in a real process: every line of a request, the domain's included, carries it.
     // The id is the gateway's own; the client's x-request-id is kept beside it.
-    const incoming = logLines(first).find((l) => l.msg === "incoming request" && l.clientRequestId === "ext-1");
+    const incoming = logLines(first).find(
+      (l) => l.msg === "incoming request" && l.clientRequestId === "ext-1",
+    );
     expect(incoming?.reqId).toMatch(/^[0-9a-f-]{36}$/);
     const ofRequest = logLines(first).filter((l) => l.reqId === incoming?.reqId);
     expect(ofRequest.map((l) => l.msg)).toEqual(
@@ -108,13 +104,13 @@ describe("against an external Postgres", () => {
     expect(ofRequest.find((l) => l.msg === "session created")?.sessionId).toBe(sessions[1].id);
 
     await stop(first);
-    const [instance] = await db.sql`select stopped_at from instances where boot_id = ${firstBoot}`;
+    const [instance] = await ext.sql`select stopped_at from instances where boot_id = ${firstBoot}`;
     expect(instance.stoppedAt).toBeInstanceOf(Date);
 
     const second = await start(env);
     expect(await bootId(second.url)).not.toBe(firstBoot);
     await expectSessions(second.url, sessions);
-    expect((await db.sql`select count(*)::int as n from sessions`)[0].n).toBe(sessions.length);
+    expect((await ext.sql`select count(*)::int as n from sessions`)[0].n).toBe(sessions.length);
     await stop(second);
   });
 });
@@ -164,7 +160,9 @@ describe("with the embedded Postgres (DATABASE_URL unset)", () => {
     expect(existsSync(pidFile())).toBe(false); // the postmaster shut down cleanly
 
     const second = await start(env);
-    expect(second.output()).not.toMatch(/initialising embedded postgres|new cluster copied from the template/);
+    expect(second.output()).not.toMatch(
+      /initialising embedded postgres|new cluster copied from the template/,
+    );
     await expectSessions(second.url, sessions);
     const more = await createSessions(second.url, "emb2");
     const leftover = postmasterPid();

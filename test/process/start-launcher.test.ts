@@ -1,5 +1,5 @@
 /**
- * The `npm start` launcher (scripts/start.mjs, issue 16): it compiles src/ to dist/ when the
+ * The `npm start` launcher (scripts/start.mjs): it compiles src/ to dist/ when the
  * sources changed, and not when they did not (a touch that changes nothing included), removes the
  * output of a deleted source, and runs the compiled entry (bundled into one file, compiled with
  * V8's code cache when a valid one is there). Run against a small tree of its own.
@@ -19,9 +19,18 @@ let root: string;
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), "mooring-start-"));
   await mkdir(join(root, "src", "lib"), { recursive: true });
-  await writeFile(join(root, "tsconfig.json"), JSON.stringify({ compilerOptions: { target: "ES2022", module: "NodeNext" } }));
-  await writeFile(join(root, "src", "main.ts"), 'import { greeting } from "./lib/greet.js";\nconst n: number = 1;\nconsole.log(greeting(n));\n');
-  await writeFile(join(root, "src", "lib", "greet.ts"), "export const greeting = (n: number): string => \"hello \" + n;\n");
+  await writeFile(
+    join(root, "tsconfig.json"),
+    JSON.stringify({ compilerOptions: { target: "ES2022", module: "NodeNext" } }),
+  );
+  await writeFile(
+    join(root, "src", "main.ts"),
+    'import { greeting } from "./lib/greet.js";\nconst n: number = 1;\nconsole.log(greeting(n));\n',
+  );
+  await writeFile(
+    join(root, "src", "lib", "greet.ts"),
+    'export const greeting = (n: number): string => "hello " + n;\n',
+  );
   await writeFile(join(root, "src", "lib", "gone.ts"), "export const gone = true;\n");
 });
 
@@ -60,7 +69,10 @@ it("does not compile again while the sources are unchanged, even when touched", 
 });
 
 it("compiles again after a source changed, and runs the new code", async () => {
-  await writeFile(join(root, "src", "lib", "greet.ts"), "export const greeting = (n: number): string => \"hello \" + (n + 1);\n");
+  await writeFile(
+    join(root, "src", "lib", "greet.ts"),
+    'export const greeting = (n: number): string => "hello " + (n + 1);\n',
+  );
   const changed = await start();
   expect(changed.compiled).toBe(true);
   expect(changed.stdout).toBe("hello 2\n");
@@ -82,7 +94,10 @@ it("runs the bundle all the same when V8 rejects its code cache, and a build del
   const run = await start();
   expect(run.compiled).toBe(false);
   expect(run.stdout).toBe("hello 2\n");
-  await writeFile(join(root, "src", "lib", "greet.ts"), "export const greeting = (n: number): string => \"hi \" + n;\n");
+  await writeFile(
+    join(root, "src", "lib", "greet.ts"),
+    'export const greeting = (n: number): string => "hi " + n;\n',
+  );
   expect((await start("--build-only")).compiled).toBe(true);
   await expect(stat(cache)).rejects.toThrow(/ENOENT/);
   expect((await start()).stdout).toBe("hi 1\n");

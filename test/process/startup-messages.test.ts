@@ -1,31 +1,22 @@
 /**
- * What a newcomer sees when a start goes wrong (issue 34, item 3), asserted from spawned gateway
+ * What a newcomer sees when a start goes wrong, asserted from spawned gateway
  * processes: a taken port is one line naming the port, its holder and how to pick another (exit
  * 2, no stack); an initdb failure shows its cause whole; an unknown MOORING_* variable is warned
  * about with the nearest option. And the Node version the README states is the one package.json
  * declares, which every installed dependency accepts (so `npm ci` on it prints no engine warning).
  */
 import { readFileSync } from "node:fs";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { createServer, type Server } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
 import { repoRoot, spawnGateway } from "../support/gateway.js";
 import { runGatewayToExit } from "../support/run-to-exit.js";
+import { useProcessGateway } from "../support/use-gateway.js";
 
-let db: TestDatabase;
-let dir: string;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  dir = await mkdtemp(join(tmpdir(), "mooring-startup-"));
-});
-afterAll(async () => {
-  await db.drop();
-  await rm(dir, { recursive: true, force: true });
-});
+// A database for the starts that get that far, and a folder for data folders.
+const suite = useProcessGateway({ workspace: true });
 
 /** Lines that would be a stack trace or an uncaught exception's report. */
 const noStack = (text: string) => {
@@ -44,7 +35,11 @@ describe("a port in use", () => {
   afterAll(() => new Promise<void>((resolve) => holder.close(() => resolve())));
 
   it("is one line naming the port, who holds it and how to pick another; exit 2", async () => {
-    const run = await runGatewayToExit({ DATABASE_URL: db.url, HOST: "127.0.0.1", PORT: String(port) });
+    const run = await runGatewayToExit({
+      DATABASE_URL: suite.databaseUrl,
+      HOST: "127.0.0.1",
+      PORT: String(port),
+    });
     expect(run.code).toBe(2);
     const lines = run.stderr.trim().split("\n");
     expect(lines).toHaveLength(1);
@@ -58,7 +53,7 @@ describe("a port in use", () => {
 });
 
 it("an initdb failure shows its cause, the folder's path whole", async () => {
-  const dataDir = join(dir, "not-empty");
+  const dataDir = join(suite.workspace, "not-empty");
   await mkdir(join(dataDir, "pg"), { recursive: true });
   await writeFile(join(dataDir, "pg", "stray.txt"), "left here\n");
   const run = await runGatewayToExit({
@@ -81,7 +76,7 @@ it("an initdb failure shows its cause, the folder's path whole", async () => {
 
 it("an unknown MOORING_* variable is warned about, naming the nearest option", async () => {
   const gw = await spawnGateway({
-    DATABASE_URL: db.url,
+    DATABASE_URL: suite.databaseUrl,
     HOST: "127.0.0.1",
     PORT: "0",
     MOORING_MAXACTIVE: "3",
@@ -97,7 +92,12 @@ it("an unknown MOORING_* variable is warned about, naming the nearest option", a
       .map((line) => JSON.parse(line))
       .filter((record) => record.variable !== undefined);
     expect(warnings.map((w) => [w.level, w.variable, w.closest, w.msg])).toEqual([
-      [40, "MOORING_FOO", null, "MOORING_FOO is not a mooring option and is ignored; see docs/configuration.md"],
+      [
+        40,
+        "MOORING_FOO",
+        null,
+        "MOORING_FOO is not a mooring option and is ignored; see docs/configuration.md",
+      ],
       [
         40,
         "MOORING_MAXACTIVE",
@@ -122,14 +122,17 @@ it("the README's Node requirement is package.json's engines, accepted by every i
   // semver comes with npm's own tooling in node_modules (a dependency of several packages).
   const semver = createRequire(import.meta.url)("semver") as typeof import("semver");
   // The lowest version of each tested line must satisfy every dependency.
-  const minimums = pkg.engines.node.split("||").map((range: string) => semver.minVersion(range.trim())!.version);
+  const minimums = pkg.engines.node
+    .split("||")
+    .map((range: string) => semver.minVersion(range.trim())!.version);
   expect(minimums).toEqual([`${olderMinimum}.0`, `${newer}.0.0`]);
   const refusing: string[] = [];
   const lock = JSON.parse(readFileSync(join(repoRoot, "node_modules", ".package-lock.json"), "utf8"));
   for (const [path, entry] of Object.entries<any>(lock.packages)) {
     const range = entry.engines?.node;
     if (typeof range !== "string" || !path) continue;
-    for (const minimum of minimums) if (!semver.satisfies(minimum, range)) refusing.push(`${path} (${range}) on ${minimum}`);
+    for (const minimum of minimums)
+      if (!semver.satisfies(minimum, range)) refusing.push(`${path} (${range}) on ${minimum}`);
   }
   expect(refusing).toEqual([]);
 });

@@ -6,30 +6,25 @@
  * A runs with a 30 s polling backstop, so timely delivery to it can only come through its LISTEN
  * connection: these tests prove the notification path, not the backstop.
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { eventually, type GatewayProcess, spawnGateway, testEnv } from "../support/gateway.js";
+import { eventually, type GatewayProcess } from "../support/gateway.js";
 import { createSession } from "../support/turns.js";
 import { range, seqs, type WsClient, WsClients, type WsEvent } from "../support/ws-client.js";
+import { useProcessGateway } from "../support/use-gateway.js";
 
-let db: TestDatabase;
+const suite = useProcessGateway({ env: { LOG_LEVEL: "info" }, workspace: true });
 let a: GatewayProcess;
 let b: GatewayProcess;
-let workspace: string;
 const ids = { a: `multi-a-${process.pid}`, b: `multi-b-${process.pid}` };
-const procs: GatewayProcess[] = [];
 const clients = new WsClients(() => a.url);
 
 async function logOf(sessionId: string): Promise<{ seq: number; type: string }[]> {
-  return db.sql<{ seq: number; type: string }[]>`
+  return suite.sql<{ seq: number; type: string }[]>`
     select seq, type from events where session_id = ${sessionId} order by seq`;
 }
 
 async function listenBackends(instanceId: string): Promise<number[]> {
-  const rows = await db.sql<{ pid: number }[]>`
+  const rows = await suite.sql<{ pid: number }[]>`
     select pid from pg_stat_activity where application_name like ${`mooring-listen:%${instanceId}%`}`;
   return rows.map((r) => r.pid);
 }
@@ -46,28 +41,14 @@ async function terminalAt(
 }
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  workspace = await mkdtemp(join(tmpdir(), "mooring-multi-"));
-  const base = { ...testEnv(db.url), LOG_LEVEL: "info" };
   [a, b] = await Promise.all([
-    spawnGateway({ ...base, MOORING_INSTANCE_ID: ids.a, MOORING_POLL_MS: "30000" }),
-    spawnGateway({ ...base, MOORING_INSTANCE_ID: ids.b }),
+    suite.spawn({ MOORING_INSTANCE_ID: ids.a, MOORING_POLL_MS: "30000" }),
+    suite.spawn({ MOORING_INSTANCE_ID: ids.b }),
   ]);
-  procs.push(a, b);
   await Promise.all([a.waitReady(), b.waitReady()]);
 });
 
-afterAll(async () => {
-  await clients.closeAll();
-  for (const p of procs) {
-    if (p.child.exitCode === null && p.child.signalCode === null) {
-      p.kill("SIGKILL");
-      await p.exited;
-    }
-  }
-  await db?.drop();
-  if (workspace) await rm(workspace, { recursive: true, force: true });
-});
+afterAll(() => clients.closeAll());
 
 function expectWholeLog(events: WsEvent[], log: { seq: number; type: string }[], after = 0) {
   const tail = log.filter((e) => e.seq > after);
@@ -77,7 +58,7 @@ function expectWholeLog(events: WsEvent[], log: { seq: number; type: string }[],
 it("a subscriber on A gets every event of a turn running on B, once and in order", async () => {
   const hello = await clients.connect(a.url);
   expect((await hello.hello).instanceId).toBe(ids.a);
-  const sessionId = await createSession(a.url, workspace);
+  const sessionId = await createSession(a.url, suite.workspace);
   const onA = await clients.connect(a.url);
   const onB = await clients.connect(b.url);
   await onA.call("events.subscribe", { sessionId });
@@ -89,7 +70,7 @@ it("a subscriber on A gets every event of a turn running on B, once and in order
   });
   const bDone = await terminalAt(onB, sessionId, task.id);
   const aDone = await terminalAt(onA, sessionId, task.id);
-  const [row] = await db.sql<{ ownerInstance: string; status: string }[]>`
+  const [row] = await suite.sql<{ ownerInstance: string; status: string }[]>`
     select owner_instance, status from tasks where id = ${task.id}`;
   expect(row).toEqual({ ownerInstance: ids.b, status: "completed" });
 
@@ -101,7 +82,7 @@ it("a subscriber on A gets every event of a turn running on B, once and in order
 });
 
 it("after A's LISTEN connection is killed, A reconnects and its subscriber still gets every event", async () => {
-  const sessionId = await createSession(b.url, workspace);
+  const sessionId = await createSession(b.url, suite.workspace);
   const onA = await clients.connect(a.url);
   const onB = await clients.connect(b.url);
   await onA.call("events.subscribe", { sessionId });
@@ -113,7 +94,7 @@ it("after A's LISTEN connection is killed, A reconnects and its subscriber still
 
   const before = await listenBackends(ids.a);
   expect(before).toHaveLength(1);
-  const [killed] = await db.sql<{ ok: boolean }[]>`select pg_terminate_backend(${before[0]}) as ok`;
+  const [killed] = await suite.sql<{ ok: boolean }[]>`select pg_terminate_backend(${before[0]}) as ok`;
   expect(killed.ok).toBe(true);
 
   // Straight away, before A has necessarily noticed: a turn on B.

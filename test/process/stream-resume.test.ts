@@ -4,23 +4,18 @@
  * killed with SIGKILL mid-turn loses nothing that was committed, and the restart settles the turn
  * with `task.interrupted` (GATEWAY_RESTART) after every event it had.
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { randomUUID } from "node:crypto";
 import { pino } from "pino";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { connect as connectDb } from "../../src/db/client.js";
-import type { Gateway } from "../../src/gateway.js";
 import { eventLogOn } from "../support/event-log.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { call, type GatewayProcess, spawnGateway, startTestGateway, testEnv } from "../support/gateway.js";
+import { call, eventually } from "../support/gateway.js";
 import { range, seqs, WsClients } from "../support/ws-client.js";
 import { createSession, submitPrompt, waitTask } from "../support/turns.js";
+import { useGateway, useProcessGateway } from "../support/use-gateway.js";
 
-let db: TestDatabase;
-let gw: Gateway;
-let workspace: string;
-const clients = new WsClients(() => gw.url);
+const t = useGateway({ workspace: true });
+const clients = new WsClients(() => t.url);
 
 interface Row {
   seq: number;
@@ -30,49 +25,38 @@ interface Row {
 }
 
 async function rows(sessionId: string): Promise<Row[]> {
-  return db.sql<
+  return t.sql<
     Row[]
   >`select seq, type, task_id, data from events where session_id = ${sessionId} order by seq`;
 }
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  gw = await startTestGateway(db.url);
-  workspace = await mkdtemp(join(tmpdir(), "mooring-resume-"));
-});
-
-afterAll(async () => {
-  await clients.closeAll();
-  await gw?.stop();
-  await db?.drop();
-  if (workspace) await rm(workspace, { recursive: true, force: true });
-});
+afterAll(() => clients.closeAll());
 
 describe("event log", () => {
   it("gives every session gap-free seqs 1..n, with concurrent turns, cancels and queued turns", async () => {
     const sessions = await Promise.all([
-      createSession(gw.url, workspace),
-      createSession(gw.url, workspace),
-      createSession(gw.url, workspace),
+      createSession(t.url, t.workspace),
+      createSession(t.url, t.workspace),
+      createSession(t.url, t.workspace),
     ]);
     const tasks: string[] = [];
     for (const sessionId of sessions) {
       const long = "[deltas 30] [tool 3000] [sleep 20] [deltas 30] [tool 10]";
-      tasks.push((await submitPrompt(gw.url, sessionId, long)).id);
-      tasks.push((await submitPrompt(gw.url, sessionId, "[deltas 5] [tool 10]")).id); // queued behind the first
+      tasks.push((await submitPrompt(t.url, sessionId, long)).id);
+      tasks.push((await submitPrompt(t.url, sessionId, "[deltas 5] [tool 10]")).id); // queued behind the first
     }
-    const hanging = (await submitPrompt(gw.url, sessions[0], "[deltas 3] [hang]")).id;
-    await call(gw.url, "POST", `/v1/tasks/${hanging}/cancel`);
-    for (const taskId of [...tasks, hanging]) await waitTask(gw.url, taskId);
+    const hanging = (await submitPrompt(t.url, sessions[0], "[deltas 3] [hang]")).id;
+    await call(t.url, "POST", `/v1/tasks/${hanging}/cancel`);
+    for (const taskId of [...tasks, hanging]) await waitTask(t.url, taskId);
     for (const sessionId of sessions) {
       const log = await rows(sessionId);
       expect(seqs(log)).toEqual(range(1, log.length));
-      const [session] = await db.sql<
+      const [session] = await t.sql<
         { lastSeq: number }[]
       >`select last_seq from sessions where id = ${sessionId}`;
       expect(session.lastSeq).toBe(log.length);
       // Each task's first/last seq bracket its own events, and its terminal event is its last.
-      const own = await db.sql<{ id: string; firstSeq: number; lastSeq: number }[]>`
+      const own = await t.sql<{ id: string; firstSeq: number; lastSeq: number }[]>`
         select id, first_seq, last_seq from tasks where session_id = ${sessionId}`;
       for (const task of own) {
         const mine = log.filter((e) => e.taskId === task.id && e.type !== "task.position");
@@ -84,9 +68,9 @@ describe("event log", () => {
   });
 
   it("coalesces text deltas within a flush, keeping the text exact", async () => {
-    const sessionId = await createSession(gw.url, workspace);
-    const taskId = (await submitPrompt(gw.url, sessionId, "[deltas 200]")).id;
-    const task = await waitTask(gw.url, taskId);
+    const sessionId = await createSession(t.url, t.workspace);
+    const taskId = (await submitPrompt(t.url, sessionId, "[deltas 200]")).id;
+    const task = await waitTask(t.url, taskId);
     const deltas = (await rows(sessionId)).filter((e) => e.type === "message.delta");
     const expected = range(1, 200)
       .map((i) => `chunk ${i} `)
@@ -98,22 +82,18 @@ describe("event log", () => {
   });
 
   it("sends one NOTIFY per flush, not per event", async () => {
-    const sessionId = await createSession(gw.url, workspace);
+    const sessionId = await createSession(t.url, t.workspace);
     const heads: number[] = [];
-    const listener = await db.sql.listen("mooring_sessions", (payload) => {
+    const listener = await t.sql.listen("mooring_sessions", (payload) => {
       if (payload === "*") return;
       for (const [id, head] of JSON.parse(payload) as [string, number][])
         if (id === sessionId) heads.push(head);
     });
     try {
       const taskId = (
-        await submitPrompt(
-          gw.url,
-          sessionId,
-          "[deltas 200] [tool 10] [tool 10] [tool 10] [tool 10] [tool 10]",
-        )
+        await submitPrompt(t.url, sessionId, "[deltas 200] [tool 10] [tool 10] [tool 10] [tool 10] [tool 10]")
       ).id;
-      await waitTask(gw.url, taskId);
+      await waitTask(t.url, taskId);
       const log = await rows(sessionId);
       // Wait for the NOTIFY of the last commit to arrive here.
       const deadline = Date.now() + 5000;
@@ -134,13 +114,18 @@ describe("event log", () => {
   });
 
   it("flushes a batch of many events for several sessions in one transaction with one NOTIFY", async () => {
-    const a = await createSession(gw.url, workspace);
-    const b = await createSession(gw.url, workspace);
+    const a = await createSession(t.url, t.workspace);
+    const b = await createSession(t.url, t.workspace);
     const notifications: string[] = [];
-    const listener = await db.sql.listen("mooring_sessions", (payload) => {
-      if (payload.includes(a) || payload.includes(b)) notifications.push(payload);
+    // A notification of the test's own, for a session nobody has, sent after the flush: Postgres
+    // delivers a channel's notifications in commit order, so once it is here so is any other.
+    const marker = randomUUID();
+    let markerSeen = false;
+    const listener = await t.sql.listen("mooring_sessions", (payload) => {
+      if (payload.includes(marker)) markerSeen = true;
+      else if (payload.includes(a) || payload.includes(b)) notifications.push(payload);
     });
-    const database = connectDb(db.url, { max: 2 });
+    const database = connectDb(t.databaseUrl, { max: 2 });
     const published: number[] = [];
     const log = eventLogOn(
       database,
@@ -168,9 +153,8 @@ describe("event log", () => {
       expect(inA[2].data.text).toBe("t0t1t2");
       expect(seqs(inB)).toEqual(range(1, 50));
       expect(published).toEqual([53]);
-      const deadline = Date.now() + 5000;
-      while (notifications.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-      await new Promise((r) => setTimeout(r, 100)); // a second NOTIFY, if any, would be here by now
+      await t.sql`select pg_notify('mooring_sessions', ${JSON.stringify([[marker, 0]])})`;
+      await eventually(async () => markerSeen, 5000);
       expect(notifications).toHaveLength(1);
       expect(new Map(JSON.parse(notifications[0]) as [string, number][])).toEqual(
         new Map([
@@ -188,12 +172,12 @@ describe("event log", () => {
 
 describe("resume after a disconnect", () => {
   it("a client that drops mid-turn resubscribes with its last seq and gets exactly the rest, then live", async () => {
-    const sessionId = await createSession(gw.url, workspace);
+    const sessionId = await createSession(t.url, t.workspace);
     const first = await clients.connect();
     await first.call("events.subscribe", { sessionId });
     const taskId = (
       await submitPrompt(
-        gw.url,
+        t.url,
         sessionId,
         "[deltas 10] [tool 500] [sleep 150] [deltas 10] [tool 500] [sleep 150] [deltas 10] [tool 500] [sleep 300] [deltas 10]",
       )
@@ -223,31 +207,14 @@ describe("resume after a disconnect", () => {
 });
 
 describe("gateway killed with SIGKILL mid-turn", () => {
-  let kdb: TestDatabase;
-  const procs: GatewayProcess[] = [];
-
-  beforeAll(async () => {
-    kdb = await createTestDatabase();
-  });
-  // The test's processes are its own: stopped when it ends (the leak guard checks).
-  afterEach(async () => {
-    for (const p of procs.splice(0)) {
-      if (p.child.exitCode === null && p.child.signalCode === null) {
-        p.kill("SIGKILL");
-        await p.exited;
-      }
-    }
-  });
-  afterAll(async () => {
-    await kdb?.drop();
-  });
+  // A database of its own; the test's processes are stopped when it ends (the leak guard checks).
+  const k = useProcessGateway();
 
   it("keeps every committed event once, in order, and the restart appends task.interrupted", async () => {
-    const env = { ...testEnv(kdb.url), LOG_LEVEL: "info", MOORING_INSTANCE_ID: `resume-kill-${process.pid}` };
-    const before = await spawnGateway(env);
-    procs.push(before);
+    const env = { LOG_LEVEL: "info", MOORING_INSTANCE_ID: `resume-kill-${process.pid}` };
+    const before = await k.spawn(env);
     await before.waitReady();
-    const sessionId = await createSession(before.url, workspace);
+    const sessionId = await createSession(before.url, t.workspace);
     const watcher = await clients.connect(before.url);
     await watcher.call("events.subscribe", { sessionId });
     const taskId = (
@@ -258,13 +225,12 @@ describe("gateway killed with SIGKILL mid-turn", () => {
     await before.exited;
     await watcher.closed;
     const seenBefore = watcher.eventsOf(sessionId);
-    const committed = await kdb.sql<{ seq: number; type: string }[]>`
+    const committed = await k.sql<{ seq: number; type: string }[]>`
       select seq, type from events where session_id = ${sessionId} order by seq`;
     // What the watcher saw was committed (and is a prefix of the log).
     expect(committed.slice(0, seenBefore.length).map((e) => e.seq)).toEqual(seqs(seenBefore));
 
-    const after = await spawnGateway(env);
-    procs.push(after);
+    const after = await k.spawn(env);
     await after.waitReady();
     const client = await clients.connect(after.url);
     await client.call("events.subscribe", { sessionId, afterSeq: 0 });

@@ -10,12 +10,11 @@
 import { createHash } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
 import { TenantDirectory } from "../../src/domain/tenants.js";
 import type { Gateway } from "../../src/gateway.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { type Answer, call, startTestGateway, testEnv } from "../support/gateway.js";
+import { type Answer, call, testEnv } from "../support/gateway.js";
 import { runGatewayToExit } from "../support/run-to-exit.js";
 import {
   counts,
@@ -26,6 +25,7 @@ import {
   waitPermission,
   waitTask,
 } from "../support/turns.js";
+import { useGateway } from "../support/use-gateway.js";
 import { WsClient } from "../support/ws-client.js";
 
 const A1 = "tenant-alpha-token-one-1111";
@@ -40,7 +40,7 @@ const SECRETS = [A1, A2, B, OPS, D, ...[A1, A2, B, OPS, D].map(sha256)];
 const MISSING = "00000000-0000-4000-8000-00000000dead";
 const MISSING_REQUEST = "00000000-0000-4000-8000-00000000beef";
 
-let db: TestDatabase;
+const suite = useGateway({ start: false });
 let gw: Gateway;
 let wsA: string;
 let rootB: string;
@@ -88,7 +88,6 @@ async function sessionWithDoneTurn(token: string, workspace: string, prompt: str
 }
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   wsA = await tempWorkspace();
   rootB = await tempWorkspace();
   wsB = join(rootB, "project");
@@ -98,8 +97,7 @@ beforeAll(async () => {
     beta: { tokens: [B], workspaceRoots: [rootB], agents: ["simulated"] },
     ops: { tokens: [OPS], admin: true },
   };
-  gw = await startTestGateway(
-    db.url,
+  gw = await suite.startGateway(
     { MOORING_TENANTS: JSON.stringify(tenants), MOORING_API_TOKENS: D },
     { onLog: (l) => lines.push(l), logLevel: "debug" },
   );
@@ -113,11 +111,6 @@ beforeAll(async () => {
 
   // Beta uses the same idempotency keys: its own session and task.
   ({ session: sessB, task: taskB } = await sessionWithDoneTurn(B, wsB, "[deltas 1]"));
-});
-
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
 });
 
 describe("tenant B on tenant A's ids", () => {
@@ -148,7 +141,7 @@ describe("tenant B on tenant A's ids", () => {
   };
 
   it("every REST route answers the 404 of a missing id, with no data, and changes nothing", async () => {
-    const before = await counts(db.sql);
+    const before = await counts(suite.sql);
     for (const [method, path, body, headers] of restRoutes()) {
       const foreign = await api(B, method, path, body, headers);
       const missing = await api(B, method, swapToMissing(path), body, headers);
@@ -157,7 +150,7 @@ describe("tenant B on tenant A's ids", () => {
       expect(shape(foreign.body, ...aIds()), `${method} ${path}`).toEqual(shape(missing.body, MISSING));
       expect(JSON.stringify(foreign.body)).not.toContain(sessA.workspace);
     }
-    expect(await counts(db.sql)).toEqual(before);
+    expect(await counts(suite.sql)).toEqual(before);
     // Nothing of A's was touched: not archived, the waiting turn still running with its request.
     expect((await api(A1, "GET", `/v1/sessions/${sessA.id}`)).body.status).toBe("idle");
     const still = (await api(A1, "GET", `/v1/tasks/${taskP.id}`)).body;
@@ -180,20 +173,20 @@ describe("tenant B on tenant A's ids", () => {
   const swapParams = (params: Record<string, unknown>) => JSON.parse(swapToMissing(JSON.stringify(params)));
 
   it("every JSON-RPC method over HTTP answers like a missing id and changes nothing", async () => {
-    const before = await counts(db.sql);
+    const before = await counts(suite.sql);
     for (const [method, params] of rpcCalls()) {
       const foreign = await rpc(B, method, params);
       const missing = await rpc(B, method, swapParams(params));
       expect(foreign.error?.code, method).toBe(-32004);
       expect(shape(foreign, ...aIds()), method).toEqual(shape(missing, MISSING));
     }
-    expect(await counts(db.sql)).toEqual(before);
+    expect(await counts(suite.sql)).toEqual(before);
   });
 
   it("every JSON-RPC method over the WebSocket, and events.subscribe, answer like a missing id; no event arrives", async () => {
     const ws = await WsClient.connect(gw.url, { headers: auth(B) });
     try {
-      const before = await counts(db.sql);
+      const before = await counts(suite.sql);
       const calls: [string, Record<string, unknown>][] = [
         ...rpcCalls(),
         ["events.subscribe", { sessionId: sessA.id }],
@@ -207,7 +200,7 @@ describe("tenant B on tenant A's ids", () => {
           shape({ ...missing, id: 0 }, MISSING),
         );
       }
-      expect(await counts(db.sql)).toEqual(before);
+      expect(await counts(suite.sql)).toEqual(before);
       // A turn of A's session writes events; the socket that tried to subscribe gets none of them.
       const t = await submitPrompt(gw.url, sessA.id, "[deltas 2]", auth(A1));
       expect((await waitTask(gw.url, t.id, undefined, undefined, auth(A1))).status).toBe("completed");
@@ -276,7 +269,9 @@ describe("lists and views", () => {
   });
 
   it("GET /v1/agents lists the agents each tenant may name: beta only its own list", async () => {
-    expect((await api(B, "GET", "/v1/agents")).body).toEqual({ items: [{ name: "simulated", driver: "simulated" }] });
+    expect((await api(B, "GET", "/v1/agents")).body).toEqual({
+      items: [{ name: "simulated", driver: "simulated" }],
+    });
     expect((await api(A1, "GET", "/v1/agents")).body.items.map((a: { name: string }) => a.name)).toEqual([
       "simulated",
       "claude-code",
@@ -388,7 +383,7 @@ describe("logs", () => {
 
 describe("configuration errors name the field", () => {
   const config = (tenants: unknown, extra: Record<string, string> = {}) =>
-    loadConfig(testEnv(db.url, { MOORING_TENANTS: JSON.stringify(tenants), ...extra }));
+    loadConfig(testEnv(suite.databaseUrl, { MOORING_TENANTS: JSON.stringify(tenants), ...extra }));
   const directory = (tenants: unknown, extra: Record<string, string> = {}) =>
     TenantDirectory.fromConfig(config(tenants, extra), ["simulated"]);
   const refusal = (build: () => unknown): string => {
@@ -433,7 +428,7 @@ describe("configuration errors name the field", () => {
 
   it("a real process with a bad MOORING_TENANTS exits 2 naming the field and not the token", async () => {
     const exit = await runGatewayToExit({
-      DATABASE_URL: db.url,
+      DATABASE_URL: suite.databaseUrl,
       HOST: "127.0.0.1",
       PORT: "0",
       MOORING_TENANTS: JSON.stringify({ team: { tokens: ["exit-secret-token-9999"], maxQueued: -1 } }),

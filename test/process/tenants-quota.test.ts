@@ -6,22 +6,14 @@
  * database (several tenants, running counts, caps, the session rules).
  */
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, type Database } from "../../src/db/client.js";
-import { applyMigrations } from "../../src/db/migrate.js";
-import type { Gateway } from "../../src/gateway.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { connect } from "../../src/db/client.js";
 import { claimTasks } from "../../src/sql/claim-tasks.js";
 import { listQueuePositions, queuePositions } from "../../src/sql/gate-status.js";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import {
-  call,
-  eventually,
-  type GatewayProcess,
-  spawnGateway,
-  startTestGateway,
-  testEnv,
-} from "../support/gateway.js";
+import type { TestDatabase } from "../support/db.js";
+import { call, eventually, type GatewayProcess } from "../support/gateway.js";
 import { createSession, submit, submitPrompt, tempWorkspace } from "../support/turns.js";
+import { useGateway, useProcessGateway, useSqlDatabase } from "../support/use-gateway.js";
 
 const TENANTS = JSON.stringify({
   a: { tokens: ["token-a"], maxActive: 2, maxQueued: 4 },
@@ -31,26 +23,18 @@ const TENANTS = JSON.stringify({
 const auth = (tenant: string) => ({ authorization: `Bearer token-${tenant}` });
 
 describe("quotas across two instances", () => {
-  let db: TestDatabase;
+  const suite = useProcessGateway({
+    env: { LOG_LEVEL: "info", MOORING_POLL_MS: "100", MOORING_TENANTS: TENANTS },
+  });
   let one: GatewayProcess;
   let two: GatewayProcess;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    const env = (id: string) =>
-      testEnv(db.url, {
-        LOG_LEVEL: "info",
-        MOORING_POLL_MS: "100",
-        MOORING_INSTANCE_ID: id,
-        MOORING_TENANTS: TENANTS,
-      });
-    [one, two] = await Promise.all([spawnGateway(env("quota-1")), spawnGateway(env("quota-2"))]);
+    [one, two] = await Promise.all([
+      suite.spawn({ MOORING_INSTANCE_ID: "quota-1" }),
+      suite.spawn({ MOORING_INSTANCE_ID: "quota-2" }),
+    ]);
     await Promise.all([one.waitReady(), two.waitReady()]);
-  });
-  afterAll(async () => {
-    for (const p of [one, two]) p?.kill("SIGTERM");
-    await Promise.all([one?.exited, two?.exited]);
-    await db?.drop();
   });
 
   it("holds tenant a to 2 running and 4 queued anywhere, refuses it TENANT_BUSY while b is admitted", async () => {
@@ -70,7 +54,7 @@ describe("quotas across two instances", () => {
     let maxAll = 0;
     const sampler = (async () => {
       while (sampling) {
-        const [row] = await db.sql<{ a: number; aQueued: number; all: number }[]>`
+        const [row] = await suite.sql<{ a: number; aQueued: number; all: number }[]>`
           select count(*) filter (where tenant = 'a' and status in ('running', 'cancelling'))::int as a,
                  count(*) filter (where tenant = 'a' and status = 'queued')::int as a_queued,
                  count(*) filter (where status in ('running', 'cancelling'))::int as all
@@ -111,7 +95,13 @@ describe("quotas across two instances", () => {
     // a is told its own limit; an admin submitting into a's session hits a's limit, not its own,
     // and is told no number.
     expect(burst.find((r) => r.status === 429)!.body.error.message).toContain("4 turns queued");
-    const byAdmin = await call(one.url, "POST", `/v1/sessions/${aSessions[11]}/turns`, { prompt: "x" }, auth("ops"));
+    const byAdmin = await call(
+      one.url,
+      "POST",
+      `/v1/sessions/${aSessions[11]}/turns`,
+      { prompt: "x" },
+      auth("ops"),
+    );
     expect(byAdmin.body.error).toMatchObject({ code: "TENANT_BUSY" });
     expect(byAdmin.body.error.message).not.toMatch(/[0-9]/);
     // b is still admitted, and runs at once in the 3 slots a cannot use.
@@ -144,7 +134,7 @@ describe("quotas across two instances", () => {
 
     // Phase 2: everything hanging is cancelled, then short turns of both tenants go in through
     // both instances while earlier ones finish; a retries when refused.
-    await cancelAll(one.url, db);
+    await cancelAll(one.url, suite.db);
     const done: Promise<string>[] = [];
     const run = async (tenant: string, sessionId: string, i: number): Promise<string> => {
       for (;;) {
@@ -163,7 +153,7 @@ describe("quotas across two instances", () => {
     for (let i = 3; i < 6; i++) done.push(run("b", bSessions[i], i));
     const ids = await Promise.all(done);
     await eventually(async () => {
-      const [row] = await db.sql<{ open: number }[]>`
+      const [row] = await suite.sql<{ open: number }[]>`
         select count(*)::int as open from tasks where id = any(${ids}::uuid[]) and status not in ('completed')`;
       return row.open === 0;
     }, 60_000);
@@ -174,7 +164,7 @@ describe("quotas across two instances", () => {
     expect(maxA).toBe(2);
     expect(maxAQueued).toBe(4);
     expect(maxAll).toBeLessThanOrEqual(5);
-    const owners = await db.sql<{ ownerInstance: string }[]>`
+    const owners = await suite.sql<{ ownerInstance: string }[]>`
       select distinct owner_instance from tasks where tenant = 'a' and status = 'completed'`;
     expect(owners.map((o) => o.ownerInstance).sort()).toEqual(["quota-1", "quota-2"]);
     for (const p of [one, two]) expect(p.output().match(/.*"level":(40|50|60).*/g) ?? []).toEqual([]);
@@ -182,51 +172,43 @@ describe("quotas across two instances", () => {
 });
 
 describe("fairness", () => {
-  let db: TestDatabase;
-  let gw: Gateway;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    gw = await startTestGateway(db.url, {
+  const suite = useGateway({
+    env: {
       MOORING_POLL_MS: "100",
       MOORING_MAX_ACTIVE: "2",
       MOORING_TENANTS: JSON.stringify({ a: { tokens: ["token-a"] }, b: { tokens: ["token-b"] } }),
-    });
-  });
-  afterAll(async () => {
-    await gw?.stop();
-    await db?.drop();
+    },
   });
 
   it("gives the next freed slot to b's single turn, ahead of a's full queue", async () => {
     const workspace = await tempWorkspace();
     const aSessions = await Promise.all(
-      Array.from({ length: 12 }, () => createSession(gw.url, workspace, {}, auth("a"))),
+      Array.from({ length: 12 }, () => createSession(suite.url, workspace, {}, auth("a"))),
     );
-    const bSession = await createSession(gw.url, workspace, {}, auth("b"));
+    const bSession = await createSession(suite.url, workspace, {}, auth("b"));
     const aTurns: string[] = [];
     for (const [i, id] of aSessions.entries()) {
-      aTurns.push((await submitPrompt(gw.url, id, `[hang] a ${i}`, auth("a"))).id);
+      aTurns.push((await submitPrompt(suite.url, id, `[hang] a ${i}`, auth("a"))).id);
     }
-    const b = await submit(gw.url, bSession, { prompt: "[hang] b" }, auth("b"));
+    const b = await submit(suite.url, bSession, { prompt: "[hang] b" }, auth("b"));
     expect(b.body.status).toBe("queued");
     // Under the fair rule b's turn is first in line, and a's queue each moved back by one.
     expect(b.body.position).toBe(1);
     // Its task.queued event said the same (counted in the insert, without ranking the queue).
-    const [queuedEvent] = await db.sql<{ position: number }[]>`
+    const [queuedEvent] = await suite.sql<{ position: number }[]>`
       select (data->>'position')::int as position from events where task_id = ${b.body.id} and type = 'task.queued'`;
     expect(queuedEvent.position).toBe(1);
-    const firstOfA = await call(gw.url, "GET", `/v1/tasks/${aTurns[2]}`, undefined, auth("a"));
+    const firstOfA = await call(suite.url, "GET", `/v1/tasks/${aTurns[2]}`, undefined, auth("a"));
     expect(firstOfA.body.position).toBe(2);
 
     // Release a's running turns one by one until b's starts, counting the releases.
     let released = 0;
     for (const id of aTurns) {
-      const before = await startedCount(db);
-      await call(gw.url, "POST", `/v1/tasks/${id}/cancel`, undefined, auth("a"));
+      const before = await startedCount(suite.db);
+      await call(suite.url, "POST", `/v1/tasks/${id}/cancel`, undefined, auth("a"));
       released++;
-      await eventually(async () => (await startedCount(db)) > before);
-      const [row] = await db.sql<{ status: string }[]>`select status from tasks where id = ${b.body.id}`;
+      await eventually(async () => (await startedCount(suite.db)) > before);
+      const [row] = await suite.sql<{ status: string }[]>`select status from tasks where id = ${b.body.id}`;
       if (row.status === "running") break;
     }
     const fifo = aTurns.length - 2 + 1;
@@ -234,7 +216,7 @@ describe("fairness", () => {
       `fairness: b's one turn behind a's ${aTurns.length - 2} queued started after ${released} slot(s) released (oldest-first would need ${fifo})`,
     );
     expect(released).toBe(1);
-    await cancelAll(gw.url, db);
+    await cancelAll(suite.url, suite.db);
   }, 60_000);
 });
 
@@ -254,8 +236,8 @@ async function cancelAll(base: string, db: TestDatabase): Promise<void> {
 }
 
 describe("the claim's order, in SQL", () => {
-  let testDb: TestDatabase;
-  let db: Database;
+  // Migrated and empty; each test seeds its own rows.
+  const claimDb = useSqlDatabase({ emptyBeforeEach: false });
   const claimant = { instanceId: "claim-test", bootId: randomUUID(), leaseMs: 60_000 };
   const limits = JSON.stringify({
     a: { active: 3, queued: 20 },
@@ -263,33 +245,23 @@ describe("the claim's order, in SQL", () => {
     c: { active: 1, queued: 20 },
   });
 
-  beforeAll(async () => {
-    testDb = await createTestDatabase();
-    db = connect(testDb.url, { max: 2 });
-    await applyMigrations(db);
-  });
-  afterAll(async () => {
-    await db?.close();
-    await testDb?.drop();
-  });
-
   /** Tasks in admission order: `tenant:status` (`+` on a second turn of the previous session, `!` jumps the queue). */
   async function seed(specs: string[]): Promise<string[]> {
-    await db.sql`delete from events`;
-    await db.sql`delete from tasks`;
-    await db.sql`delete from sessions`;
+    await claimDb.sql`delete from events`;
+    await claimDb.sql`delete from tasks`;
+    await claimDb.sql`delete from sessions`;
     const ids: string[] = [];
     let sessionId = "";
     let turn = 0;
     for (const spec of specs) {
       const [tenant, status] = spec.replace(/[+!]/g, "").split(":");
       if (!spec.includes("+")) {
-        const [s] = await db.sql<{ id: string }[]>`
+        const [s] = await claimDb.sql<{ id: string }[]>`
           insert into sessions (tenant, workspace, agent) values (${tenant}, '/tmp', 'simulated') returning id`;
         sessionId = s.id;
         turn = 0;
       }
-      const [t] = await db.sql<{ id: string }[]>`
+      const [t] = await claimDb.sql<{ id: string }[]>`
         insert into tasks (session_id, tenant, turn_index, status, prompt, timeout_ms, queue_deadline_at, jumps_queue)
         values (${sessionId}, ${tenant}, ${turn++}, ${status}, 'x', 60000, now() + interval '1 hour', ${spec.includes("!")})
         returning id`;
@@ -299,7 +271,7 @@ describe("the claim's order, in SQL", () => {
   }
 
   const claim = (maxActive: number, limit: number) =>
-    db.sql.begin(async (tx) =>
+    claimDb.sql.begin(async (tx) =>
       (await claimTasks(tx, claimant, maxActive, limits, limit)).map((c) => c.row.id),
     );
 
@@ -322,7 +294,7 @@ describe("the claim's order, in SQL", () => {
     // takes that order but skips c2 (c at its limit of 1) and a2, a3 (a at its limit of 3).
     const [a3, c2] = [ids[4], ids[7]];
     const expected = [b1, c1, c2, b2, a1, a2, a3];
-    expect(await queuePositions(db.sql, ids)).toEqual(new Map(expected.map((id, i) => [id, i + 1])));
+    expect(await queuePositions(claimDb.sql, ids)).toEqual(new Map(expected.map((id, i) => [id, i + 1])));
     expect(await claim(10, 10)).toEqual(sorted([b1, c1, b2, a1], ids));
     // Nothing left that may run: a is at its 3, c at its 1.
     expect(await claim(10, 10)).toEqual([]);
@@ -340,7 +312,7 @@ describe("the claim's order, in SQL", () => {
     const ids = await seed(["old:running", "old:queued", "old:queued", "old:queued", "c:queued"]);
     // old has 1 running; c 0: c first, then old up to the global 4 slots in all.
     expect(await claim(4, 10)).toEqual(sorted([ids[1], ids[2], ids[4]], ids));
-    const [row] = await db.sql<
+    const [row] = await claimDb.sql<
       { n: number }[]
     >`select count(*)::int as n from tasks where status = 'running'`;
     expect(row.n).toBe(4);
@@ -354,9 +326,9 @@ describe("the claim's order, in SQL", () => {
 
   it("skips a row another transaction holds, and the positions match the claim order", async () => {
     const ids = await seed(["a:queued", "a:queued", "b:queued", "a:queued"]);
-    const queue = await listQueuePositions(db.sql, 100);
+    const queue = await listQueuePositions(claimDb.sql, 100);
     expect(queue.map((q) => q.id)).toEqual([ids[0], ids[2], ids[1], ids[3]]);
-    const holder = connect(testDb.url, { max: 1 });
+    const holder = connect(claimDb.url, { max: 1 });
     try {
       let release!: () => void;
       const held = new Promise<void>((resolve) => {

@@ -251,14 +251,23 @@ describe("a gateway whose agent is another gateway", () => {
         "[deltas 3][sleep 4000][deltas 3][sleep 500][deltas 2]",
       );
       await feed.next("message.delta", task.id, 90_000);
+      const up = await upstreamTaskOf(sessionId);
+      const acceptedBefore = proxy.accepted;
       proxy.refuse = true;
       proxy.cutAll();
-      // The outage itself: the link stays down for a while, whatever happens meanwhile.
-      await new Promise((resolve) => setTimeout(resolve, 3000));
+      // The outage lasts until the downstream tried to come back (and was refused) and the
+      // upstream's turn moved on without it: text the downstream has yet to catch up on.
+      await eventually(async () => {
+        if (proxy.accepted === acceptedBefore) return false;
+        const [downText, upText] = await Promise.all([
+          taskEvents(downDb.sql, task.id).then(deltaText),
+          taskEvents(upDb.sql, up.id).then(deltaText),
+        ]);
+        return upText.length > downText.length;
+      }, 60_000);
       proxy.refuse = false;
       const done = await waitTerminal(down.url, task.id, 180_000);
       expect(done.status, JSON.stringify(done.error)).toBe("completed");
-      const up = await upstreamTaskOf(sessionId);
       const downEvents = await taskEvents(downDb.sql, task.id);
       const upEvents = await taskEvents(upDb.sql, up.id);
       expect(deltaText(downEvents)).toBe(deltaText(upEvents));

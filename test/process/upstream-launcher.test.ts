@@ -1,5 +1,5 @@
 /**
- * Chained gateways under the production launcher (issue 23, finding 10): the downstream runs as
+ * Chained gateways under the production launcher: the downstream runs as
  * `npm start` runs it (scripts/start.mjs: the bundle of dist/, compiled with V8's code cache), and
  * its follower must reach the upstream over WebSocket, not fall back to polling. Under tsx it
  * always did; in the code-cached bundle the SDK's run-time `import("ws")` failed and the follower
@@ -9,11 +9,12 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
+import type { TestDatabase } from "../support/db.js";
 import { repoRoot } from "../support/gateway.js";
 import { exitedWithOutput, gatewayEnv, logsWith, Processes, useProcessSuite } from "../support/lifecycle.js";
 import { TcpProxy } from "../support/tcp-proxy.js";
 import { createSession, submitPrompt, waitTerminal } from "../support/turns.js";
+import { useProcessGateway } from "../support/use-gateway.js";
 
 const TOKEN = "upstream-launcher-token-41c2";
 const procs = new Processes();
@@ -24,16 +25,15 @@ useProcessSuite("mooring-chain-launcher-", procs, (db, ws) => {
   workspace = ws;
 });
 
-let upDb: TestDatabase | undefined;
+// The upstream's own database.
+const upstream = useProcessGateway();
 let proxy: TcpProxy | undefined;
 afterAll(async () => {
   await proxy?.close();
-  await upDb?.drop();
 });
 
 it("follows the upstream turn over WebSocket when the downstream runs under npm start (code cache loaded)", async () => {
-  upDb = await createTestDatabase();
-  const up = await procs.spawn(gatewayEnv(upDb.url, { MOORING_API_TOKENS: TOKEN }));
+  const up = await procs.spawn(gatewayEnv(upstream.databaseUrl, { MOORING_API_TOKENS: TOKEN }));
   await up.waitReady();
   proxy = await TcpProxy.start(up.url);
   const agents = { up: { driver: "mooring", url: proxy.url, tokenEnv: "CHAIN_TOKEN", agent: "simulated" } };

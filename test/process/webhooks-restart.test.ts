@@ -3,31 +3,22 @@
  * settlement and its notification wakes the sender at once (no poll needed); a gateway killed
  * before the receiver answered delivers it after restart, under the same webhook-id.
  */
-import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/db.js";
-import { eventually, type GatewayProcess, spawnGateway, testEnv } from "../support/gateway.js";
-import { createSession, submitPrompt, tempWorkspace, waitTerminal } from "../support/turns.js";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { eventually, type GatewayProcess } from "../support/gateway.js";
+import { createSession, submitPrompt, waitTerminal } from "../support/turns.js";
 import { type Receiver, startReceiver } from "../support/webhook-receiver.js";
+import { useProcessGateway } from "../support/use-gateway.js";
 
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-let db: TestDatabase;
+// The test's gateways are its own: stopped when it ends (the leak guard checks).
+const suite = useProcessGateway({ workspace: true });
 let receiver: Receiver;
-let gateway: GatewayProcess | undefined;
+let gateway: GatewayProcess;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   receiver = await startReceiver(SECRET);
 });
-// The test's gateway is its own: stopped when it ends (the leak guard checks).
-afterEach(async () => {
-  gateway?.kill();
-  await gateway?.exited;
-  gateway = undefined;
-});
-afterAll(async () => {
-  await receiver?.close();
-  await db?.drop();
-});
+afterAll(() => receiver?.close());
 
 it("a commit wakes the sender at once; killed -9 before the receiver answered, the webhook is delivered after restart", async () => {
   // The receiver takes the first request and never answers it.
@@ -37,22 +28,22 @@ it("a commit wakes the sender at once; killed -9 before the receiver answered, t
     held = true;
     return new Promise<void>(() => {});
   };
-  const env = (pollMs: string) =>
-    testEnv(db.url, {
-      MOORING_WEBHOOKS: JSON.stringify([{ url: receiver.url, secret: SECRET, events: ["task.completed"] }]),
-      MOORING_WEBHOOK_POLL_MS: pollMs,
-      MOORING_WEBHOOK_TIMEOUT_MS: "5000",
-      MOORING_WEBHOOK_LEASE_MS: "6000",
-      LOG_LEVEL: "info",
-    });
+  // A short lease (the killed sender's claim runs out in database time, which no clock moves).
+  const env = (pollMs: string) => ({
+    MOORING_WEBHOOKS: JSON.stringify([{ url: receiver.url, secret: SECRET, events: ["task.completed"] }]),
+    MOORING_WEBHOOK_POLL_MS: pollMs,
+    MOORING_WEBHOOK_TIMEOUT_MS: "1000",
+    MOORING_WEBHOOK_LEASE_MS: "1500",
+    LOG_LEVEL: "info",
+  });
   // Its one poll runs at start, before the turn: only the settlement's notification can wake it.
-  gateway = await spawnGateway(env("3600000"));
+  gateway = await suite.spawn(env("3600000"));
   await gateway.waitReady();
-  const sessionId = await createSession(gateway.url, await tempWorkspace());
+  const sessionId = await createSession(gateway.url, suite.workspace);
   const task = await submitPrompt(gateway.url, sessionId, "hello");
   expect((await waitTerminal(gateway.url, task.id)).status).toBe("completed");
   await eventually(async () => receiver.inFlight === 1);
-  const [pending] = await db.sql<{ status: string; attempts: number }[]>`
+  const [pending] = await suite.sql<{ status: string; attempts: number }[]>`
     select status, attempts from webhook_deliveries where event_type = 'task.completed'`;
   expect(pending).toEqual({ status: "pending", attempts: 0 });
   gateway.kill("SIGKILL");
@@ -60,17 +51,17 @@ it("a commit wakes the sender at once; killed -9 before the receiver answered, t
   expect(receiver.unique).toHaveLength(0);
 
   // The killed sender's lease runs out; then the restarted gateway sends it again, same webhook-id.
-  gateway = await spawnGateway(env("50"));
+  gateway = await suite.spawn(env("50"));
   await gateway.waitReady();
   const got = await eventually(async () => receiver.unique.find((r) => r.body.type === "task.completed"));
   expect(got.body.data).toMatchObject({ taskId: task.id, sessionId, status: "completed", tenant: "default" });
   expect(receiver.badSignatures).toBe(0);
   expect(receiver.unique).toHaveLength(1);
-  const [row] = await db.sql<{ id: string; status: string; attempts: number }[]>`
+  const [row] = await suite.sql<{ id: string; status: string; attempts: number }[]>`
     select id, status, attempts from webhook_deliveries where event_type = 'task.completed'`;
   expect(got.id).toBe(row.id);
   await eventually(async () => {
-    const [r] = await db.sql<
+    const [r] = await suite.sql<
       { status: string }[]
     >`select status from webhook_deliveries where id = ${row.id}`;
     return r.status === "delivered";

@@ -204,13 +204,23 @@ describe("acp driver: cancel", () => {
       const abort = new AbortController();
       const turn = conversation.runTurn({ prompt: "[stubborn]", sink, signal: abort.signal });
       await sink.events.waitFor((e) => e.type === "message.delta");
-      const started = Date.now();
+      const from = h.logger.lines.items.length;
       abort.abort();
       await expect(turn).rejects.toMatchObject({ code: "CANCELLED" });
-      expect(Date.now() - started).toBeGreaterThanOrEqual(4500);
       const exited = await h.logger.lines.waitFor((line) => line.msg === "agent exited");
       expect(exited).toMatchObject({ signal: "SIGKILL" });
       expect(conversation.alive).toBe(false);
+      // Each step only after the one before went unanswered: session/cancel, SIGTERM (which the
+      // agent says it ignores), then SIGKILL.
+      const steps = h.logger.lines.items.slice(from).flatMap((line) => {
+        if (line.msg === "cancelling agent turn") return ["session/cancel"];
+        if (line.msg === "agent ignored session/cancel; terminating it") return ["SIGTERM"];
+        if (line.msg === "agent stderr" && String(line.stderr).includes("ignoring SIGTERM"))
+          return ["SIGTERM ignored"];
+        if (line.msg === "agent exited") return [`exited by ${line.signal}`];
+        return [];
+      });
+      expect(steps).toEqual(["session/cancel", "SIGTERM", "SIGTERM ignored", "exited by SIGKILL"]);
     },
     TIMEOUT,
   );
@@ -432,12 +442,22 @@ describe("acp driver: validateConfig", () => {
       config: { mcpServers: [stdio] },
     });
     expect(acpDriver.validateConfig(fixed, { mcpServers: [] })).toEqual({ ok: true, config: {} });
-    expect(acpDriver.validateConfig(fixed, { mcpServers: [{ ...stdio, env: [{ name: "AWS_KEY", value: "x" }] }] }, { agentEnvDeny: ["AWS_*"] })).toEqual({
+    expect(
+      acpDriver.validateConfig(
+        fixed,
+        { mcpServers: [{ ...stdio, env: [{ name: "AWS_KEY", value: "x" }] }] },
+        { agentEnvDeny: ["AWS_*"] },
+      ),
+    ).toEqual({
       ok: false,
       problem: "agentConfig.mcpServers[0].env[0].name AWS_KEY is withheld from agents by the gateway",
       field: "agentConfig.mcpServers",
     });
-    expect(acpDriver.validateConfig(fixed, { mcpServers: [{ type: "http", name: "h", url: "file:///etc/passwd", headers: [] }] })).toMatchObject({
+    expect(
+      acpDriver.validateConfig(fixed, {
+        mcpServers: [{ type: "http", name: "h", url: "file:///etc/passwd", headers: [] }],
+      }),
+    ).toMatchObject({
       ok: false,
       problem: "agentConfig.mcpServers[0].url must be an http or https URL",
     });

@@ -7,70 +7,20 @@
  * fails, or the source has had a turn since the fork point (ended or still running) by the time the
  * fork's first turn starts, the recap again.
  */
-import { realpathSync } from "node:fs";
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
-import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { RECAP_HEAD } from "../../../src/domain/carry-over.js";
-import type { Gateway } from "../../../src/gateway.js";
-import { isRunning, taskEvents } from "../../support/agent-gateway.js";
-import { createTestDatabase, type TestDatabase } from "../../support/db.js";
-import { call, repoRoot, startTestGateway } from "../../support/gateway.js";
+import { taskEvents } from "../../support/agent-gateway.js";
+import { call } from "../../support/gateway.js";
 import { cancelTask, createSessionWith, runTurn, submitPrompt, waitStatus } from "../../support/turns.js";
+import { useAcpAgents } from "../../support/acp-gateway.js";
 
-const agentScript = join(repoRoot, "test/support/acp-agent.ts");
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-
-let db: TestDatabase;
-let root: string;
-let workspace: string;
-const gateways: Gateway[] = [];
-const agentPids = new Set<number>();
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await db?.drop();
-});
-beforeEach(async () => {
-  root = realpathSync(await mkdtemp(join(tmpdir(), "mooring-acp-fork-")));
-  workspace = join(root, "ws");
-  await mkdir(workspace, { recursive: true });
-});
-afterEach(async () => {
-  await Promise.all(gateways.splice(0).map((g) => g.stop()));
-  for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
-  agentPids.clear();
-  await rm(root, { recursive: true, force: true });
-});
+const t = useAcpAgents("mooring-acp-fork-");
 
 /** `fork`: the agent's ACP_TEST_FORK (advertise and serve `session/fork`, or answer it with an error). */
 async function boot(fork?: "1" | "fail"): Promise<string> {
-  const agents = JSON.stringify({
-    "acp-test": {
-      driver: "acp",
-      command: process.execPath,
-      args: ["--import", tsxLoader, agentScript],
-      env: { ACP_TEST_STATE_DIR: join(root, "agent-state"), ...(fork ? { ACP_TEST_FORK: fork } : {}) },
-      permissions: "deny",
-    },
-  });
-  const gw = await startTestGateway(
-    db.url,
-    { MOORING_AGENTS: agents, MOORING_HEARTBEAT_MS: "500" },
-    {
-      onLog: (record) => {
-        if (record.msg === "agent spawned" && typeof record.agentPid === "number")
-          agentPids.add(record.agentPid);
-      },
-    },
-  );
-  gateways.push(gw);
-  return gw.url;
+  const entry = t.entry({ permissions: "deny" });
+  const env = { ...(entry.env as Record<string, string>), ...(fork ? { ACP_TEST_FORK: fork } : {}) };
+  return (await t.boot({ "acp-test": { ...entry, env } }, { MOORING_HEARTBEAT_MS: "500" })).url;
 }
 
 async function completed(url: string, sessionId: string, prompt: string) {
@@ -84,7 +34,7 @@ async function recapOf(url: string, sessionId: string) {
   const done = await completed(url, sessionId, "what do you know? [recap]");
   const [head, ...lines] = done.result.text.split("\n");
   expect(head).toBe("recap: 1 block(s)");
-  const reset = (await taskEvents(db.sql, done.id)).find((e) => e.type === "session.reset");
+  const reset = (await taskEvents(t.db.sql, done.id)).find((e) => e.type === "session.reset");
   return { turn: done, recap: lines.join("\n"), reset };
 }
 
@@ -97,7 +47,7 @@ describe("acp fork and rollback", () => {
     "rolls back through carried history (the agent %s)",
     async (_, fork) => {
       const url = await boot(fork);
-      const id = (await createSessionWith(url, { workspace, agent: "acp-test" })).id;
+      const id = (await createSessionWith(url, { workspace: t.workspace, agent: "acp-test" })).id;
       await completed(url, id, "remember the heron");
       await completed(url, id, "and the otter");
       await completed(url, id, "and the crow");
@@ -111,14 +61,14 @@ describe("acp fork and rollback", () => {
       expect(reset?.data).toMatchObject({ reason: "rollback", carriedOver: { turns: 2 } });
       // The reset was applied once: the next turn continues the fresh session, with no new reset.
       const after = await completed(url, id, "and then?");
-      expect((await taskEvents(db.sql, after.id)).some((e) => e.type === "session.reset")).toBe(false);
+      expect((await taskEvents(t.db.sql, after.id)).some((e) => e.type === "session.reset")).toBe(false);
     },
     180_000,
   );
 
   it("forks at an earlier turn through carried history, even where the agent could fork", async () => {
     const url = await boot("1");
-    const source = (await createSessionWith(url, { workspace, agent: "acp-test" })).id;
+    const source = (await createSessionWith(url, { workspace: t.workspace, agent: "acp-test" })).id;
     await completed(url, source, "remember the heron");
     await completed(url, source, "and the otter");
     const fork = await call(url, "POST", `/v1/sessions/${source}/fork`, { atTurn: 0 });
@@ -135,7 +85,7 @@ describe("acp fork and rollback", () => {
    * holds, after `meanwhile` (given the source's id) has done what it does.
    */
   async function forkAtLast(url: string, meanwhile?: (source: string) => Promise<void>) {
-    const source = (await createSessionWith(url, { workspace, agent: "acp-test" })).id;
+    const source = (await createSessionWith(url, { workspace: t.workspace, agent: "acp-test" })).id;
     await completed(url, source, "remember the heron");
     const last = await completed(url, source, "and the otter [origin]");
     const sourceAgentSession = (await call(url, "GET", `/v1/sessions/${source}`)).body.agentSessionId;
@@ -144,7 +94,7 @@ describe("acp fork and rollback", () => {
     expect(fork.body.forkedFrom).toEqual({ sessionId: source, turnIndex: last.turnIndex });
     await meanwhile?.(source);
     const turn = await completed(url, fork.body.id, "what do you hold? [origin] [history] [recap]");
-    const events = await taskEvents(db.sql, turn.id);
+    const events = await taskEvents(t.db.sql, turn.id);
     return { text: turn.result.text as string, events, sourceAgentSession, forkId: fork.body.id };
   }
 
@@ -221,7 +171,7 @@ describe("acp fork and rollback", () => {
 
   it("forks through carried history when a later turn of the source reached its agent", async () => {
     const url = await boot("1");
-    const source = (await createSessionWith(url, { workspace, agent: "acp-test" })).id;
+    const source = (await createSessionWith(url, { workspace: t.workspace, agent: "acp-test" })).id;
     const kept = await completed(url, source, "remember the heron");
     // A failed turn is no fork point, yet its prompt may be in the agent's conversation (a real
     // agent keeps it): session/fork would copy it, so the fork takes the recap.
@@ -235,7 +185,7 @@ describe("acp fork and rollback", () => {
     expect(turn.result.text).toContain("history: 0 []");
     expect(turn.result.text).toContain("remember the heron");
     expect(turn.result.text).not.toContain("otter");
-    const reset = (await taskEvents(db.sql, turn.id)).find((e) => e.type === "session.reset");
+    const reset = (await taskEvents(t.db.sql, turn.id)).find((e) => e.type === "session.reset");
     expect(reset?.data).toMatchObject({ reason: "fork", carriedOver: { turns: 1 } });
   }, 180_000);
 });

@@ -6,60 +6,56 @@
  * an agent on another driver, a bad shape, a withheld env name and another list on session/load
  * are refused with clear errors naming the field.
  */
-import { realpathSync } from "node:fs";
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
+
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { McpServerHttp, McpServerStdio } from "@agentclientprotocol/sdk";
-import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
-import type { Gateway } from "../../../src/gateway.js";
+import { afterEach, beforeAll, expect, it } from "vitest";
 import { AcpTestClient, agentText, rpcErrorOf as errorOf } from "../../support/acp-client.js";
 import { getSession, LogRecorder } from "../../support/agent-gateway.js";
-import { createTestDatabase, type TestDatabase } from "../../support/db.js";
-import { call, startTestGateway } from "../../support/gateway.js";
+import { useGateway } from "../../support/use-gateway.js";
+import type { TestGateway } from "../../support/gateway.js";
+import { call } from "../../support/gateway.js";
 import { runTurn } from "../../support/turns.js";
 
 const agentScript = fileURLToPath(new URL("../../support/acp-agent.ts", import.meta.url));
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 
-const stdio: McpServerStdio = { name: "files", command: "/usr/bin/mcp-files", args: ["--root", "."], env: [{ name: "FILES_TOKEN", value: "t0k" }] };
-const http: McpServerHttp & { type: "http" } = { type: "http", name: "search", url: "https://mcp.example.test/search", headers: [{ name: "x-key", value: "k1" }] };
+const stdio: McpServerStdio = {
+  name: "files",
+  command: "/usr/bin/mcp-files",
+  args: ["--root", "."],
+  env: [{ name: "FILES_TOKEN", value: "t0k" }],
+};
+const http: McpServerHttp & { type: "http" } = {
+  type: "http",
+  name: "search",
+  url: "https://mcp.example.test/search",
+  headers: [{ name: "x-key", value: "k1" }],
+};
 
-let db: TestDatabase;
-let root: string;
-let workspace: string;
-let gw: Gateway;
 const logs = new LogRecorder();
 const clients: AcpTestClient[] = [];
-
+// The agent keeps its conversations in the workspace's `.agent-state`.
+const suite = useGateway({ start: false, workspace: true });
+let gw: TestGateway;
 beforeAll(async () => {
-  db = await createTestDatabase();
-  root = realpathSync(await mkdtemp(join(tmpdir(), "mooring-acp-mcp-")));
-  workspace = join(root, "ws");
-  await mkdir(workspace, { recursive: true });
   const agents = {
     "acp-test": {
       driver: "acp",
       command: process.execPath,
       args: ["--import", tsxLoader, agentScript],
-      env: { ACP_TEST_STATE_DIR: join(root, "agent-state") },
+      env: { ACP_TEST_STATE_DIR: join(suite.workspace, ".agent-state") },
     },
   };
-  gw = await startTestGateway(
-    db.url,
+  gw = await suite.startGateway(
     { MOORING_AGENTS: JSON.stringify(agents), MOORING_ACP_AGENT: "simulated", MOORING_AGENT_IDLE_MS: "300" },
     { onLog: (record) => logs.push(record as never) },
   );
 });
 afterEach(() => {
   for (const c of clients.splice(0)) c.close();
-});
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-  if (root) await rm(root, { recursive: true, force: true });
 });
 
 const open = async (): Promise<AcpTestClient> => {
@@ -89,7 +85,7 @@ it("hands the mcpServers to the backing ACP agent on session/new, and again on s
   const init = await c.initialize();
   expect(init.agentCapabilities?.mcpCapabilities).toEqual({ http: true, sse: true });
   const { sessionId } = await c.agent.request("session/new", {
-    cwd: workspace,
+    cwd: suite.workspace,
     mcpServers: [stdio, http],
     _meta: { mooring: { agent: "acp-test" } },
   });
@@ -104,7 +100,7 @@ it("hands the mcpServers to the backing ACP agent on session/new, and again on s
   // The ACP client, too, comes back later: an empty list on load means "as the session was made".
   c.close();
   const later = await open();
-  await later.agent.request("session/load", { sessionId, cwd: workspace, mcpServers: [] });
+  await later.agent.request("session/load", { sessionId, cwd: suite.workspace, mcpServers: [] });
   const second = await prompt(later, sessionId, "[mcp] [pid]");
   expect(mcpIn(second)).toEqual({ via: "load", servers: [stdio, http] });
   expect(/pid: (\d+)/.exec(second)?.[1]).not.toBe(firstPid);
@@ -112,17 +108,25 @@ it("hands the mcpServers to the backing ACP agent on session/new, and again on s
 
   // Another list on load is refused, not silently ignored; the same list is accepted.
   const other = await errorOf(
-    later.agent.request("session/load", { sessionId, cwd: workspace, mcpServers: [{ ...stdio, args: [] }] }),
+    later.agent.request("session/load", {
+      sessionId,
+      cwd: suite.workspace,
+      mcpServers: [{ ...stdio, args: [] }],
+    }),
   );
   expect(other).toMatchObject({ code: -32602, data: { code: "INVALID_REQUEST", field: "mcpServers" } });
   expect(other.message).toMatch(/keeps the MCP servers it was created with/);
-  await later.agent.request("session/resume", { sessionId, cwd: workspace, mcpServers: [stdio, http] });
+  await later.agent.request("session/resume", { sessionId, cwd: suite.workspace, mcpServers: [stdio, http] });
 });
 
 it("refuses a non-empty mcpServers for an agent on another driver, naming the field and the agent", async () => {
   const c = await open();
   const refused = await errorOf(
-    c.agent.request("session/new", { cwd: workspace, mcpServers: [stdio], _meta: { mooring: { agent: "simulated" } } }),
+    c.agent.request("session/new", {
+      cwd: suite.workspace,
+      mcpServers: [stdio],
+      _meta: { mooring: { agent: "simulated" } },
+    }),
   );
   expect(refused).toMatchObject({ code: -32602, data: { code: "INVALID_REQUEST", field: "mcpServers" } });
   expect(refused.message).toMatch(/agent "simulated" uses the simulated driver/);
@@ -130,20 +134,40 @@ it("refuses a non-empty mcpServers for an agent on another driver, naming the fi
   expect(sessions.status).toBe(200);
   expect(sessions.body.items.filter((s: { agent: string }) => s.agent === "simulated")).toEqual([]);
 
-  const rest = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated", agentConfig: { mcpServers: [stdio] } });
+  const rest = await call(gw.url, "POST", "/v1/sessions", {
+    workspace: suite.workspace,
+    agent: "simulated",
+    agentConfig: { mcpServers: [stdio] },
+  });
   expect(rest.status).toBe(400);
   expect(rest.body.error).toMatchObject({ code: "INVALID_REQUEST", field: "agentConfig.mcpServers" });
   expect(rest.body.error.message).toMatch(/agent "simulated"/);
 });
 
 it.each([
-  ["a stdio server without a command", [{ name: "x", args: [], env: [] }], /mcpServers\[0\]\.command must be a non-empty string/],
+  [
+    "a stdio server without a command",
+    [{ name: "x", args: [], env: [] }],
+    /mcpServers\[0\]\.command must be a non-empty string/,
+  ],
   ["a server named twice", [stdio, { ...stdio }], /names a server twice/],
   ["an unknown transport", [{ ...http, type: "websocket" }], /mcpServers\[0\]\.type must be http or sse/],
-  ["the gateway's own env name", [{ ...stdio, env: [{ name: "DATABASE_URL", value: "postgres://x" }] }], /DATABASE_URL is withheld/],
-  ["too many servers", Array.from({ length: 17 }, (_, i) => ({ ...stdio, name: `s${i}` })), /at most 16 servers/],
+  [
+    "the gateway's own env name",
+    [{ ...stdio, env: [{ name: "DATABASE_URL", value: "postgres://x" }] }],
+    /DATABASE_URL is withheld/,
+  ],
+  [
+    "too many servers",
+    Array.from({ length: 17 }, (_, i) => ({ ...stdio, name: `s${i}` })),
+    /at most 16 servers/,
+  ],
 ])("refuses %s with a clear error", async (_what, servers, message) => {
-  const rest = await call(gw.url, "POST", "/v1/sessions", { workspace, agent: "acp-test", agentConfig: { mcpServers: servers } });
+  const rest = await call(gw.url, "POST", "/v1/sessions", {
+    workspace: suite.workspace,
+    agent: "acp-test",
+    agentConfig: { mcpServers: servers },
+  });
   expect(rest.status).toBe(400);
   expect(rest.body.error).toMatchObject({ code: "INVALID_REQUEST", field: "agentConfig.mcpServers" });
   expect(rest.body.error.message).toMatch(message);
@@ -151,7 +175,7 @@ it.each([
 
 it("takes agentConfig.mcpServers on the REST create, and fails the turn clearly when the agent lacks a server's transport", async () => {
   const made = await call(gw.url, "POST", "/v1/sessions", {
-    workspace,
+    workspace: suite.workspace,
     agent: "acp-test",
     agentConfig: { mcpServers: [stdio] },
   });
@@ -160,7 +184,7 @@ it("takes agentConfig.mcpServers on the REST create, and fails the turn clearly 
   expect(mcpIn(turn.result.text)).toEqual({ via: "new", servers: [stdio] });
 
   const sse = await call(gw.url, "POST", "/v1/sessions", {
-    workspace,
+    workspace: suite.workspace,
     agent: "acp-test",
     agentConfig: { mcpServers: [{ ...http, type: "sse" }] },
   });

@@ -1,61 +1,25 @@
 /**
- * Issue 11, finding 1: NUL and lone surrogates in agent output. A real ACP agent
+ * NUL and lone surrogates in agent output. A real ACP agent
  * (test/support/acp-agent.ts, `[badbytes]`) puts them in message text, a tool call's name and input
  * (a key included) and the tool's output. Postgres stores neither, and one such event used to
  * freeze its event lane: every session on it stopped. Now the driver boundary makes them storable
  * (NUL and lone surrogates become U+FFFD), the turn completes, and another session on the same
  * lane runs meanwhile.
  */
-import { realpathSync } from "node:fs";
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
-import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Gateway } from "../../../src/gateway.js";
-import { isRunning, LogRecorder } from "../../support/agent-gateway.js";
-import { createTestDatabase, type TestDatabase } from "../../support/db.js";
-import { repoRoot, startTestGateway } from "../../support/gateway.js";
+
+import { beforeEach, expect, it } from "vitest";
 import { createSessionWith, submitPrompt, waitTerminal } from "../../support/turns.js";
+import { useAcpAgents } from "../../support/acp-gateway.js";
+import type { TestGateway } from "../../support/gateway.js";
+import type { LogRecorder } from "../../support/agent-gateway.js";
 
-const agentScript = join(repoRoot, "test/support/acp-agent.ts");
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+const t = useAcpAgents("mooring-badbytes-");
 
-let db: TestDatabase;
-let gw: Gateway;
-let root: string;
-let workspace: string;
-const logs = new LogRecorder();
-const agentPids = new Set<number>();
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  root = realpathSync(await mkdtemp(join(tmpdir(), "mooring-badbytes-")));
-  workspace = join(root, "ws");
-  await mkdir(workspace, { recursive: true });
-  const agents = {
-    "acp-test": { driver: "acp", command: process.execPath, args: ["--import", tsxLoader, agentScript] },
-  };
-  // One lane: every session shares the writer a refused event used to freeze.
-  gw = await startTestGateway(
-    db.url,
-    { MOORING_AGENTS: JSON.stringify(agents), MOORING_EVENT_FLUSH_LANES: "1" },
-    {
-      onLog: (record) => {
-        if (record.msg === "agent spawned" && typeof record.agentPid === "number")
-          agentPids.add(record.agentPid);
-        logs.push(record as never);
-      },
-    },
-  );
-});
-
-afterAll(async () => {
-  await gw?.stop();
-  for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
-  await db?.drop();
-  if (root) await rm(root, { recursive: true, force: true });
+// One lane: every session shares the writer a refused event used to freeze.
+let gw: TestGateway;
+let logs: LogRecorder;
+beforeEach(async () => {
+  ({ gw, logs } = await t.boot({ "acp-test": t.entry() }, { MOORING_EVENT_FLUSH_LANES: "1" }));
 });
 
 /** No NUL and no lone surrogate anywhere in a value, keys included. */
@@ -67,8 +31,8 @@ function storable(value: unknown): boolean {
 }
 
 it("a turn whose agent emits NUL and lone surrogates completes, stored sanitized, while another session on the lane runs", async () => {
-  const bad = await createSessionWith(gw.url, { workspace, agent: "acp-test" });
-  const other = await createSessionWith(gw.url, { workspace, agent: "simulated" });
+  const bad = await createSessionWith(gw.url, { workspace: t.workspace, agent: "acp-test" });
+  const other = await createSessionWith(gw.url, { workspace: t.workspace, agent: "simulated" });
 
   const badTask = await submitPrompt(gw.url, bad.id, "[badbytes] [chunks 2]");
   const otherTask = await submitPrompt(gw.url, other.id, "[deltas 20]");
@@ -80,7 +44,7 @@ it("a turn whose agent emits NUL and lone surrogates completes, stored sanitized
   expect(badDone.status).toBe("completed");
   expect(badDone.result.text).toContain("text nul\uFFFD high\uFFFD low\uFFFD end");
 
-  const rows = await db.sql<{ seq: number; type: string; data: any; payload: any }[]>`
+  const rows = await t.db.sql<{ seq: number; type: string; data: any; payload: any }[]>`
     select seq, type, data, payload from events where task_id = ${badTask.id} order by seq`;
   expect(rows.map((r) => r.seq)).toEqual(rows.map((_, i) => rows[0].seq + i));
   expect(rows[rows.length - 1].type).toBe("task.completed");
@@ -106,6 +70,6 @@ it("a turn whose agent emits NUL and lone surrogates completes, stored sanitized
   // Nothing was refused along the way: the text was storable before it reached the event log.
   expect(logs.items.filter((r) => /flush failed|refused/.test(r.msg))).toEqual([]);
   // The session row (the agent's resume cursor) went through the same boundary.
-  const [session] = await db.sql`select last_seq from sessions where id = ${bad.id}`;
+  const [session] = await t.db.sql`select last_seq from sessions where id = ${bad.id}`;
   expect(session.lastSeq).toBe(rows[rows.length - 1].seq);
 }, 60_000);

@@ -3,58 +3,26 @@
  * `session/request_permission` is relayed with the agent's options as they are, the chosen
  * optionId is the answer, and a cancel answers `cancelled`.
  */
-import { realpathSync } from "node:fs";
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
-import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Gateway } from "../../../src/gateway.js";
+import { beforeEach, expect, it } from "vitest";
 import { taskEvents } from "../../support/agent-gateway.js";
-import { createTestDatabase, type TestDatabase } from "../../support/db.js";
-import { call, repoRoot, startTestGateway } from "../../support/gateway.js";
+import { call } from "../../support/gateway.js";
 import { createSessionWith, submitPrompt, waitPermission, waitTerminal } from "../../support/turns.js";
 import { WsClient } from "../../support/ws-client.js";
+import { useAcpAgents } from "../../support/acp-gateway.js";
+import type { TestGateway } from "../../support/gateway.js";
 
-const agentScript = join(repoRoot, "test/support/acp-agent.ts");
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+const t = useAcpAgents("mooring-perm-acp-");
 
-let db: TestDatabase;
-let root: string;
-let workspace: string;
-let gw: Gateway;
-const agentPids: number[] = [];
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  root = realpathSync(await mkdtemp(join(tmpdir(), "mooring-perm-acp-")));
-  workspace = join(root, "ws");
-  await mkdir(workspace, { recursive: true });
-  const entry = (permissions: string) => ({
-    driver: "acp",
-    command: process.execPath,
-    args: ["--import", tsxLoader, agentScript],
-    permissions,
-  });
-  gw = await startTestGateway(
-    db.url,
-    { MOORING_AGENTS: JSON.stringify({ "acp-ask": entry("ask"), "acp-client": entry("client") }) },
-    {
-      onLog: (record) => {
-        if (record.msg === "agent spawned" && typeof record.agentPid === "number") agentPids.push(record.agentPid);
-      },
-    },
-  );
-});
-afterAll(async () => {
-  await gw?.stop();
-  await db?.drop();
-  await rm(root, { recursive: true, force: true });
+let gw: TestGateway;
+beforeEach(async () => {
+  ({ gw } = await t.boot({
+    "acp-ask": t.entry({ permissions: "ask" }),
+    "acp-client": t.entry({ permissions: "client" }),
+  }));
 });
 
 it("relays the agent's request with its options as they are; Allow → the agent gets the chosen optionId", async () => {
-  const session = await createSessionWith(gw.url, { workspace, agent: "acp-ask" });
+  const session = await createSessionWith(gw.url, { workspace: t.workspace, agent: "acp-ask" });
   const ws = await WsClient.connect(gw.url);
   await ws.call("events.subscribe", { sessionId: session.id });
   const task = await submitPrompt(gw.url, session.id, "[permission]");
@@ -78,53 +46,62 @@ it("relays the agent's request with its options as they are; Allow → the agent
 
 it("Deny (a session choosing `ask` on a `client` entry): the agent gets the reject option", async () => {
   const session = await createSessionWith(gw.url, {
-    workspace,
+    workspace: t.workspace,
     agent: "acp-client",
     agentConfig: { permissions: "ask" },
   });
   const task = await submitPrompt(gw.url, session.id, "[permission]");
   const request = await waitPermission(gw.url, task.id, 30_000);
-  await call(gw.url, "POST", `/v1/tasks/${task.id}/permissions/${request.requestId}`, { optionId: "reject-once" });
+  await call(gw.url, "POST", `/v1/tasks/${task.id}/permissions/${request.requestId}`, {
+    optionId: "reject-once",
+  });
   const done = await waitTerminal(gw.url, task.id);
   expect(done.result.text).toBe("permission: reject-once ");
-  const resolved = (await taskEvents(db.sql, task.id)).find((e) => e.type === "permission.resolved")!;
+  const resolved = (await taskEvents(t.db.sql, task.id)).find((e) => e.type === "permission.resolved")!;
   expect(resolved.data).toEqual({ requestId: request.requestId, optionId: "reject-once", by: "client" });
   // `allow`/`deny` still answer at once, without asking.
   const allow = await createSessionWith(gw.url, {
-    workspace,
+    workspace: t.workspace,
     agent: "acp-client",
     agentConfig: { permissions: "allow" },
   });
   const fixed = await waitTerminal(gw.url, (await submitPrompt(gw.url, allow.id, "[permission]")).id);
   expect(fixed.result.text).toBe("permission: allow-once ");
-  expect((await taskEvents(db.sql, fixed.id)).map((e) => e.type)).not.toContain("permission.requested");
+  expect((await taskEvents(t.db.sql, fixed.id)).map((e) => e.type)).not.toContain("permission.requested");
 });
 
 it("cancel while the agent waits: the request resolves `cancel` and the agent is answered `cancelled`", async () => {
-  const session = await createSessionWith(gw.url, { workspace, agent: "acp-ask" });
+  const session = await createSessionWith(gw.url, { workspace: t.workspace, agent: "acp-ask" });
   const task = await submitPrompt(gw.url, session.id, "[permission]");
   const request = await waitPermission(gw.url, task.id, 30_000);
   await call(gw.url, "POST", `/v1/tasks/${task.id}/cancel`);
   const done = await waitTerminal(gw.url, task.id);
   expect(done.status).toBe("cancelled");
-  const events = await taskEvents(db.sql, task.id);
+  const events = await taskEvents(t.db.sql, task.id);
   const resolved = events.find((e) => e.type === "permission.resolved")!;
   expect(resolved.data).toEqual({ requestId: request.requestId, optionId: "reject-once", by: "cancel" });
   expect(events.at(-1)!.type).toBe("task.cancelled");
   // The agent's own report of the outcome it got.
-  const said = events.filter((e) => e.type === "message.delta").map((e) => e.data.text).join("");
+  const said = events
+    .filter((e) => e.type === "message.delta")
+    .map((e) => e.data.text)
+    .join("");
   expect(said).toBe("permission: cancelled ");
 });
 
 it("the agent dies while it waits: the turn fails and its request resolves `cancel` before the terminal event", async () => {
-  const session = await createSessionWith(gw.url, { workspace, agent: "acp-ask" });
+  const session = await createSessionWith(gw.url, { workspace: t.workspace, agent: "acp-ask" });
   const task = await submitPrompt(gw.url, session.id, "[permission]");
   const request = await waitPermission(gw.url, task.id, 30_000);
-  process.kill(agentPids.at(-1)!, "SIGKILL");
+  process.kill([...t.agentPids].at(-1)!, "SIGKILL");
   const done = await waitTerminal(gw.url, task.id);
   expect(done.status).toBe("failed");
   expect(done.pendingPermissions).toEqual([]);
-  const events = await taskEvents(db.sql, task.id);
+  const events = await taskEvents(t.db.sql, task.id);
   expect(events.slice(-2).map((e) => e.type)).toEqual(["permission.resolved", "task.failed"]);
-  expect(events.at(-2)!.data).toEqual({ requestId: request.requestId, optionId: "reject-once", by: "cancel" });
+  expect(events.at(-2)!.data).toEqual({
+    requestId: request.requestId,
+    optionId: "reject-once",
+    by: "cancel",
+  });
 });

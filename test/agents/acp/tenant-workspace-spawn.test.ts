@@ -13,7 +13,7 @@ import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../../../src/gateway.js";
 import { startSpawnWatchingGateway, taskEvents } from "../../support/agent-gateway.js";
-import { createTestDatabase, type TestDatabase } from "../../support/db.js";
+import { useGateway } from "../../support/use-gateway.js";
 import { repoRoot } from "../../support/gateway.js";
 import { createSessionWith, submitOk, waitTask } from "../../support/turns.js";
 
@@ -23,7 +23,8 @@ const A = "token-tenant-a-workspace";
 const B = "token-tenant-b-workspace";
 const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 
-let db: TestDatabase;
+// The file's database; its gateway watches what it spawns (startSpawnWatchingGateway).
+const suite = useGateway({ start: false });
 let gw: Gateway;
 let base: string;
 let rootA: string;
@@ -32,7 +33,6 @@ let secretB: string;
 let watched: Awaited<ReturnType<typeof startSpawnWatchingGateway>>;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   base = await realpath(await mkdtemp(join(tmpdir(), "mooring-tenant-spawn-")));
   rootA = join(base, "a");
   rootB = join(base, "b");
@@ -40,17 +40,22 @@ beforeAll(async () => {
   await mkdir(rootA);
   await mkdir(secretB, { recursive: true });
   await writeFile(join(secretB, "b-secret.txt"), "tenant B only");
-  const agents = { acp: { driver: "acp", command: process.execPath, args: ["--import", tsxLoader, agentScript] } };
+  const agents = {
+    acp: { driver: "acp", command: process.execPath, args: ["--import", tsxLoader, agentScript] },
+  };
   const tenants = {
     alpha: { tokens: [A], workspaceRoots: [rootA] },
     beta: { tokens: [B], workspaceRoots: [rootB] },
   };
-  watched = await startSpawnWatchingGateway(db.url, { MOORING_AGENTS: JSON.stringify(agents), MOORING_TENANTS: JSON.stringify(tenants), MOORING_WORKSPACE_ROOTS: base });
+  watched = await startSpawnWatchingGateway(suite.databaseUrl, {
+    MOORING_AGENTS: JSON.stringify(agents),
+    MOORING_TENANTS: JSON.stringify(tenants),
+    MOORING_WORKSPACE_ROOTS: base,
+  });
   gw = watched.gw;
 });
 afterAll(async () => {
   await watched?.stop();
-  await db?.drop();
   await rm(base, { recursive: true, force: true });
 });
 
@@ -81,7 +86,11 @@ describe("a tenant's roots checked again at every agent start", () => {
     expect(task.error.message).toContain(folder);
     expect(task.error.message).not.toContain(secretB);
     expect(JSON.stringify(task)).not.toContain("b-secret");
-    expect((await taskEvents(db.sql, task.id)).map((e) => e.type)).toEqual(["task.queued", "task.started", "task.failed"]);
+    expect((await taskEvents(suite.sql, task.id)).map((e) => e.type)).toEqual([
+      "task.queued",
+      "task.started",
+      "task.failed",
+    ]);
     expect(spawnedFor(session.id)).toEqual([]);
   });
 

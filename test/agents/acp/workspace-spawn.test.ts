@@ -11,14 +11,15 @@ import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../../../src/gateway.js";
 import { startSpawnWatchingGateway, taskEvents } from "../../support/agent-gateway.js";
-import { createTestDatabase, type TestDatabase } from "../../support/db.js";
+import { useGateway } from "../../support/use-gateway.js";
 import { repoRoot } from "../../support/gateway.js";
 import { createSessionWith, runTurn } from "../../support/turns.js";
 
 const agentScript = join(repoRoot, "test/support/acp-agent.ts");
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 
-let db: TestDatabase;
+// The file's database; its gateway watches what it spawns (startSpawnWatchingGateway).
+const suite = useGateway({ start: false });
 let gw: Gateway;
 let base: string;
 let root: string;
@@ -26,19 +27,22 @@ let outside: string;
 let watched: Awaited<ReturnType<typeof startSpawnWatchingGateway>>;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   base = await realpath(await mkdtemp(join(tmpdir(), "mooring-spawn-")));
   root = join(base, "root");
   outside = join(base, "outside");
   await mkdir(root);
   await mkdir(outside);
-  const agents = { acp: { driver: "acp", command: process.execPath, args: ["--import", tsxLoader, agentScript] } };
-  watched = await startSpawnWatchingGateway(db.url, { MOORING_AGENTS: JSON.stringify(agents), MOORING_WORKSPACE_ROOTS: root });
+  const agents = {
+    acp: { driver: "acp", command: process.execPath, args: ["--import", tsxLoader, agentScript] },
+  };
+  watched = await startSpawnWatchingGateway(suite.databaseUrl, {
+    MOORING_AGENTS: JSON.stringify(agents),
+    MOORING_WORKSPACE_ROOTS: root,
+  });
   gw = watched.gw;
 });
 afterAll(async () => {
   await watched?.stop();
-  await db?.drop();
   await rm(base, { recursive: true, force: true });
 });
 
@@ -67,7 +71,7 @@ describe("a workspace resolved again at every turn and spawn", () => {
     expect(second.error.message).toContain(folder);
     expect(second.error.message).not.toContain(outside);
     // Nothing from the agent: it was not asked to run anything.
-    expect((await taskEvents(db.sql, second.id)).map((e) => e.type)).toEqual([
+    expect((await taskEvents(suite.sql, second.id)).map((e) => e.type)).toEqual([
       "task.queued",
       "task.started",
       "task.failed",

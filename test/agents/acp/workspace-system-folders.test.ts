@@ -13,53 +13,52 @@ import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../../../src/gateway.js";
 import { startSpawnWatchingGateway } from "../../support/agent-gateway.js";
-import { createTestDatabase, type TestDatabase } from "../../support/db.js";
+import { useGateway } from "../../support/use-gateway.js";
 import { call, repoRoot } from "../../support/gateway.js";
 import { createSessionWith, runTurn } from "../../support/turns.js";
 
 const agentScript = join(repoRoot, "test/support/acp-agent.ts");
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 
-let db: TestDatabase;
+// The file's database; its gateway watches what it spawns (startSpawnWatchingGateway).
+const suite = useGateway({ start: false });
 let gw: Gateway;
 let base: string;
 let watched: Awaited<ReturnType<typeof startSpawnWatchingGateway>>;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   base = await realpath(await mkdtemp(join(tmpdir(), "mooring-sysdirs-")));
   await writeFile(join(base, "a-file"), "not a folder");
-  const agents = { acp: { driver: "acp", command: process.execPath, args: ["--import", tsxLoader, agentScript] } };
+  const agents = {
+    acp: { driver: "acp", command: process.execPath, args: ["--import", tsxLoader, agentScript] },
+  };
   // No MOORING_WORKSPACE_ROOTS: any folder is allowed, but never these.
-  watched = await startSpawnWatchingGateway(db.url, { MOORING_AGENTS: JSON.stringify(agents) });
+  watched = await startSpawnWatchingGateway(suite.databaseUrl, { MOORING_AGENTS: JSON.stringify(agents) });
   gw = watched.gw;
 });
 afterAll(async () => {
   await watched?.stop();
-  await db?.drop();
   await rm(base, { recursive: true, force: true });
 });
 
 const create = (workspace: string) => call(gw.url, "POST", "/v1/sessions", { workspace, agent: "simulated" });
-const sessionCount = async () => Number((await db.sql`select count(*)::int as n from sessions`)[0].n);
+const sessionCount = async () => Number((await suite.sql`select count(*)::int as n from sessions`)[0].n);
 
 describe("system folders and non-folders at create", () => {
-  it.each([
-    "/proc/self/cwd",
-    "/proc/self/fd/1",
-    "/proc",
-    "/sys/kernel",
-    "/dev/shm",
-    "/dev/null",
-  ])("%s: 400 INVALID_WORKSPACE, naming only what was sent", async (sent) => {
-    const before = await sessionCount();
-    const r = await create(sent);
-    expect(r.status).toBe(400);
-    expect(r.body.error).toMatchObject({ code: "INVALID_WORKSPACE", field: "workspace" });
-    expect(r.body.error.message).toBe(`workspace ${JSON.stringify(sent)} is inside /proc, /sys, /dev, which are never workspaces`);
-    expect(JSON.stringify(r.body)).not.toContain(process.cwd());
-    expect(await sessionCount()).toBe(before);
-  });
+  it.each(["/proc/self/cwd", "/proc/self/fd/1", "/proc", "/sys/kernel", "/dev/shm", "/dev/null"])(
+    "%s: 400 INVALID_WORKSPACE, naming only what was sent",
+    async (sent) => {
+      const before = await sessionCount();
+      const r = await create(sent);
+      expect(r.status).toBe(400);
+      expect(r.body.error).toMatchObject({ code: "INVALID_WORKSPACE", field: "workspace" });
+      expect(r.body.error.message).toBe(
+        `workspace ${JSON.stringify(sent)} is inside /proc, /sys, /dev, which are never workspaces`,
+      );
+      expect(JSON.stringify(r.body)).not.toContain(process.cwd());
+      expect(await sessionCount()).toBe(before);
+    },
+  );
 
   it.each([
     ["/proc/self", "into /proc"],

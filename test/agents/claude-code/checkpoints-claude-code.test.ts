@@ -5,80 +5,31 @@
  * write, and a revert removes it.
  */
 import { execFileSync } from "node:child_process";
-import { realpathSync } from "node:fs";
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from "vitest";
-import type { Gateway } from "../../../src/gateway.js";
-import { isRunning } from "../../support/agent-gateway.js";
-import { createTestDatabase, type TestDatabase } from "../../support/db.js";
-import { type FakeAnthropic, startFakeAnthropic } from "../../support/fake-anthropic.js";
-import { call, repoRoot, startTestGateway } from "../../support/gateway.js";
+import { beforeEach, expect, it } from "vitest";
+import { call } from "../../support/gateway.js";
 import { createSessionWith, submitPrompt, waitTerminal } from "../../support/turns.js";
+import { useClaudeCode } from "../../support/claude-code.js";
+import type { TestGateway } from "../../support/gateway.js";
 
-const claudeBin = join(repoRoot, "node_modules/.bin/claude");
-
-let db: TestDatabase;
-let fake: FakeAnthropic;
-let root: string;
-let workspace: string;
-let gw: Gateway;
-const agentPids = new Set<number>();
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  fake = await startFakeAnthropic();
-});
-afterAll(async () => {
-  await fake?.close();
-  await db?.drop();
-});
+const t = useClaudeCode("mooring-ckpt-claude-");
+let gw: TestGateway;
 beforeEach(async () => {
-  root = realpathSync(await mkdtemp(join(tmpdir(), "mooring-ckpt-claude-")));
-  workspace = join(root, "ws");
-  await mkdir(workspace, { recursive: true });
-  gw = await startTestGateway(
-    db.url,
-    {
-      MOORING_CHECKPOINTS: "true",
-      MOORING_DATA_DIR: join(root, "data"),
-      MOORING_AGENTS: JSON.stringify({
-        claude: {
-          driver: "claude-code",
-          command: claudeBin,
-          env: {
-            ANTHROPIC_BASE_URL: fake.url,
-            ANTHROPIC_API_KEY: "test",
-            CLAUDE_CONFIG_DIR: join(root, "config"),
-          },
-          permissionModes: ["default", "acceptEdits"],
-        },
-      }),
-    },
-    {
-      onLog: (record) => {
-        if (record.msg === "claude-code spawned" && typeof record.agentPid === "number")
-          agentPids.add(record.agentPid);
-      },
-    },
-  );
-});
-afterEach(async () => {
-  await gw?.stop();
-  for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
-  agentPids.clear();
-  await rm(root, { recursive: true, force: true });
+  ({ gw } = await t.boot(
+    { MOORING_CHECKPOINTS: "true", MOORING_DATA_DIR: join(t.root, "data") },
+    { claude: t.entry({ permissionModes: ["default", "acceptEdits"] }) },
+  ));
 });
 
 it("a Write tool call of the real CLI shows in the turn's diff, and a revert removes the file", async () => {
   const git = (args: string[]) =>
     execFileSync("git", args, {
-      cwd: workspace,
+      cwd: t.workspace,
       encoding: "utf8",
       env: {
         PATH: process.env.PATH ?? "",
-        HOME: root,
+        HOME: t.root,
         GIT_CONFIG_NOSYSTEM: "1",
         GIT_CONFIG_GLOBAL: "/dev/null",
         GIT_AUTHOR_NAME: "u",
@@ -88,11 +39,11 @@ it("a Write tool call of the real CLI shows in the turn's diff, and a revert rem
       },
     });
   git(["init", "-q"]);
-  await writeFile(join(workspace, "README.md"), "# project\n");
+  await writeFile(join(t.workspace, "README.md"), "# project\n");
   git(["add", "-A"]);
   git(["commit", "-q", "-m", "first"]);
-  const target = join(workspace, "src", "hello.txt");
-  fake.respond((r) => {
+  const target = join(t.workspace, "src", "hello.txt");
+  t.fake.respond((r) => {
     if (!r.isMain) return undefined;
     if (r.hasToolResult) return { text: "Written." };
     return {
@@ -105,7 +56,7 @@ it("a Write tool call of the real CLI shows in the turn's diff, and a revert rem
     };
   });
   const session = await createSessionWith(gw.url, {
-    workspace,
+    workspace: t.workspace,
     agent: "claude",
     agentConfig: { permissionMode: "acceptEdits" },
   });
@@ -119,7 +70,7 @@ it("a Write tool call of the real CLI shows in the turn's diff, and a revert rem
   const file = diff.body.items.find((f: any) => f.path === "src/hello.txt");
   expect(file).toMatchObject({ status: "added", additions: 2, deletions: 0, binary: false });
   expect(file.patch).toContain("+hello from claude\n+second line\n");
-  const [turnDiff] = await db.sql<
+  const [turnDiff] = await t.db.sql<
     { data: any }[]
   >`select data from events where task_id = ${task.id} and type = 'turn.diff'`;
   expect(turnDiff?.data.files).toBe(diff.body.files);
@@ -129,5 +80,5 @@ it("a Write tool call of the real CLI shows in the turn's diff, and a revert rem
   expect(reverted.status).toBe(200);
   expect(reverted.body.removed).toContain("src/hello.txt");
   await expect(stat(target)).rejects.toThrow();
-  expect(await readFile(join(workspace, "README.md"), "utf8")).toBe("# project\n");
+  expect(await readFile(join(t.workspace, "README.md"), "utf8")).toBe("# project\n");
 }, 180_000);

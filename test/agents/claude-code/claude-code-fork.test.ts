@@ -4,77 +4,20 @@
  * earlier one, and a rollback (`--resume <id> --fork-session --resume-session-at <message>`), and
  * that the source's own conversation is left as it was.
  */
-import { realpathSync } from "node:fs";
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { Gateway } from "../../../src/gateway.js";
-import { isRunning, LogRecorder } from "../../support/agent-gateway.js";
-import { createTestDatabase, type TestDatabase } from "../../support/db.js";
-import { type FakeAnthropic, startFakeAnthropic } from "../../support/fake-anthropic.js";
-import { call, repoRoot, startTestGateway } from "../../support/gateway.js";
+import { beforeEach, describe, expect, it } from "vitest";
+import { call } from "../../support/gateway.js";
 import { createSessionWith, runTurn } from "../../support/turns.js";
+import { useClaudeCode } from "../../support/claude-code.js";
 
-const claudeBin = join(repoRoot, "node_modules/.bin/claude");
-
-let db: TestDatabase;
-let fake: FakeAnthropic;
-let root: string;
-let configDir: string;
-let workspace: string;
-const gateways: Gateway[] = [];
-const agentPids = new Set<number>();
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  fake = await startFakeAnthropic();
+const t = useClaudeCode("mooring-claude-fork-");
+beforeEach(() => {
+  t.fake.respond((r) => ({ text: `Answer to ${r.lastUserText}`, inputTokens: 1000, outputTokens: 5 }));
 });
-afterAll(async () => {
-  await fake?.close();
-  await db?.drop();
-});
-beforeEach(async () => {
-  fake.respond((r) => ({ text: `Answer to ${r.lastUserText}`, inputTokens: 1000, outputTokens: 5 }));
-  root = realpathSync(await mkdtemp(join(tmpdir(), "mooring-claude-fork-")));
-  configDir = join(root, "config");
-  workspace = join(root, "ws");
-  await mkdir(workspace, { recursive: true });
-});
-afterEach(async () => {
-  await Promise.all(gateways.splice(0).map((g) => g.stop()));
-  for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
-  agentPids.clear();
-  await rm(root, { recursive: true, force: true });
-});
-
-async function boot() {
-  const logs = new LogRecorder();
-  const agents = JSON.stringify({
-    claude: {
-      driver: "claude-code",
-      command: claudeBin,
-      env: { ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test", CLAUDE_CONFIG_DIR: configDir },
-    },
-  });
-  const gw = await startTestGateway(
-    db.url,
-    { MOORING_AGENTS: agents, MOORING_HEARTBEAT_MS: "500" },
-    {
-      onLog: (record) => {
-        if (record.msg === "claude-code spawned" && typeof record.agentPid === "number")
-          agentPids.add(record.agentPid);
-        logs.push(record as never);
-      },
-    },
-  );
-  gateways.push(gw);
-  return { url: gw.url, logs };
-}
+const boot = () => t.boot();
 
 /** What the model was sent in the call that answered `prompt`: the user texts, oldest first. */
 function sentFor(prompt: string): string[] {
-  const calls = fake.mainRequests().filter((r) => r.lastUserText === prompt);
+  const calls = t.fake.mainRequests().filter((r) => r.lastUserText === prompt);
   expect(calls.length, `no model call for ${prompt}`).toBeGreaterThan(0);
   return calls[calls.length - 1].userTexts;
 }
@@ -90,7 +33,7 @@ const sessionOf = async (url: string, id: string) => (await call(url, "GET", `/v
 describe("claude-code fork and rollback", () => {
   it("forks at the last turn and at an earlier one, and rolls back a turn: the model sees the cut history", async () => {
     const { url } = await boot();
-    const source = (await createSessionWith(url, { workspace, agent: "claude" })).id;
+    const source = (await createSessionWith(url, { workspace: t.workspace, agent: "claude" })).id;
     await completed(url, source, "one");
     await completed(url, source, "two");
     await completed(url, source, "three");

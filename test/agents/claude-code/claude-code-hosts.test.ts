@@ -5,41 +5,29 @@
  * the next turn runs elsewhere, resumed from the transcript the store kept, not started fresh: the
  * fake API receives the whole earlier conversation.
  */
-import { existsSync, realpathSync } from "node:fs";
-import { mkdir, mkdtemp, rm, stat } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
+import { rm, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from "vitest";
+import { afterEach, beforeEach, expect, it } from "vitest";
 import { expectedTranscriptPath } from "../../../src/agents/claude-code/transcript.js";
-import { getSession, isRunning, parseLogOutput, taskEvents, writeCursor } from "../../support/agent-gateway.js";
-import { createTestDatabase, type TestDatabase } from "../../support/db.js";
-import { type FakeAnthropic, startFakeAnthropic } from "../../support/fake-anthropic.js";
-import { eventually, type GatewayProcess, repoRoot, spawnGateway, testEnv } from "../../support/gateway.js";
+import {
+  getSession,
+  isRunning,
+  parseLogOutput,
+  taskEvents,
+  writeCursor,
+} from "../../support/agent-gateway.js";
+import { eventually, type GatewayProcess, spawnGateway, testEnv } from "../../support/gateway.js";
 import { createSessionWith, runTurn } from "../../support/turns.js";
+import { claudeBin, useClaudeCode } from "../../support/claude-code.js";
 
-const claudeBin = join(repoRoot, "node_modules/.bin/claude");
 const words = ["heron", "otter", "walrus"];
 
-let db: TestDatabase;
-let fake: FakeAnthropic;
-let root: string;
-let workspace: string;
+const t = useClaudeCode("mooring-hosts-");
 const processes: GatewayProcess[] = [];
-const agentPids = new Set<number>();
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  fake = await startFakeAnthropic();
-});
-afterAll(async () => {
-  await fake?.close();
-  await db?.drop();
-});
-beforeEach(async () => {
-  root = realpathSync(await mkdtemp(join(tmpdir(), "mooring-hosts-")));
-  workspace = join(root, "shared-ws");
-  await mkdir(workspace, { recursive: true });
-  fake.respond((r) => {
+beforeEach(() => {
+  t.fake.respond((r) => {
     const word = words.find((w) => r.lastUserText === `remember the word ${w}`);
     return { text: word ? `Noted: ${word}` : "You told me heron, otter and walrus" };
   });
@@ -49,9 +37,6 @@ afterEach(async () => {
     p.kill("SIGKILL");
     await p.exited;
   }
-  for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
-  agentPids.clear();
-  await rm(root, { recursive: true, force: true });
 });
 
 /** A gateway process as a host whose Claude Code keeps its files in `configDir`. */
@@ -64,11 +49,11 @@ async function host(
     claude: {
       driver: "claude-code",
       command: claudeBin,
-      env: { ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test", CLAUDE_CONFIG_DIR: configDir },
+      env: { ANTHROPIC_BASE_URL: t.fake.url, ANTHROPIC_API_KEY: "test", CLAUDE_CONFIG_DIR: configDir },
     },
   });
   const gw = await spawnGateway(
-    testEnv(db.url, {
+    testEnv(t.db.url, {
       MOORING_AGENTS: agents,
       MOORING_INSTANCE_ID: name,
       MOORING_HEARTBEAT_MS: "500",
@@ -84,17 +69,17 @@ async function host(
 const logs = (gw: GatewayProcess, msg: string) => parseLogOutput(gw.output()).filter((r) => r.msg === msg);
 
 async function killHost(gw: GatewayProcess): Promise<void> {
-  for (const r of logs(gw, "claude-code spawned")) agentPids.add(r.agentPid);
+  for (const r of logs(gw, "claude-code spawned")) t.agentPids.add(r.agentPid);
   gw.kill("SIGKILL");
   expect(await gw.exited).toBe("SIGKILL");
   processes.splice(processes.indexOf(gw), 1);
   // Its orphaned CLI sees stdin close and exits by itself.
-  for (const pid of agentPids) await eventually(async () => !isRunning(pid));
+  for (const pid of t.agentPids) await eventually(async () => !isRunning(pid));
 }
 
 /** Three turns on `a`, then it is killed; answers the session and its conversation id. */
 async function threeTurnsThenKill(a: GatewayProcess): Promise<{ sessionId: string; agentSessionId: string }> {
-  const session = await createSessionWith(a.url, { workspace, agent: "claude" });
+  const session = await createSessionWith(a.url, { workspace: t.workspace, agent: "claude" });
   for (const w of words) {
     const turn = await runTurn(a.url, session.id, `remember the word ${w}`);
     expect(turn.result.text).toBe(`Noted: ${w}`);
@@ -114,15 +99,15 @@ async function fourthTurnResumes(
   const turn = await runTurn(b.url, sessionId, "which words?");
   expect(turn.status).toBe("completed");
   expect(turn.result.text).toBe("You told me heron, otter and walrus");
-  const request = fake
+  const request = t.fake
     .mainRequests()
     .filter((r) => r.lastUserText === "which words?")
     .at(-1)!;
   expect(request.userTexts).toEqual([...words.map((w) => `remember the word ${w}`), "which words?"]);
   expect(request.assistantTexts).toEqual(words.map((w) => `Noted: ${w}`));
-  expect((await taskEvents(db.sql, turn.id)).map((e) => e.type)).not.toContain("session.reset");
+  expect((await taskEvents(t.db.sql, turn.id)).map((e) => e.type)).not.toContain("session.reset");
   expect(await getSession(b.url, sessionId)).toMatchObject({ agentSessionId, turnCount: 4 });
-  const path = expectedTranscriptPath(configDir, workspace, agentSessionId);
+  const path = expectedTranscriptPath(configDir, t.workspace, agentSessionId);
   expect(logs(b, "claude-code transcript restored from the store")[0]).toMatchObject({
     agentSessionId,
     transcriptPath: path,
@@ -133,7 +118,7 @@ async function fourthTurnResumes(
     transcriptPath: path,
   });
   // b keeps the store up to date with what its CLI appended, whole lines only.
-  const [{ stored }] = await db.sql<{ stored: number }[]>`
+  const [{ stored }] = await t.db.sql<{ stored: number }[]>`
     select sum(octet_length(bytes))::int8 as stored from transcript_chunks
     where session_id = ${sessionId} and agent_session_id = ${agentSessionId}`;
   const size = (await stat(path)).size;
@@ -143,18 +128,18 @@ async function fourthTurnResumes(
 }
 
 it("another host resumes the conversation from the stored transcript after kill -9", async () => {
-  const configA = join(root, "host-a");
-  const configB = join(root, "host-b");
+  const configA = join(t.root, "host-a");
+  const configB = join(t.root, "host-b");
   const a = await host("host-a", configA);
   const { sessionId, agentSessionId } = await threeTurnsThenKill(a);
-  expect(existsSync(expectedTranscriptPath(configB, workspace, agentSessionId))).toBe(false);
+  expect(existsSync(expectedTranscriptPath(configB, t.workspace, agentSessionId))).toBe(false);
 
   const b = await host("host-b", configB);
   await fourthTurnResumes(b, sessionId, agentSessionId, configB);
 }, 240_000);
 
 it("the same host resumes after its config folder was deleted", async () => {
-  const configA = join(root, "host-a");
+  const configA = join(t.root, "host-a");
   const a = await host("host-a", configA);
   const { sessionId, agentSessionId } = await threeTurnsThenKill(a);
   // Retried: a CLI that just exited may still have a write of its own settling in there.
@@ -166,25 +151,25 @@ it("the same host resumes after its config folder was deleted", async () => {
 }, 240_000);
 
 it("the unsaved check finds the stored transcript: an unconfirmed cursor resumes on another host", async () => {
-  const a = await host("host-a", join(root, "host-a"));
-  const session = await createSessionWith(a.url, { workspace, agent: "claude" });
+  const a = await host("host-a", join(t.root, "host-a"));
+  const session = await createSessionWith(a.url, { workspace: t.workspace, agent: "claude" });
   expect((await runTurn(a.url, session.id, "remember the word heron")).result.text).toBe("Noted: heron");
   const { agentSessionId } = await getSession(a.url, session.id);
   await killHost(a);
   // As if A died before it saw an assistant message: only the transcript can prove it was saved.
-  await writeCursor(db.sql, session.id, { agentSessionId, turnCount: 1, lastAssistantMessageId: null });
+  await writeCursor(t.db.sql, session.id, { agentSessionId, turnCount: 1, lastAssistantMessageId: null });
 
-  const configB = join(root, "host-b");
+  const configB = join(t.root, "host-b");
   const b = await host("host-b", configB);
   const turn = await runTurn(b.url, session.id, "which words?");
   expect(turn.status).toBe("completed");
-  const request = fake
+  const request = t.fake
     .mainRequests()
     .filter((r) => r.lastUserText === "which words?")
     .at(-1)!;
   expect(request.userTexts).toEqual(["remember the word heron", "which words?"]);
   expect(request.assistantTexts).toEqual(["Noted: heron"]);
-  expect((await taskEvents(db.sql, turn.id)).map((e) => e.type)).not.toContain("session.reset");
+  expect((await taskEvents(t.db.sql, turn.id)).map((e) => e.type)).not.toContain("session.reset");
   expect(logs(b, "claude-code conversation was never saved; starting fresh")).toEqual([]);
   expect(logs(b, "claude-code transcript restored from the store")).toHaveLength(1);
   expect((await getSession(b.url, session.id)).agentSessionId).toBe(agentSessionId);

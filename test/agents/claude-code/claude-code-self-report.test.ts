@@ -4,11 +4,9 @@
  * `[ctx: ~NN%]` marker Claude is asked for never reaches clients, and its figure is reported next
  * to the token-based one.
  */
-import { realpathSync } from "node:fs";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   MarkerStrippingSink,
   markerTailStart,
@@ -17,73 +15,12 @@ import {
 } from "../../../src/agents/claude-code/context-marker.js";
 import type { AgentEvent } from "../../../src/agents/driver.js";
 import { projectContextNote, resumeFailedNotice } from "../../../src/agents/claude-code/conversation.js";
-import type { Gateway } from "../../../src/gateway.js";
-import { isRunning, LogRecorder, SseReader, taskEvents, writeCursor } from "../../support/agent-gateway.js";
-import { createTestDatabase, type TestDatabase } from "../../support/db.js";
-import { type FakeAnthropic, startFakeAnthropic } from "../../support/fake-anthropic.js";
-import { repoRoot, startTestGateway } from "../../support/gateway.js";
+import { SseReader, taskEvents, writeCursor } from "../../support/agent-gateway.js";
 import { createSessionWith, submitPrompt, waitTerminal } from "../../support/turns.js";
+import { useClaudeCode } from "../../support/claude-code.js";
 
-const claudeBin = join(repoRoot, "node_modules/.bin/claude");
-
-let db: TestDatabase;
-let fake: FakeAnthropic;
-let root: string;
-let workspace: string;
-const gateways: Gateway[] = [];
-const agentPids = new Set<number>();
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  fake = await startFakeAnthropic();
-});
-
-afterAll(async () => {
-  await fake?.close();
-  await db?.drop();
-});
-
-beforeEach(async () => {
-  fake.respond(() => undefined);
-  root = realpathSync(await mkdtemp(join(tmpdir(), "mooring-selfreport-")));
-  workspace = join(root, "ws");
-  await mkdir(workspace, { recursive: true });
-});
-
-afterEach(async () => {
-  await Promise.all(gateways.splice(0).map((g) => g.stop()));
-  for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
-  agentPids.clear();
-  await rm(root, { recursive: true, force: true });
-});
-
-async function boot() {
-  const logs = new LogRecorder();
-  const agents = {
-    claude: {
-      driver: "claude-code",
-      command: claudeBin,
-      env: {
-        ANTHROPIC_BASE_URL: fake.url,
-        ANTHROPIC_API_KEY: "test",
-        CLAUDE_CONFIG_DIR: join(root, "config"),
-      },
-    },
-  };
-  const gw = await startTestGateway(
-    db.url,
-    { MOORING_AGENTS: JSON.stringify(agents), MOORING_HEARTBEAT_MS: "500" },
-    {
-      onLog: (record) => {
-        if (record.msg === "claude-code spawned" && typeof record.agentPid === "number")
-          agentPids.add(record.agentPid);
-        logs.push(record as never);
-      },
-    },
-  );
-  gateways.push(gw);
-  return { url: gw.url, logs };
-}
+const t = useClaudeCode("mooring-selfreport-");
+const boot = () => t.boot();
 
 /** The system prompt of a conversation call, as one string. */
 const systemOf = (body: any): string =>
@@ -92,7 +29,7 @@ const systemOf = (body: any): string =>
 describe("self-reported context (Claude Code)", () => {
   it("strips a marker split across deltas, reports 42 beside the token figure and logs both", async () => {
     // The fake streams word by word: "\n[ctx:" and " ~42%]" arrive as two deltas.
-    fake.respond((r) =>
+    t.fake.respond((r) =>
       r.lastUserText === "how full are you"
         ? {
             text: "Plenty of room left.\n[ctx: ~42%]",
@@ -104,7 +41,7 @@ describe("self-reported context (Claude Code)", () => {
     );
     const { url, logs } = await boot();
     const session = await createSessionWith(url, {
-      workspace,
+      workspace: t.workspace,
       agent: "claude",
       agentConfig: { selfReportContext: true },
     });
@@ -117,7 +54,7 @@ describe("self-reported context (Claude Code)", () => {
       expect(done.result.contextPercent).toBe(25);
       expect(done.result.selfReportedPercent).toBe(42);
 
-      const events = await taskEvents(db.sql, task.id);
+      const events = await taskEvents(t.db.sql, task.id);
       const deltas = events.filter((e) => e.type === "message.delta").map((e) => e.data.text);
       // (The event log merges runs of deltas, so how many were stored depends on timing.)
       expect(deltas.join("")).toBe("Plenty of room left.");
@@ -141,7 +78,7 @@ describe("self-reported context (Claude Code)", () => {
         inputTokens: 50_000,
       });
       // The CLI was asked for the marker.
-      const call = fake.mainRequests().find((r) => r.lastUserText === "how full are you");
+      const call = t.fake.mainRequests().find((r) => r.lastUserText === "how full are you");
       expect(systemOf(call?.body)).toContain("[ctx: ~NN%]");
     } finally {
       feed.close();
@@ -149,14 +86,14 @@ describe("self-reported context (Claude Code)", () => {
   }, 120_000);
 
   it("leaves a reply without a marker untouched: nothing stripped, the figure null, no drift line", async () => {
-    fake.respond((r) =>
+    t.fake.respond((r) =>
       r.lastUserText === "no marker please"
         ? { text: "Just text [ctx: soon] here.", inputTokens: 20_000 }
         : undefined,
     );
     const { url, logs } = await boot();
     const session = await createSessionWith(url, {
-      workspace,
+      workspace: t.workspace,
       agent: "claude",
       agentConfig: { selfReportContext: true },
     });
@@ -165,7 +102,7 @@ describe("self-reported context (Claude Code)", () => {
     expect(done.status).toBe("completed");
     expect(done.result.text).toBe("Just text [ctx: soon] here.");
     expect(done.result.selfReportedPercent).toBeNull();
-    const events = await taskEvents(db.sql, task.id);
+    const events = await taskEvents(t.db.sql, task.id);
     expect(
       events
         .filter((e) => e.type === "message.delta")
@@ -177,12 +114,12 @@ describe("self-reported context (Claude Code)", () => {
     expect(logs.named("context_usage")).toEqual([]);
   }, 120_000);
 
-  it("names CLAUDE.md in the fresh-fallback notice when the workspace has one", async () => {
-    await writeFile(join(workspace, "CLAUDE.md"), "# project notes\n");
+  it("names CLAUDE.md in the fresh-fallback notice when the t.workspace has one", async () => {
+    await writeFile(join(t.workspace, "CLAUDE.md"), "# project notes\n");
     const { url } = await boot();
-    const session = await createSessionWith(url, { workspace, agent: "claude" });
+    const session = await createSessionWith(url, { workspace: t.workspace, agent: "claude" });
     // A resume of a conversation the CLI does not know: "No conversation found" → fresh fallback.
-    await writeCursor(db.sql, session.id, {
+    await writeCursor(t.db.sql, session.id, {
       agentSessionId: "0b7cf2a4-54a3-4b0e-9a57-6c1d3f0e9d11",
       turnCount: 1,
       lastAssistantMessageId: "msg-known",
@@ -190,7 +127,7 @@ describe("self-reported context (Claude Code)", () => {
     const task = await submitPrompt(url, session.id, "after the fallback");
     const done = await waitTerminal(url, task.id, 90_000);
     expect(done.status).toBe("completed");
-    const reset = (await taskEvents(db.sql, task.id)).find((e) => e.type === "session.reset");
+    const reset = (await taskEvents(t.db.sql, task.id)).find((e) => e.type === "session.reset");
     expect(reset?.data).toEqual({
       reason: "resume_failed",
       notice: `${resumeFailedNotice} ${projectContextNote}`,

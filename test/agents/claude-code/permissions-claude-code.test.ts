@@ -5,68 +5,23 @@
  * Allow for this session answers the same tool later by itself and writes nothing under the
  * workspace's `.claude/`; AskUserQuestion's answers reach the model.
  */
-import { existsSync, realpathSync } from "node:fs";
-import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
+import { readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from "vitest";
-import type { Gateway } from "../../../src/gateway.js";
-import { isRunning, taskEvents } from "../../support/agent-gateway.js";
-import { createTestDatabase, type TestDatabase } from "../../support/db.js";
-import { type FakeAnthropic, type FakeRequest, startFakeAnthropic } from "../../support/fake-anthropic.js";
-import { call, eventually, repoRoot, startTestGateway } from "../../support/gateway.js";
+import { beforeEach, expect, it } from "vitest";
+import { taskEvents } from "../../support/agent-gateway.js";
+import type { FakeRequest } from "../../support/fake-anthropic.js";
+import { call, eventually } from "../../support/gateway.js";
 import { createSessionWith, submitPrompt, waitPermission, waitTerminal } from "../../support/turns.js";
+import { useClaudeCode } from "../../support/claude-code.js";
+import type { TestGateway } from "../../support/gateway.js";
+import type { LogRecorder } from "../../support/agent-gateway.js";
 
-const claudeBin = join(repoRoot, "node_modules/.bin/claude");
-
-let db: TestDatabase;
-let fake: FakeAnthropic;
-let root: string;
-let configDir: string;
-let workspace: string;
-let gw: Gateway;
-const agentPids = new Set<number>();
-let logLines: Record<string, any>[] = [];
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  fake = await startFakeAnthropic();
-});
-afterAll(async () => {
-  await fake?.close();
-  await db?.drop();
-});
+const t = useClaudeCode("mooring-perm-claude-");
+let gw: TestGateway;
+let logs: LogRecorder;
 beforeEach(async () => {
-  root = realpathSync(await mkdtemp(join(tmpdir(), "mooring-perm-claude-")));
-  configDir = join(root, "config");
-  workspace = join(root, "ws");
-  await mkdir(workspace, { recursive: true });
-  gw = await startTestGateway(
-    db.url,
-    {
-      MOORING_AGENTS: JSON.stringify({
-        claude: {
-          driver: "claude-code",
-          command: claudeBin,
-          env: { ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "test", CLAUDE_CONFIG_DIR: configDir },
-          permissions: "ask",
-        },
-      }),
-    },
-    {
-      onLog: (record) => {
-        logLines.push(record);
-        if (record.msg === "claude-code spawned" && typeof record.agentPid === "number") agentPids.add(record.agentPid);
-      },
-    },
-  );
-});
-afterEach(async () => {
-  logLines = [];
-  await gw?.stop();
-  for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
-  agentPids.clear();
-  await rm(root, { recursive: true, force: true });
+  ({ gw, logs } = await t.boot({}, { claude: t.entry({ permissions: "ask" }) }));
 });
 
 /** The tool results the model received in a request, as text. */
@@ -85,12 +40,16 @@ function toolResults(request: FakeRequest): string[] {
 /** The model writes `name` with Bash for each prompt, then says "done" once the tool ran. */
 function bashWrites(name: string) {
   let n = 0;
-  fake.respond((r) => {
+  t.fake.respond((r) => {
     if (!r.isMain) return undefined;
     if (r.hasToolResult) return { text: "done" };
     return {
       text: "Writing.",
-      toolUse: { id: `toolu_bash_${++n}`, name: "Bash", input: { command: `echo hi > ${name}`, description: "write the file" } },
+      toolUse: {
+        id: `toolu_bash_${++n}`,
+        name: "Bash",
+        input: { command: `echo hi > ${name}`, description: "write the file" },
+      },
     };
   });
 }
@@ -100,10 +59,14 @@ const answer = (taskId: string, requestId: string, body: unknown) =>
 
 it("Allow: the Bash tool runs, the file exists and the tool result is in the events", async () => {
   bashWrites("f.txt");
-  const session = await createSessionWith(gw.url, { workspace, agent: "claude" });
+  const session = await createSessionWith(gw.url, { workspace: t.workspace, agent: "claude" });
   const task = await submitPrompt(gw.url, session.id, "write f.txt");
   const request = await waitPermission(gw.url, task.id, 60_000);
-  expect(request.toolCall).toMatchObject({ name: "Bash", kind: "other", input: { command: "echo hi > f.txt" } });
+  expect(request.toolCall).toMatchObject({
+    name: "Bash",
+    kind: "other",
+    input: { command: "echo hi > f.txt" },
+  });
   expect(request.options.map((o: { optionId: string; kind: string }) => [o.optionId, o.kind])).toEqual([
     ["allow", "allow_once"],
     ["allow_session", "allow_always"],
@@ -112,8 +75,8 @@ it("Allow: the Bash tool runs, the file exists and the tool result is in the eve
   expect((await answer(task.id, request.requestId, { optionId: "allow" })).status).toBe(200);
   const done = await waitTerminal(gw.url, task.id, 60_000);
   expect(done.status).toBe("completed");
-  expect(await readFile(join(workspace, "f.txt"), "utf8")).toBe("hi\n");
-  const events = await taskEvents(db.sql, task.id);
+  expect(await readFile(join(t.workspace, "f.txt"), "utf8")).toBe("hi\n");
+  const events = await taskEvents(t.db.sql, task.id);
   const types = events.map((e) => e.type);
   expect(types.indexOf("permission.requested")).toBeLessThan(types.indexOf("permission.resolved"));
   expect(types.indexOf("permission.resolved")).toBeLessThan(types.indexOf("tool.result"));
@@ -122,33 +85,33 @@ it("Allow: the Bash tool runs, the file exists and the tool result is in the eve
 
 it("Deny with a message: no file, and the model saw the message verbatim", async () => {
   bashWrites("g.txt");
-  const session = await createSessionWith(gw.url, { workspace, agent: "claude" });
+  const session = await createSessionWith(gw.url, { workspace: t.workspace, agent: "claude" });
   const task = await submitPrompt(gw.url, session.id, "write g.txt");
   const request = await waitPermission(gw.url, task.id, 60_000);
   const message = "The human said no: not in this folder";
   expect((await answer(task.id, request.requestId, { optionId: "deny", message })).status).toBe(200);
   const done = await waitTerminal(gw.url, task.id, 60_000);
   expect(done.status).toBe("completed");
-  expect(existsSync(join(workspace, "g.txt"))).toBe(false);
-  const after = fake.mainRequests().filter((r) => r.hasToolResult);
+  expect(existsSync(join(t.workspace, "g.txt"))).toBe(false);
+  const after = t.fake.mainRequests().filter((r) => r.hasToolResult);
   expect(after.flatMap(toolResults)).toContain(message);
-  const result = (await taskEvents(db.sql, task.id)).find((e) => e.type === "tool.result")!;
+  const result = (await taskEvents(t.db.sql, task.id)).find((e) => e.type === "tool.result")!;
   expect(result.data).toMatchObject({ isError: true });
 }, 120_000);
 
 it("Allow for this session: the same tool later is answered without asking; nothing under .claude/", async () => {
   bashWrites("h.txt");
-  const session = await createSessionWith(gw.url, { workspace, agent: "claude" });
+  const session = await createSessionWith(gw.url, { workspace: t.workspace, agent: "claude" });
   const first = await submitPrompt(gw.url, session.id, "write h.txt");
   const request = await waitPermission(gw.url, first.id, 60_000);
   await answer(first.id, request.requestId, { optionId: "allow_session" });
   expect((await waitTerminal(gw.url, first.id, 60_000)).status).toBe("completed");
-  await rm(join(workspace, "h.txt"));
+  await rm(join(t.workspace, "h.txt"));
   const second = await submitPrompt(gw.url, session.id, "write h.txt again");
   expect((await waitTerminal(gw.url, second.id, 60_000)).status).toBe("completed");
-  expect(await readFile(join(workspace, "h.txt"), "utf8")).toBe("hi\n");
-  expect((await taskEvents(db.sql, second.id)).map((e) => e.type)).not.toContain("permission.requested");
-  expect(existsSync(join(workspace, ".claude"))).toBe(false);
+  expect(await readFile(join(t.workspace, "h.txt"), "utf8")).toBe("hi\n");
+  expect((await taskEvents(t.db.sql, second.id)).map((e) => e.type)).not.toContain("permission.requested");
+  expect(existsSync(join(t.workspace, ".claude"))).toBe(false);
 }, 120_000);
 
 it("AskUserQuestion: relayed as a question, the answers reach the model", async () => {
@@ -163,31 +126,38 @@ it("AskUserQuestion: relayed as a question, the answers reach the model", async 
       multiSelect: false,
     },
   ];
-  fake.respond((r) => {
+  t.fake.respond((r) => {
     if (!r.isMain) return undefined;
     if (r.hasToolResult) return { text: "noted" };
     return { text: "Asking.", toolUse: { id: "toolu_ask_1", name: "AskUserQuestion", input: { questions } } };
   });
-  const session = await createSessionWith(gw.url, { workspace, agent: "claude" });
+  const session = await createSessionWith(gw.url, { workspace: t.workspace, agent: "claude" });
   const task = await submitPrompt(gw.url, session.id, "pick a color");
   const request = await waitPermission(gw.url, task.id, 60_000);
   expect(request.toolCall).toMatchObject({ name: "AskUserQuestion", kind: "question", input: { questions } });
-  await answer(task.id, request.requestId, { optionId: "answer", answers: { "Which color should we use?": "Blue" } });
+  await answer(task.id, request.requestId, {
+    optionId: "answer",
+    answers: { "Which color should we use?": "Blue" },
+  });
   expect((await waitTerminal(gw.url, task.id, 60_000)).status).toBe("completed");
-  const seen = fake.mainRequests().filter((r) => r.hasToolResult).flatMap(toolResults).join("\n");
+  const seen = t.fake
+    .mainRequests()
+    .filter((r) => r.hasToolResult)
+    .flatMap(toolResults)
+    .join("\n");
   expect(seen).toContain('"Which color should we use?"="Blue"');
 }, 120_000);
 
 it("cancel while the CLI waits: the CLI withdraws the request (control_cancel_request), nothing runs", async () => {
   bashWrites("c.txt");
-  const session = await createSessionWith(gw.url, { workspace, agent: "claude" });
+  const session = await createSessionWith(gw.url, { workspace: t.workspace, agent: "claude" });
   const task = await submitPrompt(gw.url, session.id, "write c.txt");
   const request = await waitPermission(gw.url, task.id, 60_000);
   await call(gw.url, "POST", `/v1/tasks/${task.id}/cancel`);
   const done = await waitTerminal(gw.url, task.id, 60_000);
   expect(done.status).toBe("cancelled");
-  expect(existsSync(join(workspace, "c.txt"))).toBe(false);
-  const resolved = (await taskEvents(db.sql, task.id)).find((e) => e.type === "permission.resolved")!;
+  expect(existsSync(join(t.workspace, "c.txt"))).toBe(false);
+  const resolved = (await taskEvents(t.db.sql, task.id)).find((e) => e.type === "permission.resolved")!;
   expect(resolved.data).toEqual({ requestId: request.requestId, optionId: "deny", by: "cancel" });
-  await eventually(async () => logLines.some((l) => l.msg === "claude-code withdrew a permission request"));
+  await eventually(async () => logs.named("claude-code withdrew a permission request").length > 0);
 }, 120_000);

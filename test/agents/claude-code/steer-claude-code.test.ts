@@ -6,85 +6,28 @@
  * turn (one `result`); when the turn's last call is already streaming, it answers the message as
  * a turn of its own right after the `result`, and the driver waits for that one too.
  */
-import { realpathSync } from "node:fs";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from "vitest";
-import type { Gateway } from "../../../src/gateway.js";
-import { isRunning, SseReader, taskEvents } from "../../support/agent-gateway.js";
-import { createTestDatabase, type TestDatabase } from "../../support/db.js";
-import { type FakeAnthropic, type FakeRequest, startFakeAnthropic } from "../../support/fake-anthropic.js";
-import { call, repoRoot, startTestGateway } from "../../support/gateway.js";
+import { expect, it } from "vitest";
+import { SseReader, taskEvents } from "../../support/agent-gateway.js";
+import type { FakeRequest } from "../../support/fake-anthropic.js";
+import { call } from "../../support/gateway.js";
 import { createSessionWith, submitPrompt, waitTerminal } from "../../support/turns.js";
+import { useClaudeCode } from "../../support/claude-code.js";
 
-const claudeBin = join(repoRoot, "node_modules/.bin/claude");
 const STEER = "please also mention the steering word PAPRIKA";
 
-let db: TestDatabase;
-let fake: FakeAnthropic;
-let root: string;
-let workspace: string;
-const gateways: Gateway[] = [];
-const agentPids = new Set<number>();
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  fake = await startFakeAnthropic();
-});
-afterAll(async () => {
-  await fake?.close();
-  await db?.drop();
-});
-beforeEach(async () => {
-  fake.respond(() => undefined);
-  root = realpathSync(await mkdtemp(join(tmpdir(), "mooring-steer-claude-")));
-  workspace = join(root, "ws");
-  await mkdir(workspace, { recursive: true });
-});
-afterEach(async () => {
-  await Promise.all(gateways.splice(0).map((g) => g.stop()));
-  for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
-  agentPids.clear();
-  await rm(root, { recursive: true, force: true });
-});
-
-async function boot(): Promise<string> {
-  const gw = await startTestGateway(
-    db.url,
-    {
-      MOORING_AGENTS: JSON.stringify({
-        claude: {
-          driver: "claude-code",
-          command: claudeBin,
-          env: {
-            ANTHROPIC_BASE_URL: fake.url,
-            ANTHROPIC_API_KEY: "test",
-            CLAUDE_CONFIG_DIR: join(root, "config"),
-          },
-        },
-      }),
-      MOORING_HEARTBEAT_MS: "500",
-    },
-    {
-      onLog: (record) => {
-        if (record.msg === "claude-code spawned" && typeof record.agentPid === "number")
-          agentPids.add(record.agentPid);
-      },
-    },
-  );
-  gateways.push(gw);
-  return gw.url;
-}
+const t = useClaudeCode("mooring-steer-claude-");
+const boot = async (): Promise<string> => (await t.boot()).url;
 
 const carriesSteer = (r: FakeRequest) => JSON.stringify(r.body.messages).includes("PAPRIKA");
 const hasToolResult = (r: FakeRequest) => JSON.stringify(r.body.messages).includes('"tool_result"');
 
 it("a steer while a tool-using turn runs reaches the model within the same turn", async () => {
-  const file = join(workspace, "notes.txt");
+  const file = join(t.workspace, "notes.txt");
   await writeFile(file, "some notes\n");
   // First call: slow text, then a Read; the call after the tool result answers.
-  fake.respond((r) => {
+  t.fake.respond((r) => {
     if (!r.isMain) return undefined;
     if (!hasToolResult(r)) {
       return {
@@ -96,7 +39,7 @@ it("a steer while a tool-using turn runs reaches the model within the same turn"
     return { text: carriesSteer(r) ? "Read it. PAPRIKA." : "Read it." };
   });
   const url = await boot();
-  const session = await createSessionWith(url, { workspace, agent: "claude" });
+  const session = await createSessionWith(url, { workspace: t.workspace, agent: "claude" });
   const feed = new SseReader(url, session.id);
   try {
     const task = await submitPrompt(url, session.id, "summarize notes.txt");
@@ -107,14 +50,14 @@ it("a steer while a tool-using turn runs reaches the model within the same turn"
     expect(done.status).toBe("completed");
     expect(done.result.text).toBe("Read it. PAPRIKA.");
     // The model saw the steer in the call after the tool result: the same turn, not a new one.
-    const main = fake.mainRequests();
+    const main = t.fake.mainRequests();
     const withSteer = main.filter(carriesSteer);
     expect(withSteer.length).toBeGreaterThan(0);
     expect(hasToolResult(withSteer[0])).toBe(true);
     expect(JSON.stringify(withSteer[0].body.messages)).toContain(
       "The user sent a new message while you were working",
     );
-    const events = await taskEvents(db.sql, task.id);
+    const events = await taskEvents(t.db.sql, task.id);
     expect(events.filter((e) => e.type === "turn.input").map((e) => e.data.text)).toEqual([STEER]);
     expect(events.filter((e) => e.type === "task.completed")).toHaveLength(1);
   } finally {
@@ -123,13 +66,13 @@ it("a steer while a tool-using turn runs reaches the model within the same turn"
 }, 180_000);
 
 it("a steer while the turn's last reply streams is answered after it, still within the mooring turn", async () => {
-  fake.respond((r) => {
+  t.fake.respond((r) => {
     if (!r.isMain) return undefined;
     if (r.lastUserText === STEER) return { text: "Steered answer PAPRIKA." };
     return { text: "A long plain answer that streams slowly word by word for a while.", chunkDelayMs: 300 };
   });
   const url = await boot();
-  const session = await createSessionWith(url, { workspace, agent: "claude" });
+  const session = await createSessionWith(url, { workspace: t.workspace, agent: "claude" });
   const feed = new SseReader(url, session.id);
   try {
     const task = await submitPrompt(url, session.id, "tell me something");
@@ -139,7 +82,7 @@ it("a steer while the turn's last reply streams is answered after it, still with
     expect(done.status).toBe("completed");
     // The turn ended at the result of the steered message, not at the first one.
     expect(done.result.text).toBe("Steered answer PAPRIKA.");
-    expect(fake.mainRequests().filter((r) => r.lastUserText === STEER)).toHaveLength(1);
+    expect(t.fake.mainRequests().filter((r) => r.lastUserText === STEER)).toHaveLength(1);
     // The next turn is not confused by a left-over result.
     const next = await submitPrompt(url, session.id, "and now?");
     const after = await waitTerminal(url, next.id, 120_000);
