@@ -276,7 +276,7 @@ it("admission: a submit that would overfill the queue is refused GATEWAY_BUSY wi
   expect(published).toEqual([]);
 });
 
-// The worker's claim (domain/claim.ts)
+// The worker's claim (domain/changes/claim.ts)
 
 it("claim: claims up to maxActive and declares the claimed turns", async () => {
   const { rt, published, hinted } = runtime({ MOORING_MAX_ACTIVE: "2" });
@@ -341,7 +341,7 @@ it("positions: announces only tasks still queued, declaring the events and their
   expect(published.map((e) => e.taskId)).toEqual([queued.id]);
 });
 
-// Archive (domain/sessions.ts) and cancel (domain/cancel.ts, for domain/tasks.ts)
+// Archive (domain/changes/archive.ts) and cancel (domain/changes/cancel.ts)
 
 it("archive: archives the session, cancels its queued turn, stops its running one", async () => {
   const { rt, published, hinted } = runtime();
