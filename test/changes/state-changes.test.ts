@@ -1,7 +1,7 @@
 /**
  * Each state-change builder (domain/committer.ts) driven directly against a migrated database, not
  * through HTTP: what its statements wrote (rows, events) and what it declared (its effects, and what
- * the Committer did with them: the events published, the change bus told). Issue 12.
+ * the Committer did with them: the events published, the change bus told).
  */
 import { randomUUID } from "node:crypto";
 import { pino } from "pino";
@@ -124,6 +124,34 @@ async function eventsOf(sessionId: string) {
   return testDb.sql<{ seq: number; type: string; taskId: string | null; data: any }[]>`
     select seq, type, task_id, data from events where session_id = ${sessionId} order by seq`;
 }
+
+// The committer's answers
+
+it("commit: a change's answers come back typed in the shape its statements were built in", async () => {
+  const { rt } = runtime();
+  const order: number[] = [];
+  const answered = (q: Tx, n: number) => {
+    order.push(n);
+    return q<{ n: number }[]>`select ${n}::int as n`;
+  };
+  const value = await rt.committer.commit({
+    statements: (q) => ({
+      first: answered(q, 1),
+      list: [answered(q, 2), answered(q, 3)],
+      submits: [{ a: answered(q, 4), b: answered(q, 5) }],
+    }),
+    outcome: (answers) => ({
+      value: {
+        first: answers.first[0].n,
+        list: answers.list.map((rows) => rows[0].n),
+        submits: answers.submits.map(({ a, b }) => [a[0].n, b[0].n]),
+      },
+      effects: {},
+    }),
+  });
+  expect(value).toEqual({ first: 1, list: [2, 3], submits: [[4, 5]] });
+  expect(order).toEqual([1, 2, 3, 4, 5]);
+});
 
 // Admission (domain/changes/admit.ts)
 
