@@ -1,10 +1,13 @@
 /**
  * The one commit path: every state change is sent here, and what it set off is applied here.
  *
- * A state change is a value: the statements it sends and the effects it declares. `Committer`
+ * A state change is a value: the statements it sends and the effects it declares, built in
+ * domain/changes/ (one file each; its naming rule in index.ts) except the event log's flush, built
+ * here (`flushChange`), and the turn's own writes, built beside the turn. `Committer`
  * sends it by one of its strategies and, once the commit is in, applies the declared effects here
  * and nowhere else (`apply` is private: nothing outside can claim a commit happened):
- * - inline, pipelined (`commit`): one write, every decision raised in SQL, answers read by name;
+ * - inline, pipelined (`commit`): one write, every decision raised in SQL, the answers typed in
+ *   the shape the statements were built in (a record, with lists for a batch's parts);
  * - inline, interactive (`transaction`): for changes whose statements depend on earlier answers;
  * - batched (`eventLog`, stream/event-log.ts): events, running turns' session writes and
  *   settlements wait in the log's lanes, and each lane's flush is sent here as a state change
