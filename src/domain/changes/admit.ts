@@ -144,7 +144,7 @@ function isServerError(err: unknown): boolean {
 }
 
 /**
- * The statement's answer, or `{ failed }` when Postgres failed it: the submit's savepoint contains
+ * The statement's answer, or a `Failed` when Postgres failed it: the submit's savepoint contains
  * it, so it must not fail the transaction. Anything else (the connection lost, a value that could
  * not be sent) still rejects, and the whole batch fails as before.
  */
