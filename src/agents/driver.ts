@@ -232,7 +232,7 @@ export interface OpenConversationOptions {
   carryOver?: () => Promise<CarryOver | null>;
   /**
    * For a fork's pending rewind: whether its source has had a turn after the fork point since the
-   * fork was made (domain/rewind.ts, forkSourceMovedOn). A driver that can only branch the source's
+   * fork was made (domain/fork-source.ts, forkSourceMovedOn). A driver that can only branch the source's
    * conversation whole asks it just before doing so. Absent: not a fork, or no database (driver tests).
    */
   forkSourceMovedOn?: () => Promise<boolean>;

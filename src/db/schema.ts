@@ -111,7 +111,8 @@ export const sessions = pgTable(
     forkedFrom: jsonb("forked_from").$type<{ sessionId: string; turnIndex: number }>(),
     /**
      * What the agent must do to its conversation before the next turn (a fork's branch, a
-     * rollback's truncation; domain/rewind.ts), cleared by the first cursor save that applied it.
+     * rollback's truncation; domain/changes/fork.ts, rollback.ts), cleared by the first cursor
+     * save that applied it.
      */
     rewind: jsonb("rewind").$type<Rewind>(),
     createdAt: ts("created_at").notNull().defaultNow(),
@@ -182,7 +183,10 @@ export const tasks = pgTable(
      * lastAssistantMessageId}` of the session's cursor at settlement): the point a fork or a
      * rollback branches the agent's conversation at.
      */
-    agentCursor: jsonb("agent_cursor").$type<{ agentSessionId: string | null; lastAssistantMessageId: string | null }>(),
+    agentCursor: jsonb("agent_cursor").$type<{
+      agentSessionId: string | null;
+      lastAssistantMessageId: string | null;
+    }>(),
     /** Set by a rollback: the turn is no longer part of the conversation (its events stay). */
     rolledBackAt: ts("rolled_back_at"),
     /** A turn's own webhook URL (`webhook.url` of its submit, inside its tenant's prefixes), or null. */

@@ -24,7 +24,6 @@ import {
 } from "../checkpoints/snapshot.js";
 import { errors, invalid } from "../errors.js";
 import type { OwnerFence } from "../sql/append-events.js";
-import { appendEvents } from "../sql/append-events.js";
 import {
   type CheckpointRow,
   deleteSessionCheckpoints,
@@ -39,7 +38,7 @@ import {
   withWorkspaceLock,
 } from "../sql/checkpoints.js";
 import type { TaskRow } from "../sql/task-row.js";
-import { headsOf } from "./committer.js";
+import { recordRevertIn } from "./changes/record-revert.js";
 import type { Runtime } from "./runtime.js";
 import type { SessionService } from "./sessions.js";
 import type { TenantRoots } from "./tenant-roots.js";
@@ -405,27 +404,16 @@ export class CheckpointService {
         atReconcile: false,
       });
       const afterRow = await readCheckpoint(this.rt.db.sql, sessionId, `revert-${n}/after`);
-      await this.rt.committer.transaction(async (tx) => {
-        const events = await appendEvents(tx, sessionId, [
-          {
-            taskId: null,
-            type: "session.reverted",
-            data: {
-              revert: n,
-              toTurn: body.toTurn ?? null,
-              unrevert: body.unrevert === true,
-              restored: written.length,
-              removed: deleted.length,
-              paths: scopes ?? null,
-              force: body.force === true,
-            },
-          },
-        ]);
-        return {
-          value: null,
-          effects: { events, notify: { when: "inTransaction", heads: headsOf(events) } },
-        };
-      });
+      const reverted = {
+        revert: n,
+        toTurn: body.toTurn ?? null,
+        unrevert: body.unrevert === true,
+        restored: written.length,
+        removed: deleted.length,
+        paths: scopes ?? null,
+        force: body.force === true,
+      };
+      await this.rt.committer.transaction((tx) => recordRevertIn(tx, sessionId, reverted));
       this.log.info(
         { sessionId, revert: n, restored: written.length, removed: deleted.length },
         "workspace reverted",

@@ -1,10 +1,13 @@
 /**
  * The one commit path: every state change is sent here, and what it set off is applied here.
  *
- * A state change is a value: the statements it sends and the effects it declares. `Committer`
+ * A state change is a value: the statements it sends and the effects it declares, built in
+ * domain/changes/ (one file each; its naming rule in index.ts) except the event log's flush, built
+ * here (`flushChange`), and the turn's own writes, built beside the turn. `Committer`
  * sends it by one of its strategies and, once the commit is in, applies the declared effects here
  * and nowhere else (`apply` is private: nothing outside can claim a commit happened):
- * - inline, pipelined (`commit`): one write, every decision raised in SQL, answers read by name;
+ * - inline, pipelined (`commit`): one write, every decision raised in SQL, the answers typed in
+ *   the shape the statements were built in (a record, with lists for a batch's parts);
  * - inline, interactive (`transaction`): for changes whose statements depend on earlier answers;
  * - batched (`eventLog`, stream/event-log.ts): events, running turns' session writes and
  *   settlements wait in the log's lanes, and each lane's flush is sent here as a state change
@@ -80,9 +83,14 @@ export interface Effects<When extends NotifyWhen = NotifyWhen> {
   inputAdded?: string[];
 }
 
-/** Named statements of a pipelined change: each a single statement issued when built. */
-export type Statements = Record<string, Promise<unknown>>;
-export type Answers<S extends Statements> = { [K in keyof S]: Awaited<S[K]> };
+/**
+ * Named statements of a pipelined change: each a single statement issued when built, or a list or
+ * record of them (a batch's statements per submit, a flush's steps), sent in the order they were
+ * built and answered in the same shape, typed.
+ */
+export type Statement = Promise<unknown> | readonly Statement[] | { readonly [name: string]: Statement };
+export type Statements = Record<string, Statement>;
+export type Answers<S> = S extends Promise<infer T> ? T : { [K in keyof S]: Answers<S[K]> };
 
 /** A pipelined state change: its statements, in order, and what its answers mean. */
 export interface StateChange<S extends Statements, T> {
@@ -133,13 +141,10 @@ export class Committer {
     let statements: S | null = null;
     await pipelined<unknown[]>(this.db.sql, (q) => {
       statements = change.statements(q);
-      return Object.values(statements);
+      return flatten(statements);
     });
-    const sent = statements as unknown as S;
     // Every statement has answered (pipelined waited for all of them): this only reads them.
-    const names = Object.keys(sent) as (keyof S)[];
-    const values = await Promise.all(names.map((name) => sent[name]));
-    const answers = Object.fromEntries(names.map((name, i) => [name, values[i]])) as Answers<S>;
+    const answers = (await answersOf(statements as unknown as S)) as Answers<S>;
     const { value, effects } = change.outcome(answers);
     if (around) around(effects.events ?? [], () => this.apply(effects));
     else this.apply(effects);
@@ -195,6 +200,25 @@ export class Committer {
   }
 }
 
+function isStatement(s: Statement): s is Promise<unknown> {
+  return typeof (s as { then?: unknown }).then === "function";
+}
+
+/** The statements of a change in the order they were built (a record keeps its keys' order). */
+function flatten(s: Statement): Promise<unknown>[] {
+  if (isStatement(s)) return [s];
+  return (Array.isArray(s) ? s : Object.values(s)).flatMap(flatten);
+}
+
+/** The answers of statements that have all answered, in their shape. */
+async function answersOf(s: Statement): Promise<unknown> {
+  if (isStatement(s)) return s;
+  if (Array.isArray(s)) return Promise.all(s.map(answersOf));
+  const entries = Object.entries(s);
+  const values = await Promise.all(entries.map(([, statement]) => answersOf(statement)));
+  return Object.fromEntries(entries.map(([name], i) => [name, values[i]]));
+}
+
 /** The last seq per session of `events` (for a notification). */
 export function headsOf(events: StoredEvent[]): Map<string, number> {
   const heads = new Map<string, number>();
@@ -209,18 +233,17 @@ export function headsOf(events: StoredEvent[]): Map<string, number> {
  * the flush's record in `event_writes` (a retry asks it whether a lost answer had committed). Its
  * answers are the plan's, in order; its effects, the events it committed.
  */
-export function flushChange(plan: FlushPlan, writeId: string): StateChange<Statements, unknown[]> {
-  const step = (i: number) => `step${i}`;
+export function flushChange(plan: FlushPlan, writeId: string) {
   return {
-    statements: (q) => ({
-      ...Object.fromEntries(plan.statements.map((statement, i) => [step(i), statement(q)])),
+    statements: (q: Tx) => ({
+      steps: plan.statements.map((statement) => statement(q)),
       heads: notifySessionHeads(q, plan.notifySessions),
       gate: plan.steps.some((s) => s.kind === "settle") ? notifyGate(q) : Promise.resolve(),
       record: recordEventWrite(q, writeId),
     }),
-    outcome: (answers) => {
-      const values = plan.statements.map((_, i) => answers[step(i)]);
-      return { value: values, effects: { events: committedEvents(plan, values) } };
-    },
+    outcome: ({ steps }: { steps: unknown[] }) => ({
+      value: steps,
+      effects: { events: committedEvents(plan, steps) } as Effects<"afterCommit">,
+    }),
   };
 }

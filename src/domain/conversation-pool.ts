@@ -39,7 +39,7 @@ export interface LaunchPolicy {
    */
   recap?: (sessionId: string, budget: number, log: Logger) => Promise<CarryOver | null>;
   /**
-   * Whether a fork's source had a turn after the fork point (domain/rewind.ts, forkSourceMovedOn),
+   * Whether a fork's source had a turn after the fork point (domain/fork-source.ts, forkSourceMovedOn),
    * for the fork's first turn; absent: never asked.
    */
   forkSourceMovedOn?: (forkedFrom: { sessionId: string; turnIndex: number }) => Promise<boolean>;

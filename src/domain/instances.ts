@@ -5,7 +5,8 @@
 import type { Database } from "../db/client.js";
 import { errors } from "../errors.js";
 import type { Committer } from "./committer.js";
-import { listInstances, requestDrain } from "../sql/instances.js";
+import { listInstances } from "../sql/instances.js";
+import { requestDrainIn } from "./changes/drain.js";
 import type { ChangeBus } from "../stream/change-bus.js";
 import type { Identity } from "./runtime.js";
 import type { Tenant } from "./tenants.js";
@@ -60,10 +61,7 @@ export class InstanceService {
   async drain(instanceId: string, tenant: Tenant): Promise<{ instanceId: string; draining: true }> {
     if (!tenant.admin) throw errors.adminOnly("only an admin may drain an instance", "instanceId");
     // The row and its notification commit together: the owner hears it, or reads the row back.
-    const boots = await this.committer.transaction(async (tx) => {
-      const value = await requestDrain(tx, instanceId, this.leaseMs);
-      return { value, effects: { notify: { drain: value, when: "inTransaction" } } };
-    });
+    const boots = await this.committer.transaction((tx) => requestDrainIn(tx, instanceId, this.leaseMs));
     if (boots.length === 0) throw errors.instanceNotFound(instanceId);
     for (const bootId of boots) if (bootId === this.identity.bootId) this.bus.emit("drain", bootId);
     return { instanceId, draining: true };

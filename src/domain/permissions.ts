@@ -21,11 +21,11 @@ import {
   type ResolvedBy,
   readPermission,
   readResolvedPermissions,
-  resolvePermission,
 } from "../sql/permissions.js";
 import { INPUT_TOO_LARGE, inputBytesOf, previewToolCall, tooLargeMessage } from "./permission-input.js";
 import { type PermissionResolutionView, requestView, resolutionView } from "./permission-views.js";
 import { byOfCause, PermissionWaiter, type StopCause } from "./permission-waiter.js";
+import { answerPermissionChange } from "./changes/answer-permission.js";
 import type { Runtime } from "./runtime.js";
 import { isUuid } from "./ids.js";
 import { type Tenant, visibleTenant } from "./tenants.js";
@@ -258,26 +258,14 @@ export class Permissions {
     }
     // The first answer wins (a conditional update); only the winner wakes the waiting turn, here
     // or on another instance.
-    const won = await this.rt.committer.commit({
-      statements: (q) => ({
-        won: resolvePermission(q, requestId, {
-          optionId: response.optionId,
-          by: "client",
-          message: response.message ?? null,
-          answers: response.answers ?? null,
-          answeredBy,
-        }),
+    const won = await this.rt.committer.commit(
+      answerPermissionChange(requestId, {
+        optionId: response.optionId,
+        message: response.message ?? null,
+        answers: response.answers ?? null,
+        answeredBy,
       }),
-      outcome: ({ won }) => ({
-        value: won,
-        effects: won
-          ? {
-              permissionsResolved: [requestId],
-              notify: { when: "afterCommit" as const, permissions: [requestId] },
-            }
-          : {},
-      }),
-    });
+    );
     if (!won) {
       const winner = await readPermission(this.rt.db.sql, requestId);
       throw alreadyResolved(winner ?? current);

@@ -11,15 +11,12 @@
 import type { PurgeTrigger } from "../metrics/reporter.js";
 import {
   findExpiredArchived,
-  limitLockWait,
-  lockArchivedForPurge,
   type PurgedRows,
   purgedRowTables,
-  purgeSession,
   type RetentionRule,
 } from "../sql/purge-sessions.js";
-import { readCheckpointRepos } from "../sql/checkpoints.js";
 import { removeSessionRefs } from "../checkpoints/snapshot.js";
+import { type PurgeFound, purgeSessionIn } from "./changes/purge.js";
 import type { Runtime } from "./runtime.js";
 
 /** Sessions one sweep tick purges at most (each in its own transaction). */
@@ -29,14 +26,12 @@ const LOCK_WAIT_MS = 2_000;
 /** SQLSTATE of a lock not granted within lock_timeout. */
 const LOCK_NOT_AVAILABLE = "55P03";
 
-export type PurgeOutcome =
-  | { status: "purged"; rows: PurgedRows }
-  /** Not archived, or already gone. */
-  | { status: "missing" }
-  /** A turn of it is still running or ending. */
-  | { status: "busy" }
-  /** Another transaction holds its row right now (the sweep does not wait). */
-  | { status: "skipped" };
+/**
+ * What a purge did: `missing` (not archived, or already gone), `busy` (a turn of it is still
+ * running or ending), `purged`, or `skipped` (another transaction holds its row right now; the
+ * sweep does not wait, a request gave up after LOCK_WAIT_MS).
+ */
+export type PurgeOutcome = PurgeFound;
 
 /** The retention rule of the configuration: the global figure and each tenant's own. */
 export function retentionRule(config: Runtime["config"]): RetentionRule {
@@ -93,14 +88,10 @@ export class SessionPurger {
     let outcome: PurgeOutcome;
     let repos: { gitDir: string; store: string }[] = [];
     try {
-      outcome = await this.rt.committer.transaction<PurgeOutcome>(async (tx) => {
-        await limitLockWait(tx, LOCK_WAIT_MS);
-        const found = await lockArchivedForPurge(tx, sessionId, options.wait);
-        if (found !== "locked") return { value: { status: found }, effects: {} };
-        repos = await readCheckpointRepos(tx, sessionId);
-        const rows = await purgeSession(tx, sessionId);
-        return { value: { status: "purged", rows }, effects: { purged: [sessionId] } };
-      });
+      const lock = { wait: options.wait, lockWaitMs: LOCK_WAIT_MS };
+      const purged = await this.rt.committer.transaction((tx) => purgeSessionIn(tx, sessionId, lock));
+      outcome = purged.found;
+      repos = purged.repos;
     } catch (err) {
       // lock_timeout: a row of it stayed locked past LOCK_WAIT_MS; nothing was deleted (rolled back).
       if ((err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) return { status: "skipped" };

@@ -5,12 +5,8 @@
  * task is still queued under the session's row lock (sql/append-position.ts): going through the
  * batched event log instead let a position land after the task had already started.
  */
-import { appendPositionEvents } from "../sql/append-position.js";
-import { lockSessionRow } from "../sql/lock-session.js";
 import { listQueuePositions } from "../sql/gate-status.js";
-import type { Tx } from "../db/client.js";
-import type { StoredEvent } from "../sql/append-events.js";
-import { type Effects, headsOf } from "./committer.js";
+import { announcePositionsChange } from "./changes/announce-positions.js";
 import type { Runtime } from "./runtime.js";
 import type { ClockTimer } from "../clock.js";
 import type { Service } from "../lib/service.js";
@@ -80,7 +76,7 @@ export class QueuePositionAnnouncer implements Service {
     for (const id of this.announced.keys()) if (!seen.has(id)) this.announced.delete(id);
     for (const [sessionId, positions] of moved) {
       if (this.stopped) return;
-      await this.rt.committer.commit(positionsChange(sessionId, positions));
+      await this.rt.committer.commit(announcePositionsChange(sessionId, positions));
     }
   }
 
@@ -95,21 +91,4 @@ export class QueuePositionAnnouncer implements Service {
     this.timer = null;
     await this.round;
   }
-}
-
-/**
- * One session's announcements as a pipelined state change: lock, then append (db/pipeline.ts), so
- * the session row is held only while Postgres runs it. The notification follows the commit (a hint).
- */
-export function positionsChange(sessionId: string, positions: { taskId: string; position: number }[]) {
-  return {
-    statements: (q: Tx) => ({
-      session: lockSessionRow(q, sessionId),
-      events: appendPositionEvents(q, sessionId, positions),
-    }),
-    outcome: ({ events }: { events: StoredEvent[] }): { value: null; effects: Effects<"afterCommit"> } => ({
-      value: null,
-      effects: { events, notify: { when: "afterCommit", heads: headsOf(events), gate: false } },
-    }),
-  };
 }

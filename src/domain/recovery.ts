@@ -10,7 +10,7 @@ import type { Tx } from "../db/client.js";
 import { appendEvents, type StoredEvent } from "../sql/append-events.js";
 import { isQueueFull, isTenantQueueFull, refuseIfQueueOverflows } from "../sql/gate-check.js";
 import type { TaskRow } from "../sql/task-row.js";
-import { admissionStatements } from "./admission.js";
+import { admissionStatements } from "./changes/admit.js";
 import type { Runtime } from "./runtime.js";
 import { CONTINUE_PROMPT, UNSAVED_NOTICE } from "./task-events.js";
 
@@ -76,7 +76,10 @@ export class Recovery {
           },
           this.rt.config.queueTimeoutMs,
         );
-        await Promise.all([...Object.values(admission.named), refuseIfQueueOverflows(q, [id], this.rt.config.maxQueued, this.rt.tenants.limitsJson)]);
+        await Promise.all([
+          ...Object.values(admission.named),
+          refuseIfQueueOverflows(q, [id], this.rt.config.maxQueued, this.rt.tenants.limitsJson),
+        ]);
         const inserted = await admission.inserted;
         if (!inserted) return [];
         this.rt.log.info(
@@ -93,7 +96,11 @@ export class Recovery {
     } catch (err) {
       if (!isQueueFull(err) && !isTenantQueueFull(err)) throw err;
       this.rt.log.warn(
-        { sessionId: interrupted.sessionId, tenant: interrupted.tenant, limit: isQueueFull(err) ? "gateway" : "tenant" },
+        {
+          sessionId: interrupted.sessionId,
+          tenant: interrupted.tenant,
+          limit: isQueueFull(err) ? "gateway" : "tenant",
+        },
         "recovery: queue full, continuation not queued",
       );
       return appendEvents(tx, interrupted.sessionId, [

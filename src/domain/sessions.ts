@@ -6,22 +6,20 @@ import { listSessions, readRecentTurns, readSession, readSessions } from "../sql
 import type { Logger } from "pino";
 import type { AgentDriver } from "../agents/driver.js";
 import type { AgentEntry, AgentRegistry, DriverName } from "../agents/registry.js";
-import type { Database, Queryable, Tx } from "../db/client.js";
+import type { Database, Queryable } from "../db/client.js";
 import { errors, invalid } from "../errors.js";
-import { lockOpenTasksOfSession } from "../sql/cancel-task.js";
-import { markSessionArchived } from "../sql/archive-session.js";
 import { insertSession } from "../sql/insert-session.js";
-import { cancelTaskIn, mergeEffects } from "./cancel.js";
+import { archiveSessionIn } from "./changes/archive.js";
+import { type ForkInput, forkSessionIn } from "./changes/fork.js";
+import { rollbackIn } from "./changes/rollback.js";
 import { SessionPurger } from "./purge.js";
 import type { PurgedRows } from "../sql/purge-sessions.js";
-import type { Effects } from "./committer.js";
 import { fittingCount } from "./page-budget.js";
 import { isUuid } from "./ids.js";
 import type { Runtime } from "./runtime.js";
 import { listedTenant, type Tenant, visibleTenant } from "./tenants.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
 import { taskExtras } from "./task-extras.js";
-import { type ForkInput, forkSessionIn, rollbackIn } from "./rewind.js";
 import { compactTurn, type SessionRow, type SessionStatus, sessionView } from "./views.js";
 import type { TenantRoots } from "./tenant-roots.js";
 import { acceptWorkspace, isInsideRoots, normalizeWorkspace, workspaceNotAllowed } from "./workspace.js";
@@ -288,23 +286,4 @@ export class SessionService {
       });
     }
   }
-}
-
-/**
- * Archiving as a state change inside a transaction: the session marked archived, each open task
- * cancelled (cancelTaskIn), and the archive itself declared. Answers how many tasks it cancelled.
- */
-export async function archiveSessionIn(
-  tx: Tx,
-  sessionId: string,
-): Promise<{ value: number; effects: Effects }> {
-  await markSessionArchived(tx, sessionId);
-  const open = await lockOpenTasksOfSession(tx, sessionId);
-  const changes = [];
-  for (const task of open) changes.push(await cancelTaskIn(tx, task));
-  const notify = { when: "inTransaction" as const, heads: new Map([[sessionId, -1]]), archived: [sessionId] };
-  return {
-    value: changes.length,
-    effects: mergeEffects([...changes.map((c) => c.effects), { archived: [sessionId], notify }]),
-  };
 }

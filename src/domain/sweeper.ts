@@ -3,32 +3,17 @@
  * `interrupted` (GATEWAY_RESTART), overdue queued tasks become `expired`, and queued work is
  * claimed even if every notification was lost.
  */
-import type { Tx } from "../db/client.js";
 import type { Service } from "../lib/service.js";
 import { TimedLoop } from "../lib/timed-loop.js";
-import { appendEvents } from "../sql/append-events.js";
-import { expireQueuedTasks } from "../sql/expire-queued.js";
-import { lockGate } from "../sql/gate-lock.js";
-import { resolvePendingOfTasks } from "../sql/permissions.js";
-import {
-  lockExpiredLeases,
-  lockOwnTasks,
-  lockPreviousBootTasks,
-  ownerOf,
-  restartSettlement,
-} from "../sql/interrupt-orphans.js";
+import { lockExpiredLeases, lockOwnTasks, lockPreviousBootTasks } from "../sql/interrupt-orphans.js";
 import { pruneEventWrites } from "../sql/event-writes.js";
 import { pruneEvents } from "../sql/prune-events.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { Recovery } from "./recovery.js";
 import { SessionPurger } from "./purge.js";
-import { headsOf } from "./committer.js";
+import { expireQueuedIn } from "./changes/expire.js";
+import { interruptOrphansIn, type Orphans } from "./changes/interrupt.js";
 import type { Runtime } from "./runtime.js";
-import { terminalEvent } from "../sql/settle-task.js";
-import { endTurnsIn } from "./turn-end.js";
-
-/** Finds and locks the orphans to interrupt (sql/interrupt-orphans.ts). */
-type Orphans = (tx: Tx) => Promise<TaskRow[]>;
 
 /** How often the retention sweep looks for archived sessions past retention (one batch a tick). */
 const RETENTION_SWEEP_MS = 60_000;
@@ -129,16 +114,7 @@ export class Sweeper implements Service {
 
   /** Queued tasks past their queue deadline become `expired`, with their terminal events. */
   async expireQueued(): Promise<TaskRow[]> {
-    const rows = await this.rt.committer.transaction(async (tx) => {
-      const rows = await expireQueuedTasks(tx);
-      // One statement per task, sent together (postgres.js pipelines them on the connection).
-      const events = (
-        await Promise.all(rows.map((row) => appendEvents(tx, row.sessionId, [terminalEvent(row)])))
-      ).flat();
-      if (rows.length === 0) return { value: rows, effects: {} };
-      const notify = { when: "inTransaction" as const, heads: headsOf(events), gate: true };
-      return { value: rows, effects: { events, queueMoved: true, notify } };
-    });
+    const rows = await this.rt.committer.transaction(expireQueuedIn);
     if (rows.length > 0) this.rt.log.info({ count: rows.length }, "queued tasks expired (queue timeout)");
     return rows;
   }
@@ -152,7 +128,7 @@ export class Sweeper implements Service {
     by: "previous_boot" | "lease_takeover" | "released",
   ): Promise<TaskRow[]> {
     const began = this.rt.tracer.on ? new Date() : null;
-    const rows = await this.settleInterruptedIn(orphans);
+    const rows = await this.rt.committer.transaction((tx) => interruptOrphansIn(tx, this.recovery, orphans));
     if (began) {
       for (const row of rows.filter((r) => r.traceContext)) {
         this.rt.tracer
@@ -173,21 +149,5 @@ export class Sweeper implements Service {
       }
     }
     return rows;
-  }
-
-  private async settleInterruptedIn(orphans: Orphans): Promise<TaskRow[]> {
-    return this.rt.committer.transaction(async (tx) => {
-      if (this.recovery.needsGateLock) await lockGate(tx);
-      const rows = await orphans(tx);
-      // Nobody can answer an interrupted turn's requests any more: resolved `restart`, their
-      // events before the terminal one (domain/permissions.ts).
-      const withdrawn = await resolvePendingOfTasks(
-        tx,
-        rows.map((r) => r.id),
-        "restart",
-      );
-      const ends = rows.map((row) => ({ fence: ownerOf(row), settlement: restartSettlement }));
-      return endTurnsIn(tx, this.recovery, ends, withdrawn);
-    });
   }
 }

@@ -8,8 +8,8 @@ import { AdmissionQueue, type IfBusy } from "./admission.js";
 import { findTaskByIdempotencyKey } from "../sql/insert-task.js";
 import { findTurnInputByKey, readRunningTaskOfSession } from "../sql/turn-inputs.js";
 import { Steering } from "./turn-inputs.js";
-import type { ClaimLimit } from "./claim.js";
-import { cancelTaskIn } from "./cancel.js";
+import type { ClaimLimit } from "./changes/claim.js";
+import { cancelTaskIn } from "./changes/cancel.js";
 import { fittingCount } from "./page-budget.js";
 import { decodeCursor, encodeCursor } from "./page-cursor.js";
 import { taskExtras } from "./task-extras.js";
@@ -72,18 +72,35 @@ export class TaskService {
   }
 
   /** Submit a turn for `tenant` (docs/tenants.md) to one of its sessions. */
-  async submit(sessionId: string, input: SubmitInput, tenant: Tenant): Promise<{ task: TaskView; created: boolean }> {
+  async submit(
+    sessionId: string,
+    input: SubmitInput,
+    tenant: Tenant,
+  ): Promise<{ task: TaskView; created: boolean }> {
     const { tracer } = this.rt;
     const clientParent = parseTraceparent(input.traceparent);
     // The turn's trace: this span, under the client's traceparent when it sent one.
     const span = tracer.span(
       "mooring.submit",
       clientParent,
-      tracer.on ? { "mooring.session.id": sessionId, "mooring.tenant": tenant.name, "mooring.if_busy": input.ifBusy ?? "enqueue" } : undefined,
+      tracer.on
+        ? {
+            "mooring.session.id": sessionId,
+            "mooring.tenant": tenant.name,
+            "mooring.if_busy": input.ifBusy ?? "enqueue",
+          }
+        : undefined,
     );
     try {
-      const submitted = await this.submitChecked(sessionId, input, tenant, span, span.traceparent ?? clientParent);
-      if (tracer.on) span.set({ "mooring.task.id": submitted.task.id, "mooring.task.created": submitted.created });
+      const submitted = await this.submitChecked(
+        sessionId,
+        input,
+        tenant,
+        span,
+        span.traceparent ?? clientParent,
+      );
+      if (tracer.on)
+        span.set({ "mooring.task.id": submitted.task.id, "mooring.task.created": submitted.created });
       return submitted;
     } catch (err) {
       // Refusals by code for mooring_submit_refused_total (GATEWAY_BUSY is the one to alert on).
@@ -127,17 +144,20 @@ export class TaskService {
       if (steered) return { task: await this.view(steered), created: false };
     }
     const ifBusy = input.ifBusy === "steer" || input.ifBusy === undefined ? "enqueue" : input.ifBusy;
-    const admitted = await this.admissions.admit({
-      sessionId: id,
-      prompt,
-      idempotencyKey: input.idempotencyKey ?? null,
-      loadClass: input.loadClass ?? null,
-      timeoutMs,
-      ifBusy,
-      tenant,
-      webhookUrl,
-      traceContext,
-    }, span);
+    const admitted = await this.admissions.admit(
+      {
+        sessionId: id,
+        prompt,
+        idempotencyKey: input.idempotencyKey ?? null,
+        loadClass: input.loadClass ?? null,
+        timeoutMs,
+        ifBusy,
+        tenant,
+        webhookUrl,
+        traceContext,
+      },
+      span,
+    );
     if (admitted.created) return { task: await this.view(admitted.created), created: true };
     if (admitted.existing) return { task: await this.view(admitted.existing), created: false };
     // Nothing inserted and no earlier task with the key: the session is missing, another tenant's
@@ -254,10 +274,7 @@ export class TaskService {
   async cancel(taskId: string, tenant: Tenant): Promise<TaskView> {
     const current = await this.row(taskId, tenant);
     if (isTerminal(current.status) || current.status === "cancelling") return this.view(current);
-    const row = await this.rt.committer.transaction(async (tx) => {
-      const { row, effects } = await cancelTaskIn(tx, current);
-      return { value: row, effects };
-    });
+    const row = await this.rt.committer.transaction((tx) => cancelTaskIn(tx, current));
     return this.view(row ?? (await this.row(taskId, tenant)));
   }
 

@@ -15,7 +15,7 @@ import type { Logger } from "pino";
 import { secondsBetween } from "../metrics/reporter.js";
 import { renewLease, renewLeases } from "../sql/renew-leases.js";
 import type { TaskRow } from "../sql/task-row.js";
-import { type ClaimLimit, claimChange } from "./claim.js";
+import { type ClaimLimit, claimChange } from "./changes/claim.js";
 import type { ConversationPool } from "./conversation-pool.js";
 import type { CheckpointService } from "./checkpoints.js";
 import type { Permissions } from "./permissions.js";

@@ -22,7 +22,7 @@ import { InstanceRow } from "../domain/instance-row.js";
 import { InstanceService } from "../domain/instances.js";
 import { Permissions } from "../domain/permissions.js";
 import { QueuePositionAnnouncer } from "../domain/queue-positions.js";
-import { forkSourceMovedOn } from "../domain/rewind.js";
+import { forkSourceMovedOn } from "../domain/fork-source.js";
 import { Recovery } from "../domain/recovery.js";
 import type { Identity, Runtime } from "../domain/runtime.js";
 import { SessionService } from "../domain/sessions.js";

@@ -12,17 +12,13 @@ import { createHash } from "node:crypto";
 import type { Logger } from "pino";
 import type { Config } from "../config.js";
 import type { Database } from "../db/client.js";
+import { claimDeliveriesChange } from "../domain/changes/claim-deliveries.js";
 import type { Committer } from "../domain/committer.js";
 import type { Tenant } from "../domain/tenants.js";
 import type { Service } from "../lib/service.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { ChangeBus } from "../stream/change-bus.js";
-import {
-  claimDueDeliveries,
-  type DeliveryRow,
-  lockWebhookClaims,
-  recordAttempt,
-} from "../sql/webhook-deliveries.js";
+import { type DeliveryRow, recordAttempt } from "../sql/webhook-deliveries.js";
 import { type EndpointRow, syncWebhookEndpoints } from "../sql/webhook-endpoints.js";
 import { sendDelivery } from "./send.js";
 import { type Clock, realClock } from "../clock.js";
@@ -120,19 +116,15 @@ export class DeliveryWorker implements Service {
   private async poll(): Promise<void> {
     const free = this.options.webhookConcurrency - this.inFlight.size;
     if (free <= 0 || (this.secrets.size === 0 && this.turnSecrets.size === 0)) return;
-    const claimed = await this.committer.commit({
-      statements: (q) => ({
-        lock: lockWebhookClaims(q),
-        claimed: claimDueDeliveries(q, {
-          endpoints: [...this.secrets.keys()],
-          turnTenants: [...this.turnSecrets.keys()],
-          limit: free,
-          leaseMs: this.options.webhookLeaseMs,
-          perEndpoint: this.options.webhookEndpointConcurrency,
-        }),
+    const claimed = await this.committer.commit(
+      claimDeliveriesChange({
+        endpoints: [...this.secrets.keys()],
+        turnTenants: [...this.turnSecrets.keys()],
+        limit: free,
+        leaseMs: this.options.webhookLeaseMs,
+        perEndpoint: this.options.webhookEndpointConcurrency,
       }),
-      outcome: ({ claimed }) => ({ value: claimed, effects: {} }),
-    });
+    );
     for (const delivery of claimed) {
       // A slot is free again: what waited for it (here or for its URL) is claimed now.
       const attempt = this.attempt(delivery).finally(() => {

@@ -9,14 +9,15 @@ import { expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import type { Tx } from "../../src/db/client.js";
 import { type AdmissionRequest, AdmissionQueue } from "../../src/domain/admission.js";
-import { cancelTaskIn } from "../../src/domain/cancel.js";
-import { claimChange } from "../../src/domain/claim.js";
+import { admitChange } from "../../src/domain/changes/admit.js";
+import { announcePositionsChange } from "../../src/domain/changes/announce-positions.js";
+import { archiveSessionIn } from "../../src/domain/changes/archive.js";
+import { cancelTaskIn } from "../../src/domain/changes/cancel.js";
+import { claimChange } from "../../src/domain/changes/claim.js";
 import { Committer, type Effects, type StateChange, type Statements } from "../../src/domain/committer.js";
-import { positionsChange } from "../../src/domain/queue-positions.js";
 import { Recovery } from "../../src/domain/recovery.js";
 import type { Runtime } from "../../src/domain/runtime.js";
 import { tracingOff } from "../../src/tracing/tracer.js";
-import { archiveSessionIn } from "../../src/domain/sessions.js";
 import { Sweeper } from "../../src/domain/sweeper.js";
 import { TenantDirectory } from "../../src/domain/tenants.js";
 import { settleWithContinuationIn } from "../../src/domain/turn-end.js";
@@ -124,15 +125,41 @@ async function eventsOf(sessionId: string) {
     select seq, type, task_id, data from events where session_id = ${sessionId} order by seq`;
 }
 
-// Admission (domain/admission.ts)
+// The committer's answers
+
+it("commit: a change's answers come back typed in the shape its statements were built in", async () => {
+  const { rt } = runtime();
+  const order: number[] = [];
+  const answered = (q: Tx, n: number) => {
+    order.push(n);
+    return q<{ n: number }[]>`select ${n}::int as n`;
+  };
+  const value = await rt.committer.commit({
+    statements: (q) => ({
+      first: answered(q, 1),
+      list: [answered(q, 2), answered(q, 3)],
+      submits: [{ a: answered(q, 4), b: answered(q, 5) }],
+    }),
+    outcome: (answers) => ({
+      value: {
+        first: answers.first[0].n,
+        list: answers.list.map((rows) => rows[0].n),
+        submits: answers.submits.map(({ a, b }) => [a[0].n, b[0].n]),
+      },
+      effects: {},
+    }),
+  });
+  expect(value).toEqual({ first: 1, list: [2, 3], submits: [[4, 5]] });
+  expect(order).toEqual([1, 2, 3, 4, 5]);
+});
+
+// Admission (domain/changes/admit.ts)
 
 it("admission: an enqueue into a free slot is queued and started in one change", async () => {
   const { rt, published, hinted } = runtime({ MOORING_MAX_ACTIVE: "1" });
   const session = await addSession(testDb.sql);
   const id = randomUUID();
-  const { change, seen } = recorded(
-    new AdmissionQueue(rt, claimLimit(1)).change([{ id, request: request(session) }]),
-  );
+  const { change, seen } = recorded(admitChange(rt, [{ id, request: request(session) }], 1));
   const [admitted] = await rt.committer.commit(change);
 
   expect(admitted.created?.id).toBe(id);
@@ -160,9 +187,7 @@ it("admission: with no slot to claim, the enqueued turn stays queued and nothing
   const { rt, published, hinted } = runtime();
   const session = await addSession(testDb.sql);
   const id = randomUUID();
-  const { change, seen } = recorded(
-    new AdmissionQueue(rt, claimLimit(0)).change([{ id, request: request(session) }]),
-  );
+  const { change, seen } = recorded(admitChange(rt, [{ id, request: request(session) }], 0));
   const [admitted] = await rt.committer.commit(change);
 
   expect(admitted.created?.status).toBe("queued");
@@ -185,7 +210,7 @@ it("admission: ifBusy=reject on a busy session is refused SESSION_BUSY with noth
 
   // Refused in SQL: the submit rolls back to its savepoint, answered from the committed batch.
   const [direct] = await rt.committer.commit(
-    queue.change([{ id: randomUUID(), request: request(session, { ifBusy: "reject" }) }]),
+    admitChange(rt, [{ id: randomUUID(), request: request(session, { ifBusy: "reject" }) }], 1),
   );
   expect(direct.refused).toSatisfy(isSessionBusy);
   const admitted = queue.admit(request(session, { ifBusy: "reject" }));
@@ -203,9 +228,7 @@ it("admission: ifBusy=interrupt makes the running turn cancelling and declares i
   const running = await addTask(testDb.sql, session, { status: "running" });
   const id = randomUUID();
   const { change, seen } = recorded(
-    new AdmissionQueue(rt, claimLimit(1)).change([
-      { id, request: request(session, { ifBusy: "interrupt" }) },
-    ]),
+    admitChange(rt, [{ id, request: request(session, { ifBusy: "interrupt" }) }], 1),
   );
   const [admitted] = await rt.committer.commit(change);
 
@@ -227,9 +250,7 @@ it("admission: a repeated idempotency key answers the existing task and writes n
   const earlier = await addTask(testDb.sql, session, { idempotencyKey: "k-1" });
   const before = await written();
   const { change, seen } = recorded(
-    new AdmissionQueue(rt, claimLimit(0)).change([
-      { id: randomUUID(), request: request(session, { idempotencyKey: "k-1" }) },
-    ]),
+    admitChange(rt, [{ id: randomUUID(), request: request(session, { idempotencyKey: "k-1" }) }], 0),
   );
   const [admitted] = await rt.committer.commit(change);
 
@@ -247,10 +268,14 @@ it("admission: two submits with one key in a batch make one task, the second ans
   const [first, second] = [randomUUID(), randomUUID()];
   const keyed = request(session, { idempotencyKey: "k-2" });
   const admitted = await rt.committer.commit(
-    new AdmissionQueue(rt, claimLimit(0)).change([
-      { id: first, request: keyed },
-      { id: second, request: keyed },
-    ]),
+    admitChange(
+      rt,
+      [
+        { id: first, request: keyed },
+        { id: second, request: keyed },
+      ],
+      0,
+    ),
   );
 
   expect(admitted.map((a) => [a.created?.id ?? null, a.existing?.id ?? null])).toEqual([
@@ -267,7 +292,9 @@ it("admission: a submit that would overfill the queue is refused GATEWAY_BUSY wi
   const before = await written();
   const queue = new AdmissionQueue(rt, claimLimit(0));
 
-  const [direct] = await rt.committer.commit(queue.change([{ id: randomUUID(), request: request(session) }]));
+  const [direct] = await rt.committer.commit(
+    admitChange(rt, [{ id: randomUUID(), request: request(session) }], 0),
+  );
   expect(direct.refused).toSatisfy(isQueueFull);
   await expect(queue.admit(request(session))).rejects.toSatisfy(
     (err) => err instanceof MooringError && err.code === "GATEWAY_BUSY",
@@ -277,7 +304,7 @@ it("admission: a submit that would overfill the queue is refused GATEWAY_BUSY wi
   expect(published).toEqual([]);
 });
 
-// The worker's claim (domain/claim.ts)
+// The worker's claim (domain/changes/claim.ts)
 
 it("claim: claims up to maxActive and declares the claimed turns", async () => {
   const { rt, published, hinted } = runtime({ MOORING_MAX_ACTIVE: "2" });
@@ -316,7 +343,7 @@ it("claim: takes no more than the worker's limit, and declares nothing when ther
   expect(running).toBe(2);
 });
 
-// Queue-position announcements (domain/queue-positions.ts)
+// Queue-position announcements (domain/changes/announce-positions.ts)
 
 it("positions: announces only tasks still queued, declaring the events and their head", async () => {
   const { rt, published } = runtime();
@@ -324,7 +351,7 @@ it("positions: announces only tasks still queued, declaring the events and their
   const running = await addTask(testDb.sql, session, { status: "running" });
   const queued = await addTask(testDb.sql, session);
   const { change, seen } = recorded(
-    positionsChange(session, [
+    announcePositionsChange(session, [
       { taskId: running.id, position: 1 },
       { taskId: queued.id, position: 3 },
     ]),
@@ -342,7 +369,7 @@ it("positions: announces only tasks still queued, declaring the events and their
   expect(published.map((e) => e.taskId)).toEqual([queued.id]);
 });
 
-// Archive (domain/sessions.ts) and cancel (domain/cancel.ts, for domain/tasks.ts)
+// Archive (domain/changes/archive.ts) and cancel (domain/changes/cancel.ts)
 
 it("archive: archives the session, cancels its queued turn, stops its running one", async () => {
   const { rt, published, hinted } = runtime();
@@ -369,10 +396,7 @@ it("cancel: a queued turn ends cancelled with its event; the queue moved", async
   const { rt, hinted } = runtime();
   const session = await addSession(testDb.sql);
   const queued = await addTask(testDb.sql, session);
-  const { value, effects } = await transacted(rt, async (tx) => {
-    const { row, effects } = await cancelTaskIn(tx, queued);
-    return { value: row, effects };
-  });
+  const { value, effects } = await transacted(rt, (tx) => cancelTaskIn(tx, queued));
 
   const [event] = await eventsOf(session);
   expect(value?.status).toBe("cancelled");
@@ -388,10 +412,7 @@ it("cancel: a running turn goes cancelling and its owner is told; a finished one
   const { rt, hinted } = runtime();
   const session = await addSession(testDb.sql);
   const running = await addTask(testDb.sql, session, { status: "running" });
-  const stopped = await transacted(rt, async (tx) => {
-    const { row, effects } = await cancelTaskIn(tx, running);
-    return { value: row, effects };
-  });
+  const stopped = await transacted(rt, (tx) => cancelTaskIn(tx, running));
   expect((await taskById(testDb.sql, running.id)).status).toBe("cancelling");
   expect(stopped.effects).toEqual({
     cancel: [running.id],
@@ -404,10 +425,7 @@ it("cancel: a running turn goes cancelling and its owner is told; a finished one
 
   const done = await addTask(testDb.sql, session, { status: "completed" });
   const before = await written();
-  const again = await transacted(rt, async (tx) => {
-    const { row, effects } = await cancelTaskIn(tx, done);
-    return { value: row, effects };
-  });
+  const again = await transacted(rt, (tx) => cancelTaskIn(tx, done));
   expect(again).toEqual({ value: null, effects: {} });
   expect(await written()).toEqual(before);
 });

@@ -181,6 +181,29 @@ it("commits and notifies only through the committer", () => {
   expect(committer).toMatch(/\bpipelined</);
 });
 
+/**
+ * The state changes are built in one place (src/domain/changes/, its rule in index.ts): a service
+ * hands the committer a builder's change (`commit(admitChange(...))`, `transaction((tx) =>
+ * archiveSessionIn(tx, ...))`), never an inline one (`commit({ statements, ... })`,
+ * `transaction(async (tx) => { ... })`). The turn's own writes (its settlement, its steered input)
+ * stay beside the turn.
+ */
+it("builds the committer's changes in domain/changes", () => {
+  const inline = /\.(commit|transaction)\s*(<[^>]*>)?\(\s*(async\b|\{)/;
+  const beside = new Set(["domain/turn-run.ts", "domain/turn-end.ts", "domain/turn-inputs.ts"]);
+  const found: string[] = [];
+  for (const file of graph.keys()) {
+    const path = name(file);
+    if (path.startsWith("domain/changes/") || path === "domain/committer.ts" || beside.has(path)) continue;
+    for (const match of readFileSync(file, "utf8").matchAll(new RegExp(inline, "g")))
+      found.push(`${path}: ${match[0]}`);
+  }
+  expect(found).toEqual([]);
+  // The pattern finds an inline change (so the scan is not vacuous).
+  expect("committer.transaction(async (tx) => {").toMatch(inline);
+  expect("this.rt.committer.commit({").toMatch(inline);
+});
+
 /** `apply` (the effects of a commit) is the committer's own: nothing outside claims a commit happened. */
 it("keeps the committer's apply private", () => {
   const committer = readFileSync(join(src, "domain", "committer.ts"), "utf8");

@@ -3,18 +3,18 @@
  * queued task is cancelled at once with its terminal event; a running one goes `cancelling` and
  * its owner (on whichever instance) stops it and settles `cancelled` itself.
  */
-import type { Tx } from "../db/client.js";
-import { appendEvents } from "../sql/append-events.js";
-import { cancelQueuedTask, markTaskCancelling } from "../sql/cancel-task.js";
-import { terminalEvent } from "../sql/settle-task.js";
-import type { TaskRow } from "../sql/task-row.js";
-import type { Effects } from "./committer.js";
+import type { Tx } from "../../db/client.js";
+import { appendEvents } from "../../sql/append-events.js";
+import { cancelQueuedTask, markTaskCancelling } from "../../sql/cancel-task.js";
+import { terminalEvent } from "../../sql/settle-task.js";
+import type { TaskRow } from "../../sql/task-row.js";
+import type { Effects } from "../committer.js";
 
 /** The task after the cancel (null when it was neither queued nor running) and the effects. */
 export async function cancelTaskIn(
   tx: Tx,
   task: TaskRow,
-): Promise<{ row: TaskRow | null; effects: Effects }> {
+): Promise<{ value: TaskRow | null; effects: Effects }> {
   const queued = await cancelQueuedTask(tx, task.id);
   if (queued) {
     const events = await appendEvents(tx, queued.sessionId, [terminalEvent(queued)]);
@@ -25,12 +25,12 @@ export async function cancelTaskIn(
       heads: new Map([[queued.sessionId, queued.lastSeq]]),
       gate: true,
     };
-    return { row: queued, effects: { events, queueMoved: true, notify } };
+    return { value: queued, effects: { events, queueMoved: true, notify } };
   }
   const cancelling = await markTaskCancelling(tx, task.id);
-  if (!cancelling) return { row: null, effects: {} };
+  if (!cancelling) return { value: null, effects: {} };
   return {
-    row: cancelling,
+    value: cancelling,
     effects: {
       cancel: [cancelling.id],
       sessionsChanged: [cancelling.sessionId],

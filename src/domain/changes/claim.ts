@@ -1,33 +1,42 @@
 /** Claiming queued work for this instance, with the `task.started` events in the same transaction. */
-import type { Tx } from "../db/client.js";
-import type { StoredEvent } from "../sql/append-events.js";
-import { claimTasks } from "../sql/claim-tasks.js";
-import { lockGate } from "../sql/gate-lock.js";
-import type { TaskRow } from "../sql/task-row.js";
-import type { Effects } from "./committer.js";
-import type { Runtime } from "./runtime.js";
+import type { Config } from "../../config.js";
+import type { Tx } from "../../db/client.js";
+import type { StoredEvent } from "../../sql/append-events.js";
+import { claimTasks } from "../../sql/claim-tasks.js";
+import { lockGate } from "../../sql/gate-lock.js";
+import type { TaskRow } from "../../sql/task-row.js";
+import type { Answers, Effects } from "../committer.js";
+import type { Identity } from "../runtime.js";
+import type { TenantDirectory } from "../tenants.js";
 
 /** How many tasks this instance will take now (0 while shutting down): the worker says. */
 export interface ClaimLimit {
   claimLimit(): number;
 }
 
+/** What a claim needs: who claims, the lease and group, the gate's limits and the tenants' ones. */
+export interface ClaimDeps {
+  identity: Pick<Identity, "instanceId" | "bootId">;
+  config: Pick<Config, "leaseMs" | "instanceGroup" | "maxActive">;
+  tenants: Pick<TenantDirectory, "limitsJson">;
+}
+
 /** Must run with the gate lock held. The claim and its `task.started` events are one statement. */
 export async function claimAndStart(
   tx: Tx,
-  rt: Runtime,
+  deps: ClaimDeps,
   limit: number,
 ): Promise<{ rows: TaskRow[]; events: StoredEvent[]; heads: Map<string, number> }> {
   const claimed = await claimTasks(
     tx,
     {
-      instanceId: rt.identity.instanceId,
-      bootId: rt.identity.bootId,
-      leaseMs: rt.config.leaseMs,
-      group: rt.config.instanceGroup,
+      instanceId: deps.identity.instanceId,
+      bootId: deps.identity.bootId,
+      leaseMs: deps.config.leaseMs,
+      group: deps.config.instanceGroup,
     },
-    rt.config.maxActive,
-    rt.tenants.limitsJson,
+    deps.config.maxActive,
+    deps.tenants.limitsJson,
     limit,
   );
   const heads = new Map<string, number>();
@@ -39,14 +48,13 @@ export async function claimAndStart(
  * The worker's claim as one pipelined state change: the gate lock, then the claim. The gate lock is
  * held only while Postgres runs it (db/pipeline.ts). Nothing claimed, nothing set off.
  */
-export function claimChange(rt: Runtime, limit: number) {
+export function claimChange(deps: ClaimDeps, limit: number) {
+  const statements = (q: Tx) => ({ gate: lockGate(q), claim: claimAndStart(q, deps, limit) });
   return {
-    statements: (q: Tx) => ({ gate: lockGate(q), claim: claimAndStart(q, rt, limit) }),
+    statements,
     outcome: ({
       claim,
-    }: {
-      claim: Awaited<ReturnType<typeof claimAndStart>>;
-    }): { value: null; effects: Effects<"afterCommit"> } => ({
+    }: Answers<ReturnType<typeof statements>>): { value: null; effects: Effects<"afterCommit"> } => ({
       value: null,
       effects:
         claim.rows.length === 0

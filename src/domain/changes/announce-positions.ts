@@ -1,0 +1,28 @@
+/**
+ * Announcing a session's new queue positions (`task.position` events): a pipelined change, lock
+ * then append (db/pipeline.ts), so the session row is held only while Postgres runs it. The
+ * notification follows the commit (a hint).
+ */
+import type { Tx } from "../../db/client.js";
+import { appendPositionEvents } from "../../sql/append-position.js";
+import { lockSessionRow } from "../../sql/lock-session.js";
+import { type Answers, type Effects, headsOf } from "../committer.js";
+
+export function announcePositionsChange(
+  sessionId: string,
+  positions: { taskId: string; position: number }[],
+) {
+  const statements = (q: Tx) => ({
+    session: lockSessionRow(q, sessionId),
+    events: appendPositionEvents(q, sessionId, positions),
+  });
+  return {
+    statements,
+    outcome: ({
+      events,
+    }: Answers<ReturnType<typeof statements>>): { value: null; effects: Effects<"afterCommit"> } => ({
+      value: null,
+      effects: { events, notify: { when: "afterCommit", heads: headsOf(events), gate: false } },
+    }),
+  };
+}

@@ -1,0 +1,25 @@
+/**
+ * Archiving a session, one transaction: the session marked archived, each open task cancelled
+ * (changes/cancel.ts), and the archive itself declared (its warm agents close here; other
+ * instances hear mooring_archived). Answers how many tasks it cancelled.
+ */
+import type { Tx } from "../../db/client.js";
+import { markSessionArchived } from "../../sql/archive-session.js";
+import { lockOpenTasksOfSession } from "../../sql/cancel-task.js";
+import type { Effects } from "../committer.js";
+import { cancelTaskIn, mergeEffects } from "./cancel.js";
+
+export async function archiveSessionIn(
+  tx: Tx,
+  sessionId: string,
+): Promise<{ value: number; effects: Effects }> {
+  await markSessionArchived(tx, sessionId);
+  const open = await lockOpenTasksOfSession(tx, sessionId);
+  const changes = [];
+  for (const task of open) changes.push(await cancelTaskIn(tx, task));
+  const notify = { when: "inTransaction" as const, heads: new Map([[sessionId, -1]]), archived: [sessionId] };
+  return {
+    value: changes.length,
+    effects: mergeEffects([...changes.map((c) => c.effects), { archived: [sessionId], notify }]),
+  };
+}

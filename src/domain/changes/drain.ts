@@ -1,0 +1,17 @@
+/**
+ * Asking every live boot of an instance to drain, one transaction: the row says so (read back by
+ * that boot's heartbeat) and the notification commits with it, so the owner hears it or reads the
+ * row. Answers the boots asked.
+ */
+import type { Tx } from "../../db/client.js";
+import { requestDrain } from "../../sql/instances.js";
+import type { Effects } from "../committer.js";
+
+export async function requestDrainIn(
+  tx: Tx,
+  instanceId: string,
+  leaseMs: number,
+): Promise<{ value: string[]; effects: Effects }> {
+  const boots = await requestDrain(tx, instanceId, leaseMs);
+  return { value: boots, effects: { notify: { drain: boots, when: "inTransaction" } } };
+}

@@ -1,0 +1,18 @@
+/**
+ * Recording a workspace revert (domain/checkpoints.ts) once its files are restored: the
+ * `session.reverted` event, its session's subscribers told at the commit.
+ */
+import type { Tx } from "../../db/client.js";
+import { appendEvents } from "../../sql/append-events.js";
+import { type Effects, headsOf } from "../committer.js";
+
+export async function recordRevertIn(
+  tx: Tx,
+  sessionId: string,
+  revert: Record<string, unknown>,
+): Promise<{ value: null; effects: Effects }> {
+  const events = await appendEvents(tx, sessionId, [
+    { taskId: null, type: "session.reverted", data: revert },
+  ]);
+  return { value: null, effects: { events, notify: { when: "inTransaction", heads: headsOf(events) } } };
+}
