@@ -4,12 +4,12 @@
  * kept index (checkpointIndexFile) remembers from the snapshot before; the user's own index is
  * never written; a kept index that no longer fits the repository is started again.
  */
-import { execFileSync } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { checkpointIndexFile, repoFor, snapshot } from "../../src/checkpoints/snapshot.js";
+import { userGit } from "../support/user-git.js";
 
 const limits = { maxFileBytes: 1024, maxFiles: 1000 };
 const folders: string[] = [];
@@ -22,23 +22,6 @@ async function folder(prefix: string): Promise<string> {
   const f = await mkdtemp(join(tmpdir(), prefix));
   folders.push(f);
   return f;
-}
-
-function userGit(cwd: string, args: string[]): string {
-  return execFileSync("git", args, {
-    cwd,
-    encoding: "utf8",
-    env: {
-      PATH: process.env.PATH ?? "",
-      HOME: cwd,
-      GIT_CONFIG_NOSYSTEM: "1",
-      GIT_CONFIG_GLOBAL: "/dev/null",
-      GIT_AUTHOR_NAME: "u",
-      GIT_AUTHOR_EMAIL: "u@example.com",
-      GIT_COMMITTER_NAME: "u",
-      GIT_COMMITTER_EMAIL: "u@example.com",
-    },
-  });
 }
 
 /** path → blob content of a checkpoint commit (gitlinks as "commit <sha>"). */

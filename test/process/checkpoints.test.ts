@@ -6,7 +6,6 @@
  * a hostile `.git/config` runs none of its hooks, fsmonitor, filters or signing; a folder that is
  * no git work tree gets a shadow repository; `checkpoints: false` on an agent entry turns them off.
  */
-import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -14,6 +13,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { call, eventually } from "../support/gateway.js";
 import { useGateway } from "../support/use-gateway.js";
+import { userGit } from "../support/user-git.js";
 import { createSession, runTurn, submitOk, tempWorkspace, waitStatus } from "../support/turns.js";
 
 // The gateway's data folder (its checkpoint repositories), made by the gateway at its start.
@@ -29,26 +29,6 @@ const t = useGateway({
   cancelOpenTasks: true,
 });
 const cleanup: string[] = [];
-
-/** git as a user runs it, isolated from this machine's own configuration. */
-function userGit(cwd: string, args: string[], env: Record<string, string> = {}): string {
-  return execFileSync("git", args, {
-    cwd,
-    encoding: "utf8",
-    env: {
-      PATH: process.env.PATH ?? "",
-      HOME: cwd,
-      GIT_CONFIG_NOSYSTEM: "1",
-      GIT_CONFIG_GLOBAL: "/dev/null",
-      GIT_OPTIONAL_LOCKS: "0",
-      GIT_AUTHOR_NAME: "u",
-      GIT_AUTHOR_EMAIL: "u@example.com",
-      GIT_COMMITTER_NAME: "u",
-      GIT_COMMITTER_EMAIL: "u@example.com",
-      ...env,
-    },
-  });
-}
 
 /** A repository with two committed files, a .gitignore, an ignored file and an untracked one. */
 async function userRepo(): Promise<string> {

@@ -4,13 +4,13 @@
  * acceptEdits, so it runs unasked) creates a file in a git workspace; the turn's diff shows the
  * write, and a revert removes it.
  */
-import { execFileSync } from "node:child_process";
 import { readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeEach, expect, it } from "vitest";
 import { call } from "../../support/gateway.js";
 import { createSessionWith, submitPrompt, waitTerminal } from "../../support/turns.js";
 import { useClaudeCode } from "../../support/claude-code.js";
+import { userGit } from "../../support/user-git.js";
 import type { TestGateway } from "../../support/gateway.js";
 
 const t = useClaudeCode("mooring-ckpt-claude-");
@@ -23,21 +23,7 @@ beforeEach(async () => {
 });
 
 it("a Write tool call of the real CLI shows in the turn's diff, and a revert removes the file", async () => {
-  const git = (args: string[]) =>
-    execFileSync("git", args, {
-      cwd: t.workspace,
-      encoding: "utf8",
-      env: {
-        PATH: process.env.PATH ?? "",
-        HOME: t.root,
-        GIT_CONFIG_NOSYSTEM: "1",
-        GIT_CONFIG_GLOBAL: "/dev/null",
-        GIT_AUTHOR_NAME: "u",
-        GIT_AUTHOR_EMAIL: "u@example.com",
-        GIT_COMMITTER_NAME: "u",
-        GIT_COMMITTER_EMAIL: "u@example.com",
-      },
-    });
+  const git = (args: string[]) => userGit(t.workspace, args, { HOME: t.root });
   git(["init", "-q"]);
   await writeFile(join(t.workspace, "README.md"), "# project\n");
   git(["add", "-A"]);
