@@ -3,7 +3,8 @@
  * listener of a finished turn: the SDK's followers let go of it when they end, so a long editor
  * session on `mooring acp` or `/acp` never piles up abort listeners (Node's
  * MaxListenersExceededWarning past ten). Driven against a real gateway: the SDK's submit and follow
- * with one signal, and mooring's ACP agent in-process over an in-memory stream.
+ * with one signal (also through a proxy that cuts every stream), and mooring's ACP agent in-process
+ * over an in-memory stream.
  */
 import { getEventListeners } from "node:events";
 import type { AnyMessage } from "@agentclientprotocol/sdk";
@@ -11,6 +12,7 @@ import { afterEach, beforeEach, expect, it } from "vitest";
 import { mooringAcpAgent } from "../../src/acp-server/agent.js";
 import { MooringClient } from "../../src/client/index.js";
 import { AcpTestClient } from "../support/acp-client.js";
+import { TcpProxy } from "../support/tcp-proxy.js";
 import { useGateway } from "../support/use-gateway.js";
 
 const t = useGateway({ workspace: true });
@@ -45,6 +47,36 @@ it("submit and follow with one long-lived signal leave no abort listener on it o
   expect(getEventListeners(app.signal, "abort")).toHaveLength(0);
   await warningsDelivered();
   expect(leakWarnings).toEqual([]);
+});
+
+it("a follow that reconnects again and again holds one listener on the caller's signal, none after", async () => {
+  const p = await TcpProxy.start(t.url);
+  try {
+    const c = new MooringClient({ url: p.url, transport: "ws", backoffBaseMs: 20, backoffMaxMs: 100 });
+    const session = await c.sessions.create({ workspace: t.workspace, agent: "simulated" });
+    const app = new AbortController();
+    const run = await c.turns.submit(session.id, {
+      prompt: "[deltas 1][input][deltas 1]",
+      signal: app.signal,
+    });
+    const CUTS = 15;
+    const duringStreams: number[] = [];
+    const cutEnough = new Promise<void>((resolve) =>
+      run.on("state", (change) => {
+        if (change.state !== "streaming") return;
+        duringStreams.push(getEventListeners(app.signal, "abort").length);
+        if (duringStreams.length > CUTS) resolve();
+        else setImmediate(() => p.cutAll());
+      }),
+    );
+    await cutEnough;
+    await new MooringClient({ url: t.url }).tasks.steer(run.taskId, "go on");
+    expect((await run.done()).status).toBe("completed");
+    expect(duringStreams).toEqual(Array.from({ length: CUTS + 1 }, () => 1));
+    expect(getEventListeners(app.signal, "abort")).toHaveLength(0);
+  } finally {
+    await p.close();
+  }
 });
 
 it("many prompts on one ACP connection keep the connection's abort listeners bounded", async () => {
