@@ -139,6 +139,8 @@ export class Follower implements StreamHost, PollHost {
   private readonly timers: unknown[] = [];
   private readonly options: FollowOptions;
   private readonly poller = new Poller(this);
+  /** Removes the listener on the caller's signal. */
+  private unlisten: () => void = () => {};
 
   constructor(
     settings: FollowSettings,
@@ -154,7 +156,13 @@ export class Follower implements StreamHost, PollHost {
     if (options.afterSeq !== undefined) this.cursor = options.afterSeq;
     const signal = options.signal;
     if (signal?.aborted) this.fail(new AbortError());
-    signal?.addEventListener("abort", () => this.fail(new AbortError()), { once: true });
+    else if (signal) {
+      // The caller's signal may outlive this follower (one per ACP connection, many turns): the
+      // listener goes when the follower ends, so listeners never pile up on it.
+      const onAbort = () => this.fail(new AbortError());
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.unlisten = () => signal.removeEventListener("abort", onAbort);
+    }
     if (options.giveUpAfterMs !== undefined) {
       this.timers.push(
         settings.clock.setTimeout(() => this.fail(new StillRunningError(this.task)), options.giveUpAfterMs),
@@ -472,6 +480,7 @@ export class Follower implements StreamHost, PollHost {
   }
 
   private cleanup(): void {
+    this.unlisten();
     for (const timer of this.timers) this.settings.clock.clearTimeout(timer);
     for (const close of [...this.closers]) close();
     this.closers.clear();
