@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
 import { useGateway } from "../support/use-gateway.js";
 import { createSession, submitPrompt, waitTask } from "../support/turns.js";
@@ -225,5 +226,35 @@ describe("SSE", () => {
     const edge = await SseStream.open(eventsUrl(sessionId), { "last-event-id": "2" });
     await edge.waitForTerminal(taskId);
     expect(edge.events[0].seq).toBe(3);
+  });
+
+  it("a gateway that served a stream stops without waiting for its clients' idle connections", async () => {
+    const gw = await t.startGateway({ MOORING_SSE_HEARTBEAT_MS: String(HEARTBEAT_MS) });
+    const sessionId = await createSession(gw.url, t.workspace);
+    const stream = await SseStream.open(`${gw.url}/v1/sessions/${sessionId}/events`);
+    await stream.until(() => stream.records.length > 0);
+    // A client's connection opened ahead of need (as fetch's pool opens one when a stream goes):
+    // connected, nothing sent, never closed by this side while the gateway stops.
+    const { port } = new URL(gw.url);
+    const idle = connect(Number(port), "127.0.0.1");
+    await new Promise<void>((resolve, reject) => idle.once("connect", resolve).once("error", reject));
+    const order: string[] = [];
+    const idleClosed = new Promise<void>((resolve) =>
+      idle.once("close", () => {
+        order.push("idle connection closed by the gateway");
+        resolve();
+      }),
+    );
+    idle.on("error", () => {}); // reset by the gateway: what the test waits for
+    const stopped = gw.stop().then(() => order.push("stopped"));
+    try {
+      // Whichever comes first; before, the stop waited for the client to drop its connection.
+      await Promise.race([stopped, idleClosed]);
+      await stopped;
+      expect(stream.ended).toBe(true);
+      expect(order).toEqual(["idle connection closed by the gateway", "stopped"]);
+    } finally {
+      idle.destroy();
+    }
   });
 });

@@ -93,12 +93,17 @@ export async function buildHttpApp(
     // fast-json-stringify, whose evaluation was a measurable part of a warm start (bench/README.md).
     // (fastify's types describe only ajv-shaped factories; at run time a factory returns any compiler.)
     schemaController: {
-      compilersFactory: { buildValidator: (() => validatorCompiler) as never, buildSerializer: () => serializeJson },
+      compilersFactory: {
+        buildValidator: (() => validatorCompiler) as never,
+        buildSerializer: () => serializeJson,
+      },
     },
     // The router refuses a malformed or overlong path segment (bad percent-encoding, a parameter
     // past 100 characters) before any route runs; answer it in the one error shape, not fastify's.
     frameworkErrors: (error, req, reply) => {
-      const refused = errors.invalidUrl(error.code === "FST_ERR_MAX_PARAM_LENGTH" ? "param_too_long" : "bad_encoding");
+      const refused = errors.invalidUrl(
+        error.code === "FST_ERR_MAX_PARAM_LENGTH" ? "param_too_long" : "bad_encoding",
+      );
       // No hook runs for a request the router refused: it names itself and its boot here.
       identify(reply as FastifyReply, req.id);
       sendError(reply as FastifyReply, refused);
@@ -186,10 +191,7 @@ export async function buildHttpApp(
     const allowed = methodsOf(pathOf(req.url));
     if (allowed.length === 0 || allowed.includes(req.method)) return sendError(reply, noRoute(req));
     reply.header("allow", allowed.join(", "));
-    return sendError(
-      reply,
-      errors.methodNotAllowed(req.method, pathOf(req.url), allowed),
-    );
+    return sendError(reply, errors.methodNotAllowed(req.method, pathOf(req.url), allowed));
   });
 
   // Before any route, like the docs below: probes, scrapes and the console's heartbeat log quietly.
@@ -198,7 +200,11 @@ export async function buildHttpApp(
   // Before any route: the docs record every route's schema as it is added (routes/docs.ts).
   registerDocsRoutes(app, {
     openapi: {
-      info: { title: "mooring", version: services.identity.version, description: "Durable gateway for AI coding-agent sessions" },
+      info: {
+        title: "mooring",
+        version: services.identity.version,
+        description: "Durable gateway for AI coding-agent sessions",
+      },
       components: {
         securitySchemes: {
           bearer: { type: "http", scheme: "bearer" },
@@ -207,7 +213,10 @@ export async function buildHttpApp(
       },
     },
     transform: (doc) =>
-      completeOpenApi(doc, { tokensRequired: services.tenants.tokensRequired, metricsPublic: config.metricsPublic }),
+      completeOpenApi(doc, {
+        tokensRequired: services.tenants.tokensRequired,
+        metricsPublic: config.metricsPublic,
+      }),
   });
   const socketErrors = new SocketErrorLog();
   await app.register(websocket, {
@@ -243,27 +252,41 @@ export async function buildHttpApp(
   await registerConsoleRoutes(app, log);
   await yieldToIo();
   const sse = new SseStreams();
-  await app.register(async (v1) => {
-    // API routes answer NOT_READY until startup is done or while the database is away.
-    v1.addHook("onRequest", async (req) => {
-      const refusal = notReady(services);
-      // POST /v1/rpc refuses after reading the body, so its envelope carries the request's ids.
-      if (refusal && !isRpcCall(req)) throw refusal;
-    });
-    registerSessionRoutes(v1, services);
-    await yieldToIo();
-    registerTaskRoutes(v1, services);
-    await yieldToIo();
-    registerEventRoutes(v1, services, config, sse);
-    registerInstanceRoutes(v1, services);
-    registerWebhookRoutes(v1, services);
-    await yieldToIo();
-    registerRpcRoute(v1, services, log, { maxBatch: config.rpcMaxBatch }, (req) =>
-      unauthorized(req) ?? notReady(services),
-    );
-  }, { prefix: "/v1" });
+  await app.register(
+    async (v1) => {
+      // API routes answer NOT_READY until startup is done or while the database is away.
+      v1.addHook("onRequest", async (req) => {
+        const refusal = notReady(services);
+        // POST /v1/rpc refuses after reading the body, so its envelope carries the request's ids.
+        if (refusal && !isRpcCall(req)) throw refusal;
+      });
+      registerSessionRoutes(v1, services);
+      await yieldToIo();
+      registerTaskRoutes(v1, services);
+      await yieldToIo();
+      registerEventRoutes(v1, services, config, sse);
+      registerInstanceRoutes(v1, services);
+      registerWebhookRoutes(v1, services);
+      await yieldToIo();
+      registerRpcRoute(
+        v1,
+        services,
+        log,
+        { maxBatch: config.rpcMaxBatch },
+        (req) => unauthorized(req) ?? notReady(services),
+      );
+    },
+    { prefix: "/v1" },
+  );
   const sockets = registerSocketRoute(app, services, config, log);
-  boundConnections(app.server, config);
+  const bounds = boundConnections(app.server, config);
+  // Just before fastify closes the server (the SSE streams, sockets and ACP connections ended
+  // first, gateway/http-server.ts): without this, a connection that never sent a request held
+  // the close until its client dropped it. Requests in flight are still answered.
+  app.addHook("preClose", (done) => {
+    bounds.closeSilent();
+    done();
+  });
   // ACP clients (docs/acp-server.md): the gateway's stop ends their connections first.
   const acp = registerAcpRoute(app, services, config, log);
   return { app, sockets, sse, acp };

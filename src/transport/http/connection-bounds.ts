@@ -5,6 +5,12 @@
  * MOORING_MAX_PENDING_PER_ADDRESS connections that have not sent a whole request yet (no token is
  * known before that). A new one past that closes the address's oldest pending one rather than being
  * refused itself, so a real request (a health probe) from a flooding address still gets through.
+ *
+ * At stop, the connections that have sent nothing yet are closed. Node's server.close() ends only
+ * the idle keep-alive ones: a connection still waiting for its first request counts as busy (its
+ * headers timeout runs from the accept), and once the server closes, that timeout no longer runs,
+ * so one a client opened ahead of need (fetch's pool opens one as an SSE stream it aborted goes)
+ * held the stop until the client dropped it, seconds later. It has no request to answer.
  */
 import type { Server } from "node:http";
 import type { Socket } from "node:net";
@@ -20,7 +26,13 @@ export function serverTimeouts(config: Bounds) {
   return { requestTimeout: config.requestTimeoutMs, keepAliveTimeout: config.keepAliveTimeoutMs };
 }
 
-export function boundConnections(server: Server, config: Bounds): void {
+/** What the app's stop does with the connections these bounds follow. */
+export interface ConnectionBounds {
+  /** Close every connection that has not sent a byte: no request of it is in flight. */
+  closeSilent(): void;
+}
+
+export function boundConnections(server: Server, config: Bounds): ConnectionBounds {
   server.headersTimeout = Math.min(config.headersTimeoutMs, config.requestTimeoutMs);
   server.maxConnections = config.maxConnections;
   // Per address, the connections without a whole request yet, oldest first.
@@ -53,4 +65,10 @@ export function boundConnections(server: Server, config: Bounds): void {
   const finished = (req: { socket: Socket }) => settle(req.socket);
   server.on("request", finished);
   server.on("upgrade", finished);
+  return {
+    closeSilent() {
+      for (const set of [...pending.values()])
+        for (const socket of [...set]) if (socket.bytesRead === 0) socket.destroy();
+    },
+  };
 }
