@@ -143,7 +143,7 @@ export class DeliveryWorker implements Service {
       this.finished.unshift(...finished);
       throw err;
     }
-    finished.forEach((f, i) => this.recorded(f, result.recorded[i]));
+    for (const [i, f] of finished.entries()) this.recorded(f, result.recorded[i]);
     for (const delivery of result.claimed) {
       // A slot is free again: its outcome is recorded, and what waited for it (here or for its
       // URL) is claimed, by the next claim, woken now.
