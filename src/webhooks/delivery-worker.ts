@@ -114,7 +114,8 @@ export class DeliveryWorker implements Service {
   async stop(): Promise<void> {
     await this.loop.stop();
     await Promise.all([...this.inFlight]);
-    await this.recordLeft();
+    // What ended after the last claim.
+    await this.recordEach(this.finished.splice(0));
   }
 
   private async poll(): Promise<void> {
@@ -137,10 +138,10 @@ export class DeliveryWorker implements Service {
         ),
       );
     } catch (err) {
-      // Recorded at the next claim (woken now, so a record is not left for a poll an interval
-      // away); a lease that runs out meanwhile fences the record out and the delivery is sent
-      // again (at least once).
-      this.finished.unshift(...finished);
+      // Each recorded on its own, as if there were no claim: one record that cannot be written
+      // fails alone instead of every claim after it. One not written is sent again once its
+      // lease runs out (at least once).
+      await this.recordEach(finished);
       throw err;
     }
     for (const [i, f] of finished.entries()) this.recorded(f, result.recorded[i]);
@@ -155,9 +156,8 @@ export class DeliveryWorker implements Service {
     }
   }
 
-  /** Records what is left when the loop has stopped (a failure: the leases run out, sent again). */
-  private async recordLeft(): Promise<void> {
-    const finished = this.finished.splice(0);
+  /** Records each attempt by itself (a failure: its lease runs out and it is sent again). */
+  private async recordEach(finished: (FinishedAttempt & { url: string })[]): Promise<void> {
     for (const f of finished) {
       try {
         this.recorded(f, await recordAttempt(this.db.sql, f.id, f.lease, f.outcome));

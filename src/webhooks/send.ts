@@ -64,8 +64,13 @@ export function sendDelivery(
       { method: "POST", headers, agent },
       (res) => {
         const statusCode = res.statusCode ?? null;
+        // Without NUL characters, which a Postgres text cannot hold (the record would fail).
         const done = (response: string) =>
-          settle({ ok: statusCode !== null && statusCode >= 200 && statusCode < 300, statusCode, response });
+          settle({
+            ok: statusCode !== null && statusCode >= 200 && statusCode < 300,
+            statusCode,
+            response: response.replaceAll("\0", ""),
+          });
         res.setEncoding("utf8");
         let text = "";
         res.on("data", (chunk: string) => {
