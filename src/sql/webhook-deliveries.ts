@@ -84,22 +84,29 @@ export function claimDueDeliveries(
  * Fenced by the claim's lease (compared to the millisecond, as a Date holds it): a sender whose
  * lease ran out and was claimed again, or was reset by a retry, records nothing.
  */
-export async function recordAttempt(
+export interface AttemptOutcome {
+  ok: boolean;
+  statusCode: number | null;
+  response: string;
+  retryInMs: number | null;
+}
+
+/** One statement (it can be pipelined in the claim's transaction: domain/changes/claim-deliveries.ts). */
+export function recordAttempt(
   q: Queryable,
   id: string,
   lease: Date,
-  outcome: { ok: boolean; statusCode: number | null; response: string; retryInMs: number | null },
+  outcome: AttemptOutcome,
 ): Promise<boolean> {
   const status = outcome.ok ? "delivered" : outcome.retryInMs === null ? "failed" : "pending";
-  const rows = await q`
+  return q`
     update webhook_deliveries set
       status = ${status}, attempts = attempts + 1, lease_until = null, last_attempt_at = now(),
       last_status_code = ${outcome.statusCode}, last_response = ${outcome.response},
       next_attempt_at = case when ${status} = 'pending'
                              then now() + ${outcome.retryInMs ?? 0} * interval '1 millisecond' end
     where id = ${id} and date_trunc('milliseconds', lease_until) = ${lease}
-    returning id`;
-  return rows.length === 1;
+    returning id`.then((rows) => rows.length === 1);
 }
 
 /**

@@ -6,13 +6,14 @@
  * sender's claim runs out), up to its free
  * concurrency and to each URL's free slots across all instances, and sends them without awaiting
  * them in the poll: a slow receiver holds at most its own slots, and nothing of the gateway's own
- * work ever waits on a delivery.
+ * work ever waits on a delivery. An attempt's outcome is recorded by the claim its end wakes, in
+ * the claim's transaction (domain/changes/claim-deliveries.ts): one commit per delivery.
  */
 import { createHash } from "node:crypto";
 import type { Logger } from "pino";
 import type { Config } from "../config.js";
 import type { Database } from "../db/client.js";
-import { claimDeliveriesChange } from "../domain/changes/claim-deliveries.js";
+import { claimDeliveriesChange, type FinishedAttempt } from "../domain/changes/claim-deliveries.js";
 import type { Committer } from "../domain/committer.js";
 import type { Tenant } from "../domain/tenants.js";
 import type { Service } from "../lib/service.js";
@@ -61,6 +62,8 @@ export class DeliveryWorker implements Service {
   private readonly turnSecrets = new Map<string, string>();
   private readonly endpoints: EndpointRow[] = [];
   private readonly inFlight = new Set<Promise<void>>();
+  /** Attempts that ended, recorded by the next claim's transaction. */
+  private readonly finished: (FinishedAttempt & { url: string })[] = [];
 
   constructor(
     private readonly db: Database,
@@ -111,28 +114,70 @@ export class DeliveryWorker implements Service {
   async stop(): Promise<void> {
     await this.loop.stop();
     await Promise.all([...this.inFlight]);
+    // What ended after the last claim.
+    await this.recordEach(this.finished.splice(0));
   }
 
   private async poll(): Promise<void> {
     const free = this.options.webhookConcurrency - this.inFlight.size;
-    if (free <= 0 || (this.secrets.size === 0 && this.turnSecrets.size === 0)) return;
-    const claimed = await this.committer.commit(
-      claimDeliveriesChange({
-        endpoints: [...this.secrets.keys()],
-        turnTenants: [...this.turnSecrets.keys()],
-        limit: free,
-        leaseMs: this.options.webhookLeaseMs,
-        perEndpoint: this.options.webhookEndpointConcurrency,
-      }),
-    );
-    for (const delivery of claimed) {
-      // A slot is free again: what waited for it (here or for its URL) is claimed now.
+    const finished = this.finished.splice(0);
+    if (finished.length === 0 && (free <= 0 || (this.secrets.size === 0 && this.turnSecrets.size === 0)))
+      return;
+    let result: { claimed: DeliveryRow[]; recorded: boolean[] };
+    try {
+      result = await this.committer.commit(
+        claimDeliveriesChange(
+          {
+            endpoints: [...this.secrets.keys()],
+            turnTenants: [...this.turnSecrets.keys()],
+            limit: Math.max(free, 0),
+            leaseMs: this.options.webhookLeaseMs,
+            perEndpoint: this.options.webhookEndpointConcurrency,
+          },
+          finished,
+        ),
+      );
+    } catch (err) {
+      // Each recorded on its own, as if there were no claim: one record that cannot be written
+      // fails alone instead of every claim after it. One not written is sent again once its
+      // lease runs out (at least once).
+      await this.recordEach(finished);
+      throw err;
+    }
+    for (const [i, f] of finished.entries()) this.recorded(f, result.recorded[i]);
+    for (const delivery of result.claimed) {
+      // A slot is free again: its outcome is recorded, and what waited for it (here or for its
+      // URL) is claimed, by the next claim, woken now.
       const attempt = this.attempt(delivery).finally(() => {
         this.inFlight.delete(attempt);
         this.loop.wake();
       });
       this.inFlight.add(attempt);
     }
+  }
+
+  /** Records each attempt by itself (a failure: its lease runs out and it is sent again). */
+  private async recordEach(finished: (FinishedAttempt & { url: string })[]): Promise<void> {
+    for (const f of finished) {
+      try {
+        this.recorded(f, await recordAttempt(this.db.sql, f.id, f.lease, f.outcome));
+      } catch (err) {
+        this.log.warn({ err: String(err), deliveryId: f.id }, "webhook attempt not recorded");
+      }
+    }
+  }
+
+  /** Reports a recorded attempt; one fenced out (its lease ran out or a retry reset it) belongs to nobody now. */
+  private recorded(f: FinishedAttempt & { url: string }, recorded: boolean): void {
+    if (!recorded) return;
+    const { outcome } = f;
+    this.reporter.webhookAttempt(outcome.ok ? "delivered" : outcome.retryInMs === null ? "failed" : "retry");
+    // The URL's query may hold a token of the receiver's: only its origin and path are logged.
+    const url = new URL(f.url);
+    this.log.debug(
+      { deliveryId: f.id, url: `${url.origin}${url.pathname}`, status: outcome.statusCode, ok: outcome.ok },
+      "webhook attempt",
+    );
   }
 
   private async attempt(delivery: DeliveryRow): Promise<void> {
@@ -167,26 +212,11 @@ export class DeliveryWorker implements Service {
       if (!result.ok) span.fail(retryInMs === null ? "WEBHOOK_FAILED" : "WEBHOOK_RETRY");
       span.end();
     }
-    try {
-      // Fenced out (the lease ran out or a retry reset it): the attempt belongs to nobody now.
-      if (!(await recordAttempt(this.db.sql, delivery.id, delivery.leaseUntil!, { ...result, retryInMs })))
-        return;
-    } catch (err) {
-      // Unrecorded: the lease runs out and the delivery is sent again (at least once).
-      this.log.warn({ err: String(err), deliveryId: delivery.id }, "webhook attempt not recorded");
-      return;
-    }
-    this.reporter.webhookAttempt(result.ok ? "delivered" : retryInMs === null ? "failed" : "retry");
-    // The URL's query may hold a token of the receiver's: only its origin and path are logged.
-    const url = new URL(delivery.url);
-    this.log.debug(
-      {
-        deliveryId: delivery.id,
-        url: `${url.origin}${url.pathname}`,
-        status: result.statusCode,
-        ok: result.ok,
-      },
-      "webhook attempt",
-    );
+    this.finished.push({
+      id: delivery.id,
+      url: delivery.url,
+      lease: delivery.leaseUntil!,
+      outcome: { ...result, retryInMs },
+    });
   }
 }

@@ -53,11 +53,15 @@ it("turns on two instances each produce exactly their terminal webhook, each att
     expect(got.body.type).toBe(`task.${task.status}`);
   }
   expect(ended.some((t) => t.status === "failed")).toBe(true);
-  // Both instances compete for the same rows: still one attempt per delivery.
-  const rows = await gt.sql<
-    { attempts: number; status: string }[]
-  >`select attempts, status from webhook_deliveries`;
-  expect(rows.every((r) => r.attempts === 1 && r.status === "delivered")).toBe(true);
+  // Both instances compete for the same rows: still one attempt per delivery. An attempt is
+  // recorded after its answer arrives (by the sender's next claim): awaited, not assumed.
+  const rows = await eventually(async () => {
+    const r = await gt.sql<
+      { attempts: number; status: string }[]
+    >`select attempts, status from webhook_deliveries`;
+    return r.every((d) => d.status === "delivered") ? r : null;
+  });
+  expect(rows.every((r) => r.attempts === 1)).toBe(true);
   expect(receiver.requests).toBe(tasks.length);
 });
 
