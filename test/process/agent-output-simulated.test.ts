@@ -67,10 +67,12 @@ it("floods are capped and emitted without holding the process: /healthz answers,
   await prober;
 
   for (const t of [...smallDone, ...floodDone]) expect(t.status).toBe("completed");
-  // The floods did not hold the lane the small turns share: each took seconds at most, not minutes.
+  // The floods did not hold the lane the small turns share: each small turn (submitted after the
+  // floods) ended while a flood was still being written, an order of the gateway's own records.
+  const lastFloodEnd = Math.max(...floodDone.map((t) => Date.parse(t.finishedAt)));
   const smallMs = smallDone.map((t) => Date.parse(t.finishedAt) - Date.parse(t.createdAt));
   console.log(`small turns during the floods took ${smallMs.join(", ")} ms`);
-  for (const ms of smallMs) expect(ms).toBeLessThan(15_000);
+  for (const t of smallDone) expect(Date.parse(t.finishedAt)).toBeLessThan(lastFloodEnd);
   // Each delta directive stops at 10,000.
   expect(floodDone[0].result.text).toContain("chunk 10000 ");
   expect(floodDone[0].result.text).not.toContain("chunk 10001 ");
