@@ -148,7 +148,10 @@ async function runDeliveries(
   const client = new HttpClient(gateway.url, 64);
   try {
     await gateway.waitReady();
-    const sessions = await createSessions(client, s.sessions);
+    const sessions = await createSessions(client, s.sessions).catch((err) => {
+      // Seen once in CI: a gateway ready a moment ago answered "shutting down". Its own log says why.
+      throw new Error(`${err}\ngateway pid ${gateway.pid}, output:\n${gateway.output().slice(-4000)}`);
+    });
     const n = Math.round(s.seconds * RATE);
     const t0 = wallMs();
     const submits: Promise<unknown>[] = [];
