@@ -128,7 +128,8 @@ async function main() {
   };
   const markdown = toMarkdown(report);
   process.stdout.write(`\n${toText(outcomes)}\n`);
-  writeResults(report, markdown, args.quick ? "latest-quick" : args.only ? "partial" : "latest");
+  // --only is partial whether quick or not: a run of some rows must not stand for a whole quick run.
+  writeResults(report, markdown, args.only ? "partial" : args.quick ? "latest-quick" : "latest");
   const failed = outcomes.filter((o) => o.error);
   process.stdout.write(
     `\n${outcomes.length} benchmarks in ${seconds.toFixed(1)} s${failed.length ? `, ${failed.length} FAILED: ${failed.map((f) => f.id).join(", ")}` : ""}\n`,
