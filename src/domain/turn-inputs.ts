@@ -29,6 +29,7 @@
 import type { Logger } from "pino";
 import type { TurnInput } from "../agents/driver.js";
 import { errors, invalid } from "../errors.js";
+import { SingleFlight } from "../lib/single-flight.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import { appendEvents, type OwnerFence } from "../sql/append-events.js";
 import { lockSessionRow } from "../sql/lock-session.js";
@@ -232,9 +233,8 @@ export class TurnInputFeed implements TurnInput {
   private deliver: ((text: string) => void) | null = null;
   private listening = true;
   private closed = false;
-  /** The read in flight, and whether a hint asked for one more after it. */
-  private reading: Promise<void> | null = null;
-  private readAgain = false;
+  /** One read in flight at a time, one more after it for hints that came meanwhile. */
+  private readonly reads: SingleFlight;
 
   constructor(
     private readonly rt: Runtime,
@@ -248,6 +248,14 @@ export class TurnInputFeed implements TurnInput {
     private readonly unlisten: () => void,
   ) {
     this.lastSeq = Math.max((firstSeq ?? 1) - 1, 0);
+    this.reads = new SingleFlight(
+      async () => {
+        if (this.listening)
+          this.accept(await readTurnInputs(this.rt.db.sql, this.sessionId, this.taskId, this.lastSeq));
+      },
+      // Not lost: the poll reads again, and the settlement finds what is still unread.
+      (err) => log.warn({ err: String(err) }, "reading steered input failed; the poll retries"),
+    );
   }
 
   /** Where the feed has read the session's log to, for the instance's poll. */
@@ -271,16 +279,9 @@ export class TurnInputFeed implements TurnInput {
     };
   }
 
-  /** A hint: input may have come. One read in flight at a time, one more after it for later hints. */
+  /** A hint: input may have come. */
   request(): void {
-    if (!this.listening) return;
-    if (this.reading) {
-      this.readAgain = true;
-      return;
-    }
-    this.reading = this.readWhileAsked().finally(() => {
-      this.reading = null;
-    });
+    if (this.listening) this.reads.request();
   }
 
   /**
@@ -289,18 +290,6 @@ export class TurnInputFeed implements TurnInput {
    */
   advance(head: number): void {
     this.lastSeq = Math.max(this.lastSeq, head);
-  }
-
-  private async readWhileAsked(): Promise<void> {
-    do {
-      this.readAgain = false;
-      try {
-        this.accept(await readTurnInputs(this.rt.db.sql, this.sessionId, this.taskId, this.lastSeq));
-      } catch (err) {
-        // Not lost: the poll reads again, and the settlement finds what is still unread.
-        this.log.warn({ err: String(err) }, "reading steered input failed; the poll retries");
-      }
-    } while (this.readAgain && this.listening);
   }
 
   private accept({ inputs, head }: { inputs: TurnInputEvent[]; head: number }): void {
@@ -329,7 +318,7 @@ export class TurnInputFeed implements TurnInput {
   async finish(): Promise<boolean> {
     this.stopListening();
     this.deliver = null;
-    await this.reading;
+    await this.reads.settled();
     return this.pending.length > 0;
   }
 

@@ -8,6 +8,8 @@
 export class SingleFlight {
   private running = false;
   private again = false;
+  /** The run in flight (its promise never rejects). */
+  private current: Promise<void> | null = null;
 
   constructor(
     private readonly work: () => Promise<unknown>,
@@ -33,7 +35,12 @@ export class SingleFlight {
       return;
     }
     this.running = true;
-    void this.run();
+    this.current = this.run();
+  }
+
+  /** Resolves once no run is in flight, the one queued behind it included. */
+  async settled(): Promise<void> {
+    while (this.current) await this.current;
   }
 
   private async run(): Promise<void> {
@@ -43,6 +50,7 @@ export class SingleFlight {
       this.onError(err);
     } finally {
       this.running = false;
+      this.current = null;
       if (this.again) {
         this.again = false;
         this.request();
