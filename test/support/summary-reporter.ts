@@ -1,8 +1,9 @@
 /**
  * Ends every test run with the plain line `N passed, N failed`, the line CI reads. A test file
- * that fails to load and an unhandled error each count as one failure, so a run that vitest
- * calls failed never prints `0 failed`. Above it, the ten slowest test files (a file over 60 s is
- * a bug to look at); the summary stays the last line.
+ * that failed without a failed test (it did not load, a file-level hook failed) and an unhandled
+ * error each count as one failure, so a run that vitest calls failed never prints `0 failed`.
+ * Above it, the ten slowest test files (a file over 60 s is a bug to look at); the summary stays
+ * the last line.
  */
 import type { Reporter, TestModule } from "vitest/node";
 
@@ -11,14 +12,16 @@ export default class SummaryReporter implements Reporter {
     let passed = 0;
     let failed = unhandledErrors.length;
     for (const module of testModules) {
-      let tests = 0;
+      let failedHere = 0;
       for (const test of module.children.allTests()) {
-        tests++;
         const state = test.result().state;
         if (state === "passed") passed++;
-        else if (state === "failed") failed++;
+        else if (state === "failed") failedHere++;
       }
-      if (tests === 0 && module.state() === "failed") failed++;
+      // A file that failed with no failed test (it did not load, or a file-level hook or the leak
+      // guard's end-of-file check failed) is one failure.
+      if (failedHere === 0 && module.state() === "failed") failedHere = 1;
+      failed += failedHere;
     }
     const slowest = testModules
       .map((m) => ({ file: m.moduleId.replace(`${process.cwd()}/`, ""), ms: m.diagnostic().duration }))
