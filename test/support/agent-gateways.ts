@@ -58,7 +58,8 @@ export function useAgentGateways(prefix: string, spawnedMsg: string): AgentGatew
     // An agent a killed gateway left behind exits on stdin EOF; make sure none outlives the test.
     for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
     agentPids.clear();
-    if (root) await rm(root, { recursive: true, force: true });
+    // SIGKILL is sent, not awaited: an agent may still have a write settling in its folders.
+    if (root) await rm(root, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
     root = undefined;
   });
 
