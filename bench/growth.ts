@@ -17,9 +17,9 @@
  * tenant's sessions), the session snapshot (`GET /v1/sessions/:id`), the replay of 1000 events after
  * a seq (`GET /v1/sessions/:id/events?afterSeq=&limit=1000`, JSON), `GET /v1/gate` and a queue
  * position (`GET /v1/tasks/:id` of a waiting turn). The claim is the claim statement itself
- * (sql/claim-tasks.ts) timed from here, on a transaction that holds the gate lock and has inserted
+ * (sql/task-claim.ts) timed from here, on a transaction that holds the gate lock and has inserted
  * one runnable queued turn, rolled back after. The sweep is the lease sweep and the queue expiry
- * (sql/interrupt-orphans.ts, sql/expire-queued.ts) timed the same way. The startup reconcile is the
+ * (sql/task-orphans.ts, sql/task-expire.ts) timed the same way. The startup reconcile is the
  * "ready" log line's `steps.reconciled - steps.registered` of a gateway started with LOG_LEVEL=info
  * (one sample per size); that gateway's RSS, 3 s after ready with no session in use, is the RSS
  * figure. Sizes: the events table and its indexes per 10⁶ events.
@@ -27,10 +27,10 @@
 import { randomUUID } from "node:crypto";
 import { connect, type Sql as GatewaySql, type Tx } from "../src/db/client.js";
 import { applyMigrations } from "../src/db/migrate.js";
-import { claimTasks } from "../src/sql/claim-tasks.js";
-import { expireQueuedTasks } from "../src/sql/expire-queued.js";
-import { lockGate } from "../src/sql/gate-lock.js";
-import { lockExpiredLeases } from "../src/sql/interrupt-orphans.js";
+import { taskClaim } from "../src/sql/task-claim.js";
+import { taskExpireQueued } from "../src/sql/task-expire.js";
+import { gateLock } from "../src/sql/gate-lock.js";
+import { taskLockExpiredLeases } from "../src/sql/task-orphans.js";
 import type { Sql } from "./lib/db.js";
 import { gatewayEnv, type GatewayProcess, spawnGateway } from "./lib/gateway.js";
 import { HttpClient } from "./lib/http.js";
@@ -527,13 +527,13 @@ async function claimTimes(sql: GatewaySql, picks: Picks, count: number): Promise
   for (let i = -5; i < count; i++) {
     const sessionId = sessions[(i + 5) % sessions.length];
     await rolledBack(sql, async (tx) => {
-      await lockGate(tx);
+      await gateLock(tx);
       await tx`
         insert into tasks (session_id, tenant, turn_index, status, prompt, timeout_ms, queue_deadline_at)
         select id, tenant, next_turn_index, 'queued', '[tokens 5]', 600000, now() + interval '10 minutes'
         from sessions where id = ${sessionId}`;
       const t0 = performance.now();
-      const claimed = await claimTasks(
+      const claimed = await taskClaim(
         tx,
         { instanceId: `${INSTANCE}-claim`, bootId: randomUUID(), leaseMs: 30_000 },
         MAX_ACTIVE,
@@ -554,8 +554,8 @@ async function sweepTimes(sql: GatewaySql, count: number): Promise<number[]> {
   for (let i = -3; i < count; i++) {
     await rolledBack(sql, async (tx) => {
       const t0 = performance.now();
-      const interrupted = await lockExpiredLeases(tx, randomUUID(), "default");
-      const expired = await expireQueuedTasks(tx);
+      const interrupted = await taskLockExpiredLeases(tx, randomUUID(), "default");
+      const expired = await taskExpireQueued(tx);
       const spent = performance.now() - t0;
       if (interrupted.length + expired.length !== 0) throw new Error("the sweep settled seeded turns");
       if (i >= 0) times.push(spent);

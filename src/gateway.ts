@@ -29,8 +29,8 @@ import { ServiceList } from "./lib/service.js";
 import { safeErrorSerializer } from "./log-errors.js";
 import { GatewayMetrics } from "./metrics/gateway-metrics.js";
 import { packageRoot } from "./package-root.js";
-import { countActiveAndQueued } from "./sql/gate-status.js";
-import { countPending } from "./sql/webhook-deliveries.js";
+import { gateCountActiveAndQueued } from "./sql/gate-status.js";
+import { webhookCountPending } from "./sql/webhook-deliveries.js";
 import { ChangeBus } from "./stream/change-bus.js";
 import { type Tracer, tracingOff } from "./tracing/tracer.js";
 
@@ -122,7 +122,7 @@ export async function startGateway(
   const metrics: GatewayMetrics = new GatewayMetrics({
     maxActive: config.maxActive,
     maxQueued: config.maxQueued,
-    gate: async () => (parts ? withinASecond(countActiveAndQueued(parts.db.sql)) : null),
+    gate: async () => (parts ? withinASecond(gateCountActiveAndQueued(parts.db.sql)) : null),
     connections: () => {
       const open: HttpServer["connections"] = http.connections;
       return {
@@ -133,7 +133,7 @@ export async function startGateway(
       };
     },
     agentProcesses: () => parts?.pool.processesByAgent() ?? new Map(),
-    webhookBacklog: async () => (parts ? withinASecond(countPending(parts.db.sql)) : null),
+    webhookBacklog: async () => (parts ? withinASecond(webhookCountPending(parts.db.sql)) : null),
   });
   // The embedded Postgres starts while the HTTP side is put together: building the app is CPU
   // work that would hold back spawning initdb/postgres, so it waits until they run (milliseconds).

@@ -40,7 +40,7 @@ const UNFINISHED = statusList(unfinishedStatuses);
 /**
  * A session's place in a list page: its creation time cut to the millisecond (what a page cursor
  * carries, domain/page-cursor.ts), in UTC so that the expression is immutable and can be indexed.
- * sql/read-sessions.ts orders and compares by this exact expression.
+ * sql/session-read.ts orders and compares by this exact expression.
  */
 const pageTime = (createdAt: AnyPgColumn) =>
   sql`date_trunc('milliseconds', (${createdAt} at time zone 'UTC'))`;
@@ -123,13 +123,13 @@ export const sessions = pgTable(
   },
   (t) => [
     index("sessions_workspace_idx").on(t.workspace),
-    // List pages, newest first (sql/read-sessions.ts): an admin's, and a tenant's. On created_at
+    // List pages, newest first (sql/session-read.ts): an admin's, and a tenant's. On created_at
     // itself they could not give the page order, so every page read and sorted all the sessions.
     index("sessions_page_idx").on(pageTime(t.createdAt), t.id),
     index("sessions_tenant_page_idx").on(t.tenant, pageTime(t.createdAt), t.id),
     // Idempotency keys are per tenant: two tenants using one key get two sessions.
     uniqueIndex("sessions_tenant_idempotency_idx").on(t.tenant, t.idempotencyKey),
-    // The retention sweep's scan (sql/purge-sessions.ts): archived sessions only, oldest archive first.
+    // The retention sweep's scan (sql/session-purge.ts): archived sessions only, oldest archive first.
     index("sessions_archived_idx").on(t.archivedAt).where(sql`archived_at is not null`),
   ],
 );
@@ -175,7 +175,7 @@ export const tasks = pgTable(
     continuesTaskId: uuid("continues_task_id"),
     /**
      * A chained turn's upstream task (driver `mooring`): `{taskId, position, queueDeadlineAt,
-     * retryAt?, released?}`, written by the owner as the upstream reports it (sql/save-upstream.ts).
+     * retryAt?, released?}`, written by the owner as the upstream reports it (sql/task-upstream.ts).
      */
     upstream: jsonb("upstream"),
     /**
@@ -193,7 +193,7 @@ export const tasks = pgTable(
     webhookUrl: text("webhook_url"),
     /**
      * When the running turn stopped taking steered input (`turn.input`), just before it settles: a
-     * steer is accepted only while this is null and the task runs (sql/turn-inputs.ts).
+     * steer is accepted only while this is null and the task runs (sql/task-inputs.ts).
      */
     inputClosedAt: ts("input_closed_at"),
     /**
@@ -365,7 +365,7 @@ export const webhookDeliveries = pgTable(
     // The claim counts each URL's deliveries in flight (its per-endpoint concurrency): only leased
     // rows, few at any time, since an attempt's record clears the lease.
     index("webhook_deliveries_leased_idx").on(t.url).where(sql`lease_until is not null`),
-    // A purged session's deliveries (sql/purge-sessions.ts).
+    // A purged session's deliveries (sql/session-purge.ts).
     index("webhook_deliveries_session_idx").on(t.sessionId),
   ],
 );

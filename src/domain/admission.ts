@@ -10,7 +10,7 @@
  * Every admission takes the gate lock, so admissions are serial across all instances. Instead of
  * one transaction per submit, the submits that arrive while an admission transaction is in flight
  * wait and then go in together, in one pipelined transaction (db/pipeline.ts): lock the gate, lock
- * their session rows, and then for each submit, in its own savepoint (sql/submit-savepoint.ts):
+ * their session rows, and then for each submit, in its own savepoint (sql/gate-submit-savepoint.ts):
  * look up its idempotency key, decide its ifBusy rule, insert it and append its `task.queued`,
  * claim whatever can run, and check the queue limits for it. Like a group commit: nothing waits on
  * a timer, a lone submit goes at once, and under load one commit and one gate lock serve many
@@ -42,8 +42,8 @@
  */
 import { randomUUID } from "node:crypto";
 import { errors, isDatabaseUnavailable } from "../errors.js";
-import { isQueueFull, isTenantQueueFull } from "../sql/gate-check.js";
-import { isSessionBusy } from "../sql/session-busy.js";
+import { gateIsQueueFull, gateIsTenantQueueFull } from "../sql/gate-check.js";
+import { sessionIsBusy } from "../sql/session-busy.js";
 import {
   type AdmissionRequest,
   type Admitted,
@@ -183,11 +183,11 @@ export class AdmissionQueue {
   /** The client's answer for a submit its statements refused. */
   private refusal(request: AdmissionRequest, err: unknown): unknown {
     const { sessionId } = request;
-    if (isQueueFull(err)) {
+    if (gateIsQueueFull(err)) {
       this.rt.log.info({ sessionId, maxQueued: this.rt.config.maxQueued }, "gate refusal: queue full");
       return gatewayBusy();
     }
-    if (isTenantQueueFull(err)) {
+    if (gateIsTenantQueueFull(err)) {
       const tenant = this.tenantOf(request);
       this.rt.log.info(
         { sessionId, tenant: tenant.name, maxQueued: tenant.maxQueued },
@@ -196,7 +196,7 @@ export class AdmissionQueue {
       // An admin may submit into any tenant's session: the limit that was hit is that tenant's.
       return tenantBusy(request.tenant?.admin ? undefined : tenant.maxQueued);
     }
-    if (isSessionBusy(err)) return errors.sessionBusy(sessionId);
+    if (sessionIsBusy(err)) return errors.sessionBusy(sessionId);
     return err;
   }
 

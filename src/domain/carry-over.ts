@@ -8,7 +8,7 @@
 import type { Logger } from "pino";
 import type { CarryOver } from "../agents/carry-over.js";
 import type { Queryable } from "../db/client.js";
-import { type RecapTurnRow, readRecapTurns } from "../sql/read-recap-turns.js";
+import { type RecapTurnRow, taskReadRecapTurns } from "../sql/task-recap-turns.js";
 
 export const RECAP_HEAD =
   "[mooring recap] This conversation was restarted and your earlier context is gone. Below are the most recent turns of the session, oldest first, from mooring's log. They are background only, not a new request.";
@@ -130,7 +130,7 @@ export async function readCarryOver(
 ): Promise<CarryOver | null> {
   if (budget <= 0) return null;
   try {
-    const rows = await readRecapTurns(q, sessionId, turnsToRead(budget), budget);
+    const rows = await taskReadRecapTurns(q, sessionId, turnsToRead(budget), budget);
     return buildRecap(rows.map(fromRow), budget);
   } catch (err) {
     log.warn({ err, sessionId }, "could not read the session's log for a recap; starting fresh without one");

@@ -2,7 +2,7 @@
  * Workspace checkpoints (docs/api.md, Workspace checkpoints; docs/architecture.md, Workspace
  * checkpoints): a commit of the whole working tree before and after every turn, the diff of a turn
  * or of several, and the revert to the checkpoint before a turn. The git plumbing is in
- * src/checkpoints/; the records in the `checkpoints` table (sql/checkpoints.ts). Every step that
+ * src/checkpoints/; the records in the `checkpoints` table (sql/checkpoint.ts). Every step that
  * touches a workspace holds its lock (one folder, one writer of checkpoints, across instances).
  *
  * A checkpoint never fails a turn: when git cannot take it, the turn runs without it and the log
@@ -23,20 +23,20 @@ import {
   type Snapshot,
 } from "../checkpoints/snapshot.js";
 import { errors, invalid } from "../errors.js";
-import type { OwnerFence } from "../sql/append-events.js";
+import type { OwnerFence } from "../sql/event-append.js";
 import {
   type CheckpointRow,
-  deleteSessionCheckpoints,
-  insertCheckpoint,
-  nextRevertIndex,
-  readCheckpoint,
-  readCheckpointRepos,
-  readLatestOnRepo,
-  readLatestRevert,
-  readMissingAfters,
-  readTaskCheckpoints,
-  withWorkspaceLock,
-} from "../sql/checkpoints.js";
+  checkpointDeleteOfSession,
+  checkpointInsert,
+  checkpointNextRevertIndex,
+  checkpointRead,
+  checkpointReadRepos,
+  checkpointReadLatestOnRepo,
+  checkpointReadLatestRevert,
+  checkpointReadMissingAfters,
+  checkpointReadOfTask,
+  checkpointWithWorkspaceLock,
+} from "../sql/checkpoint.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { recordRevertIn } from "./changes/record-revert.js";
 import type { Runtime } from "./runtime.js";
@@ -46,7 +46,7 @@ import type { Tenant } from "./tenants.js";
 import { visibleTenant } from "./tenants.js";
 import type { SessionRow } from "./views.js";
 import { resolveWorkspaceForSpawn } from "./workspace.js";
-import { readTask } from "../sql/read-tasks.js";
+import { taskRead } from "../sql/task-read.js";
 import { isUuid } from "./ids.js";
 
 export interface DiffPage {
@@ -119,7 +119,7 @@ export class CheckpointService {
 
   /** Run `work` under the workspace's lock (this process's queue, then the database's advisory lock). */
   private locked<T>(workspace: string, work: () => Promise<T>): Promise<T> {
-    return this.locks.run(workspace, () => withWorkspaceLock(this.rt.db.sql, workspace, work));
+    return this.locks.run(workspace, () => checkpointWithWorkspaceLock(this.rt.db.sql, workspace, work));
   }
 
   /** Take one checkpoint and record it (the caller holds the lock). */
@@ -129,7 +129,7 @@ export class CheckpointService {
   ): Promise<Snapshot> {
     const snap = await snapshot(repo, this.limits, `mooring checkpoint ${record.sessionId} ${record.name}\n`);
     await setRef(repo, refName(record.sessionId, record.name), snap.commit);
-    await insertCheckpoint(this.rt.db.sql, {
+    await checkpointInsert(this.rt.db.sql, {
       ...record,
       commitSha: snap.commit,
       store: repo.store,
@@ -147,7 +147,7 @@ export class CheckpointService {
 
   /** The "after" of turns whose instance died before taking it (the caller holds the lock). */
   private async reconcile(repo: CheckpointRepo, sessionId: string): Promise<void> {
-    for (const missing of await readMissingAfters(this.rt.db.sql, sessionId)) {
+    for (const missing of await checkpointReadMissingAfters(this.rt.db.sql, sessionId)) {
       await this.take(repo, {
         sessionId,
         name: `${missing.turnIndex}/after`,
@@ -168,7 +168,7 @@ export class CheckpointService {
       await this.locked(workspace, async () => {
         const repo = await repoFor(workspace, this.rt.config.dataDir);
         await this.reconcile(repo, session.id);
-        const existing = await readCheckpoint(this.rt.db.sql, session.id, `${row.turnIndex}/before`);
+        const existing = await checkpointRead(this.rt.db.sql, session.id, `${row.turnIndex}/before`);
         // A retried attempt keeps the first "before": the workspace as it was before the turn at all.
         if (existing) return;
         await this.take(repo, {
@@ -197,7 +197,7 @@ export class CheckpointService {
       const workspace = await this.workspaceOf(session);
       const summary = await this.locked(workspace, async () => {
         const repo = await repoFor(workspace, this.rt.config.dataDir);
-        const before = await readCheckpoint(this.rt.db.sql, session.id, `${row.turnIndex}/before`);
+        const before = await checkpointRead(this.rt.db.sql, session.id, `${row.turnIndex}/before`);
         const after = await this.take(repo, {
           sessionId: session.id,
           name: `${row.turnIndex}/after`,
@@ -233,10 +233,10 @@ export class CheckpointService {
   /** `GET /v1/tasks/:id/diff`: the turn's before → after. */
   async diffTask(taskId: string, page: DiffPage, tenant: Tenant) {
     if (!isUuid(taskId)) throw errors.taskNotFound(taskId);
-    const task = await readTask(this.rt.db.sql, taskId, visibleTenant(tenant));
+    const task = await taskRead(this.rt.db.sql, taskId, visibleTenant(tenant));
     if (!task) throw errors.taskNotFound(taskId);
     const session = await this.sessions.row(task.sessionId, tenant);
-    let rows = await readTaskCheckpoints(this.rt.db.sql, taskId);
+    let rows = await checkpointReadOfTask(this.rt.db.sql, taskId);
     const before = rows.find((r) => r.phase === "before");
     if (!before) throw errors.checkpointNotFound(`task ${taskId}`);
     if (!rows.some((r) => r.phase === "after")) {
@@ -248,7 +248,7 @@ export class CheckpointService {
       await this.locked(workspace, async () =>
         this.reconcile(await repoFor(workspace, this.rt.config.dataDir), session.id),
       );
-      rows = await readTaskCheckpoints(this.rt.db.sql, taskId);
+      rows = await checkpointReadOfTask(this.rt.db.sql, taskId);
     }
     const after = rows.find((r) => r.phase === "after");
     if (!after) throw errors.checkpointNotFound(`task ${taskId} (no "after")`);
@@ -265,9 +265,9 @@ export class CheckpointService {
     const fromTurn = query.fromTurn ?? 0;
     const toTurn = query.toTurn ?? session.nextTurnIndex - 1;
     if (toTurn < fromTurn) throw invalid("toTurn must not be before fromTurn", "toTurn");
-    const before = await readCheckpoint(this.rt.db.sql, sessionId, `${fromTurn}/before`);
+    const before = await checkpointRead(this.rt.db.sql, sessionId, `${fromTurn}/before`);
     if (!before) throw errors.checkpointNotFound(`turn ${fromTurn} of session ${sessionId}`);
-    const after = await readCheckpoint(this.rt.db.sql, sessionId, `${toTurn}/after`);
+    const after = await checkpointRead(this.rt.db.sql, sessionId, `${toTurn}/after`);
     if (!after) throw errors.checkpointNotFound(`the end of turn ${toTurn} of session ${sessionId}`);
     return this.diffBetween(session, null, before, after, query);
   }
@@ -355,21 +355,21 @@ export class CheckpointService {
       await this.reconcile(repo, sessionId);
       let target: CheckpointRow | null;
       if (body.unrevert) {
-        const last = await readLatestRevert(this.rt.db.sql, sessionId);
+        const last = await checkpointReadLatestRevert(this.rt.db.sql, sessionId);
         target =
-          last === null ? null : await readCheckpoint(this.rt.db.sql, sessionId, `revert-${last}/before`);
+          last === null ? null : await checkpointRead(this.rt.db.sql, sessionId, `revert-${last}/before`);
         if (!target) throw errors.checkpointNotFound(`a revert of session ${sessionId} to undo`);
       } else {
-        target = await readCheckpoint(this.rt.db.sql, sessionId, `${body.toTurn}/before`);
+        target = await checkpointRead(this.rt.db.sql, sessionId, `${body.toTurn}/before`);
         if (!target) throw errors.checkpointNotFound(`turn ${body.toTurn} of session ${sessionId}`);
       }
-      const n = await nextRevertIndex(this.rt.db.sql, sessionId);
+      const n = await checkpointNextRevertIndex(this.rt.db.sql, sessionId);
       const now = await snapshot(repo, this.limits, `mooring checkpoint ${sessionId} revert-${n}/before\n`);
       const toChange = (await changedFiles(repo, now.commit, target.commitSha)).filter((f) =>
         inScope(f.path, scopes),
       );
       // What the user changed since the newest checkpoint of this folder (any session's).
-      const last = await readLatestOnRepo(this.rt.db.sql, repo.gitDir);
+      const last = await checkpointReadLatestOnRepo(this.rt.db.sql, repo.gitDir);
       if (last && !body.force) {
         const touched = new Set((await changedFiles(repo, last.commitSha, now.commit)).map((f) => f.path));
         const conflicts = toChange.filter((f) => touched.has(f.path)).map((f) => f.path);
@@ -389,7 +389,7 @@ export class CheckpointService {
         atReconcile: false,
         skipped: now.skipped,
       };
-      await insertCheckpoint(this.rt.db.sql, beforeRow);
+      await checkpointInsert(this.rt.db.sql, beforeRow);
       // changedFiles(now → target): "deleted" files are in the tree now only, the rest are written.
       const written = toChange.filter((f) => f.status !== "deleted").map((f) => f.path);
       const deleted = toChange.filter((f) => f.status === "deleted").map((f) => f.path);
@@ -403,7 +403,7 @@ export class CheckpointService {
         phase: "after",
         atReconcile: false,
       });
-      const afterRow = await readCheckpoint(this.rt.db.sql, sessionId, `revert-${n}/after`);
+      const afterRow = await checkpointRead(this.rt.db.sql, sessionId, `revert-${n}/after`);
       const reverted = {
         revert: n,
         toTurn: body.toTurn ?? null,
@@ -438,11 +438,11 @@ export class CheckpointService {
    */
   async collect(sessionId: string): Promise<void> {
     try {
-      const repos = await readCheckpointRepos(this.rt.db.sql, sessionId);
+      const repos = await checkpointReadRepos(this.rt.db.sql, sessionId);
       if (repos.length === 0) return;
       // Another instance's host may hold a repository: its rows stay for that instance to collect.
       if ((await removeSessionRefs(repos, sessionId)).elsewhere > 0) return;
-      await deleteSessionCheckpoints(this.rt.db.sql, sessionId);
+      await checkpointDeleteOfSession(this.rt.db.sql, sessionId);
     } catch (err) {
       this.log.warn({ sessionId, err: String(err) }, "checkpoints not collected");
     }

@@ -51,8 +51,8 @@ import type { Database } from "../db/client.js";
 import { pipelined } from "../db/pipeline.js";
 import { requestContext } from "../log.js";
 import type { MetricsReporter } from "../metrics/reporter.js";
-import type { StoredEvent } from "../sql/append-events.js";
-import { eventWriteCommitted, recordEventWrite } from "../sql/event-writes.js";
+import type { StoredEvent } from "../sql/event-append.js";
+import { eventWriteCommitted, eventWriteRecord } from "../sql/event-writes.js";
 import {
   type Notifications,
   Notifier,
@@ -239,7 +239,7 @@ export function flushChange(plan: FlushPlan, writeId: string) {
       steps: plan.statements.map((statement) => statement(q)),
       heads: notifySessionHeads(q, plan.notifySessions),
       gate: plan.steps.some((s) => s.kind === "settle") ? notifyGate(q) : Promise.resolve(),
-      record: recordEventWrite(q, writeId),
+      record: eventWriteRecord(q, writeId),
     }),
     outcome: ({ steps }: { steps: unknown[] }) => ({
       value: steps,

@@ -1,7 +1,7 @@
 /** Reading the event log: subscription start points and the full payloads behind previews. */
 import type { Database } from "../db/client.js";
 import { errors } from "../errors.js";
-import { readEventPayload, readEventsAfter } from "../sql/read-events.js";
+import { eventReadPayload, eventReadAfter } from "../sql/event-read.js";
 import { toClientEvent } from "../stream/session-feeds.js";
 import type { SessionService } from "./sessions.js";
 import type { Tenant } from "./tenants.js";
@@ -36,7 +36,7 @@ export class EventService {
     if (afterSeq < row.prunedSeq) {
       throw errors.resyncRequired(afterSeq, row.prunedSeq + 1, "task");
     }
-    const rows = await readEventsAfter(this.db.sql, row.id, afterSeq, limit);
+    const rows = await eventReadAfter(this.db.sql, row.id, afterSeq, limit);
     const items = [];
     for (const e of rows) {
       if (e.seq !== afterSeq + items.length + 1) break;
@@ -49,7 +49,7 @@ export class EventService {
   /** The whole payload behind an event's preview (e.g. a full tool result). */
   async payload(sessionId: string, seq: number, tenant: Tenant) {
     await this.sessions.row(sessionId, tenant);
-    const row = await readEventPayload(this.db.sql, sessionId, seq);
+    const row = await eventReadPayload(this.db.sql, sessionId, seq);
     if (!row) throw errors.eventNotFound(sessionId, seq);
     return { sessionId, seq, type: row.type, payload: row.payload ?? row.data };
   }

@@ -6,11 +6,11 @@
  * (domain/changes/fork.ts) cannot know what the source did after.
  */
 import type { Queryable } from "../db/client.js";
-import { hasTurnAfter } from "../sql/fork-session.js";
+import { sessionHasTurnAfter } from "../sql/session-fork.js";
 
 export function forkSourceMovedOn(
   q: Queryable,
   forkedFrom: { sessionId: string; turnIndex: number },
 ): Promise<boolean> {
-  return hasTurnAfter(q, forkedFrom.sessionId, forkedFrom.turnIndex);
+  return sessionHasTurnAfter(q, forkedFrom.sessionId, forkedFrom.turnIndex);
 }

@@ -10,11 +10,11 @@ import { untilDatabaseAnswers } from "../db/startup-retry.js";
 import type { Service } from "../lib/service.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import {
-  heartbeatInstance,
-  markInstanceDraining,
-  markInstanceStopped,
-  registerInstance,
-} from "../sql/instances.js";
+  instanceHeartbeat,
+  instanceMarkDraining,
+  instanceMarkStopped,
+  instanceRegister,
+} from "../sql/instance.js";
 import type { Identity } from "./runtime.js";
 
 export class InstanceRow implements Service {
@@ -36,7 +36,7 @@ export class InstanceRow implements Service {
     this.heartbeat = new TimedLoop(
       heartbeatMs,
       async () => {
-        if ((await heartbeatInstance(db.sql, identity.bootId)).drainRequested) onDrainRequested();
+        if ((await instanceHeartbeat(db.sql, identity.bootId)).drainRequested) onDrainRequested();
       },
       undefined,
       clock,
@@ -45,7 +45,7 @@ export class InstanceRow implements Service {
 
   async start(): Promise<void> {
     await untilDatabaseAnswers(this.db, this.log, this.stopping, () =>
-      registerInstance(this.db.sql, { ...this.identity, group: this.group }),
+      instanceRegister(this.db.sql, { ...this.identity, group: this.group }),
     );
     this.registered = true;
     this.heartbeat.start();
@@ -56,13 +56,13 @@ export class InstanceRow implements Service {
    * awaited: with the database away it must not hold the drain up.
    */
   markDraining(): void {
-    if (this.registered) void markInstanceDraining(this.db.sql, this.identity.bootId).catch(() => {});
+    if (this.registered) void instanceMarkDraining(this.db.sql, this.identity.bootId).catch(() => {});
   }
 
   async stop(): Promise<void> {
     await this.heartbeat.stop();
     if (!this.registered) return;
     this.registered = false;
-    await markInstanceStopped(this.db.sql, this.identity.bootId).catch(() => {});
+    await instanceMarkStopped(this.db.sql, this.identity.bootId).catch(() => {});
   }
 }

@@ -5,7 +5,7 @@
 import type { Database } from "../db/client.js";
 import { errors } from "../errors.js";
 import type { Committer } from "./committer.js";
-import { listInstances } from "../sql/instances.js";
+import { instanceList } from "../sql/instance.js";
 import { requestDrainIn } from "./changes/drain.js";
 import type { ChangeBus } from "../stream/change-bus.js";
 import type { Identity } from "./runtime.js";
@@ -68,7 +68,7 @@ export class InstanceService {
   }
 
   async list(): Promise<{ items: InstanceView[] }> {
-    const rows = await listInstances(this.db.sql, LIST_WITHIN_MS, LIST_LIMIT);
+    const rows = await instanceList(this.db.sql, LIST_WITHIN_MS, LIST_LIMIT);
     return {
       items: rows.map((r) => ({
         instanceId: r.instanceId,

@@ -4,7 +4,7 @@
  * it is one (`truncated`, `inputBytes`), its whole input the event's payload. An input above the
  * bound is never offered for approval at all: the gateway denies it unasked.
  */
-import type { PermissionRow } from "../sql/permissions.js";
+import type { PermissionRow } from "../sql/permission.js";
 import { preview, toText } from "../stream/preview.js";
 
 type ToolCall = PermissionRow["toolCall"];

@@ -1,7 +1,7 @@
 /** What clients see of a permission request and of its answer, built from the stored row. */
 import type { Static } from "typebox";
 import type { PermissionRequest, PermissionResolution } from "../contract/responses.js";
-import type { PermissionRow } from "../sql/permissions.js";
+import type { PermissionRow } from "../sql/permission.js";
 import { previewToolCall } from "./permission-input.js";
 
 /** What clients see of a pending request (`Task.pendingPermissions`, `permission.requested`). */

@@ -8,7 +8,7 @@
 import type { Logger } from "pino";
 import type { Clock, ClockTimer } from "../clock.js";
 import type { Queryable } from "../db/client.js";
-import { type PermissionRow, type ResolvedBy, resolvePermission } from "../sql/permissions.js";
+import { type PermissionRow, type ResolvedBy, permissionResolve } from "../sql/permission.js";
 
 /** What a stop of the turn means for its pending requests. */
 export type StopCause = "cancel" | "timeout" | "shutdown" | "lost";
@@ -70,7 +70,7 @@ export class PermissionWaiter {
 
   /** Resolve it as `by` through the conditional update (the turn ended without an answer). */
   withdraw(by: ResolvedBy): void {
-    resolvePermission(this.deps.sql, this.row.id, { optionId: this.reject, by })
+    permissionResolve(this.deps.sql, this.row.id, { optionId: this.reject, by })
       .then((won) => (won ? this.end(won) : this.deps.recheck(this.row.id)))
       .catch((err) => {
         this.deps.log.warn(

@@ -8,20 +8,20 @@
  * notification, and from its own poll (MOORING_POLL_MS) of the requests it waits on: notifications
  * are hints, the poll is the guarantee.
  */
-import { readTask } from "../sql/read-tasks.js";
+import { taskRead } from "../sql/task-read.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { PermissionAnswer, PermissionAsk } from "../agents/driver.js";
 import { errors, invalid, type MooringError } from "../errors.js";
-import type { OwnerFence } from "../sql/append-events.js";
+import type { OwnerFence } from "../sql/event-append.js";
 import {
-  insertPermissionRequest,
+  permissionInsert,
   type PermissionRow,
   type ResolvedBy,
-  readPermission,
-  readResolvedPermissions,
-} from "../sql/permissions.js";
+  permissionRead,
+  permissionReadResolved,
+} from "../sql/permission.js";
 import { INPUT_TOO_LARGE, inputBytesOf, previewToolCall, tooLargeMessage } from "./permission-input.js";
 import { type PermissionResolutionView, requestView, resolutionView } from "./permission-views.js";
 import { byOfCause, PermissionWaiter, type StopCause } from "./permission-waiter.js";
@@ -102,7 +102,7 @@ export class Permissions {
     if (signal.aborted) return refused(byOfCause[signal.reason as StopCause] ?? "cancel");
     let inserted: boolean;
     try {
-      inserted = await insertPermissionRequest(this.rt.db.sql, row, fence, tooLarge);
+      inserted = await permissionInsert(this.rt.db.sql, row, fence, tooLarge);
     } catch (err) {
       log.warn({ err: String(err), tool: ask.toolCall.name }, "permission request not recorded; refused");
       return refused("restart");
@@ -211,7 +211,7 @@ export class Permissions {
   /** Read the waited-on requests among `ids` and hand every resolved one to its turn. */
   private async check(ids: string[]): Promise<void> {
     try {
-      for (const row of await readResolvedPermissions(this.rt.db.sql, ids))
+      for (const row of await permissionReadResolved(this.rt.db.sql, ids))
         this.waiters.get(row.id)?.answered(row);
     } catch (err) {
       this.rt.log.warn({ err: String(err) }, "permission check failed; the poll retries");
@@ -243,9 +243,9 @@ export class Permissions {
     if (!isUuid(requestId)) throw notFound();
     // Another tenant's task is a missing one (docs/tenants.md); an admin's read has no condition.
     const owner = visibleTenant(tenant);
-    const current = await readPermission(this.rt.db.sql, requestId);
+    const current = await permissionRead(this.rt.db.sql, requestId);
     if (!current || current.taskId !== taskId || owner !== null) {
-      const task = await readTask(this.rt.db.sql, taskId, owner);
+      const task = await taskRead(this.rt.db.sql, taskId, owner);
       if (!task) throw errors.taskNotFound(taskId);
       if (!current || current.taskId !== taskId) throw notFound();
     }
@@ -267,7 +267,7 @@ export class Permissions {
       }),
     );
     if (!won) {
-      const winner = await readPermission(this.rt.db.sql, requestId);
+      const winner = await permissionRead(this.rt.db.sql, requestId);
       throw alreadyResolved(winner ?? current);
     }
     this.rt.log.info(

@@ -5,16 +5,16 @@
  * touched: only archived ones are ever found or locked.
  *
  * One session per transaction: its row lock, then one statement deleting its rows from every
- * table (sql/purge-sessions.ts). A crash anywhere leaves each session whole or gone, and a batch
+ * table (sql/session-purge.ts). A crash anywhere leaves each session whole or gone, and a batch
  * never holds more than one session's locks, and only an archived session's, which no turn needs.
  */
 import type { PurgeTrigger } from "../metrics/reporter.js";
 import {
-  findExpiredArchived,
+  sessionFindExpiredArchived,
   type PurgedRows,
-  purgedRowTables,
+  sessionPurgedRowTables,
   type RetentionRule,
-} from "../sql/purge-sessions.js";
+} from "../sql/session-purge.js";
 import { removeSessionRefs } from "../checkpoints/snapshot.js";
 import { type PurgeFound, purgeSessionIn } from "./changes/purge.js";
 import type { Runtime } from "./runtime.js";
@@ -64,7 +64,7 @@ export class SessionPurger {
    * a transaction of its own. Answers how many sessions were purged and their rows by table.
    */
   async sweep(limit = PURGE_BATCH): Promise<{ sessions: number; rows: PurgedRows }> {
-    const due = await findExpiredArchived(this.rt.db.sql, this.rule, limit);
+    const due = await sessionFindExpiredArchived(this.rt.db.sql, this.rule, limit);
     const total = emptyRows();
     let sessions = 0;
     for (const sessionId of due) {
@@ -103,7 +103,7 @@ export class SessionPurger {
         this.rt.log.warn({ sessionId, err: String(err) }, "checkpoint refs of a purged session not removed"),
       );
       const byTable = Object.entries(outcome.rows).map(([key, n]) => [
-        purgedRowTables[key as keyof PurgedRows],
+        sessionPurgedRowTables[key as keyof PurgedRows],
         n,
       ]);
       this.rt.metrics.sessionPurged(options.trigger, Object.fromEntries(byTable));

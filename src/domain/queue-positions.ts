@@ -2,10 +2,10 @@
  * Announces `task.position` events when queued tasks move up. Debounced, and only run by the
  * instance that changed the queue, so a burst of claims produces one round of announcements.
  * Each session's announcements are written in a small transaction of their own that checks the
- * task is still queued under the session's row lock (sql/append-position.ts): going through the
+ * task is still queued under the session's row lock (sql/event-append-positions.ts): going through the
  * batched event log instead let a position land after the task had already started.
  */
-import { listQueuePositions } from "../sql/gate-status.js";
+import { gateListQueuePositions } from "../sql/gate-status.js";
 import { announcePositionsChange } from "./changes/announce-positions.js";
 import type { Runtime } from "./runtime.js";
 import type { ClockTimer } from "../clock.js";
@@ -58,7 +58,7 @@ export class QueuePositionAnnouncer implements Service {
   }
 
   private async announce(): Promise<void> {
-    const queue = await listQueuePositions(this.rt.db.sql, ANNOUNCE_LIMIT);
+    const queue = await gateListQueuePositions(this.rt.db.sql, ANNOUNCE_LIMIT);
     const seen = new Set<string>();
     const moved = new Map<string, { taskId: string; position: number }[]>();
     for (const { id, sessionId, position, queuedAt } of queue) {

@@ -4,11 +4,11 @@
  * "Continue where you left off." linked to the interrupted one; an unsaved one gets a
  * `session.reset` notice instead, since continuing into an empty conversation makes no sense.
  */
-import { readSavedConversation } from "../sql/read-sessions.js";
+import { sessionReadSavedConversation } from "../sql/session-read.js";
 import { randomUUID } from "node:crypto";
 import type { Tx } from "../db/client.js";
-import { appendEvents, type StoredEvent } from "../sql/append-events.js";
-import { isQueueFull, isTenantQueueFull, refuseIfQueueOverflows } from "../sql/gate-check.js";
+import { eventAppend, type StoredEvent } from "../sql/event-append.js";
+import { gateIsQueueFull, gateIsTenantQueueFull, gateRefuseIfQueueOverflows } from "../sql/gate-check.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { admissionStatements } from "./changes/admit.js";
 import type { Runtime } from "./runtime.js";
@@ -30,12 +30,12 @@ export class Recovery {
     if (this.rt.config.recovery !== "continue") return [];
     const events: StoredEvent[] = [];
     for (const row of rows) {
-      const session = await readSavedConversation(tx, row.sessionId);
+      const session = await sessionReadSavedConversation(tx, row.sessionId);
       if (!session || session.archivedAt) continue;
       const saved = session.agentSessionId !== null && session.lastAssistantMessageId !== null;
       if (!saved) {
         events.push(
-          ...(await appendEvents(tx, row.sessionId, [
+          ...(await eventAppend(tx, row.sessionId, [
             { taskId: row.id, type: "session.reset", data: { reason: "unsaved", notice: UNSAVED_NOTICE } },
           ])),
         );
@@ -78,7 +78,7 @@ export class Recovery {
         );
         await Promise.all([
           ...Object.values(admission.named),
-          refuseIfQueueOverflows(q, [id], this.rt.config.maxQueued, this.rt.tenants.limitsJson),
+          gateRefuseIfQueueOverflows(q, [id], this.rt.config.maxQueued, this.rt.tenants.limitsJson),
         ]);
         const inserted = await admission.inserted;
         if (!inserted) return [];
@@ -94,16 +94,16 @@ export class Recovery {
         return [inserted.queued];
       });
     } catch (err) {
-      if (!isQueueFull(err) && !isTenantQueueFull(err)) throw err;
+      if (!gateIsQueueFull(err) && !gateIsTenantQueueFull(err)) throw err;
       this.rt.log.warn(
         {
           sessionId: interrupted.sessionId,
           tenant: interrupted.tenant,
-          limit: isQueueFull(err) ? "gateway" : "tenant",
+          limit: gateIsQueueFull(err) ? "gateway" : "tenant",
         },
         "recovery: queue full, continuation not queued",
       );
-      return appendEvents(tx, interrupted.sessionId, [
+      return eventAppend(tx, interrupted.sessionId, [
         {
           taskId: interrupted.id,
           type: "session.notice",

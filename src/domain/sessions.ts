@@ -2,18 +2,18 @@
  * Sessions: create, read, list, archive. A session names a registered agent and a normalized
  * workspace; clients choose only what the agent's driver allows.
  */
-import { listSessions, readRecentTurns, readSession, readSessions } from "../sql/read-sessions.js";
+import { sessionList, sessionReadRecentTurns, sessionRead, sessionReadMany } from "../sql/session-read.js";
 import type { Logger } from "pino";
 import type { AgentDriver } from "../agents/driver.js";
 import type { AgentEntry, AgentRegistry, DriverName } from "../agents/registry.js";
 import type { Database, Queryable } from "../db/client.js";
 import { errors, invalid } from "../errors.js";
-import { insertSession } from "../sql/insert-session.js";
+import { sessionInsert } from "../sql/session-insert.js";
 import { archiveSessionIn } from "./changes/archive.js";
 import { type ForkInput, forkSessionIn } from "./changes/fork.js";
 import { rollbackIn } from "./changes/rollback.js";
 import { SessionPurger } from "./purge.js";
-import type { PurgedRows } from "../sql/purge-sessions.js";
+import type { PurgedRows } from "../sql/session-purge.js";
 import { fittingCount } from "./page-budget.js";
 import { isUuid } from "./ids.js";
 import type { Runtime } from "./runtime.js";
@@ -107,7 +107,7 @@ export class SessionService {
     // Then the tenant's own roots (inside the global ones, checked at start), with the same refusal.
     if (!isInsideRoots(workspace, await this.tenantRoots.of(tenant.name)))
       throw workspaceNotAllowed(input.workspace);
-    const { id, created } = await insertSession(this.db.sql, {
+    const { id, created } = await sessionInsert(this.db.sql, {
       tenant: tenant.name,
       workspace,
       agent: input.agent,
@@ -143,7 +143,7 @@ export class SessionService {
    */
   async row(id: string, tenant: Tenant | null, q: Queryable = this.db.sql): Promise<SessionRow> {
     if (!isUuid(id)) throw errors.sessionNotFound(id);
-    const row = await readSession<SessionRow>(q, id, tenant ? visibleTenant(tenant) : null);
+    const row = await sessionRead<SessionRow>(q, id, tenant ? visibleTenant(tenant) : null);
     if (!row) throw errors.sessionNotFound(id);
     return row;
   }
@@ -156,7 +156,7 @@ export class SessionService {
 
   /** Several session rows in one query (the sessions of turns claimed together); missing ones are absent. */
   async rows(ids: string[]): Promise<Map<string, SessionRow>> {
-    const rows = await readSessions<SessionRow>(this.db.sql, ids);
+    const rows = await sessionReadMany<SessionRow>(this.db.sql, ids);
     return new Map(rows.map((r) => [r.id, r]));
   }
 
@@ -165,7 +165,7 @@ export class SessionService {
     const row = await this.row(id, tenant);
     const view = sessionView(row);
     if (!options.withTurns) return view;
-    const recent = await readRecentTurns(this.db.sql, id, SNAPSHOT_TURNS);
+    const recent = await sessionReadRecentTurns(this.db.sql, id, SNAPSHOT_TURNS);
     // A turn waiting for input shows its requests in the snapshot too.
     const { positions, pending, waitingForGroup } = await taskExtras(
       this.db.sql,
@@ -188,7 +188,7 @@ export class SessionService {
     const limit = filter.limit ?? 50;
     const after = filter.cursor ? decodeCursor(filter.cursor) : null;
     const workspace = filter.workspace ? await normalizeWorkspace(filter.workspace) : null;
-    const rows = await listSessions<SessionRow>(this.db.sql, {
+    const rows = await sessionList<SessionRow>(this.db.sql, {
       tenant: listed,
       workspace,
       status: filter.status ?? null,

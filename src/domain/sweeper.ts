@@ -5,9 +5,9 @@
  */
 import type { Service } from "../lib/service.js";
 import { TimedLoop } from "../lib/timed-loop.js";
-import { lockExpiredLeases, lockOwnTasks, lockPreviousBootTasks } from "../sql/interrupt-orphans.js";
-import { pruneEventWrites } from "../sql/event-writes.js";
-import { pruneEvents } from "../sql/prune-events.js";
+import { taskLockExpiredLeases, taskLockOwn, taskLockPreviousBoot } from "../sql/task-orphans.js";
+import { eventWritePrune } from "../sql/event-writes.js";
+import { eventPrune } from "../sql/event-prune.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { Recovery } from "./recovery.js";
 import { SessionPurger } from "./purge.js";
@@ -39,7 +39,7 @@ export class Sweeper implements Service {
     // A batch a tick, one session per transaction: a backlog drains over several ticks.
     if (this.purger.enabled)
       this.every(Math.min(RETENTION_SWEEP_MS, config.sweepMs * 6), () => this.purger.sweep());
-    this.every(60_000, () => pruneEventWrites(this.rt.db.sql));
+    this.every(60_000, () => eventWritePrune(this.rt.db.sql));
     this.every(config.pollMs, () => this.pollQueue());
   }
 
@@ -64,7 +64,7 @@ export class Sweeper implements Service {
   async reconcile(): Promise<{ previousBoot: number; expiredLeases: number; expiredQueued: number }> {
     const { instanceId, bootId } = this.rt.identity;
     const previous = await this.settleInterrupted(
-      (tx) => lockPreviousBootTasks(tx, instanceId, bootId),
+      (tx) => taskLockPreviousBoot(tx, instanceId, bootId),
       "previous_boot",
     );
     const expired = await this.sweepLeases();
@@ -80,7 +80,7 @@ export class Sweeper implements Service {
 
   async sweepLeases(): Promise<TaskRow[]> {
     const rows = await this.settleInterrupted(
-      (tx) => lockExpiredLeases(tx, this.rt.identity.bootId, this.rt.config.instanceGroup),
+      (tx) => taskLockExpiredLeases(tx, this.rt.identity.bootId, this.rt.config.instanceGroup),
       "lease_takeover",
     );
     if (rows.length > 0) {
@@ -97,13 +97,13 @@ export class Sweeper implements Service {
 
   /** MOORING_EVENT_RETENTION: drop each session's events older than the last N. */
   private async prune(): Promise<void> {
-    const deleted = await pruneEvents(this.rt.db.sql, this.rt.config.eventRetention);
+    const deleted = await eventPrune(this.rt.db.sql, this.rt.config.eventRetention);
     if (deleted > 0) this.rt.log.info({ deleted }, "old events pruned");
   }
 
   /** Graceful shutdown: give up this boot's remaining tasks at once so others can take the slots. */
   async releaseOwnTasks(): Promise<TaskRow[]> {
-    return this.settleInterrupted((tx) => lockOwnTasks(tx, this.rt.identity.bootId), "released");
+    return this.settleInterrupted((tx) => taskLockOwn(tx, this.rt.identity.bootId), "released");
   }
 
   private async pollQueue(): Promise<void> {

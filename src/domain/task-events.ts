@@ -1,8 +1,8 @@
 /**
  * The event that marks a task's start (docs/api.md, Streaming) and the notices of a fresh start; its
- * terminal event is built beside its settlement (sql/settle-task.ts).
+ * terminal event is built beside its settlement (sql/task-settle.ts).
  */
-import type { NewEvent } from "../sql/append-events.js";
+import type { NewEvent } from "../sql/event-append.js";
 import type { TaskRow } from "../sql/task-row.js";
 
 export const startedEvent = (task: TaskRow): NewEvent => ({

@@ -5,9 +5,9 @@
  * a list or a session snapshot costs one round trip more than its rows, not one per task or kind.
  */
 import type { Queryable } from "../db/client.js";
-import { queuePositions } from "../sql/gate-status.js";
-import { liveGroups } from "../sql/instances.js";
-import { pendingPermissionsOf } from "../sql/permissions.js";
+import { gateQueuePositions } from "../sql/gate-status.js";
+import { instanceLiveGroups } from "../sql/instance.js";
+import { permissionPendingOf } from "../sql/permission.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { isActive } from "../contract/task-status.js";
 import { type PermissionRequestView, requestView } from "./permission-views.js";
@@ -30,9 +30,9 @@ export async function taskExtras(
   const active = rows.filter((r) => isActive(r.status)).map((r) => r.id);
   const groups = [...new Set(queuedRows.map((r) => r.instanceGroup))];
   const [positions, requests, live] = await Promise.all([
-    queuePositions(q, queued),
-    pendingPermissionsOf(q, active),
-    liveGroups(q, groups, liveWithinMs),
+    gateQueuePositions(q, queued),
+    permissionPendingOf(q, active),
+    instanceLiveGroups(q, groups, liveWithinMs),
   ]);
   const waitingForGroup = new Map<string, string>();
   for (const r of queuedRows) if (!live.has(r.instanceGroup)) waitingForGroup.set(r.id, r.instanceGroup);

@@ -7,7 +7,7 @@
  * is capped (MOORING_MAX_LONG_POLLS): past it, `wait` declines and the caller answers at once.
  */
 import { SingleFlight } from "../lib/single-flight.js";
-import { readTaskStatuses, readTasks } from "../sql/read-tasks.js";
+import { taskReadStatuses, taskReadMany } from "../sql/task-read.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
@@ -139,7 +139,7 @@ export class TaskWatch {
   }
 
   private async pass(ids: string[]): Promise<void> {
-    const statuses = await readTaskStatuses(this.db.sql, ids);
+    const statuses = await taskReadStatuses(this.db.sql, ids);
     const now = new Map(statuses.map((r) => [r.id, r.status]));
     const answering = ids.filter((id) => {
       const entry = this.watched.get(id);
@@ -148,10 +148,7 @@ export class TaskWatch {
       for (const w of entry.waiters) if (w.expired || w.seen !== status) return true;
       return false;
     });
-    const rows =
-      answering.length === 0
-        ? []
-        : await readTasks(this.db.sql, answering);
+    const rows = answering.length === 0 ? [] : await taskReadMany(this.db.sql, answering);
     for (const row of rows) this.settle(row.id, row);
     // A task that is gone (none are deleted today) ends its waits that ran out.
     for (const id of ids) if (!now.has(id)) this.settle(id, null);

@@ -1,12 +1,12 @@
-import { listTasks, readTask } from "../sql/read-tasks.js";
+import { taskList, taskRead } from "../sql/task-read.js";
 import { errors, invalid, MooringError } from "../errors.js";
-import { countActiveAndQueued, countByTenant } from "../sql/gate-status.js";
-import { groupUsage } from "../sql/instances.js";
-import { countWaitingForInput } from "../sql/permissions.js";
+import { gateCountActiveAndQueued, gateCountByTenant } from "../sql/gate-status.js";
+import { instanceGroupUsage } from "../sql/instance.js";
+import { permissionCountWaiting } from "../sql/permission.js";
 import { isTerminal, type TaskRow, type TaskStatus } from "../sql/task-row.js";
 import { AdmissionQueue, type IfBusy } from "./admission.js";
-import { findTaskByIdempotencyKey } from "../sql/insert-task.js";
-import { findTurnInputByKey, readRunningTaskOfSession } from "../sql/turn-inputs.js";
+import { taskFindByIdempotencyKey } from "../sql/task-insert.js";
+import { taskFindInputByKey, taskReadRunningOfSession } from "../sql/task-inputs.js";
 import { Steering } from "./turn-inputs.js";
 import type { ClaimLimit } from "./changes/claim.js";
 import { cancelTaskIn } from "./changes/cancel.js";
@@ -180,15 +180,15 @@ export class TaskService {
   ): Promise<TaskRow | null> {
     const owner = visibleTenant(tenant);
     if (key !== null) {
-      const queued = await findTaskByIdempotencyKey(this.rt.db.sql, sessionId, key, owner);
+      const queued = await taskFindByIdempotencyKey(this.rt.db.sql, sessionId, key, owner);
       if (queued) return queued;
-      const earlier = await findTurnInputByKey(this.rt.db.sql, sessionId, null, key);
+      const earlier = await taskFindInputByKey(this.rt.db.sql, sessionId, null, key);
       if (earlier) {
-        const task = await readTask(this.rt.db.sql, earlier.taskId, owner);
+        const task = await taskRead(this.rt.db.sql, earlier.taskId, owner);
         if (task) return task;
       }
     }
-    const running = await readRunningTaskOfSession(this.rt.db.sql, sessionId, owner);
+    const running = await taskReadRunningOfSession(this.rt.db.sql, sessionId, owner);
     if (!running) return null;
     try {
       await this.steering.steer(
@@ -206,7 +206,7 @@ export class TaskService {
   /** The task, or TASK_NOT_FOUND, also when it is not `tenant`'s to see (docs/tenants.md). */
   async row(taskId: string, tenant: Tenant): Promise<TaskRow> {
     if (!isUuid(taskId)) throw errors.taskNotFound(taskId);
-    const row = await readTask(this.rt.db.sql, taskId, visibleTenant(tenant));
+    const row = await taskRead(this.rt.db.sql, taskId, visibleTenant(tenant));
     if (!row) throw errors.taskNotFound(taskId);
     return row;
   }
@@ -243,7 +243,7 @@ export class TaskService {
     const limit = filter.limit ?? 50;
     const after = filter.cursor ? decodeCursor(filter.cursor) : null;
     if (filter.sessionId && !isUuid(filter.sessionId)) return { items: [], nextCursor: null };
-    const rows = await listTasks(this.rt.db.sql, {
+    const rows = await taskList(this.rt.db.sql, {
       tenant: listed,
       sessionId: filter.sessionId ?? null,
       status: filter.status ?? null,
@@ -286,10 +286,10 @@ export class TaskService {
     const scope = visibleTenant(tenant);
     const names = scope === null ? null : [scope];
     const [{ active, queued }, waitingForInput, byTenant, groups] = await Promise.all([
-      countActiveAndQueued(this.rt.db.sql),
-      countWaitingForInput(this.rt.db.sql),
-      countByTenant(this.rt.db.sql, names),
-      groupUsage(this.rt.db.sql, this.rt.config.leaseMs),
+      gateCountActiveAndQueued(this.rt.db.sql),
+      permissionCountWaiting(this.rt.db.sql),
+      gateCountByTenant(this.rt.db.sql, names),
+      instanceGroupUsage(this.rt.db.sql, this.rt.config.leaseMs),
     ]);
     const usage = (name: string) => {
       // A tenant no longer configured has the global limits (as the gate's SQL applies them).

@@ -85,7 +85,7 @@ export class TenantDirectory {
   private readonly byName: Map<string, Tenant>;
   /**
    * Every tenant's limits as the gate's SQL takes them (`{"<tenant>": {"active": n, "queued": n}}`,
-   * sql/claim-tasks.ts, sql/gate-check.ts): made once, the directory never changes.
+   * sql/task-claim.ts, sql/gate-check.ts): made once, the directory never changes.
    */
   readonly limitsJson: string;
 

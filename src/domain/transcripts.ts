@@ -6,21 +6,21 @@
 import type { TranscriptStore } from "../agents/driver.js";
 import type { Queryable } from "../db/client.js";
 import {
-  deleteTranscripts,
-  insertTranscriptChunk,
-  readTranscriptChunks,
-  storedTranscriptEnd,
+  transcriptDelete,
+  transcriptInsertChunk,
+  transcriptReadChunks,
+  transcriptStoredEnd,
 } from "../sql/transcript-chunks.js";
 
 export function sessionTranscripts(q: Queryable, sessionId: string, maxBytes: number): TranscriptStore {
   return {
     maxBytes,
-    end: (agentSessionId) => storedTranscriptEnd(q, sessionId, agentSessionId),
+    end: (agentSessionId) => transcriptStoredEnd(q, sessionId, agentSessionId),
     append: (agentSessionId, offset, bytes) =>
-      insertTranscriptChunk(q, sessionId, agentSessionId, offset, bytes),
-    chunks: (agentSessionId) => readTranscriptChunks(q, sessionId, agentSessionId),
+      transcriptInsertChunk(q, sessionId, agentSessionId, offset, bytes),
+    chunks: (agentSessionId) => transcriptReadChunks(q, sessionId, agentSessionId),
     forget: async (keep) => {
-      await deleteTranscripts(q, sessionId, keep);
+      await transcriptDelete(q, sessionId, keep);
     },
   };
 }

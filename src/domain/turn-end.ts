@@ -1,17 +1,17 @@
 /**
  * A turn's end, as a change inside a transaction: the settlement of each turn with its terminal
- * event (sql/settle-task.ts: the statement the event log's flush sends for a turn that ends
+ * event (sql/task-settle.ts: the statement the event log's flush sends for a turn that ends
  * normally), the events of the permission requests it withdraws before that, and, for an
  * interruption under MOORING_RECOVERY=continue, its continuation. The owner's interruption that
  * may continue (domain/turn-run.ts) and the sweeper's interruptions of orphans (domain/sweeper.ts)
  * both end their turns here.
  */
 import type { Tx } from "../db/client.js";
-import { appendEvents, type OwnerFence, type StoredEvent } from "../sql/append-events.js";
-import { lockGate } from "../sql/gate-lock.js";
-import { lockSessionRow } from "../sql/lock-session.js";
-import type { PermissionRow } from "../sql/permissions.js";
-import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
+import { eventAppend, type OwnerFence, type StoredEvent } from "../sql/event-append.js";
+import { gateLock } from "../sql/gate-lock.js";
+import { sessionLock } from "../sql/session-lock.js";
+import type { PermissionRow } from "../sql/permission.js";
+import { type Settlement, taskSettleOwned } from "../sql/task-settle.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { type Effects, headsOf } from "./committer.js";
 import type { Recovery } from "./recovery.js";
@@ -43,7 +43,7 @@ export async function endTurnsIn(
       const resolved =
         before.length === 0
           ? []
-          : await appendEvents(
+          : await eventAppend(
               tx,
               before[0].sessionId,
               before.map((p) => ({
@@ -52,7 +52,7 @@ export async function endTurnsIn(
                 data: { requestId: p.id, optionId: p.optionId, by: p.resolvedBy },
               })),
             );
-      const settled = await settleOwnedTask(tx, fence, settlement);
+      const settled = await taskSettleOwned(tx, fence, settlement);
       return { resolved, settled };
     }),
   );
@@ -83,9 +83,9 @@ export async function settleWithContinuationIn(
   fence: OwnerFence,
   settlement: Settlement,
 ): Promise<{ value: TaskRow | null; effects: Effects }> {
-  await lockGate(tx);
+  await gateLock(tx);
   // Session row before task row, the order the event log's flush takes them in.
-  await lockSessionRow(tx, sessionId);
+  await sessionLock(tx, sessionId);
   const { value, effects } = await endTurnsIn(tx, recovery, [{ fence, settlement }]);
   return { value: value[0] ?? null, effects };
 }

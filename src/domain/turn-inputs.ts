@@ -17,7 +17,7 @@
  * for those that have input; a hint that came before the turn's feed existed is kept for it.
  *
  * Closing: when the agent's turn ends, the turn settles with the seq it has read up to, and the
- * settlement is not written when a `turn.input` of the task came after it (sql/settle-task.ts):
+ * settlement is not written when a `turn.input` of the task came after it (sql/task-settle.ts):
  * that statement, under the session row lock a steer takes first, is the close of a turn nobody
  * steered. When the feed holds input the agent did not take, or the settlement found some, `close`
  * sets `tasks.input_closed_at` (from then on a steer answers TASK_NOT_RUNNING) and reads once more;
@@ -31,17 +31,17 @@ import type { TurnInput } from "../agents/driver.js";
 import { errors, invalid } from "../errors.js";
 import { SingleFlight } from "../lib/single-flight.js";
 import { TimedLoop } from "../lib/timed-loop.js";
-import { appendEvents, type OwnerFence } from "../sql/append-events.js";
-import { lockSessionRow } from "../sql/lock-session.js";
-import { readTask } from "../sql/read-tasks.js";
+import { eventAppend, type OwnerFence } from "../sql/event-append.js";
+import { sessionLock } from "../sql/session-lock.js";
+import { taskRead } from "../sql/task-read.js";
 import {
-  closeTurnInput,
-  findTurnInputByKey,
-  findTurnInputs,
-  lockTaskForInput,
-  readTurnInputs,
+  taskCloseInput,
+  taskFindInputByKey,
+  taskFindInputs,
+  taskLockForInput,
+  taskReadInputs,
   type TurnInputEvent,
-} from "../sql/turn-inputs.js";
+} from "../sql/task-inputs.js";
 import { headsOf } from "./committer.js";
 import { isUuid } from "./ids.js";
 import type { Runtime } from "./runtime.js";
@@ -82,24 +82,24 @@ export class Steering {
       throw invalid(`text is longer than ${this.rt.config.maxPromptChars} characters`, "text");
     }
     if (!isUuid(taskId)) throw errors.taskNotFound(taskId);
-    const task = await readTask(this.rt.db.sql, taskId.toLowerCase(), visibleTenant(tenant));
+    const task = await taskRead(this.rt.db.sql, taskId.toLowerCase(), visibleTenant(tenant));
     if (!task) throw errors.taskNotFound(taskId);
     const session = await this.sessions.row(task.sessionId, null);
     if (!this.sessions.canSteer(session.agent)) throw errors.steerNotSupported(session.agent);
     const key = input.idempotencyKey ?? null;
     const view = await this.rt.committer.transaction(async (tx) => {
-      await lockSessionRow(tx, task.sessionId);
-      const state = await lockTaskForInput(tx, task.id);
+      await sessionLock(tx, task.sessionId);
+      const state = await taskLockForInput(tx, task.id);
       if (!state) throw errors.taskNotFound(taskId);
       if (key !== null) {
-        const earlier = await findTurnInputByKey(tx, task.sessionId, task.id, key);
+        const earlier = await taskFindInputByKey(tx, task.sessionId, task.id, key);
         if (earlier) return { value: answer(task.id, task.sessionId, earlier, false), effects: {} };
       }
       if (state.status !== "running" || state.inputClosed) {
         // A turn whose input is closed is about to settle: it is as good as finished.
         throw errors.taskNotRunning(task.id, state.status === "running" ? "finishing" : state.status);
       }
-      const events = await appendEvents(tx, task.sessionId, [
+      const events = await eventAppend(tx, task.sessionId, [
         {
           taskId: task.id,
           type: "turn.input",
@@ -213,7 +213,7 @@ export class TurnInputs {
     this.rotateEarly();
     const feeds = [...this.feeds.values()];
     if (feeds.length === 0) return;
-    const found = await findTurnInputs(
+    const found = await taskFindInputs(
       this.rt.db.sql,
       feeds.map((f) => f.position),
     );
@@ -251,7 +251,7 @@ export class TurnInputFeed implements TurnInput {
     this.reads = new SingleFlight(
       async () => {
         if (this.listening)
-          this.accept(await readTurnInputs(this.rt.db.sql, this.sessionId, this.taskId, this.lastSeq));
+          this.accept(await taskReadInputs(this.rt.db.sql, this.sessionId, this.taskId, this.lastSeq));
       },
       // Not lost: the poll reads again, and the settlement finds what is still unread.
       (err) => log.warn({ err: String(err) }, "reading steered input failed; the poll retries"),
@@ -330,8 +330,8 @@ export class TurnInputFeed implements TurnInput {
   async close(): Promise<TurnInputEvent[]> {
     await this.finish();
     try {
-      await closeTurnInput(this.rt.db.sql, this.fence);
-      this.accept(await readTurnInputs(this.rt.db.sql, this.sessionId, this.taskId, this.lastSeq));
+      await taskCloseInput(this.rt.db.sql, this.fence);
+      this.accept(await taskReadInputs(this.rt.db.sql, this.sessionId, this.taskId, this.lastSeq));
     } catch (err) {
       this.log.warn({ err: String(err) }, "closing steered input failed; late input is not delivered");
     }

@@ -3,8 +3,8 @@ import type { Logger } from "pino";
 import type { AgentEvent, AgentUsage, TurnOutcome } from "../agents/driver.js";
 import { storableSink } from "../agents/storable-text.js";
 import type { EventType } from "../contract/events.js";
-import type { OwnerFence } from "../sql/append-events.js";
-import type { CursorFields } from "../sql/save-turn-state.js";
+import type { OwnerFence } from "../sql/event-append.js";
+import type { CursorFields } from "../sql/task-turn-state.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { preview } from "../stream/preview.js";
 import { contextPercent, contextWindowOf, withContextSuffix } from "./context.js";
@@ -22,13 +22,12 @@ export interface TurnTrace {
   agentStart: Span | null;
 }
 
-
 /**
  * The agent-event → client-event mapping of one running turn: what a driver emits
  * (agents/driver.ts, `AgentEvent`) becomes the events clients receive (docs/api.md, Streaming),
  * appended to the event log fenced by the turn's owner; it remembers what the turn's result needs
  * (final text, last usage, context percentage). Not to be confused with the session row's saved
- * state (sql/save-turn-state.ts): this lives only while the turn runs.
+ * state (sql/task-turn-state.ts): this lives only while the turn runs.
  */
 export class TurnRecorder {
   contextTokens: number | null = null;

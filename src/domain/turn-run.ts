@@ -10,8 +10,8 @@ import { type AgentDriver, AgentFailure, type TurnOutcome } from "../agents/driv
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
 import { storable } from "../agents/storable-text.js";
 import { secondsBetween } from "../metrics/reporter.js";
-import type { OwnerFence } from "../sql/append-events.js";
-import type { Settlement } from "../sql/settle-task.js";
+import type { OwnerFence } from "../sql/event-append.js";
+import type { Settlement } from "../sql/task-settle.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { ConversationPool } from "./conversation-pool.js";
 import type { Permissions } from "./permissions.js";
@@ -20,7 +20,7 @@ import type { Runtime } from "./runtime.js";
 import { settleWithContinuationIn } from "./turn-end.js";
 import { TurnRecorder } from "./turn-recorder.js";
 import { TurnInputs } from "./turn-inputs.js";
-import { stillRunsTask, type TurnInputEvent } from "../sql/turn-inputs.js";
+import { taskStillRuns, type TurnInputEvent } from "../sql/task-inputs.js";
 import type { SessionRow } from "./views.js";
 import type { ClockTimer } from "../clock.js";
 import type { CheckpointService } from "./checkpoints.js";
@@ -190,7 +190,7 @@ export class TurnExecution {
       try {
         outcome = await run(row.prompt);
         // Input the feed holds, or a turn whose checkpoint comes before its settlement: the input
-        // is closed here. Otherwise the settlement closes it (sql/settle-task.ts).
+        // is closed here. Otherwise the settlement closes it (sql/task-settle.ts).
         if (input && ((await input.finish()) || checkpointed)) await followUp(await input.close());
       } catch (err) {
         failure = err;
@@ -360,7 +360,7 @@ export class TurnExecution {
         return true;
       case "unconfirmed":
         // Checked for input, the flush may have committed without the settlement.
-        if (inputAfter !== null && (await stillRunsTask(this.rt.db.sql, fence).catch(() => false))) {
+        if (inputAfter !== null && (await taskStillRuns(this.rt.db.sql, fence).catch(() => false))) {
           log.info("the settlement's answer was lost and the turn still runs: steered input came");
           return true;
         }

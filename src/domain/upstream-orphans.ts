@@ -3,11 +3,11 @@
  * its cancel accepted (its gateway died: kill -9, a lost lease; the upstream was unreachable; the
  * cancel timed out) may have left that task running upstream for nobody. After the startup reconcile, and then every sweep period, each such task's upstream task is cancelled
  * (best effort: an unreachable upstream is asked again on the next round) and the task is marked
- * so it is not asked again (sql/upstream-orphans.ts).
+ * so it is not asked again (sql/task-upstream-orphans.ts).
  */
 import type { AgentDriver } from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
-import { listUpstreamOrphans, markUpstreamReleased } from "../sql/upstream-orphans.js";
+import { taskListUpstreamOrphans, taskMarkUpstreamReleased } from "../sql/task-upstream-orphans.js";
 import type { Service } from "../lib/service.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { Runtime } from "./runtime.js";
@@ -47,7 +47,7 @@ export class UpstreamOrphans implements Service {
   }
 
   private async releaseAll(): Promise<void> {
-    const orphans = await listUpstreamOrphans(this.rt.db.sql, BATCH);
+    const orphans = await taskListUpstreamOrphans(this.rt.db.sql, BATCH);
     await Promise.all(
       orphans.map(async (orphan) => {
         const entry = this.registry.get(orphan.agent);
@@ -55,7 +55,7 @@ export class UpstreamOrphans implements Service {
         const log = this.rt.log.child({ taskId: orphan.id, agent: orphan.agent });
         // An agent no longer registered leaves nothing this gateway can reach.
         const released = abandon ? await abandon(entry, orphan.upstreamTaskId, log) : true;
-        if (released && this.rounds.active) await markUpstreamReleased(this.rt.db.sql, orphan.id);
+        if (released && this.rounds.active) await taskMarkUpstreamReleased(this.rt.db.sql, orphan.id);
       }),
     );
   }

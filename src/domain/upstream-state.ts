@@ -7,8 +7,8 @@
 import type { Logger } from "pino";
 import type { AgentEvent } from "../agents/driver.js";
 import type { EventType } from "../contract/events.js";
-import type { OwnerFence } from "../sql/append-events.js";
-import { saveUpstream, type UpstreamColumn } from "../sql/save-upstream.js";
+import type { OwnerFence } from "../sql/event-append.js";
+import { taskSaveUpstream, type UpstreamColumn } from "../sql/task-upstream.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { isActive } from "../contract/task-status.js";
 import type { Runtime } from "./runtime.js";
@@ -37,7 +37,7 @@ export class UpstreamRecorder {
       ...(event.released ? { released: new Date().toISOString() } : {}),
     };
     this.writes = this.writes
-      .then(() => saveUpstream(this.rt.db.sql, this.fence, column))
+      .then(() => taskSaveUpstream(this.rt.db.sql, this.fence, column))
       .then((saved) => {
         if (!saved) this.log.debug("upstream state not saved (the task is no longer running here)");
       })

@@ -16,7 +16,7 @@ import { isTerminal, type TaskRow } from "../sql/task-row.js";
 export type SessionStatus = Static<typeof SessionStatusSchema>;
 
 /**
- * A `sessions` row as read with its status (sql/read-sessions.ts: `s.*` and the derived status):
+ * A `sessions` row as read with its status (sql/session-read.ts: `s.*` and the derived status):
  * drizzle's row type of the schema (db/schema.ts, the one declaration of the table).
  */
 export type SessionRow = typeof sessions.$inferSelect & {

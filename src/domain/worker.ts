@@ -5,7 +5,7 @@
  */
 import { SingleFlight } from "../lib/single-flight.js";
 import { retrying, retryPolicies } from "../lib/retry.js";
-import { anyTaskQueued, readOwnedActiveTasks } from "../sql/read-tasks.js";
+import { taskAnyQueued, taskReadOwnedActive } from "../sql/task-read.js";
 import type { AgentDriver } from "../agents/driver.js";
 import type { AgentRegistry, DriverName } from "../agents/registry.js";
 import { isDatabaseUnavailable } from "../errors.js";
@@ -13,7 +13,7 @@ import type { Service } from "../lib/service.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { Logger } from "pino";
 import { secondsBetween } from "../metrics/reporter.js";
-import { renewLease, renewLeases } from "../sql/renew-leases.js";
+import { taskRenewLease, taskRenewLeases } from "../sql/task-lease.js";
 import type { TaskRow } from "../sql/task-row.js";
 import { type ClaimLimit, claimChange } from "./changes/claim.js";
 import type { ConversationPool } from "./conversation-pool.js";
@@ -173,7 +173,7 @@ export class Worker implements ClaimLimit, Service {
     // a plain read answers that without taking the gate lock, which every submit needs too
     // (bench/results/history.md). Skipping is safe: whoever commits a queued task notifies the
     // gate after the commit, and the claim that notification triggers reads after it.
-    if (!(await anyTaskQueued(this.rt.db.sql, this.rt.config.instanceGroup))) return;
+    if (!(await taskAnyQueued(this.rt.db.sql, this.rt.config.instanceGroup))) return;
     await this.rt.committer.commit(claimChange(this.rt, limit));
   }
 
@@ -185,7 +185,7 @@ export class Worker implements ClaimLimit, Service {
   async heartbeat(): Promise<void> {
     try {
       const sentAt = Date.now();
-      const renewed = await renewLeases(this.rt.db.sql, this.rt.identity.bootId, this.rt.config.leaseMs);
+      const renewed = await taskRenewLeases(this.rt.db.sql, this.rt.identity.bootId, this.rt.config.leaseMs);
       this.databaseReachable = true;
       const byId = new Map(renewed.map((r) => [r.id, r]));
       for (const [taskId, turn] of this.turns) {
@@ -211,7 +211,7 @@ export class Worker implements ClaimLimit, Service {
         renewed
           .filter((lease) => !lease.renewed && this.turns.has(lease.id))
           .map((lease) =>
-            renewLease(this.rt.db.sql, lease.id, this.rt.identity.bootId, this.rt.config.leaseMs),
+            taskRenewLease(this.rt.db.sql, lease.id, this.rt.identity.bootId, this.rt.config.leaseMs),
           ),
       );
       await this.adoptUnknownLeases(renewed);
@@ -238,7 +238,7 @@ export class Worker implements ClaimLimit, Service {
     const adopt = unknown.filter((id) => this.unknownLeases.has(id));
     this.unknownLeases = new Set(unknown);
     if (adopt.length === 0 || !this.claiming) return;
-    const rows = await readOwnedActiveTasks(this.rt.db.sql, adopt, this.rt.identity.bootId);
+    const rows = await taskReadOwnedActive(this.rt.db.sql, adopt, this.rt.identity.bootId);
     if (rows.length === 0) return;
     this.log.warn({ tasks: rows.map((r) => r.id) }, "adopting tasks this instance claimed but never started");
     this.startClaimed(rows.filter((r) => !this.turns.has(r.id)));

@@ -1,7 +1,7 @@
 import type { Queryable } from "../db/client.js";
 
 /** Record, inside the flush's transaction, that this flush committed. */
-export function recordEventWrite(q: Queryable, writeId: string) {
+export function eventWriteRecord(q: Queryable, writeId: string) {
   return q`insert into event_writes (write_id) values (${writeId})`;
 }
 
@@ -12,6 +12,6 @@ export async function eventWriteCommitted(q: Queryable, writeId: string): Promis
 }
 
 /** Retries happen within seconds; an hour of records is plenty. */
-export async function pruneEventWrites(q: Queryable): Promise<void> {
+export async function eventWritePrune(q: Queryable): Promise<void> {
   await q`delete from event_writes where at < now() - interval '1 hour'`;
 }

@@ -16,7 +16,7 @@ export const TENANT_QUEUE_FULL_SQLSTATE = "MG430";
  * function (migrations/0008, after 0002) so that it is one prepared statement; the DO block it
  * replaced was parsed and compiled on every submit.
  */
-export function refuseIfQueueOverflows(
+export function gateRefuseIfQueueOverflows(
   q: Tx,
   taskIds: string[],
   maxQueued: number,
@@ -25,10 +25,10 @@ export function refuseIfQueueOverflows(
   return q`select mooring_refuse_if_queues_overflow(${taskIds}::uuid[], ${maxQueued}::int, ${tenantLimits}::text::jsonb)`;
 }
 
-export function isQueueFull(err: unknown): boolean {
+export function gateIsQueueFull(err: unknown): boolean {
   return (err as { code?: string })?.code === QUEUE_FULL_SQLSTATE;
 }
 
-export function isTenantQueueFull(err: unknown): boolean {
+export function gateIsTenantQueueFull(err: unknown): boolean {
   return (err as { code?: string })?.code === TENANT_QUEUE_FULL_SQLSTATE;
 }

@@ -9,6 +9,6 @@ export const GATE_LOCK_KEY = 0x6761_7465; // "gate"
  * one serial step. Settling a task needs no lock (it only frees capacity). The lock is held for a
  * few milliseconds per submit or claim; measured, it is not the bottleneck (see bench/).
  */
-export async function lockGate(tx: Tx): Promise<void> {
+export async function gateLock(tx: Tx): Promise<void> {
   await tx`select pg_advisory_xact_lock(${GATE_LOCK_KEY})`;
 }

@@ -1,16 +1,16 @@
 import type { Queryable } from "../db/client.js";
-import { ACTIVE, UNFINISHED, withSets } from "./task-status-sets.js";
+import { ACTIVE, UNFINISHED, taskWithStatusSets } from "./task-status-sets.js";
 
 /** Both counts in one statement; both use partial indexes. */
-export async function countActiveAndQueued(q: Queryable): Promise<{ active: number; queued: number }> {
-  const [row] = await withSets(q)<{ active: number; queued: number }[]>`
+export async function gateCountActiveAndQueued(q: Queryable): Promise<{ active: number; queued: number }> {
+  const [row] = await taskWithStatusSets(q)<{ active: number; queued: number }[]>`
     select (select count(*)::int from tasks where status in ${ACTIVE}) as active,
            (select count(*)::int from tasks where status = 'queued') as queued`;
   return row;
 }
 
 /**
- * Live 1-based positions under the fair claim's order (sql/claim-tasks.ts), for the given tasks.
+ * Live 1-based positions under the fair claim's order (sql/task-claim.ts), for the given tasks.
  * A queued task's level is the running turns of its tenant plus the queued turns of its tenant
  * admitted before it: the running count its tenant would have when it is picked. Tasks ahead of
  * it are those with a smaller (level, queue_order). An estimate (docs/api.md, Queue positions):
@@ -18,14 +18,14 @@ export async function countActiveAndQueued(q: Queryable): Promise<{ active: numb
  * session) and tenants held at their own limit. With one tenant it is the admission order, as
  * before tenants existed. At most MOORING_MAX_QUEUED rows are ranked.
  */
-export async function queuePositions(q: Queryable, taskIds: string[]): Promise<Map<string, number>> {
+export async function gateQueuePositions(q: Queryable, taskIds: string[]): Promise<Map<string, number>> {
   if (taskIds.length === 0) return new Map();
   const rows = await fairQueue(q, taskIds, taskIds.length);
   return new Map(rows.map((r) => [r.id, r.position]));
 }
 
 /** Every queued task with its position, in that order, up to `limit` (for `task.position` announcements). */
-export function listQueuePositions(
+export function gateListQueuePositions(
   q: Queryable,
   limit: number,
 ): Promise<{ id: string; sessionId: string; position: number; queuedAt: number | null }[]> {
@@ -40,7 +40,9 @@ function fairQueue(
 ): Promise<{ id: string; sessionId: string; position: number; queuedAt: number | null }[]> {
   // queuedAt: the position its `task.queued` event told (the task's first event, a primary-key
   // lookup), so a task first seen by the announcer after it already moved is still announced.
-  return withSets(q)<{ id: string; sessionId: string; position: number; queuedAt: number | null }[]>`
+  return taskWithStatusSets(q)<
+    { id: string; sessionId: string; position: number; queuedAt: number | null }[]
+  >`
     with active as (
       select tenant, count(*)::int as n from tasks where status in ${ACTIVE} group by tenant
     ), ranked as (
@@ -64,11 +66,11 @@ function fairQueue(
  * Running (with cancelling) and queued turns per tenant, of the given tenants or of every tenant
  * with any (null). One pass over the active and queued rows, which the gate keeps few.
  */
-export async function countByTenant(
+export async function gateCountByTenant(
   q: Queryable,
   tenants: string[] | null,
 ): Promise<Map<string, { active: number; queued: number }>> {
-  const rows = await withSets(q)<{ tenant: string; active: number; queued: number }[]>`
+  const rows = await taskWithStatusSets(q)<{ tenant: string; active: number; queued: number }[]>`
     select tenant,
            count(*) filter (where status in ${ACTIVE})::int as active,
            count(*) filter (where status = 'queued')::int as queued

@@ -2,7 +2,7 @@ import type { Queryable } from "../db/client.js";
 import { SingleFlight } from "../lib/single-flight.js";
 
 /** Channels mooring uses. Notifications are wake-up hints; polling is the guarantee. */
-export const channels = {
+export const notifyChannels = {
   /** Payload: JSON `[[sessionId, headSeq], ...]`, or `*` when too many to list. */
   sessions: "mooring_sessions",
   /** A slot may be free or work was queued: try to claim. */
@@ -58,7 +58,7 @@ export async function notifyInTransaction(q: Queryable, notifications: Notificat
 }
 
 export async function notifyInput(q: Queryable, taskId: string): Promise<void> {
-  await q`select pg_notify(${channels.input}, ${taskId})`;
+  await q`select pg_notify(${notifyChannels.input}, ${taskId})`;
 }
 
 /** Sent inside the writer's transaction, so it is delivered at commit or never. */
@@ -66,28 +66,28 @@ export async function notifySessions(q: Queryable, heads: Map<string, number>): 
   if (heads.size === 0) return;
   let payload = JSON.stringify([...heads]);
   if (payload.length > MAX_PAYLOAD) payload = "*";
-  await q`select pg_notify(${channels.sessions}, ${payload})`;
+  await q`select pg_notify(${notifyChannels.sessions}, ${payload})`;
 }
 
 export async function notifyGate(q: Queryable): Promise<void> {
-  await q`select pg_notify(${channels.gate}, '')`;
+  await q`select pg_notify(${notifyChannels.gate}, '')`;
 }
 
 export async function notifyCancel(q: Queryable, taskId: string): Promise<void> {
-  await q`select pg_notify(${channels.cancel}, ${taskId})`;
+  await q`select pg_notify(${notifyChannels.cancel}, ${taskId})`;
 }
 
 /** Sent after the answer's commit: a hint, the waiting instance's poll is the guarantee. */
 export async function notifyPermission(q: Queryable, requestId: string): Promise<void> {
-  await q`select pg_notify(${channels.permissions}, ${requestId})`;
+  await q`select pg_notify(${notifyChannels.permissions}, ${requestId})`;
 }
 
 export async function notifyDrain(q: Queryable, bootId: string): Promise<void> {
-  await q`select pg_notify(${channels.drain}, ${bootId})`;
+  await q`select pg_notify(${notifyChannels.drain}, ${bootId})`;
 }
 
 export async function notifyArchived(q: Queryable, sessionId: string): Promise<void> {
-  await q`select pg_notify(${channels.archived}, ${sessionId})`;
+  await q`select pg_notify(${notifyChannels.archived}, ${sessionId})`;
 }
 
 /**
@@ -120,13 +120,16 @@ export class Notifier {
     for (const [id, seq] of notifications.heads ?? [])
       if ((this.heads.get(id) ?? -1) < seq) this.heads.set(id, seq);
     if (notifications.gate) this.gate = true;
-    for (const payload of notifications.cancel ?? []) this.others.push({ channel: channels.cancel, payload });
+    for (const payload of notifications.cancel ?? [])
+      this.others.push({ channel: notifyChannels.cancel, payload });
     for (const payload of notifications.archived ?? [])
-      this.others.push({ channel: channels.archived, payload });
+      this.others.push({ channel: notifyChannels.archived, payload });
     for (const payload of notifications.permissions ?? [])
-      this.others.push({ channel: channels.permissions, payload });
-    for (const payload of notifications.drain ?? []) this.others.push({ channel: channels.drain, payload });
-    for (const payload of notifications.input ?? []) this.others.push({ channel: channels.input, payload });
+      this.others.push({ channel: notifyChannels.permissions, payload });
+    for (const payload of notifications.drain ?? [])
+      this.others.push({ channel: notifyChannels.drain, payload });
+    for (const payload of notifications.input ?? [])
+      this.others.push({ channel: notifyChannels.input, payload });
     this.sends.request();
   }
 
@@ -148,8 +151,8 @@ export class Notifier {
     let payload = heads.size > 0 ? JSON.stringify([...heads]) : null;
     if (payload && payload.length > MAX_PAYLOAD) payload = "*";
     await this.q()`
-      select case when ${payload}::text is not null then pg_notify(${channels.sessions}, ${payload}::text) end,
-             case when ${gate} then pg_notify(${channels.gate}, '') end`;
+      select case when ${payload}::text is not null then pg_notify(${notifyChannels.sessions}, ${payload}::text) end,
+             case when ${gate} then pg_notify(${notifyChannels.gate}, '') end`;
   }
 }
 
@@ -161,7 +164,7 @@ export class Notifier {
  */
 export function notifySessionHeads(q: Queryable, sessionIds: string[]): Promise<unknown> {
   return q`
-    select pg_notify(${channels.sessions}, case when length(h) > ${MAX_PAYLOAD} then '*' else h end)
+    select pg_notify(${notifyChannels.sessions}, case when length(h) > ${MAX_PAYLOAD} then '*' else h end)
     from (select json_agg(json_build_array(id, last_seq))::text as h
           from sessions where id = any(${sessionIds}::uuid[])) heads
     where h is not null`;

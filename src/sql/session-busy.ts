@@ -14,7 +14,7 @@ export const SESSION_BUSY_SQLSTATE = "MG409";
  * busy session must not answer SESSION_BUSY (existence does not leak; docs/tenants.md), and the
  * condition rides on this same statement, a primary-key read, instead of a read of its own.
  */
-export function refuseIfSessionBusy(
+export function sessionRefuseIfBusy(
   q: Tx,
   sessionId: string,
   idempotencyKey: string | null,
@@ -24,6 +24,6 @@ export function refuseIfSessionBusy(
     where s.id = ${sessionId}::uuid and (${tenant}::text is null or s.tenant = ${tenant})`;
 }
 
-export function isSessionBusy(err: unknown): boolean {
+export function sessionIsBusy(err: unknown): boolean {
   return (err as { code?: string })?.code === SESSION_BUSY_SQLSTATE;
 }

@@ -1,5 +1,5 @@
 import type { tasks } from "../db/schema.js";
-import type { UpstreamColumn } from "./save-upstream.js";
+import type { UpstreamColumn } from "./task-upstream.js";
 import type { TaskStatus } from "../contract/task-status.js";
 
 /**
@@ -11,7 +11,7 @@ export type TaskRow = Omit<typeof tasks.$inferSelect, "status" | "result" | "err
   status: TaskStatus;
   result: TaskResult | null;
   error: TaskError | null;
-  /** A chained turn's upstream task (sql/save-upstream.ts); null for other drivers. */
+  /** A chained turn's upstream task (sql/task-upstream.ts); null for other drivers. */
   upstream?: UpstreamColumn | null;
 };
 
@@ -20,7 +20,12 @@ export { isTerminal, type TaskStatus, terminalStatuses } from "../contract/task-
 export interface TaskResult {
   text: string;
   stopReason: string;
-  usage: { inputTokens: number; outputTokens: number; cacheCreationInputTokens: number; cacheReadInputTokens: number } | null;
+  usage: {
+    inputTokens: number;
+    outputTokens: number;
+    cacheCreationInputTokens: number;
+    cacheReadInputTokens: number;
+  } | null;
   contextPercent: number | null;
   /** The agent's own context estimate, when it was asked for one (agentConfig.selfReportContext). */
   selfReportedPercent?: number | null;

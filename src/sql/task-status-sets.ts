@@ -1,7 +1,7 @@
 /**
  * The task status sets (contract/task-status.ts) as the SQL asks about them.
  *
- * A set goes into a statement as SQL text, never as a bind parameter: `withSets(q)` splices it
+ * A set goes into a statement as SQL text, never as a bind parameter: `taskWithStatusSets(q)` splices it
  * into the template, so the statement Postgres gets is the one written out by hand, and the
  * planner still matches the partial indexes whose predicates name these statuses
  * (`tasks_active_idx`, `tasks_lease_idx` on `status in ('running', 'cancelling')`,
@@ -20,7 +20,7 @@ import {
 } from "../contract/task-status.js";
 import type { Queryable } from "../db/client.js";
 
-/** A set as SQL text, `('running', 'cancelling')`, for `withSets`. */
+/** A set as SQL text, `('running', 'cancelling')`, for `taskWithStatusSets`. */
 export class StatusSet {
   readonly text: string;
   constructor(statuses: readonly TaskStatus[]) {
@@ -38,7 +38,7 @@ export const CANCELLABLE = new StatusSet(cancellableStatuses);
  * value stays a bind parameter. Works on the pool, a transaction and a pipelined transaction alike
  * (db/pipeline.ts does not support nested query fragments, which `q.unsafe` would be).
  */
-export function withSets<Q extends Queryable>(q: Q): Q {
+export function taskWithStatusSets<Q extends Queryable>(q: Q): Q {
   return new Proxy(q, {
     apply: (target, self, [strings, ...values]: [TemplateStringsArray, ...unknown[]]) =>
       Reflect.apply(target, self, splice(strings, values)),

@@ -10,7 +10,7 @@ export interface TranscriptChunkRow {
  * Append a chunk at its byte offset. A chunk already stored at that offset (a retried or repeated
  * sync) is left as it is: the file only grows, so the same offset holds the same bytes.
  */
-export async function insertTranscriptChunk(
+export async function transcriptInsertChunk(
   q: Queryable,
   sessionId: string,
   agentSessionId: string,
@@ -26,7 +26,7 @@ export async function insertTranscriptChunk(
  * Where a conversation's stored transcript ends (0: nothing stored), asked at every sync and
  * before every resume: `octet_length` of a bytea is read from its header, so this reads no chunk.
  */
-export async function storedTranscriptEnd(
+export async function transcriptStoredEnd(
   q: Queryable,
   sessionId: string,
   agentSessionId: string,
@@ -38,7 +38,7 @@ export async function storedTranscriptEnd(
 }
 
 /** Every chunk of a conversation's transcript in file order (the primary key's order). */
-export async function readTranscriptChunks(
+export async function transcriptReadChunks(
   q: Queryable,
   sessionId: string,
   agentSessionId: string,
@@ -53,7 +53,7 @@ export async function readTranscriptChunks(
  * Forget the session's stored transcripts: all of them but `keep` (the conversation a fresh start
  * replaced can never be resumed), or all (`keep` null: one outgrew its bound).
  */
-export async function deleteTranscripts(
+export async function transcriptDelete(
   q: Queryable,
   sessionId: string,
   keep: string | null,

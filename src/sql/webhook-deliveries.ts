@@ -31,14 +31,14 @@ export const WEBHOOK_CLAIM_LOCK_KEY = 0x7768_6b73; // "whks"
  * URL never gets more than its per-endpoint concurrency. The claim is one short statement, so
  * the serial step costs little; attempts themselves run outside it.
  */
-export function lockWebhookClaims(tx: Tx): Promise<unknown> {
+export function webhookLockClaims(tx: Tx): Promise<unknown> {
   return tx`select pg_advisory_xact_lock(${WEBHOOK_CLAIM_LOCK_KEY})`;
 }
 
 /**
  * Claim up to `limit` due deliveries this instance can sign (`endpoints`: the configured endpoint
  * ids it holds secrets for; `turnTenants`: tenants whose per-turn URLs it can sign), at most
- * `perEndpoint` in flight per URL across all instances. Run after `lockWebhookClaims` in the same
+ * `perEndpoint` in flight per URL across all instances. Run after `webhookLockClaims` in the same
  * transaction: then `busy` (deliveries leased and not yet recorded, on any instance) is exact,
  * and each URL's oldest due rows fill only its free slots, so a slow or dead receiver's backlog
  * takes at most its own slots and the other URLs' rows are claimed next to it. Window functions
@@ -46,7 +46,7 @@ export function lockWebhookClaims(tx: Tx): Promise<unknown> {
  * is now, so a retry or record committed meanwhile is not overwritten. The lease: until
  * `lease_until` no other instance picks the row, and a crashed sender's lease simply runs out.
  */
-export function claimDueDeliveries(
+export function webhookClaimDueDeliveries(
   q: Queryable,
   opts: { endpoints: string[]; turnTenants: string[]; limit: number; leaseMs: number; perEndpoint: number },
 ): Promise<DeliveryRow[]> {
@@ -92,7 +92,7 @@ export interface AttemptOutcome {
 }
 
 /** One statement (it can be pipelined in the claim's transaction: domain/changes/claim-deliveries.ts). */
-export function recordAttempt(
+export function webhookRecordAttempt(
   q: Queryable,
   id: string,
   lease: Date,
@@ -113,7 +113,7 @@ export function recordAttempt(
  * A page of deliveries, newest first, keyset-paginated on (created_at, id). `tenant` null: every
  * tenant (admin); `status` null: any.
  */
-export async function listDeliveries(
+export async function webhookListDeliveries(
   q: Queryable,
   opts: {
     tenant: string | null;
@@ -133,7 +133,7 @@ export async function listDeliveries(
 }
 
 /** Make a delivery due now again (any status), keeping its id and attempts; null when not visible. */
-export async function retryDelivery(
+export async function webhookRetryDelivery(
   q: Queryable,
   id: string,
   tenant: string | null,
@@ -146,7 +146,7 @@ export async function retryDelivery(
 }
 
 /** Deliveries still pending (the backlog gauge). */
-export async function countPending(q: Queryable): Promise<number> {
+export async function webhookCountPending(q: Queryable): Promise<number> {
   const [row] = await q<
     { n: number }[]
   >`select count(*)::int as n from webhook_deliveries where status = 'pending'`;

@@ -13,7 +13,7 @@ export interface EndpointRow {
  * `upsert` takes the JSON array, `gone` deletes what it does not list. The outbox trigger reads
  * this table; pending deliveries of a dropped endpoint stay and keep their URL.
  */
-export async function syncWebhookEndpoints(q: Queryable, endpoints: EndpointRow[]): Promise<void> {
+export async function webhookSyncEndpoints(q: Queryable, endpoints: EndpointRow[]): Promise<void> {
   const doc = JSON.stringify(endpoints);
   await q`
     with input as (

@@ -2,7 +2,7 @@
  * Pure helpers of the event log's flush: how many pending events go in one transaction, and how
  * they are grouped into one append statement per session and writer.
  */
-import type { NewEvent, OwnerFence } from "../sql/append-events.js";
+import type { NewEvent, OwnerFence } from "../sql/event-append.js";
 import type { PendingEvent } from "./event-types.js";
 
 /** Bounds on one transaction, so a burst of huge tool outputs never becomes one giant write. */

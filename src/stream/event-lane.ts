@@ -16,10 +16,10 @@ import { retrying, retryPolicies } from "../lib/retry.js";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { Tx } from "../db/client.js";
-import { appendEvents, type OwnerFence, type StoredEvent } from "../sql/append-events.js";
-import { lockSessionRow } from "../sql/lock-session.js";
-import { saveTurnState } from "../sql/save-turn-state.js";
-import { type Settlement, settleOwnedTask } from "../sql/settle-task.js";
+import { eventAppend, type OwnerFence, type StoredEvent } from "../sql/event-append.js";
+import { sessionLock } from "../sql/session-lock.js";
+import { taskSaveTurnState } from "../sql/task-turn-state.js";
+import { type Settlement, taskSettleOwned } from "../sql/task-settle.js";
 import { storable, storableString } from "../agents/storable-text.js";
 import { isPoisonedFlush, refusalOf } from "./flush-failure.js";
 import { type Group, groupBySessionAndFence, takeBatch } from "./event-batch.js";
@@ -400,7 +400,7 @@ export class EventLane {
       } else if (step.kind === "write") {
         for (const item of step.items) results[item] = answer as boolean;
       } else if (step.kind === "settle") {
-        const settled = answer as Awaited<ReturnType<typeof settleOwnedTask>>;
+        const settled = answer as Awaited<ReturnType<typeof taskSettleOwned>>;
         if (settled === "input-pending") results[step.item] = { kind: "input-pending" };
         else
           results[step.item] = settled
@@ -523,11 +523,11 @@ export function planFlush(groups: Group[], items: Work[]): FlushPlan {
       (i) => (items[i] as Extract<Work, { kind: "settle" }>).request.fence,
     );
     if (settleFences.some((fence) => !lockedByAppend(fence))) {
-      add({ kind: "lock" }, (q) => lockSessionRow(q, sessionId));
+      add({ kind: "lock" }, (q) => sessionLock(q, sessionId));
     }
     for (const group of session.groups) {
       add({ kind: "append" as const, group }, (q) =>
-        appendEvents(q, group.sessionId, group.events, group.fence),
+        eventAppend(q, group.sessionId, group.events, group.fence),
       );
     }
     for (const turnWrites of session.writes.values()) {
@@ -536,13 +536,13 @@ export function planFlush(groups: Group[], items: Work[]): FlushPlan {
       const contextUsage = [...writes].reverse().find((w) => w.contextUsage)?.contextUsage;
       const fence = writes[0].fence;
       add({ kind: "write", items: turnWrites }, (q) =>
-        saveTurnState(q, sessionId, { cursor, contextUsage }, fence),
+        taskSaveTurnState(q, sessionId, { cursor, contextUsage }, fence),
       );
     }
     for (const i of session.settles) {
       const { fence, settlement, inputAfter } = (items[i] as Extract<Work, { kind: "settle" }>).request;
       const input = inputAfter === undefined ? null : { sessionId, after: inputAfter };
-      add({ kind: "settle", item: i }, (q) => settleOwnedTask(q, fence, settlement, input));
+      add({ kind: "settle", item: i }, (q) => taskSettleOwned(q, fence, settlement, input));
     }
   }
   return plan;
@@ -554,7 +554,7 @@ export function committedEvents(plan: FlushPlan, answers: unknown[]): StoredEven
   for (const [i, step] of plan.steps.entries()) {
     if (step.kind === "append") events.push(...(answers[i] as StoredEvent[]));
     else if (step.kind === "settle") {
-      const settled = answers[i] as Awaited<ReturnType<typeof settleOwnedTask>>;
+      const settled = answers[i] as Awaited<ReturnType<typeof taskSettleOwned>>;
       if (settled && settled !== "input-pending") events.push(settled.event);
     }
   }

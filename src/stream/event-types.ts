@@ -3,9 +3,9 @@
  * batching (event-batch.ts) all import these from here, so none of them imports another's module
  * for a type (they once formed an import cycle through their type imports).
  */
-import type { NewEvent, OwnerFence, StoredEvent } from "../sql/append-events.js";
-import type { ContextUsage, CursorFields } from "../sql/save-turn-state.js";
-import type { Settlement } from "../sql/settle-task.js";
+import type { NewEvent, OwnerFence, StoredEvent } from "../sql/event-append.js";
+import type { ContextUsage, CursorFields } from "../sql/task-turn-state.js";
+import type { Settlement } from "../sql/task-settle.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { Clock } from "../clock.js";
 import type { Tracer } from "../tracing/tracer.js";
@@ -24,14 +24,14 @@ export interface SessionWrite {
   contextUsage?: ContextUsage;
 }
 
-/** The owner ends its running task (sql/settle-task.ts), after the turn's events. */
+/** The owner ends its running task (sql/task-settle.ts), after the turn's events. */
 export interface SettleRequest {
   sessionId: string;
   fence: OwnerFence;
   settlement: Settlement;
   /**
    * A running turn whose agent takes steered input: the seq up to which it read the session's log
-   * for that input. The settlement is not written when input came after it (sql/settle-task.ts).
+   * for that input. The settlement is not written when input came after it (sql/task-settle.ts).
    */
   inputAfter?: number;
 }

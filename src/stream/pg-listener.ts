@@ -9,7 +9,7 @@ import { retryDelay, retryPolicies } from "../lib/retry.js";
 import type { Logger } from "pino";
 import postgres from "postgres";
 import { reconnectBackoff } from "../db/client.js";
-import { channels } from "../sql/notify.js";
+import { notifyChannels } from "../sql/notify.js";
 import type { ChangeBus } from "./change-bus.js";
 import type { Service } from "../lib/service.js";
 import { type Clock, type ClockTimer, realClock } from "../clock.js";
@@ -54,17 +54,17 @@ export class PgListener implements Service {
     this.sql = sql;
     try {
       await sql.listen(
-        channels.sessions,
+        notifyChannels.sessions,
         (payload) => this.onSessions(payload),
         () => this.onListen(),
       );
-      await sql.listen(channels.gate, () => this.bus.emit("gate"));
-      await sql.listen(channels.cancel, (taskId) => this.bus.emit("cancel", taskId));
-      await sql.listen(channels.archived, (sessionId) => this.bus.emit("archived", sessionId));
-      await sql.listen(channels.permissions, (requestId) => this.bus.emit("permission", requestId));
-      await sql.listen(channels.input, (taskId) => this.bus.emit("input", taskId));
-      await sql.listen(channels.drain, (bootId) => this.bus.emit("drain", bootId));
-      await sql.listen(channels.webhooks, () => this.bus.emit("webhooks"));
+      await sql.listen(notifyChannels.gate, () => this.bus.emit("gate"));
+      await sql.listen(notifyChannels.cancel, (taskId) => this.bus.emit("cancel", taskId));
+      await sql.listen(notifyChannels.archived, (sessionId) => this.bus.emit("archived", sessionId));
+      await sql.listen(notifyChannels.permissions, (requestId) => this.bus.emit("permission", requestId));
+      await sql.listen(notifyChannels.input, (taskId) => this.bus.emit("input", taskId));
+      await sql.listen(notifyChannels.drain, (bootId) => this.bus.emit("drain", bootId));
+      await sql.listen(notifyChannels.webhooks, () => this.bus.emit("webhooks"));
       this.attempt = 0;
     } catch (err) {
       // The first listen failed (database away at startup): start over with backoff.

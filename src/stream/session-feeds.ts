@@ -5,14 +5,14 @@
  * and live delivery are the same loop, "send what lies between the subscriber's cursor and the
  * session's head", and a subscriber's cursor only moves by one contiguous run at a time.
  */
-import { readSessionHeads } from "../sql/read-sessions.js";
+import { sessionReadHeads } from "../sql/session-read.js";
 import { SingleFlight } from "../lib/single-flight.js";
 import type { Service } from "../lib/service.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { Logger } from "pino";
 import type { Database } from "../db/client.js";
-import type { StoredEvent } from "../sql/append-events.js";
-import { readEventsAfter } from "../sql/read-events.js";
+import type { StoredEvent } from "../sql/event-append.js";
+import { eventReadAfter } from "../sql/event-read.js";
 import type { ChangeBus } from "./change-bus.js";
 import { type Clock, realClock } from "../clock.js";
 
@@ -125,7 +125,7 @@ class Feed {
     if (first && first.seq <= after + 1 && this.cache[this.cache.length - 1].seq > after) {
       return this.cache.slice(after + 1 - first.seq);
     }
-    const rows = await readEventsAfter(this.db.sql, this.sessionId, after, PAGE_SIZE);
+    const rows = await eventReadAfter(this.db.sql, this.sessionId, after, PAGE_SIZE);
     const events = rows.map(toClientEvent);
     if (events.length > 0 && events[events.length - 1].seq > this.head)
       this.head = events[events.length - 1].seq;
@@ -243,7 +243,7 @@ export class SessionFeeds implements Service {
     if (this.feeds.size === 0) return;
     try {
       const ids = [...this.feeds.keys()];
-      const rows = await readSessionHeads(this.db.sql, ids);
+      const rows = await sessionReadHeads(this.db.sql, ids);
       // A subscribed session always existed (the subscription read it): one gone now was purged,
       // here or on another instance (which tells nobody else), and its subscribers are ended.
       const found = new Set(rows.map((r) => r.id));

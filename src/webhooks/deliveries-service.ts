@@ -7,7 +7,7 @@ import type { Database } from "../db/client.js";
 import { decodeCursor, encodeCursor } from "../domain/page-cursor.js";
 import { type Tenant, visibleTenant } from "../domain/tenants.js";
 import { errors } from "../errors.js";
-import { type DeliveryRow, listDeliveries, retryDelivery } from "../sql/webhook-deliveries.js";
+import { type DeliveryRow, webhookListDeliveries, webhookRetryDelivery } from "../sql/webhook-deliveries.js";
 
 export interface DeliveryView {
   id: string;
@@ -56,7 +56,7 @@ export class DeliveriesService {
   ): Promise<{ items: DeliveryView[]; nextCursor: string | null }> {
     const limit = query.limit ?? 50;
     const after = query.cursor ? decodeCursor(query.cursor) : null;
-    const rows = await listDeliveries(this.db().sql, {
+    const rows = await webhookListDeliveries(this.db().sql, {
       tenant: visibleTenant(tenant),
       status: query.status ?? null,
       limit: limit + 1,
@@ -72,7 +72,7 @@ export class DeliveriesService {
 
   async retry(id: string, tenant: Tenant): Promise<DeliveryView> {
     const row = /^[0-9a-f-]{36}$/i.test(id)
-      ? await retryDelivery(this.db().sql, id, visibleTenant(tenant))
+      ? await webhookRetryDelivery(this.db().sql, id, visibleTenant(tenant))
       : null;
     if (!row) throw errors.webhookDeliveryNotFound(id);
     return view(row);

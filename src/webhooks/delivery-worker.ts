@@ -19,8 +19,8 @@ import type { Tenant } from "../domain/tenants.js";
 import type { Service } from "../lib/service.js";
 import { TimedLoop } from "../lib/timed-loop.js";
 import type { ChangeBus } from "../stream/change-bus.js";
-import { type DeliveryRow, recordAttempt } from "../sql/webhook-deliveries.js";
-import { type EndpointRow, syncWebhookEndpoints } from "../sql/webhook-endpoints.js";
+import { type DeliveryRow, webhookRecordAttempt } from "../sql/webhook-deliveries.js";
+import { type EndpointRow, webhookSyncEndpoints } from "../sql/webhook-endpoints.js";
 import { sendDelivery } from "./send.js";
 import { type Clock, realClock } from "../clock.js";
 import { type Tracer, tracingOff } from "../tracing/tracer.js";
@@ -99,7 +99,7 @@ export class DeliveryWorker implements Service {
 
   /** Publish this instance's endpoints (the outbox trigger matches events against them). */
   async register(): Promise<void> {
-    await syncWebhookEndpoints(this.db.sql, this.endpoints);
+    await webhookSyncEndpoints(this.db.sql, this.endpoints);
   }
 
   /** Publishes the endpoints (a failure is logged: the deliveries already queued still go), then claims. */
@@ -160,7 +160,7 @@ export class DeliveryWorker implements Service {
   private async recordEach(finished: (FinishedAttempt & { url: string })[]): Promise<void> {
     for (const f of finished) {
       try {
-        this.recorded(f, await recordAttempt(this.db.sql, f.id, f.lease, f.outcome));
+        this.recorded(f, await webhookRecordAttempt(this.db.sql, f.id, f.lease, f.outcome));
       } catch (err) {
         this.log.warn({ err: String(err), deliveryId: f.id }, "webhook attempt not recorded");
       }

@@ -23,9 +23,9 @@ import { TenantDirectory } from "../../src/domain/tenants.js";
 import { settleWithContinuationIn } from "../../src/domain/turn-end.js";
 import { MooringError } from "../../src/errors.js";
 import { noMetrics } from "../../src/metrics/reporter.js";
-import type { StoredEvent } from "../../src/sql/append-events.js";
-import { isQueueFull } from "../../src/sql/gate-check.js";
-import { isSessionBusy } from "../../src/sql/session-busy.js";
+import type { StoredEvent } from "../../src/sql/event-append.js";
+import { gateIsQueueFull } from "../../src/sql/gate-check.js";
+import { sessionIsBusy } from "../../src/sql/session-busy.js";
 import type { TaskRow } from "../../src/sql/task-row.js";
 import { ChangeBus, type ChangeBusEvents } from "../../src/stream/change-bus.js";
 import { testEnv } from "../support/gateway.js";
@@ -212,7 +212,7 @@ it("admission: ifBusy=reject on a busy session is refused SESSION_BUSY with noth
   const [direct] = await rt.committer.commit(
     admitChange(rt, [{ id: randomUUID(), request: request(session, { ifBusy: "reject" }) }], 1),
   );
-  expect(direct.refused).toSatisfy(isSessionBusy);
+  expect(direct.refused).toSatisfy(sessionIsBusy);
   const admitted = queue.admit(request(session, { ifBusy: "reject" }));
   await expect(admitted).rejects.toSatisfy(
     (err) => err instanceof MooringError && err.code === "SESSION_BUSY",
@@ -295,7 +295,7 @@ it("admission: a submit that would overfill the queue is refused GATEWAY_BUSY wi
   const [direct] = await rt.committer.commit(
     admitChange(rt, [{ id: randomUUID(), request: request(session) }], 0),
   );
-  expect(direct.refused).toSatisfy(isQueueFull);
+  expect(direct.refused).toSatisfy(gateIsQueueFull);
   await expect(queue.admit(request(session))).rejects.toSatisfy(
     (err) => err instanceof MooringError && err.code === "GATEWAY_BUSY",
   );

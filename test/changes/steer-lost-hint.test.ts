@@ -7,8 +7,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../../src/gateway.js";
-import { appendEvents } from "../../src/sql/append-events.js";
-import { lockSessionRow } from "../../src/sql/lock-session.js";
+import { eventAppend } from "../../src/sql/event-append.js";
+import { sessionLock } from "../../src/sql/session-lock.js";
 import { createTestDatabase, type TestDatabase } from "../support/db.js";
 import { startTestGateway } from "../support/gateway.js";
 import { createSession, submitOk, tempWorkspace, waitTask } from "../support/turns.js";
@@ -25,8 +25,8 @@ async function steerUnheard(
   text: string,
 ): Promise<number> {
   return db.sql.begin(async (tx) => {
-    await lockSessionRow(tx, sessionId);
-    const [event] = await appendEvents(tx, sessionId, [{ taskId, type: "turn.input", data: { text } }]);
+    await sessionLock(tx, sessionId);
+    const [event] = await eventAppend(tx, sessionId, [{ taskId, type: "turn.input", data: { text } }]);
     return Number(event.seq);
   });
 }

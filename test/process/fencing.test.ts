@@ -2,9 +2,9 @@ import { randomUUID } from "node:crypto";
 import { expect, it } from "vitest";
 import { connect, type Database } from "../../src/db/client.js";
 import { applyMigrations } from "../../src/db/migrate.js";
-import { appendEvents } from "../../src/sql/append-events.js";
-import { saveTurnState } from "../../src/sql/save-turn-state.js";
-import { settleOwnedTask } from "../../src/sql/settle-task.js";
+import { eventAppend } from "../../src/sql/event-append.js";
+import { taskSaveTurnState } from "../../src/sql/task-turn-state.js";
+import { taskSettleOwned } from "../../src/sql/task-settle.js";
 import type { TestDatabase } from "../support/db.js";
 import { eventually } from "../support/gateway.js";
 import { exitedWithOutput, gatewayEnv, logsWith, Processes, useProcessSuite } from "../support/lifecycle.js";
@@ -139,9 +139,9 @@ it("the named SQL functions change 0 rows with a stale fence, and work with the 
       { taskId: task.id, bootId: currentBoot, attempt: 1 }, // right boot, older attempt
     ];
     for (const fence of stale) {
-      expect(await settleOwnedTask(sql, fence, { status: "completed", result: null })).toBeNull();
+      expect(await taskSettleOwned(sql, fence, { status: "completed", result: null })).toBeNull();
       expect(
-        await appendEvents(
+        await eventAppend(
           sql,
           session.id,
           [{ taskId: task.id, type: "message", data: { text: "late" } }],
@@ -154,9 +154,9 @@ it("the named SQL functions change 0 rows with a stale fence, and work with the 
         lastAssistantMessageId: "m",
         pastAgentSessionIds: [],
       };
-      expect(await saveTurnState(sql, session.id, { cursor }, fence)).toBe(false);
+      expect(await taskSaveTurnState(sql, session.id, { cursor }, fence)).toBe(false);
       expect(
-        await saveTurnState(
+        await taskSaveTurnState(
           sql,
           session.id,
           { contextUsage: { inputTokens: 1, contextWindow: 2, percent: 50 } },
@@ -168,7 +168,7 @@ it("the named SQL functions change 0 rows with a stale fence, and work with the 
 
     // The current owner's writes go through (an expired lease alone does not fence the owner).
     const current = { taskId: task.id, bootId: currentBoot, attempt: 2 };
-    const stored = await appendEvents(
+    const stored = await eventAppend(
       sql,
       session.id,
       [{ taskId: task.id, type: "message", data: { text: "ok" } }],
@@ -176,7 +176,7 @@ it("the named SQL functions change 0 rows with a stale fence, and work with the 
     );
     expect(stored.map((e) => e.seq)).toEqual([1]);
     expect(
-      await saveTurnState(
+      await taskSaveTurnState(
         sql,
         session.id,
         {
@@ -198,7 +198,7 @@ it("the named SQL functions change 0 rows with a stale fence, and work with the 
       turnCount: 1,
       contextUsage: { inputTokens: 10, contextWindow: 100, percent: 10 },
     });
-    const settled = await settleOwnedTask(sql, current, { status: "completed", result: null });
+    const settled = await taskSettleOwned(sql, current, { status: "completed", result: null });
     expect(settled?.row).toMatchObject({ status: "completed", version: task.version + 1 });
     expect(settled?.event).toMatchObject({
       type: "task.completed",
@@ -207,13 +207,13 @@ it("the named SQL functions change 0 rows with a stale fence, and work with the 
     });
     // Once settled, even the former owner's writes are fenced: terminal states never change.
     expect(
-      await settleOwnedTask(sql, current, {
+      await taskSettleOwned(sql, current, {
         status: "failed",
         error: { code: "AGENT_ERROR", message: "x" },
       }),
     ).toBeNull();
     expect(
-      await appendEvents(
+      await eventAppend(
         sql,
         session.id,
         [{ taskId: task.id, type: "message", data: { text: "after" } }],

@@ -8,8 +8,8 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { connect } from "../../src/db/client.js";
-import { claimTasks } from "../../src/sql/claim-tasks.js";
-import { listQueuePositions, queuePositions } from "../../src/sql/gate-status.js";
+import { taskClaim } from "../../src/sql/task-claim.js";
+import { gateListQueuePositions, gateQueuePositions } from "../../src/sql/gate-status.js";
 import type { TestDatabase } from "../support/db.js";
 import { call, eventually, type GatewayProcess } from "../support/gateway.js";
 import { createSession, submit, submitPrompt, tempWorkspace } from "../support/turns.js";
@@ -272,7 +272,7 @@ describe("the claim's order, in SQL", () => {
 
   const claim = (maxActive: number, limit: number) =>
     claimDb.sql.begin(async (tx) =>
-      (await claimTasks(tx, claimant, maxActive, limits, limit)).map((c) => c.row.id),
+      (await taskClaim(tx, claimant, maxActive, limits, limit)).map((c) => c.row.id),
     );
 
   it("gives each slot to the tenant with the fewest running turns, ties to the oldest turn", async () => {
@@ -294,7 +294,7 @@ describe("the claim's order, in SQL", () => {
     // takes that order but skips c2 (c at its limit of 1) and a2, a3 (a at its limit of 3).
     const [a3, c2] = [ids[4], ids[7]];
     const expected = [b1, c1, c2, b2, a1, a2, a3];
-    expect(await queuePositions(claimDb.sql, ids)).toEqual(new Map(expected.map((id, i) => [id, i + 1])));
+    expect(await gateQueuePositions(claimDb.sql, ids)).toEqual(new Map(expected.map((id, i) => [id, i + 1])));
     expect(await claim(10, 10)).toEqual(sorted([b1, c1, b2, a1], ids));
     // Nothing left that may run: a is at its 3, c at its 1.
     expect(await claim(10, 10)).toEqual([]);
@@ -326,7 +326,7 @@ describe("the claim's order, in SQL", () => {
 
   it("skips a row another transaction holds, and the positions match the claim order", async () => {
     const ids = await seed(["a:queued", "a:queued", "b:queued", "a:queued"]);
-    const queue = await listQueuePositions(claimDb.sql, 100);
+    const queue = await gateListQueuePositions(claimDb.sql, 100);
     expect(queue.map((q) => q.id)).toEqual([ids[0], ids[2], ids[1], ids[3]]);
     const holder = connect(claimDb.url, { max: 1 });
     try {

@@ -11,13 +11,13 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { connect, type Database, type Sql } from "../../src/db/client.js";
 import { applyMigrations } from "../../src/db/migrate.js";
 import { pipelined } from "../../src/db/pipeline.js";
-import { claimTasks } from "../../src/sql/claim-tasks.js";
-import { lockGate } from "../../src/sql/gate-lock.js";
-import { countActiveAndQueued, countByTenant } from "../../src/sql/gate-status.js";
-import { groupUsage } from "../../src/sql/instances.js";
-import { listSessions } from "../../src/sql/read-sessions.js";
+import { taskClaim } from "../../src/sql/task-claim.js";
+import { gateLock } from "../../src/sql/gate-lock.js";
+import { gateCountActiveAndQueued, gateCountByTenant } from "../../src/sql/gate-status.js";
+import { instanceGroupUsage } from "../../src/sql/instance.js";
+import { sessionList } from "../../src/sql/session-read.js";
 import { activeStatuses, taskStatuses, terminalStatuses } from "../../src/contract/task-status.js";
-import { ACTIVE, TERMINAL, withSets } from "../../src/sql/task-status-sets.js";
+import { ACTIVE, TERMINAL, taskWithStatusSets } from "../../src/sql/task-status-sets.js";
 import { claimTestDatabase, type TestDatabase } from "../support/db.js";
 
 let testDb: TestDatabase;
@@ -71,8 +71,8 @@ it("names every status once and the sets from them", () => {
 it("sends the claim and the gate's counts with the sets as text, and their plans use the partial indexes", async () => {
   sent.length = 0;
   await pipelined(traced, (q) => [
-    lockGate(q),
-    claimTasks(
+    gateLock(q),
+    taskClaim(
       q,
       { instanceId: "i", bootId: "00000000-0000-0000-0000-000000000001", leaseMs: 1000 },
       4,
@@ -80,7 +80,7 @@ it("sends the claim and the gate's counts with the sets as text, and their plans
       4,
     ),
   ]);
-  await countActiveAndQueued(traced);
+  await gateCountActiveAndQueued(traced);
   const claim = sentWith("with recursive active as");
   const gate = sentWith("as active");
   for (const statement of [claim, gate]) {
@@ -116,8 +116,8 @@ async function seedHistory(): Promise<void> {
 it("counts unfinished turns (the gate's per-tenant and per-group figures) from tasks_unfinished_idx", async () => {
   await seedHistory();
   sent.length = 0;
-  await countByTenant(traced, ["default"]);
-  await groupUsage(traced, 30_000);
+  await gateCountByTenant(traced, ["default"]);
+  await instanceGroupUsage(traced, 30_000);
   for (const statement of [sentWith("group by tenant"), sentWith("group by instance_group")]) {
     expect(statement.text).toContain("status in ('queued', 'running', 'cancelling')");
     const plan = await planOf(statement);
@@ -137,7 +137,7 @@ it("reads a page of sessions as a walk of a page index, never a sort of all sess
   ];
   for (const page of pages) {
     sent.length = 0;
-    await listSessions(traced, {
+    await sessionList(traced, {
       tenant: page.tenant,
       workspace: null,
       status: null,
@@ -152,7 +152,8 @@ it("reads a page of sessions as a walk of a page index, never a sort of all sess
 
 it("keeps every other value a parameter and reuses one template per spliced statement", async () => {
   sent.length = 0;
-  const read = (id: number) => withSets(traced)`select ${id}::int as n where 'running' in ${ACTIVE}`;
+  const read = (id: number) =>
+    taskWithStatusSets(traced)`select ${id}::int as n where 'running' in ${ACTIVE}`;
   expect(await read(7)).toEqual([{ n: 7 }]);
   expect(await read(8)).toEqual([{ n: 8 }]);
   expect(sent.map((s) => s.text)).toEqual([
@@ -167,7 +168,7 @@ it("keeps every other value a parameter and reuses one template per spliced stat
       return [];
     },
   });
-  withSets(capture)`select 1 where 'x' in ${ACTIVE}`;
-  withSets(capture)`select 1 where 'x' in ${ACTIVE}`;
+  taskWithStatusSets(capture)`select 1 where 'x' in ${ACTIVE}`;
+  taskWithStatusSets(capture)`select 1 where 'x' in ${ACTIVE}`;
   expect(templates.size).toBe(1);
 });

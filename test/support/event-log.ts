@@ -6,7 +6,7 @@ import type { Logger } from "pino";
 import type { Database } from "../../src/db/client.js";
 import { Committer } from "../../src/domain/committer.js";
 import { noMetrics } from "../../src/metrics/reporter.js";
-import type { StoredEvent } from "../../src/sql/append-events.js";
+import type { StoredEvent } from "../../src/sql/event-append.js";
 import { ChangeBus } from "../../src/stream/change-bus.js";
 import type { EventLog, EventLogOptions } from "../../src/stream/event-log.js";
 

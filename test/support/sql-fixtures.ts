@@ -6,9 +6,9 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, beforeEach, expect } from "vitest";
 import { connect, type Database, type Sql, type Tx } from "../../src/db/client.js";
-import { ownerOf, restartSettlement } from "../../src/sql/interrupt-orphans.js";
-import { settleOwnedTask } from "../../src/sql/settle-task.js";
-import type { OwnerFence } from "../../src/sql/append-events.js";
+import { taskOwnerOf, taskRestartSettlement } from "../../src/sql/task-orphans.js";
+import { taskSettleOwned } from "../../src/sql/task-settle.js";
+import type { OwnerFence } from "../../src/sql/event-append.js";
 import type { TaskRow } from "../../src/sql/task-row.js";
 import type { TaskStatus } from "../../src/contract/task-status.js";
 import { claimTestDatabase, type TestDatabase } from "./db.js";
@@ -198,7 +198,7 @@ export async function sqlStateOf(p: Promise<unknown>): Promise<string | null> {
 }
 
 /**
- * Rows of `sessionId` in every table that holds session rows (src/sql/purge-sessions.ts,
+ * Rows of `sessionId` in every table that holds session rows (src/sql/session-purge.ts,
  * sessionTables), keyed as the purge counts them.
  */
 export async function sessionRowCounts(sql: Sql, sessionId: string): Promise<Record<string, number>> {
@@ -214,13 +214,13 @@ export async function sessionRowCounts(sql: Sql, sessionId: string): Promise<Rec
 }
 
 /**
- * What the sweeper does with the orphans a `lock…` of sql/interrupt-orphans.ts found: each settled
+ * What the sweeper does with the orphans a `lock…` of sql/task-orphans.ts found: each settled
  * `interrupted` with its terminal event, fenced by the owner its row names (domain/turn-end.ts).
  * The settled rows.
  */
 export async function interruptLocked(q: Tx, locked: Promise<TaskRow[]>): Promise<TaskRow[]> {
   const settled = await Promise.all(
-    (await locked).map((row) => settleOwnedTask(q, ownerOf(row), restartSettlement)),
+    (await locked).map((row) => taskSettleOwned(q, taskOwnerOf(row), taskRestartSettlement)),
   );
   return settled.flatMap((s) => (s ? [s.row] : []));
 }

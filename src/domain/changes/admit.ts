@@ -1,7 +1,7 @@
 /**
  * Admitting a batch of submits, a pipelined change (domain/admission.ts explains the batching and
  * why the gate stays exact): the gate lock, the batch's session rows, then each submit in its own
- * savepoint (sql/submit-savepoint.ts) exactly as it would be admitted alone. Every decision is SQL
+ * savepoint (sql/gate-submit-savepoint.ts) exactly as it would be admitted alone. Every decision is SQL
  * (the busy rule: sql/session-busy.ts; the queue limits: sql/gate-check.ts), so no statement needs
  * another's answer. `admissionStatements` is one admission's statements, shared with the
  * continuation the recovery policy queues inside an interrupting transaction (domain/recovery.ts).
@@ -9,14 +9,14 @@
 import type { Logger } from "pino";
 import type { Config } from "../../config.js";
 import type { Tx } from "../../db/client.js";
-import type { StoredEvent } from "../../sql/append-events.js";
-import { interruptRunningTaskOfSession } from "../../sql/cancel-task.js";
-import { refuseIfQueueOverflows } from "../../sql/gate-check.js";
-import { lockGate } from "../../sql/gate-lock.js";
-import { findTaskByIdempotencyKey, insertQueuedTask } from "../../sql/insert-task.js";
-import { lockSessionRows } from "../../sql/lock-session.js";
-import { refuseIfSessionBusy } from "../../sql/session-busy.js";
-import { closeSubmit, openSubmit } from "../../sql/submit-savepoint.js";
+import type { StoredEvent } from "../../sql/event-append.js";
+import { taskInterruptRunningOfSession } from "../../sql/task-cancel.js";
+import { gateRefuseIfQueueOverflows } from "../../sql/gate-check.js";
+import { gateLock } from "../../sql/gate-lock.js";
+import { taskFindByIdempotencyKey, taskInsertQueued } from "../../sql/task-insert.js";
+import { sessionLockMany } from "../../sql/session-lock.js";
+import { sessionRefuseIfBusy } from "../../sql/session-busy.js";
+import { gateCloseSubmit, gateOpenSubmit } from "../../sql/gate-submit-savepoint.js";
 import type { TaskRow } from "../../sql/task-row.js";
 import type { Answers, Effects } from "../committer.js";
 import { type Tenant, visibleTenant } from "../tenants.js";
@@ -69,13 +69,13 @@ export interface AdmissionStatements {
   /** The running turn an interrupt made `cancelling`. */
   interrupted: Promise<TaskRow | null>;
   /** The new task with its `task.queued`; null when the key is taken or the session not open. */
-  inserted: Promise<Awaited<ReturnType<typeof insertQueuedTask>>>;
+  inserted: Promise<Awaited<ReturnType<typeof taskInsertQueued>>>;
 }
 
 /**
  * One admission's statements, for a transaction that holds the gate lock and the session row
  * (`q` may be a pipelined transaction: no statement here needs another's answer). The queue check
- * is the caller's, once for all its admissions (`refuseIfQueueOverflows`), after its claim.
+ * is the caller's, once for all its admissions (`gateRefuseIfQueueOverflows`), after its claim.
  */
 export function admissionStatements(
   q: Tx,
@@ -88,16 +88,16 @@ export function admissionStatements(
   const owner = ownerOf(request);
   // The lookup goes first, so it also sees a same-key admission earlier in the transaction.
   const existing = idempotencyKey
-    ? findTaskByIdempotencyKey(q, sessionId, idempotencyKey, owner)
+    ? taskFindByIdempotencyKey(q, sessionId, idempotencyKey, owner)
     : Promise.resolve(null);
   const busy =
-    ifBusy === "reject" ? refuseIfSessionBusy(q, sessionId, idempotencyKey, owner) : Promise.resolve(null);
+    ifBusy === "reject" ? sessionRefuseIfBusy(q, sessionId, idempotencyKey, owner) : Promise.resolve(null);
   const interrupted =
     ifBusy === "interrupt"
-      ? interruptRunningTaskOfSession(q, sessionId, idempotencyKey, owner)
+      ? taskInterruptRunningOfSession(q, sessionId, idempotencyKey, owner)
       : Promise.resolve(null);
   const continuesTaskId = request.continuesTaskId ?? null;
-  const inserted = insertQueuedTask(q, {
+  const inserted = taskInsertQueued(q, {
     id,
     sessionId,
     prompt: request.prompt,
@@ -173,7 +173,7 @@ export interface AdmitDeps extends ClaimDeps {
  * The first that failed, in this order, is the cause of its refusal.
  */
 function submitStatements(q: Tx, deps: AdmitDeps, { id, request }: BatchEntry, limit: number) {
-  const open = openSubmit(q);
+  const open = gateOpenSubmit(q);
   const { existing, busy, interrupted, inserted } = admissionStatements(
     q,
     id,
@@ -181,8 +181,8 @@ function submitStatements(q: Tx, deps: AdmitDeps, { id, request }: BatchEntry, l
     deps.config.queueTimeoutMs,
   );
   const claim = claimAndStart(q, deps, limit);
-  const check = refuseIfQueueOverflows(q, [id], deps.config.maxQueued, deps.tenants.limitsJson);
-  const { kept, undo, release } = closeSubmit(q);
+  const check = gateRefuseIfQueueOverflows(q, [id], deps.config.maxQueued, deps.tenants.limitsJson);
+  const { kept, undo, release } = gateCloseSubmit(q);
   return {
     open,
     existing: contained(existing),
@@ -199,7 +199,7 @@ function submitStatements(q: Tx, deps: AdmitDeps, { id, request }: BatchEntry, l
 
 /**
  * The batch as one state change, each submit as it would be admitted alone, in one savepoint
- * (sql/submit-savepoint.ts). The statements, in order: gate lock; the batch's session rows,
+ * (sql/gate-submit-savepoint.ts). The statements, in order: gate lock; the batch's session rows,
  * locked in id order (the order the event log's flush locks them in, so the two never deadlock);
  * then per submit, inside its savepoint: its admission statements (nothing inserted when the key
  * is taken or the session is not open), a claim of up to `limit` tasks, and the queue check of its
@@ -213,12 +213,12 @@ export function admitChange(deps: AdmitDeps, batch: BatchEntry[], limit: number,
   const sessionIds = [...new Set(batch.map((w) => w.request.sessionId))].sort();
   const statements = (q: Tx) => ({
     gate: gateLocked
-      ? lockGate(q).then((v) => {
+      ? gateLock(q).then((v) => {
           gateLocked();
           return v;
         })
-      : lockGate(q),
-    sessions: lockSessionRows(q, sessionIds),
+      : gateLock(q),
+    sessions: sessionLockMany(q, sessionIds),
     submits: batch.map((entry) => submitStatements(q, deps, entry, limit)),
   });
   return {

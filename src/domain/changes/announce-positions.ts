@@ -4,8 +4,8 @@
  * notification follows the commit (a hint).
  */
 import type { Tx } from "../../db/client.js";
-import { appendPositionEvents } from "../../sql/append-position.js";
-import { lockSessionRow } from "../../sql/lock-session.js";
+import { eventAppendPositions } from "../../sql/event-append-positions.js";
+import { sessionLock } from "../../sql/session-lock.js";
 import { type Answers, type Effects, headsOf } from "../committer.js";
 
 export function announcePositionsChange(
@@ -13,8 +13,8 @@ export function announcePositionsChange(
   positions: { taskId: string; position: number }[],
 ) {
   const statements = (q: Tx) => ({
-    session: lockSessionRow(q, sessionId),
-    events: appendPositionEvents(q, sessionId, positions),
+    session: sessionLock(q, sessionId),
+    events: eventAppendPositions(q, sessionId, positions),
   });
   return {
     statements,

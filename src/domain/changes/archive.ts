@@ -4,8 +4,8 @@
  * instances hear mooring_archived). Answers how many tasks it cancelled.
  */
 import type { Tx } from "../../db/client.js";
-import { markSessionArchived } from "../../sql/archive-session.js";
-import { lockOpenTasksOfSession } from "../../sql/cancel-task.js";
+import { sessionMarkArchived } from "../../sql/session-archive.js";
+import { taskLockOpenOfSession } from "../../sql/task-cancel.js";
 import type { Effects } from "../committer.js";
 import { cancelTaskIn, mergeEffects } from "./cancel.js";
 
@@ -13,8 +13,8 @@ export async function archiveSessionIn(
   tx: Tx,
   sessionId: string,
 ): Promise<{ value: number; effects: Effects }> {
-  await markSessionArchived(tx, sessionId);
-  const open = await lockOpenTasksOfSession(tx, sessionId);
+  await sessionMarkArchived(tx, sessionId);
+  const open = await taskLockOpenOfSession(tx, sessionId);
   const changes = [];
   for (const task of open) changes.push(await cancelTaskIn(tx, task));
   const notify = { when: "inTransaction" as const, heads: new Map([[sessionId, -1]]), archived: [sessionId] };

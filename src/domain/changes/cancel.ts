@@ -4,9 +4,9 @@
  * its owner (on whichever instance) stops it and settles `cancelled` itself.
  */
 import type { Tx } from "../../db/client.js";
-import { appendEvents } from "../../sql/append-events.js";
-import { cancelQueuedTask, markTaskCancelling } from "../../sql/cancel-task.js";
-import { terminalEvent } from "../../sql/settle-task.js";
+import { eventAppend } from "../../sql/event-append.js";
+import { taskCancelQueued, taskMarkCancelling } from "../../sql/task-cancel.js";
+import { taskTerminalEvent } from "../../sql/task-settle.js";
 import type { TaskRow } from "../../sql/task-row.js";
 import type { Effects } from "../committer.js";
 
@@ -15,9 +15,9 @@ export async function cancelTaskIn(
   tx: Tx,
   task: TaskRow,
 ): Promise<{ value: TaskRow | null; effects: Effects }> {
-  const queued = await cancelQueuedTask(tx, task.id);
+  const queued = await taskCancelQueued(tx, task.id);
   if (queued) {
-    const events = await appendEvents(tx, queued.sessionId, [terminalEvent(queued)]);
+    const events = await eventAppend(tx, queued.sessionId, [taskTerminalEvent(queued)]);
     // The answer (and a repeated cancel's answer) must include the terminal event.
     queued.lastSeq = events[events.length - 1].seq;
     const notify = {
@@ -27,7 +27,7 @@ export async function cancelTaskIn(
     };
     return { value: queued, effects: { events, queueMoved: true, notify } };
   }
-  const cancelling = await markTaskCancelling(tx, task.id);
+  const cancelling = await taskMarkCancelling(tx, task.id);
   if (!cancelling) return { value: null, effects: {} };
   return {
     value: cancelling,

@@ -10,13 +10,13 @@
 import type { Tx } from "../../db/client.js";
 import {
   type AttemptOutcome,
-  claimDueDeliveries,
-  lockWebhookClaims,
-  recordAttempt,
+  webhookClaimDueDeliveries,
+  webhookLockClaims,
+  webhookRecordAttempt,
 } from "../../sql/webhook-deliveries.js";
 import type { Answers, Effects } from "../committer.js";
 
-export type DeliveryClaim = Parameters<typeof claimDueDeliveries>[1];
+export type DeliveryClaim = Parameters<typeof webhookClaimDueDeliveries>[1];
 
 /** An attempt that ended, to record: the delivery, the lease it was made under, its outcome. */
 export interface FinishedAttempt {
@@ -27,9 +27,9 @@ export interface FinishedAttempt {
 
 export function claimDeliveriesChange(claim: DeliveryClaim, finished: readonly FinishedAttempt[] = []) {
   const statements = (q: Tx) => ({
-    recorded: finished.map((f) => recordAttempt(q, f.id, f.lease, f.outcome)),
-    lock: lockWebhookClaims(q),
-    claimed: claimDueDeliveries(q, claim),
+    recorded: finished.map((f) => webhookRecordAttempt(q, f.id, f.lease, f.outcome)),
+    lock: webhookLockClaims(q),
+    claimed: webhookClaimDueDeliveries(q, claim),
   });
   return {
     statements,

@@ -1,9 +1,9 @@
 /** Claiming queued work for this instance, with the `task.started` events in the same transaction. */
 import type { Config } from "../../config.js";
 import type { Tx } from "../../db/client.js";
-import type { StoredEvent } from "../../sql/append-events.js";
-import { claimTasks } from "../../sql/claim-tasks.js";
-import { lockGate } from "../../sql/gate-lock.js";
+import type { StoredEvent } from "../../sql/event-append.js";
+import { taskClaim } from "../../sql/task-claim.js";
+import { gateLock } from "../../sql/gate-lock.js";
 import type { TaskRow } from "../../sql/task-row.js";
 import type { Answers, Effects } from "../committer.js";
 import type { Identity } from "../runtime.js";
@@ -27,7 +27,7 @@ export async function claimAndStart(
   deps: ClaimDeps,
   limit: number,
 ): Promise<{ rows: TaskRow[]; events: StoredEvent[]; heads: Map<string, number> }> {
-  const claimed = await claimTasks(
+  const claimed = await taskClaim(
     tx,
     {
       instanceId: deps.identity.instanceId,
@@ -49,7 +49,7 @@ export async function claimAndStart(
  * held only while Postgres runs it (db/pipeline.ts). Nothing claimed, nothing set off.
  */
 export function claimChange(deps: ClaimDeps, limit: number) {
-  const statements = (q: Tx) => ({ gate: lockGate(q), claim: claimAndStart(q, deps, limit) });
+  const statements = (q: Tx) => ({ gate: gateLock(q), claim: claimAndStart(q, deps, limit) });
   return {
     statements,
     outcome: ({

@@ -4,7 +4,7 @@
  * row. Answers the boots asked.
  */
 import type { Tx } from "../../db/client.js";
-import { requestDrain } from "../../sql/instances.js";
+import { instanceRequestDrain } from "../../sql/instance.js";
 import type { Effects } from "../committer.js";
 
 export async function requestDrainIn(
@@ -12,6 +12,6 @@ export async function requestDrainIn(
   instanceId: string,
   leaseMs: number,
 ): Promise<{ value: string[]; effects: Effects }> {
-  const boots = await requestDrain(tx, instanceId, leaseMs);
+  const boots = await instanceRequestDrain(tx, instanceId, leaseMs);
   return { value: boots, effects: { notify: { drain: boots, when: "inTransaction" } } };
 }

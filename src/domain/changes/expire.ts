@@ -3,17 +3,17 @@
  * its terminal event; a slot may be free and the queue moved. Answers the expired tasks.
  */
 import type { Tx } from "../../db/client.js";
-import { appendEvents } from "../../sql/append-events.js";
-import { expireQueuedTasks } from "../../sql/expire-queued.js";
-import { terminalEvent } from "../../sql/settle-task.js";
+import { eventAppend } from "../../sql/event-append.js";
+import { taskExpireQueued } from "../../sql/task-expire.js";
+import { taskTerminalEvent } from "../../sql/task-settle.js";
 import type { TaskRow } from "../../sql/task-row.js";
 import { type Effects, headsOf } from "../committer.js";
 
 export async function expireQueuedIn(tx: Tx): Promise<{ value: TaskRow[]; effects: Effects }> {
-  const rows = await expireQueuedTasks(tx);
+  const rows = await taskExpireQueued(tx);
   // One statement per task, sent together (postgres.js pipelines them on the connection).
   const events = (
-    await Promise.all(rows.map((row) => appendEvents(tx, row.sessionId, [terminalEvent(row)])))
+    await Promise.all(rows.map((row) => eventAppend(tx, row.sessionId, [taskTerminalEvent(row)])))
   ).flat();
   if (rows.length === 0) return { value: rows, effects: {} };
   const notify = { when: "inTransaction" as const, heads: headsOf(events), gate: true };

@@ -1,7 +1,7 @@
 /**
  * Forking a session (docs/api.md, Fork and rollback), one transaction: a new session of the same
  * tenant, workspace, agent and config whose history is its source's up to a turn. The turns and
- * their events are COPIED into the fork (sql/fork-session.ts), so the fork's snapshot, event log,
+ * their events are COPIED into the fork (sql/session-fork.ts), so the fork's snapshot, event log,
  * recap and any later fork of it read only its own rows. It leaves a `rewind` on the fork that the
  * next turn's driver applies to the agent's own conversation (agents/driver.ts,
  * ResumeCursor.rewind): branch it at the kept turn's last assistant message where the agent can,
@@ -10,17 +10,17 @@
 import type { Rewind } from "../../db/schema.js";
 import type { Tx } from "../../db/client.js";
 import { invalid } from "../../errors.js";
-import type { StoredEvent } from "../../sql/append-events.js";
+import type { StoredEvent } from "../../sql/event-append.js";
 import {
-  copyForkHistory,
-  copyTranscript,
+  sessionCopyForkHistory,
+  sessionCopyTranscript,
   type ForkPoint,
-  insertForkedEvent,
-  insertForkSession,
-  isAtSourceHead,
-  readBranchPoint,
-  readForkPoint,
-} from "../../sql/fork-session.js";
+  sessionInsertForkedEvent,
+  sessionInsertFork,
+  sessionIsAtSourceHead,
+  sessionReadBranchPoint,
+  sessionReadForkPoint,
+} from "../../sql/session-fork.js";
 import type { Effects } from "../committer.js";
 
 export interface ForkInput {
@@ -32,7 +32,7 @@ export interface ForkInput {
 
 /** The fork point `input.atTurn` names (or the last completed turn), or a 400 saying why not. */
 async function forkPointOf(tx: Tx, sourceId: string, atTurn: number | undefined): Promise<ForkPoint> {
-  const point = await readForkPoint(tx, sourceId, atTurn ?? null);
+  const point = await sessionReadForkPoint(tx, sourceId, atTurn ?? null);
   if (!point) {
     throw atTurn === undefined
       ? invalid(`session ${sourceId} has no completed turn to fork at`, "atTurn")
@@ -57,10 +57,10 @@ export async function forkSessionIn(
   sourceTitle: string | null,
 ): Promise<{ value: { id: string; created: boolean }; effects: Effects }> {
   const point = await forkPointOf(tx, sourceId, input.atTurn);
-  const branch = await readBranchPoint(tx, sourceId, point.turnIndex);
-  const atSourceHead = await isAtSourceHead(tx, sourceId, point.turnIndex, branch.agentSessionId);
+  const branch = await sessionReadBranchPoint(tx, sourceId, point.turnIndex);
+  const atSourceHead = await sessionIsAtSourceHead(tx, sourceId, point.turnIndex, branch.agentSessionId);
   const rewind: Rewind = { kind: "fork", ...branch, turnIndex: point.turnIndex, atSourceHead };
-  const { id, created } = await insertForkSession(tx, {
+  const { id, created } = await sessionInsertFork(tx, {
     sourceId,
     title: input.title ?? sourceTitle,
     metadata: input.metadata ?? {},
@@ -69,14 +69,14 @@ export async function forkSessionIn(
     rewind,
   });
   if (!created) return { value: { id, created }, effects: {} };
-  const carried = await copyForkHistory(tx, id, sourceId, point);
-  const forked = await insertForkedEvent(
+  const carried = await sessionCopyForkHistory(tx, id, sourceId, point);
+  const forked = await sessionInsertForkedEvent(
     tx,
     id,
     { sessionId: sourceId, turnIndex: point.turnIndex, carriedTurns: carried.turns },
     carried.events,
   );
-  if (branch.agentSessionId) await copyTranscript(tx, id, sourceId, branch.agentSessionId);
+  if (branch.agentSessionId) await sessionCopyTranscript(tx, id, sourceId, branch.agentSessionId);
   const event: StoredEvent = {
     sessionId: id,
     seq: forked.seq,

@@ -3,7 +3,7 @@
  * `session.reverted` event, its session's subscribers told at the commit.
  */
 import type { Tx } from "../../db/client.js";
-import { appendEvents } from "../../sql/append-events.js";
+import { eventAppend } from "../../sql/event-append.js";
 import { type Effects, headsOf } from "../committer.js";
 
 export async function recordRevertIn(
@@ -11,8 +11,6 @@ export async function recordRevertIn(
   sessionId: string,
   revert: Record<string, unknown>,
 ): Promise<{ value: null; effects: Effects }> {
-  const events = await appendEvents(tx, sessionId, [
-    { taskId: null, type: "session.reverted", data: revert },
-  ]);
+  const events = await eventAppend(tx, sessionId, [{ taskId: null, type: "session.reverted", data: revert }]);
   return { value: null, effects: { events, notify: { when: "inTransaction", heads: headsOf(events) } } };
 }

@@ -7,10 +7,15 @@
 import type { Rewind } from "../../db/schema.js";
 import type { Tx } from "../../db/client.js";
 import { errors, invalid } from "../../errors.js";
-import { appendEvents } from "../../sql/append-events.js";
-import { readBranchPoint } from "../../sql/fork-session.js";
-import { lockSessionRow } from "../../sql/lock-session.js";
-import { hasOpenTurn, keptTurnBefore, lastCompletedTurns, markRolledBack } from "../../sql/rollback-turns.js";
+import { eventAppend } from "../../sql/event-append.js";
+import { sessionReadBranchPoint } from "../../sql/session-fork.js";
+import { sessionLock } from "../../sql/session-lock.js";
+import {
+  taskHasOpenTurn,
+  taskKeptTurnBefore,
+  taskLastCompletedTurns,
+  taskMarkRolledBack,
+} from "../../sql/task-rollback.js";
 import { type Effects, headsOf } from "../committer.js";
 
 /**
@@ -24,9 +29,9 @@ export async function rollbackIn(
   sessionId: string,
   turns: number,
 ): Promise<{ value: number[]; effects: Effects }> {
-  await lockSessionRow(tx, sessionId);
-  if (await hasOpenTurn(tx, sessionId)) throw errors.sessionBusyForRollback(sessionId);
-  const last = await lastCompletedTurns(tx, sessionId, turns);
+  await sessionLock(tx, sessionId);
+  if (await taskHasOpenTurn(tx, sessionId)) throw errors.sessionBusyForRollback(sessionId);
+  const last = await taskLastCompletedTurns(tx, sessionId, turns);
   if (last.length < turns) {
     throw invalid(
       `session ${sessionId} has ${last.length} completed turn${last.length === 1 ? "" : "s"} to roll back, not ${turns}`,
@@ -34,11 +39,11 @@ export async function rollbackIn(
     );
   }
   const fromTurn = Math.min(...last);
-  const branch = await readBranchPoint(tx, sessionId, fromTurn - 1);
-  const kept = await keptTurnBefore(tx, sessionId, fromTurn);
+  const branch = await sessionReadBranchPoint(tx, sessionId, fromTurn - 1);
+  const kept = await taskKeptTurnBefore(tx, sessionId, fromTurn);
   const rewind: Rewind = { kind: "rollback", ...branch, turnIndex: kept };
-  const dropped = await markRolledBack(tx, sessionId, fromTurn, rewind);
-  const events = await appendEvents(tx, sessionId, [
+  const dropped = await taskMarkRolledBack(tx, sessionId, fromTurn, rewind);
+  const events = await eventAppend(tx, sessionId, [
     {
       taskId: null,
       type: "session.rollback",

@@ -1,0 +1,178 @@
+/**
+ * src/sql/session-purge.ts: which archived sessions are past retention (default and per tenant;
+ * idle ones never), and that a purge deletes a session with every row of it, in every table that
+ * references a session, counted by table, leaving every other session whole.
+ */
+import { randomUUID } from "node:crypto";
+import { beforeEach, describe, expect, it } from "vitest";
+import type { Sql } from "../../src/db/client.js";
+import {
+  sessionFindExpiredArchived,
+  sessionLockArchivedForPurge,
+  sessionPurge,
+  sessionTables,
+} from "../../src/sql/session-purge.js";
+import { addSession, addTask, sessionRowCounts, useSqlTestDatabase } from "../support/sql-fixtures.js";
+
+const db = useSqlTestDatabase();
+
+beforeEach(async () => {
+  await db.sql`truncate webhook_deliveries`;
+});
+
+/** Marks `sessionId` archived `daysAgo` days ago (a backdated row, as if archived then). */
+async function archivedDaysAgo(sql: Sql, sessionId: string, daysAgo: number): Promise<void> {
+  await sql`update sessions set archived_at = now() - make_interval(days => ${daysAgo}) where id = ${sessionId}`;
+}
+
+/** A session with rows in every table that holds session rows: 2 tasks, 3 events, 1 permission request, 2 transcript chunks, 1 delivery, 2 checkpoints. */
+async function fullSession(sql: Sql, tenant = "default"): Promise<string> {
+  const sessionId = await addSession(sql, { tenant, archived: true, lastSeq: 3 });
+  const first = await addTask(sql, sessionId, { status: "completed" });
+  await addTask(sql, sessionId, { status: "cancelled" });
+  for (const seq of [1, 2, 3]) {
+    await sql`insert into events (session_id, seq, task_id, type, data)
+              values (${sessionId}, ${seq}, ${first.id}, 'message', '{}'::jsonb)`;
+  }
+  await sql`insert into permission_requests (id, task_id, session_id, tool_call, options, expires_at, resolved_at, resolved_by)
+            values (${randomUUID()}, ${first.id}, ${sessionId}, '{}'::jsonb, '[]'::jsonb, now(), now(), 'cancel')`;
+  for (const offset of [0, 10]) {
+    await sql`insert into transcript_chunks (session_id, agent_session_id, byte_offset, bytes)
+              values (${sessionId}, 'conv', ${offset}, ${Buffer.from("0123456789")})`;
+  }
+  await sql`insert into webhook_deliveries (tenant, url, event_type, session_id, seq, body, status)
+            values (${tenant}, 'https://hooks.example.com/x', 'task.completed', ${sessionId}, 3, '{}', 'delivered')`;
+  for (const phase of ["before", "after"]) {
+    await sql`insert into checkpoints (session_id, name, task_id, turn_index, phase, commit_sha, store, git_dir)
+              values (${sessionId}, ${`0/${phase}`}, ${first.id}, 0, ${phase}, ${"a".repeat(40)}, 'shadow', '/nowhere.git')`;
+  }
+  return sessionId;
+}
+
+/** Rows of `sessionId` in each table. */
+const rowsOf = sessionRowCounts;
+
+const FULL = {
+  sessions: 1,
+  tasks: 2,
+  events: 3,
+  permissionRequests: 1,
+  transcriptChunks: 2,
+  webhookDeliveries: 1,
+  checkpoints: 2,
+};
+const NONE = {
+  sessions: 0,
+  tasks: 0,
+  events: 0,
+  permissionRequests: 0,
+  transcriptChunks: 0,
+  webhookDeliveries: 0,
+  checkpoints: 0,
+};
+
+describe("the tables a purge covers", () => {
+  it("names every table with a session_id column or a foreign key to sessions or tasks", async () => {
+    const withSessionId = await db.sql<{ table: string }[]>`
+      select distinct table_name as table from information_schema.columns
+      where table_schema = 'public' and column_name = 'session_id'`;
+    const referencing = await db.sql<{ table: string }[]>`
+      select distinct c.conrelid::regclass::text as table from pg_constraint c
+      where c.contype = 'f' and c.confrelid in ('sessions'::regclass, 'tasks'::regclass)`;
+    const tables = new Set([...withSessionId, ...referencing].map((r) => r.table.replaceAll('"', "")));
+    expect(tables.size).toBeGreaterThanOrEqual(5);
+    for (const table of tables) expect(sessionTables).toContain(table);
+  });
+});
+
+describe("sessionFindExpiredArchived", () => {
+  it("finds archived sessions past the default, oldest first; not yesterday's, not idle ones however old", async () => {
+    const old = await addSession(db.sql, { archived: true });
+    await archivedDaysAgo(db.sql, old, 40);
+    const older = await addSession(db.sql, { archived: true });
+    await archivedDaysAgo(db.sql, older, 400);
+    const yesterday = await addSession(db.sql, { archived: true });
+    await archivedDaysAgo(db.sql, yesterday, 1);
+    await addSession(db.sql, { createdAt: new Date(Date.now() - 500 * 86_400_000).toISOString() });
+    const rule = { defaultDays: 30, tenants: [] };
+    expect(await sessionFindExpiredArchived(db.sql, rule, 10)).toEqual([older, old]);
+    expect(await sessionFindExpiredArchived(db.sql, rule, 1)).toEqual([older]);
+    expect(await sessionFindExpiredArchived(db.sql, { defaultDays: 0, tenants: [] }, 10)).toEqual([]);
+  });
+
+  it("takes a tenant's own figure over the default; 0 keeps its sessions", async () => {
+    const keeps = await addSession(db.sql, { tenant: "keeps", archived: true });
+    await archivedDaysAgo(db.sql, keeps, 400);
+    const short = await addSession(db.sql, { tenant: "short", archived: true });
+    await archivedDaysAgo(db.sql, short, 2);
+    const other = await addSession(db.sql, { tenant: "other", archived: true });
+    await archivedDaysAgo(db.sql, other, 2);
+    const rule = {
+      defaultDays: 30,
+      tenants: [
+        { name: "keeps", days: 0 },
+        { name: "short", days: 1 },
+      ],
+    };
+    expect(await sessionFindExpiredArchived(db.sql, rule, 10)).toEqual([short]);
+    // With the default off, only the tenant with its own figure is swept.
+    expect(await sessionFindExpiredArchived(db.sql, { defaultDays: 0, tenants: rule.tenants }, 10)).toEqual([
+      short,
+    ]);
+  });
+
+  it("leaves a session whose turn is still ending (cancelling after the archive) for a later sweep", async () => {
+    const ending = await addSession(db.sql, { archived: true });
+    await addTask(db.sql, ending, { status: "cancelling" });
+    await archivedDaysAgo(db.sql, ending, 40);
+    expect(await sessionFindExpiredArchived(db.sql, { defaultDays: 30, tenants: [] }, 10)).toEqual([]);
+    expect(await db.sql.begin((tx) => sessionLockArchivedForPurge(tx, ending, false))).toBe("busy");
+  });
+});
+
+describe("sessionPurge", () => {
+  it("deletes the session and every row of it, counted by table; another session stays whole", async () => {
+    const gone = await fullSession(db.sql);
+    const kept = await fullSession(db.sql);
+    expect(await rowsOf(db.sql, gone)).toEqual(FULL);
+    const counted = await db.sql.begin(async (tx) => {
+      expect(await sessionLockArchivedForPurge(tx, gone, true)).toBe("locked");
+      return sessionPurge(tx, gone);
+    });
+    expect(counted).toEqual(FULL);
+    expect(await rowsOf(db.sql, gone)).toEqual(NONE);
+    expect(await rowsOf(db.sql, kept)).toEqual(FULL);
+  });
+
+  it("never locks an idle session: it is missing to a purge", async () => {
+    const idle = await addSession(db.sql);
+    expect(await db.sql.begin((tx) => sessionLockArchivedForPurge(tx, idle, true))).toBe("missing");
+    expect(await db.sql.begin((tx) => sessionLockArchivedForPurge(tx, idle, false))).toBe("missing");
+    expect((await rowsOf(db.sql, idle)).sessions).toBe(1);
+  });
+
+  it("the sweep passes over a session whose row another transaction holds", async () => {
+    const held = await fullSession(db.sql);
+    let release: () => void = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let locked: () => void = () => {};
+    const isLocked = new Promise<void>((resolve) => {
+      locked = resolve;
+    });
+    const holder = db.sql.begin(async (tx) => {
+      await tx`select 1 from sessions where id = ${held} for update`;
+      locked();
+      await released;
+    });
+    try {
+      await isLocked;
+      expect(await db.sql.begin((tx) => sessionLockArchivedForPurge(tx, held, false))).toBe("skipped");
+    } finally {
+      release();
+      await holder;
+    }
+    expect(await rowsOf(db.sql, held)).toEqual(FULL);
+  });
+});
