@@ -22,7 +22,8 @@ import type { Permissions } from "./permissions.js";
 import type { Recovery } from "./recovery.js";
 import type { Runtime } from "./runtime.js";
 import type { SessionService } from "./sessions.js";
-import { RunningTurn, TurnExecution } from "./turn-run.js";
+import { RunningTurn } from "./running-turn.js";
+import { TurnExecution } from "./turn-run.js";
 import type { SessionRow } from "./views.js";
 import { within } from "../clock.js";
 

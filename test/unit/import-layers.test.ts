@@ -190,7 +190,7 @@ it("commits and notifies only through the committer", () => {
  */
 it("builds the committer's changes in domain/changes", () => {
   const inline = /\.(commit|transaction)\s*(<[^>]*>)?\(\s*(async\b|\{)/;
-  const beside = new Set(["domain/turn-run.ts", "domain/turn-end.ts", "domain/turn-inputs.ts"]);
+  const beside = new Set(["domain/turn-settler.ts", "domain/turn-end.ts", "domain/turn-inputs.ts"]);
   const found: string[] = [];
   for (const file of graph.keys()) {
     const path = name(file);
