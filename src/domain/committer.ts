@@ -62,7 +62,8 @@ import {
 } from "../sql/notify.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { ChangeBus } from "../stream/change-bus.js";
-import { committedEvents, type FlushPlan, type FlushSender } from "../stream/event-lane.js";
+import type { FlushSender } from "../stream/event-lane.js";
+import { committedEvents, type FlushPlan } from "../stream/flush-plan.js";
 import { EventLog, type EventLogOptions } from "../stream/event-log.js";
 
 /** When a change's notifications go out (see the module comment). */

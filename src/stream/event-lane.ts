@@ -1,7 +1,9 @@
 /**
  * One writer of the event log (stream/event-log.ts): it flushes one transaction at a time for the
- * sessions that hash to it. The lane is the committer's batching strategy: it decides what goes in
- * a flush (`planFlush`), when, and what to do when a flush fails; the committer
+ * sessions that hash to it. The lane is the committer's batching strategy: it queues events,
+ * session writes and settlements, decides when a flush goes and what goes in it (`planFlush`,
+ * stream/flush-plan.ts), retries it while the database is away, and hands a flush Postgres refuses
+ * for its content to its recovery (stream/refused-flush.ts); the committer
  * (domain/committer.ts) sends the flush as a state change like any other and applies what it
  * committed. A flush holds, in one pipelined transaction (db/pipeline.ts):
  * - the pending events, appended per session with gap-free seqs;
@@ -9,20 +11,15 @@
  * - settlements of turns that ended, each with its terminal event, after the turn's own events;
  * - one NOTIFY of the sessions' new heads (and of the gate when a turn settled: a slot is free), and
  *   the flush's record in `event_writes`.
- * Statements go out in session id order (every writer of session rows locks them in that order,
- * so concurrent transactions never deadlock), and per session: events, writes, settlements.
  */
-import { retrying, retryPolicies } from "../lib/retry.js";
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import type { Tx } from "../db/client.js";
-import { eventAppend, type OwnerFence, type StoredEvent } from "../sql/event-append.js";
-import { sessionLock } from "../sql/session-lock.js";
-import { taskSaveTurnState } from "../sql/task-turn-state.js";
-import { type Settlement, taskSettleOwned } from "../sql/task-settle.js";
-import { storable, storableString } from "../agents/storable-text.js";
-import { isPoisonedFlush, refusalOf } from "./flush-failure.js";
-import { type Group, groupBySessionAndFence, takeBatch } from "./event-batch.js";
+import { type Clock, type ClockTimer, realClock } from "../clock.js";
+import { retrying, retryPolicies } from "../lib/retry.js";
+import type { StoredEvent } from "../sql/event-append.js";
+import type { taskSettleOwned } from "../sql/task-settle.js";
+import type { Span } from "../tracing/tracer.js";
+import { groupBySessionAndFence, takeBatch } from "./event-batch.js";
 import type {
   EventLogOptions,
   PendingEvent,
@@ -30,23 +27,10 @@ import type {
   SettleOutcome,
   SettleRequest,
 } from "./event-types.js";
-import { type Clock, type ClockTimer, realClock } from "../clock.js";
-import { noSpan, type Span, tracingOff } from "../tracing/tracer.js";
-
-/** A session write or a settlement waiting for a flush. */
-export type Work =
-  | { kind: "write"; write: SessionWrite; after: number; done: (written: boolean) => void }
-  | { kind: "settle"; request: SettleRequest; after: number; done: (outcome: SettleOutcome) => void };
-
-/** What one flush committed, per work item (null: given up at shutdown). */
-type WorkResult = boolean | SettleOutcome;
-
-/** A flush Postgres refused for its content (stream/flush-failure.ts); `cause` is its error. */
-class Poisoned extends Error {
-  constructor(override readonly cause: unknown) {
-    super("event log flush refused for its content");
-  }
-}
+import { isPoisonedFlush } from "./flush-failure.js";
+import { type FlushPlan, planFlush, type SessionWork, type SessionWorkResult } from "./flush-plan.js";
+import { FlushTracing } from "./flush-tracing.js";
+import { RefusedFlush, RefusedFlushRecovery } from "./refused-flush.js";
 
 /**
  * How a lane's flush is committed: the committer's side of its batching strategy
@@ -68,29 +52,10 @@ export interface FlushSender {
   flushCommitted(writeId: string): Promise<boolean>;
 }
 
-/** A work item as it is, then in safe forms to try when Postgres refuses it alone. */
-function safeForms(item: Work): Work[] {
-  if (item.kind === "write") return [item, { ...item, write: storable(item.write) }];
-  const { settlement } = item.request;
-  const failed: Settlement = {
-    status: "failed",
-    error: {
-      code: "AGENT_ERROR",
-      message: "The turn ended, but its result could not be stored.",
-    },
-  };
-  return [
-    item,
-    { ...item, request: { ...item.request, settlement: storable(settlement) } },
-    // A failed turn takes no follow-up: it settles whatever input came.
-    { ...item, request: { ...item.request, settlement: failed, inputAfter: undefined } },
-  ];
-}
-
 export class EventLane {
   private pending: PendingEvent[] = [];
   /** Session writes and settlements, oldest first. */
-  private work: Work[] = [];
+  private work: SessionWork[] = [];
   /** Counts since start: `flush` waits until everything queued before its call is in. */
   private eventsAppended = 0;
   private eventsWritten = 0;
@@ -105,14 +70,21 @@ export class EventLane {
   /** Producers waiting for the backlog to shrink (`drained`). */
   private drainWaiters: { limit: number; resolve: () => void }[] = [];
 
+  /** A flush Postgres refuses for its content: what it holds, isolated and stored safely. */
+  private readonly refusals: RefusedFlushRecovery;
+  private readonly tracing: FlushTracing;
+
   constructor(
     private readonly sender: FlushSender,
     private readonly options: EventLogOptions,
     private readonly log: Logger,
     private readonly closed: () => boolean,
     /** Running turns traced on this instance (EventLog.traceTurn); empty when tracing is off. */
-    private readonly traced: ReadonlyMap<string, Span> = new Map(),
-  ) {}
+    traced: ReadonlyMap<string, Span> = new Map(),
+  ) {
+    this.refusals = new RefusedFlushRecovery((batch, items) => this.attempt(batch, items), log);
+    this.tracing = new FlushTracing(traced, options.tracer);
+  }
 
   append(event: PendingEvent): void {
     this.pending.push(event);
@@ -152,7 +124,7 @@ export class EventLane {
     }
   }
 
-  private queue(item: Work): void {
+  private queue(item: SessionWork): void {
     this.work.push(item);
     this.workQueued++;
   }
@@ -194,11 +166,11 @@ export class EventLane {
     }
   }
 
-  private async write(batch: PendingEvent[], items: Work[]): Promise<void> {
+  private async write(batch: PendingEvent[], items: SessionWork[]): Promise<void> {
     const t0 = performance.now();
     // Tracing off: the map is empty and nothing below runs.
-    const spans = this.traced.size > 0 ? this.flushSpans(batch, items) : null;
-    let results: WorkResult[] | null;
+    const spans = this.tracing.on ? this.tracing.flushSpans(batch, items) : null;
+    let results: SessionWorkResult[] | null;
     try {
       results = await this.commit(batch, items);
     } catch (err) {
@@ -222,126 +194,23 @@ export class EventLane {
    * A flush Postgres refuses for its content (stream/flush-failure.ts) never stops the lane: it is
    * split to find what is refused, that is stored in a safe form, and the rest goes through.
    */
-  private async commit(batch: PendingEvent[], items: Work[]): Promise<WorkResult[] | null> {
+  private async commit(batch: PendingEvent[], items: SessionWork[]): Promise<SessionWorkResult[] | null> {
     try {
       return await this.attempt(batch, items);
     } catch (err) {
-      if (!(err instanceof Poisoned)) throw err;
-      this.log.error(
-        { err: refusalOf(err.cause), events: batch.length, sessionWork: items.length },
-        "event log flush refused by the database; isolating what it refuses",
-      );
-      if (!(await this.isolate(batch, err))) return null;
-      return this.commitItems(items);
+      if (!(err instanceof RefusedFlush)) throw err;
+      return this.refusals.recover(batch, items, err);
     }
   }
 
-  /**
-   * Events of a refused flush, in halves, in order (so each session's seqs stay gap-free and in
-   * order, and the turn's settlement, written after them, stays last). A single refused event is
-   * stored in a safe form. False when shutdown gave up.
-   */
-  private async isolate(events: PendingEvent[], refused: Poisoned): Promise<boolean> {
-    if (events.length === 0) return true;
-    if (events.length === 1) return this.storeSafe(events[0], refused.cause);
-    const mid = Math.ceil(events.length / 2);
-    for (const half of [events.slice(0, mid), events.slice(mid)]) {
-      try {
-        if ((await this.attempt(half, [])) === null) return false;
-      } catch (err) {
-        if (!(err instanceof Poisoned)) throw err;
-        if (!(await this.isolate(half, err))) return false;
-      }
-    }
-    return true;
-  }
-
-  /**
-   * A refused event: first with every string made storable (agents/storable-text.ts; the drivers
-   * do that already, so this is for events from elsewhere), else replaced by a `session.notice`
-   * saying what was dropped and why, in the same place of the session's log.
-   */
-  private async storeSafe(event: PendingEvent, cause: unknown): Promise<boolean> {
-    const where = {
-      sessionId: event.sessionId,
-      taskId: event.taskId,
-      type: event.type,
-      reason: refusalOf(cause),
-    };
-    const repaired: PendingEvent = { ...event, data: storable(event.data), payload: storable(event.payload) };
-    const notice: PendingEvent = {
-      sessionId: event.sessionId,
-      taskId: event.taskId,
-      fence: event.fence,
-      type: "session.notice",
-      data: {
-        message: `An agent event (${storableString(event.type).slice(0, 64)}) could not be stored and was dropped: ${refusalOf(cause)}.`,
-      },
-    };
-    for (const [form, said] of [
-      [repaired, "event log: a refused event was stored with its text made storable"],
-      [notice, "event log: a refused event was dropped and replaced by a notice"],
-    ] as const) {
-      try {
-        const done = (await this.attempt([form], [])) !== null;
-        this.log.warn(where, said);
-        return done;
-      } catch (err) {
-        if (!(err instanceof Poisoned)) throw err;
-      }
-    }
-    this.log.error(where, "event log: a refused event was dropped");
-    return true;
-  }
-
-  /**
-   * The session writes and settlements of a refused flush: together, else one by one, each in a
-   * safe form when refused alone (a settlement's result made storable, else the turn fails with a
-   * message saying why; a session write made storable, else dropped). They always happen: a
-   * settlement lost here would leave its turn running with its slot taken.
-   */
-  private async commitItems(items: Work[]): Promise<WorkResult[] | null> {
-    if (items.length === 0) return [];
-    try {
-      return await this.attempt([], items);
-    } catch (err) {
-      if (!(err instanceof Poisoned)) throw err;
-    }
-    const results: WorkResult[] = [];
-    for (const item of items) {
-      let answer: WorkResult | null = null;
-      for (const form of safeForms(item)) {
-        try {
-          answer = (await this.attempt([], [form]))?.[0] ?? null;
-          if (form !== item)
-            this.log.warn(
-              { kind: item.kind },
-              "event log: a refused session write or settlement was stored in a safe form",
-            );
-          break;
-        } catch (err) {
-          if (!(err instanceof Poisoned)) throw err;
-          this.log.error(
-            { kind: item.kind, reason: refusalOf(err.cause) },
-            "event log: a session write or settlement was refused",
-          );
-          // A refused write answers false (not written); a settlement tries its next form.
-          if (item.kind === "write") answer = false;
-        }
-      }
-      results.push(answer ?? { kind: "gave-up" });
-    }
-    return results;
-  }
-
-  /** One transaction, retried while the database is away; throws Poisoned when retrying cannot help. */
-  private async attempt(batch: PendingEvent[], items: Work[]): Promise<WorkResult[] | null> {
+  /** One transaction, retried while the database is away; throws RefusedFlush when retrying cannot help. */
+  private async attempt(batch: PendingEvent[], items: SessionWork[]): Promise<SessionWorkResult[] | null> {
     const plan = planFlush(groupBySessionAndFence(batch), items);
     // Identifies this flush across retries: a retry first asks whether an earlier attempt whose
     // answer was lost committed after all (sql/event-writes.ts), so nothing is written twice.
     const writeId = randomUUID();
     let uncertain = false;
-    const once = async (): Promise<WorkResult[]> => {
+    const once = async (): Promise<SessionWorkResult[]> => {
       if (uncertain && (await this.sender.flushCommitted(writeId))) {
         this.log.warn(
           { writeId, events: batch.length },
@@ -353,7 +222,7 @@ export class EventLane {
       }
       uncertain = true;
       const answers = await this.sender.sendFlush(plan, writeId, (events, apply) =>
-        this.fanOut(events, apply),
+        this.tracing.fanOut(events, apply),
       );
       return this.committed(plan, answers, items);
     };
@@ -370,7 +239,7 @@ export class EventLane {
           ),
       });
     } catch (err) {
-      if (isPoisonedFlush(err)) throw new Poisoned(err);
+      if (isPoisonedFlush(err)) throw new RefusedFlush(err);
       this.log.error(
         { err: String(err), lost: batch.length, sessionWork: items.length },
         "event log could not be flushed at shutdown",
@@ -380,8 +249,8 @@ export class EventLane {
   }
 
   /** Answer each work item from what committed (its events were applied by the committer). */
-  private committed(plan: FlushPlan, answers: unknown[], items: Work[]): WorkResult[] {
-    const results: WorkResult[] = new Array(items.length);
+  private committed(plan: FlushPlan, answers: unknown[], items: SessionWork[]): SessionWorkResult[] {
+    const results: SessionWorkResult[] = new Array(items.length);
     for (const [i, step] of plan.steps.entries()) {
       const answer = answers[i];
       if (step.kind === "append") {
@@ -410,153 +279,4 @@ export class EventLane {
     }
     return results;
   }
-
-  /** One `mooring.flush` span per traced turn with events or a settlement in this flush. */
-  private flushSpans(batch: PendingEvent[], items: Work[]): Span[] {
-    const counts = new Map<string, { events: number; settles: boolean; writes: number }>();
-    const count = (taskId: string | undefined) => {
-      if (!taskId || !this.traced.has(taskId)) return null;
-      const c = counts.get(taskId) ?? { events: 0, settles: false, writes: 0 };
-      counts.set(taskId, c);
-      return c;
-    };
-    for (const event of batch) {
-      const c = count(event.fence?.taskId);
-      if (c) c.events++;
-    }
-    for (const item of items) {
-      const c = count(item.kind === "write" ? item.write.fence.taskId : item.request.fence.taskId);
-      if (!c) continue;
-      if (item.kind === "write") c.writes++;
-      else c.settles = true;
-    }
-    const tracer = this.options.tracer ?? tracingOff;
-    return [...counts].map(([taskId, c]) =>
-      tracer.span("mooring.flush", this.traced.get(taskId) ?? noSpan, {
-        "mooring.flush.events": c.events,
-        "mooring.flush.batch_events": batch.length,
-        "mooring.flush.session_writes": c.writes,
-        "mooring.flush.settles": c.settles,
-      }),
-    );
-  }
-
-  /**
-   * Around the committer's fan-out of a flush's events (the subscribers' feeds, waiting long polls):
-   * one `mooring.fanout` span per traced turn whose events these are.
-   */
-  private fanOut(events: StoredEvent[], apply: () => void): void {
-    if (this.traced.size === 0) {
-      apply();
-      return;
-    }
-    const counts = new Map<string, number>();
-    for (const event of events) {
-      if (event.taskId && this.traced.has(event.taskId))
-        counts.set(event.taskId, (counts.get(event.taskId) ?? 0) + 1);
-    }
-    const tracer = this.options.tracer ?? tracingOff;
-    const spans = [...counts].map(([taskId, n]) =>
-      tracer.span("mooring.fanout", this.traced.get(taskId) ?? noSpan, { "mooring.fanout.events": n }),
-    );
-    try {
-      apply();
-    } finally {
-      for (const span of spans) span.end();
-    }
-  }
-}
-
-/** One statement of a flush and what its answer means. */
-export type Step =
-  | { kind: "lock" }
-  | { kind: "append"; group: Group }
-  | { kind: "write"; items: number[] }
-  | { kind: "settle"; item: number };
-
-export interface FlushPlan {
-  steps: Step[];
-  statements: ((q: Tx) => Promise<unknown>)[];
-  /** Sessions whose log grows in this flush. */
-  notifySessions: string[];
-}
-
-/**
- * The flush's statements in session id order. Per session: its row lock when a settlement follows
- * that no earlier statement is sure to have locked it for (the settlement reads the session's last
- * seq, which the lock keeps still; an append locks the row unless its fence fails, and a fence that
- * fails the append fails the settlement of the same turn too), its event groups, one write per turn
- * with only the latest cursor and usage, then its settlements in the order they came.
- */
-export function planFlush(groups: Group[], items: Work[]): FlushPlan {
-  const bySession = new Map<string, { groups: Group[]; writes: Map<string, number[]>; settles: number[] }>();
-  const entry = (sessionId: string) => {
-    const known = bySession.get(sessionId);
-    if (known) return known;
-    const created = { groups: [] as Group[], writes: new Map<string, number[]>(), settles: [] as number[] };
-    bySession.set(sessionId, created);
-    return created;
-  };
-  for (const group of groups) entry(group.sessionId).groups.push(group);
-  for (const [i, item] of items.entries()) {
-    if (item.kind === "settle") {
-      entry(item.request.sessionId).settles.push(i);
-    } else {
-      const { writes } = entry(item.write.sessionId);
-      const turn = `${item.write.fence.taskId}:${item.write.fence.attempt}`;
-      writes.set(turn, [...(writes.get(turn) ?? []), i]);
-    }
-  }
-  const plan: FlushPlan = { steps: [], statements: [], notifySessions: [] };
-  const add = (step: Step, statement: (q: Tx) => Promise<unknown>) => {
-    plan.steps.push(step);
-    plan.statements.push(statement);
-  };
-  for (const sessionId of [...bySession.keys()].sort()) {
-    const session = bySession.get(sessionId)!;
-    if (session.groups.length > 0 || session.settles.length > 0) plan.notifySessions.push(sessionId);
-    const lockedByAppend = (fence: OwnerFence) =>
-      session.groups.some(
-        (g) => !g.fence || (g.fence.taskId === fence.taskId && g.fence.attempt === fence.attempt),
-      );
-    const settleFences = session.settles.map(
-      (i) => (items[i] as Extract<Work, { kind: "settle" }>).request.fence,
-    );
-    if (settleFences.some((fence) => !lockedByAppend(fence))) {
-      add({ kind: "lock" }, (q) => sessionLock(q, sessionId));
-    }
-    for (const group of session.groups) {
-      add({ kind: "append" as const, group }, (q) =>
-        eventAppend(q, group.sessionId, group.events, group.fence),
-      );
-    }
-    for (const turnWrites of session.writes.values()) {
-      const writes = turnWrites.map((i) => (items[i] as Extract<Work, { kind: "write" }>).write);
-      const cursor = [...writes].reverse().find((w) => w.cursor)?.cursor;
-      const contextUsage = [...writes].reverse().find((w) => w.contextUsage)?.contextUsage;
-      const fence = writes[0].fence;
-      add({ kind: "write", items: turnWrites }, (q) =>
-        taskSaveTurnState(q, sessionId, { cursor, contextUsage }, fence),
-      );
-    }
-    for (const i of session.settles) {
-      const { fence, settlement, inputAfter } = (items[i] as Extract<Work, { kind: "settle" }>).request;
-      const input = inputAfter === undefined ? null : { sessionId, after: inputAfter };
-      add({ kind: "settle", item: i }, (q) => taskSettleOwned(q, fence, settlement, input));
-    }
-  }
-  return plan;
-}
-
-/** The events a flush committed, in seq order per session: its appends' and its settlements'. */
-export function committedEvents(plan: FlushPlan, answers: unknown[]): StoredEvent[] {
-  const events: StoredEvent[] = [];
-  for (const [i, step] of plan.steps.entries()) {
-    if (step.kind === "append") events.push(...(answers[i] as StoredEvent[]));
-    else if (step.kind === "settle") {
-      const settled = answers[i] as Awaited<ReturnType<typeof taskSettleOwned>>;
-      if (settled && settled !== "input-pending") events.push(settled.event);
-    }
-  }
-  return events;
 }

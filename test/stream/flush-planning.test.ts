@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import type { Tx } from "../../src/db/client.js";
 import type { OwnerFence } from "../../src/sql/event-append.js";
 import { groupBySessionAndFence, takeBatch } from "../../src/stream/event-batch.js";
-import { planFlush, type Work } from "../../src/stream/event-lane.js";
+import { planFlush, type SessionWork } from "../../src/stream/flush-plan.js";
 import type { PendingEvent, SessionWrite } from "../../src/stream/event-log.js";
 
 const MAX_EVENTS = 256;
@@ -189,7 +189,7 @@ function recordingTx(): { tx: Tx; sent: { text: string; values: unknown[] }[] } 
 
 const noop = () => {};
 
-function settle(sessionId: string, f: OwnerFence): Work {
+function settle(sessionId: string, f: OwnerFence): SessionWork {
   return {
     kind: "settle",
     request: { sessionId, fence: f, settlement: { status: "completed" } } as never,
@@ -198,7 +198,7 @@ function settle(sessionId: string, f: OwnerFence): Work {
   };
 }
 
-function write(w: SessionWrite): Work {
+function write(w: SessionWrite): SessionWork {
   return { kind: "write", write: w, after: 0, done: noop };
 }
 
