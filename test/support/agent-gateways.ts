@@ -9,7 +9,7 @@ import { realpathSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, beforeEach } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, vi } from "vitest";
 import { isRunning, LogRecorder } from "./agent-gateway.js";
 import { claimTestDatabase, type TestDatabase } from "./db.js";
 import { startTestGateway, type TestGateway } from "./gateway.js";
@@ -57,8 +57,20 @@ export function useAgentGateways(prefix: string, spawnedMsg: string): AgentGatew
     await Promise.all(gateways.splice(0).map((g) => g.stop()));
     // An agent a killed gateway left behind exits on stdin EOF; make sure none outlives the test.
     for (const pid of agentPids) if (isRunning(pid)) process.kill(pid, "SIGKILL");
+    // Not our children, so no exit event: wait until each is gone (reaped) before removing the
+    // folders it wrote in (a write still settling made rm fail with ENOTEMPTY in CI).
+    await Promise.all(
+      [...agentPids].map((pid) =>
+        vi.waitFor(
+          () => {
+            if (isRunning(pid)) throw new Error(`agent ${pid} still running after SIGKILL`);
+          },
+          { timeout: 10_000, interval: 20 },
+        ),
+      ),
+    );
     agentPids.clear();
-    // SIGKILL is sent, not awaited: an agent may still have a write settling in its folders.
+    // Its own children (a CLI's helpers) may outlive it a moment: rm retries on ENOTEMPTY.
     if (root) await rm(root, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
     root = undefined;
   });
