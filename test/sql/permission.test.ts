@@ -131,8 +131,10 @@ describe("permissionReadResolved / permissionPendingOf", () => {
     await permissionResolve(t.sql, elsewhere, { optionId: "allow", by: "client" });
     expect((await permissionReadResolved(t.sql, [a, b, c])).map((r) => r.id)).toEqual([b]);
     expect(await permissionReadResolved(t.sql, [])).toEqual([]);
-    await t.sql`update permission_requests set created_at = created_at - interval '1 minute' where id = ${c}`;
-    expect((await permissionPendingOf(t.sql, [turn.row.id])).map((r) => r.id)).toEqual([c, a]);
+    // The older request gets the larger id: the order is by time first, not by id.
+    const [older, newer] = [a, c].sort().reverse();
+    await t.sql`update permission_requests set created_at = created_at - interval '1 minute' where id = ${older}`;
+    expect((await permissionPendingOf(t.sql, [turn.row.id])).map((r) => r.id)).toEqual([older, newer]);
     expect(await permissionPendingOf(t.sql, [])).toEqual([]);
   });
 });

@@ -56,14 +56,14 @@ describe("taskMarkCancelling", () => {
 
 describe("taskFindActiveOfSession", () => {
   it("finds the session's running or cancelling task, not another session's", async () => {
+    const other = await addTask(t.sql, await addSession(t.sql), { status: "running" });
     const id = await addSession(t.sql);
     await addTask(t.sql, id, { status: "completed" });
     await addTask(t.sql, id, { status: "queued" });
     expect(await taskFindActiveOfSession(t.sql, id)).toBeNull();
     const cancelling = await addTask(t.sql, id, { status: "cancelling" });
     expect((await taskFindActiveOfSession(t.sql, id))?.id).toBe(cancelling.id);
-    await addTask(t.sql, await addSession(t.sql), { status: "running" });
-    expect((await taskFindActiveOfSession(t.sql, id))?.id).toBe(cancelling.id);
+    expect((await taskFindActiveOfSession(t.sql, other.sessionId))?.id).toBe(other.id);
   });
 });
 

@@ -121,7 +121,7 @@ describe("taskSaveTurnState", () => {
     expect(await taskSaveTurnState(t.sql, row.sessionId, { cursor: { ...cursor, rewind } }, fence)).toBe(
       true,
     );
-    expect((await sessionOf(row.sessionId)).rewind).toEqual(rewind);
+    expect(await sessionOf(row.sessionId)).toMatchObject({ rewind, contextUsage: usage });
   });
 
   it("changes nothing for a stale owner or a settled turn", async () => {
