@@ -1,13 +1,11 @@
 /**
- * Direct tests of the instance-group and drain operations in src/sql on a real database: the claim
- * and the lease sweep keep to the claimant's group (with the gate's counts still global), the
- * queue check asks for the group, live groups and the gate by group, and the drain request with
- * its read-back by the heartbeat. A wrong statement fails here.
+ * Direct tests of the instance-group and drain operations of src/sql/instance.ts on a real
+ * database: the live groups, the gate by group, and the drain request with its read-back by the
+ * heartbeat. A wrong statement fails here. The claim, the lease sweep and the queue check by group:
+ * task-claim, task-orphans and task-read.test.ts.
  */
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import type { Tx } from "../../src/db/client.js";
-import { taskClaim } from "../../src/sql/task-claim.js";
 import {
   instanceGroupUsage,
   instanceHeartbeat,
@@ -17,88 +15,21 @@ import {
   instanceRegister,
   instanceRequestDrain,
 } from "../../src/sql/instance.js";
-import { taskLockExpiredLeases } from "../../src/sql/task-orphans.js";
-import { taskAnyQueued } from "../../src/sql/task-read.js";
-import {
-  addSession,
-  addTask,
-  interruptLocked,
-  taskById,
-  useSqlTestDatabase,
-} from "../support/sql-fixtures.js";
+import { addSession, addTask, useSqlTestDatabase } from "../support/sql-fixtures.js";
 
 const t = useSqlTestDatabase();
-const inTx = <T>(fn: (tx: Tx) => Promise<T>) => t.sql.begin((tx) => fn(tx)) as Promise<T>;
-
-/** A session of `group` (the fixture makes `default` ones). */
-async function sessionOf(group: string): Promise<string> {
-  const id = await addSession(t.sql);
-  await t.sql`update sessions set instance_group = ${group} where id = ${id}`;
-  return id;
-}
 
 /** A task of a session of `group`, carrying the group as admission copies it. */
 async function taskOf(group: string, fixture: Parameters<typeof addTask>[2] = {}) {
-  const row = await addTask(t.sql, await sessionOf(group), fixture);
+  const id = await addSession(t.sql);
+  await t.sql`update sessions set instance_group = ${group} where id = ${id}`;
+  const row = await addTask(t.sql, id, fixture);
   await t.sql`update tasks set instance_group = ${group} where id = ${row.id}`;
   return row;
 }
 
-const claimant = (group: string) => ({
-  instanceId: `i-${group}`,
-  bootId: randomUUID(),
-  leaseMs: 30_000,
-  group,
-});
-const claim = (group: string, maxActive = 5, limit = 5) =>
-  inTx(async (tx) => (await taskClaim(tx, claimant(group), maxActive, "{}", limit)).map((c) => c.row.id));
-
-describe("taskClaim by instance group", () => {
-  it("claims only the claimant's group's queued tasks", async () => {
-    const a1 = await taskOf("a");
-    const b1 = await taskOf("b");
-    const a2 = await taskOf("a");
-    expect((await claim("a")).sort()).toEqual([a1.id, a2.id].sort());
-    expect((await taskById(t.sql, b1.id)).status).toBe("queued");
-    expect(await claim("a")).toEqual([]);
-    expect(await claim("b")).toEqual([b1.id]);
-  });
-
-  it("counts every group's running turns against the global limit", async () => {
-    await taskOf("b", { status: "running" });
-    const a = await taskOf("a");
-    expect(await claim("a", 1)).toEqual([]);
-    expect(await claim("a", 2)).toEqual([a.id]);
-  });
-});
-
-describe("taskLockExpiredLeases by instance group", () => {
-  it("takes over only the sweeper's own group's expired leases", async () => {
-    const a = await taskOf("a", { status: "running", leaseInMs: -1_000 });
-    const b = await taskOf("b", { status: "running", leaseInMs: -1_000 });
-    const swept = await inTx((tx) => interruptLocked(tx, taskLockExpiredLeases(tx, randomUUID(), "a")));
-    expect(swept.map((r) => r.id)).toEqual([a.id]);
-    expect((await taskById(t.sql, b.id)).status).toBe("running");
-    expect(
-      (await inTx((tx) => interruptLocked(tx, taskLockExpiredLeases(tx, randomUUID(), "b")))).map(
-        (r) => r.id,
-      ),
-    ).toEqual([b.id]);
-  });
-});
-
-describe("taskAnyQueued by instance group", () => {
-  it("sees only the asked group's queue", async () => {
-    await taskOf("b");
-    expect(await taskAnyQueued(t.sql, "a")).toBe(false);
-    expect(await taskAnyQueued(t.sql, "b")).toBe(true);
-    await taskOf("a", { status: "running" });
-    expect(await taskAnyQueued(t.sql, "a")).toBe(false);
-  });
-});
-
-describe("live groups and the gate by group", () => {
-  it("a group is live with a running, recently heard instance; usage lists live groups and groups with work", async () => {
+describe("instanceLiveGroups", () => {
+  it("a group is live with a running, recently heard instance that is not draining", async () => {
     const live = { bootId: randomUUID(), instanceId: "live-a", host: "h", pid: 1, version: "1", group: "a" };
     const stopped = { ...live, bootId: randomUUID(), instanceId: "stopped-b", group: "b" };
     const silent = { ...live, bootId: randomUUID(), instanceId: "silent-c", group: "c" };
@@ -106,6 +37,7 @@ describe("live groups and the gate by group", () => {
     await instanceMarkStopped(t.sql, stopped.bootId);
     await t.sql`update instances set heartbeat_at = now() - interval '1 hour' where boot_id = ${silent.bootId}`;
     expect([...(await instanceLiveGroups(t.sql, ["a", "b", "c", "d"], 30_000))]).toEqual(["a"]);
+    expect([...(await instanceLiveGroups(t.sql, ["b", "c"], 30_000))]).toEqual([]);
     expect([...(await instanceLiveGroups(t.sql, [], 30_000))]).toEqual([]);
     // A draining instance takes no more turns: its group is not live through it.
     const draining = { ...live, bootId: randomUUID(), instanceId: "draining-d", group: "d" };
@@ -113,18 +45,33 @@ describe("live groups and the gate by group", () => {
     expect([...(await instanceLiveGroups(t.sql, ["d"], 30_000))]).toEqual(["d"]);
     await instanceMarkDraining(t.sql, draining.bootId);
     expect([...(await instanceLiveGroups(t.sql, ["d"], 30_000))]).toEqual([]);
+  });
+});
+
+describe("instanceGroupUsage", () => {
+  it("lists live groups and groups with unfinished work, distinct instances, draining ones left out", async () => {
+    const live = { bootId: randomUUID(), instanceId: "live-a", host: "h", pid: 1, version: "1", group: "a" };
+    const again = { ...live, bootId: randomUUID() };
+    const stopped = { ...live, bootId: randomUUID(), instanceId: "stopped-b", group: "b" };
+    const draining = { ...live, bootId: randomUUID(), instanceId: "draining-d", group: "d" };
+    const silent = { ...live, bootId: randomUUID(), instanceId: "silent-c", group: "c" };
+    for (const i of [live, again, stopped, draining, silent]) await instanceRegister(t.sql, i);
+    await instanceMarkStopped(t.sql, stopped.bootId);
+    await instanceMarkDraining(t.sql, draining.bootId);
+    await t.sql`update instances set heartbeat_at = now() - interval '1 hour' where boot_id = ${silent.bootId}`;
 
     await taskOf("b");
     await taskOf("b", { status: "running" });
+    await taskOf("b", { status: "cancelling" });
     await taskOf("c", { status: "completed" });
     expect(await instanceGroupUsage(t.sql, 30_000)).toEqual([
       { name: "a", instances: 1, active: 0, queued: 0 },
-      { name: "b", instances: 0, active: 1, queued: 1 },
+      { name: "b", instances: 0, active: 2, queued: 1 },
     ]);
   });
 });
 
-describe("instanceRequestDrain and the heartbeat's read-back", () => {
+describe("instanceRequestDrain", () => {
   it("marks the live boots of the instance only; their heartbeat then says so; a repeat keeps the first time", async () => {
     const base = { host: "h", pid: 1, version: "1", instanceId: "gw-1" };
     const current = { ...base, bootId: randomUUID() };

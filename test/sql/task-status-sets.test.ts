@@ -7,7 +7,7 @@
  * unfinished-turn counts and the session list pages are checked the same way on a small history.
  */
 import postgres from "postgres";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type Database, type Sql } from "../../src/db/client.js";
 import { applyMigrations } from "../../src/db/migrate.js";
 import { pipelined } from "../../src/db/pipeline.js";
@@ -43,132 +43,134 @@ afterAll(async () => {
   await testDb?.drop();
 });
 
-/** The plan of a statement as it was sent, with its parameters, no sequential scan allowed. */
-async function planOf(statement: { text: string; parameters: unknown[] }): Promise<string> {
-  return await db.sql.begin(async (tx) => {
-    await tx.unsafe("set local enable_seqscan = off");
-    const rows = await tx.unsafe(
-      `explain ${statement.text}`,
-      statement.parameters as postgres.ParameterOrJSON<never>[],
-    );
-    return rows.map((r) => Object.values(r)[0]).join("\n");
-  });
-}
-
-function sentWith(fragment: string): { text: string; parameters: unknown[] } {
-  const found = sent.filter((s) => s.text.includes(fragment));
-  expect(found).toHaveLength(1);
-  return found[0];
-}
-
-it("names every status once and the sets from them", () => {
-  expect(taskStatuses).toHaveLength(8);
-  for (const s of [...activeStatuses, ...terminalStatuses]) expect(taskStatuses).toContain(s);
-  expect(ACTIVE.text).toBe("('running', 'cancelling')");
-  expect(TERMINAL.text).toBe("('completed', 'failed', 'cancelled', 'expired', 'interrupted')");
-});
-
-it("sends the claim and the gate's counts with the sets as text, and their plans use the partial indexes", async () => {
-  sent.length = 0;
-  await pipelined(traced, (q) => [
-    gateLock(q),
-    taskClaim(
-      q,
-      { instanceId: "i", bootId: "00000000-0000-0000-0000-000000000001", leaseMs: 1000 },
-      4,
-      "{}",
-      4,
-    ),
-  ]);
-  await gateCountActiveAndQueued(traced);
-  const claim = sentWith("with recursive active as");
-  const gate = sentWith("as active");
-  for (const statement of [claim, gate]) {
-    expect(statement.text).toContain("status in ('running', 'cancelling')");
-    expect(statement.parameters).not.toContain("running");
-  }
-  const claimPlan = await planOf(claim);
-  // Every partial index on the active statuses qualifies; which one wins is the planner's choice.
-  expect(claimPlan).toMatch(/tasks_(tenant_active|active|lease)_idx/);
-  expect(claimPlan).toMatch(/tasks_(session_|tenant_)?queued_idx/);
-  const gatePlan = await planOf(gate);
-  expect(gatePlan).toMatch(/tasks_(tenant_active|active|lease)_idx/);
-  expect(gatePlan).toMatch(/tasks_(session_|tenant_)?queued_idx/);
-  expect(`${claimPlan}\n${gatePlan}`).not.toContain("Seq Scan on tasks");
-});
-
-/** A history the planner can weigh: 2000 sessions with a finished turn each, 5 turns queued. */
-async function seedHistory(): Promise<void> {
-  const [{ n }] = await db.sql<{ n: number }[]>`select count(*)::int as n from sessions`;
-  if (n > 0) return;
-  await db.sql`
-    insert into sessions (id, tenant, workspace, agent, created_at)
-    select md5('s' || g)::uuid, (array['default', 'other'])[1 + g % 2], '/w', 'simulated', now() - g * interval '1 minute'
-    from generate_series(1, 2000) g`;
-  await db.sql`
-    insert into tasks (session_id, tenant, turn_index, status, prompt, timeout_ms, queue_deadline_at)
-    select id, tenant, 0, case when row_number() over (order by id) <= 5 then 'queued' else 'completed' end, 'p', 1000, now()
-    from sessions`;
-  await db.sql`analyze sessions`;
-  await db.sql`analyze tasks`;
-}
-
-it("counts unfinished turns (the gate's per-tenant and per-group figures) from tasks_unfinished_idx", async () => {
-  await seedHistory();
-  sent.length = 0;
-  await gateCountByTenant(traced, ["default"]);
-  await instanceGroupUsage(traced, 30_000);
-  for (const statement of [sentWith("group by tenant"), sentWith("group by instance_group")]) {
-    expect(statement.text).toContain("status in ('queued', 'running', 'cancelling')");
-    const plan = await planOf(statement);
-    expect(plan).toContain("tasks_unfinished_idx");
-    expect(plan).not.toContain("Seq Scan on tasks");
-  }
-});
-
-it("reads a page of sessions as a walk of a page index, never a sort of all sessions", async () => {
-  await seedHistory();
-  const after = { createdAt: "2026-01-01T00:00:00.000Z", id: "00000000-0000-4000-8000-000000000000" };
-  const pages = [
-    { tenant: "default", after: null, index: "sessions_tenant_page_idx" },
-    { tenant: "default", after, index: "sessions_tenant_page_idx" },
-    { tenant: null, after: null, index: "sessions_page_idx" },
-    { tenant: null, after, index: "sessions_page_idx" },
-  ];
-  for (const page of pages) {
-    sent.length = 0;
-    await sessionList(traced, {
-      tenant: page.tenant,
-      workspace: null,
-      status: null,
-      after: page.after,
-      limit: 50,
+describe("taskWithStatusSets", () => {
+  /** The plan of a statement as it was sent, with its parameters, no sequential scan allowed. */
+  async function planOf(statement: { text: string; parameters: unknown[] }): Promise<string> {
+    return await db.sql.begin(async (tx) => {
+      await tx.unsafe("set local enable_seqscan = off");
+      const rows = await tx.unsafe(
+        `explain ${statement.text}`,
+        statement.parameters as postgres.ParameterOrJSON<never>[],
+      );
+      return rows.map((r) => Object.values(r)[0]).join("\n");
     });
-    const plan = await planOf(sentWith("from sessions s"));
-    expect(plan).toContain(`Index Scan Backward using ${page.index}`);
-    expect(plan).not.toMatch(/Sort|Seq Scan on sessions/);
   }
-});
 
-it("keeps every other value a parameter and reuses one template per spliced statement", async () => {
-  sent.length = 0;
-  const read = (id: number) =>
-    taskWithStatusSets(traced)`select ${id}::int as n where 'running' in ${ACTIVE}`;
-  expect(await read(7)).toEqual([{ n: 7 }]);
-  expect(await read(8)).toEqual([{ n: 8 }]);
-  expect(sent.map((s) => s.text)).toEqual([
-    "select $1::int as n where 'running' in ('running', 'cancelling')",
-    "select $1::int as n where 'running' in ('running', 'cancelling')",
-  ]);
-  expect(sent.map((s) => s.parameters)).toEqual([["7"], ["8"]]);
-  const templates = new Set<unknown>();
-  const capture = new Proxy(traced, {
-    apply: (_target, _self, [strings]) => {
-      templates.add(strings);
-      return [];
-    },
+  function sentWith(fragment: string): { text: string; parameters: unknown[] } {
+    const found = sent.filter((s) => s.text.includes(fragment));
+    expect(found).toHaveLength(1);
+    return found[0];
+  }
+
+  it("names every status once and the sets from them", () => {
+    expect(taskStatuses).toHaveLength(8);
+    for (const s of [...activeStatuses, ...terminalStatuses]) expect(taskStatuses).toContain(s);
+    expect(ACTIVE.text).toBe("('running', 'cancelling')");
+    expect(TERMINAL.text).toBe("('completed', 'failed', 'cancelled', 'expired', 'interrupted')");
   });
-  taskWithStatusSets(capture)`select 1 where 'x' in ${ACTIVE}`;
-  taskWithStatusSets(capture)`select 1 where 'x' in ${ACTIVE}`;
-  expect(templates.size).toBe(1);
+
+  it("sends the claim and the gate's counts with the sets as text, and their plans use the partial indexes", async () => {
+    sent.length = 0;
+    await pipelined(traced, (q) => [
+      gateLock(q),
+      taskClaim(
+        q,
+        { instanceId: "i", bootId: "00000000-0000-0000-0000-000000000001", leaseMs: 1000 },
+        4,
+        "{}",
+        4,
+      ),
+    ]);
+    await gateCountActiveAndQueued(traced);
+    const claim = sentWith("with recursive active as");
+    const gate = sentWith("as active");
+    for (const statement of [claim, gate]) {
+      expect(statement.text).toContain("status in ('running', 'cancelling')");
+      expect(statement.parameters).not.toContain("running");
+    }
+    const claimPlan = await planOf(claim);
+    // Every partial index on the active statuses qualifies; which one wins is the planner's choice.
+    expect(claimPlan).toMatch(/tasks_(tenant_active|active|lease)_idx/);
+    expect(claimPlan).toMatch(/tasks_(session_|tenant_)?queued_idx/);
+    const gatePlan = await planOf(gate);
+    expect(gatePlan).toMatch(/tasks_(tenant_active|active|lease)_idx/);
+    expect(gatePlan).toMatch(/tasks_(session_|tenant_)?queued_idx/);
+    expect(`${claimPlan}\n${gatePlan}`).not.toContain("Seq Scan on tasks");
+  });
+
+  /** A history the planner can weigh: 2000 sessions with a finished turn each, 5 turns queued. */
+  async function seedHistory(): Promise<void> {
+    const [{ n }] = await db.sql<{ n: number }[]>`select count(*)::int as n from sessions`;
+    if (n > 0) return;
+    await db.sql`
+      insert into sessions (id, tenant, workspace, agent, created_at)
+      select md5('s' || g)::uuid, (array['default', 'other'])[1 + g % 2], '/w', 'simulated', now() - g * interval '1 minute'
+      from generate_series(1, 2000) g`;
+    await db.sql`
+      insert into tasks (session_id, tenant, turn_index, status, prompt, timeout_ms, queue_deadline_at)
+      select id, tenant, 0, case when row_number() over (order by id) <= 5 then 'queued' else 'completed' end, 'p', 1000, now()
+      from sessions`;
+    await db.sql`analyze sessions`;
+    await db.sql`analyze tasks`;
+  }
+
+  it("counts unfinished turns (the gate's per-tenant and per-group figures) from tasks_unfinished_idx", async () => {
+    await seedHistory();
+    sent.length = 0;
+    await gateCountByTenant(traced, ["default"]);
+    await instanceGroupUsage(traced, 30_000);
+    for (const statement of [sentWith("group by tenant"), sentWith("group by instance_group")]) {
+      expect(statement.text).toContain("status in ('queued', 'running', 'cancelling')");
+      const plan = await planOf(statement);
+      expect(plan).toContain("tasks_unfinished_idx");
+      expect(plan).not.toContain("Seq Scan on tasks");
+    }
+  });
+
+  it("reads a page of sessions as a walk of a page index, never a sort of all sessions", async () => {
+    await seedHistory();
+    const after = { createdAt: "2026-01-01T00:00:00.000Z", id: "00000000-0000-4000-8000-000000000000" };
+    const pages = [
+      { tenant: "default", after: null, index: "sessions_tenant_page_idx" },
+      { tenant: "default", after, index: "sessions_tenant_page_idx" },
+      { tenant: null, after: null, index: "sessions_page_idx" },
+      { tenant: null, after, index: "sessions_page_idx" },
+    ];
+    for (const page of pages) {
+      sent.length = 0;
+      await sessionList(traced, {
+        tenant: page.tenant,
+        workspace: null,
+        status: null,
+        after: page.after,
+        limit: 50,
+      });
+      const plan = await planOf(sentWith("from sessions s"));
+      expect(plan).toContain(`Index Scan Backward using ${page.index}`);
+      expect(plan).not.toMatch(/Sort|Seq Scan on sessions/);
+    }
+  });
+
+  it("keeps every other value a parameter and reuses one template per spliced statement", async () => {
+    sent.length = 0;
+    const read = (id: number) =>
+      taskWithStatusSets(traced)`select ${id}::int as n where 'running' in ${ACTIVE}`;
+    expect(await read(7)).toEqual([{ n: 7 }]);
+    expect(await read(8)).toEqual([{ n: 8 }]);
+    expect(sent.map((s) => s.text)).toEqual([
+      "select $1::int as n where 'running' in ('running', 'cancelling')",
+      "select $1::int as n where 'running' in ('running', 'cancelling')",
+    ]);
+    expect(sent.map((s) => s.parameters)).toEqual([["7"], ["8"]]);
+    const templates = new Set<unknown>();
+    const capture = new Proxy(traced, {
+      apply: (_target, _self, [strings]) => {
+        templates.add(strings);
+        return [];
+      },
+    });
+    taskWithStatusSets(capture)`select 1 where 'x' in ${ACTIVE}`;
+    taskWithStatusSets(capture)`select 1 where 'x' in ${ACTIVE}`;
+    expect(templates.size).toBe(1);
+  });
 });

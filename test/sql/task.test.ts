@@ -1,52 +1,25 @@
 /**
- * Direct tests of the task operations in src/sql on a real database: insert-task, cancel-task,
- * expire-queued, gate-check, read-tasks, save-upstream, upstream-orphans and task-row. Each asserts
- * what the operation promises, including its guards (status, tenant, idempotency key, owner fence,
- * SKIP LOCKED), so a wrong statement fails here.
+ * Direct tests of the task operations in src/sql on a real database that have no file of their own
+ * here: the insert (task-insert.ts), the queue's expiry (task-expire.ts), the upstream state of a
+ * chained turn and its orphans (task-upstream.ts, task-upstream-orphans.ts) and the row type
+ * (task-row.ts). Each asserts what the operation promises, including its guards (status, tenant,
+ * idempotency key, owner fence, SKIP LOCKED), so a wrong statement fails here.
  */
 import { randomUUID } from "node:crypto";
 import { getTableColumns } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { tasks } from "../../src/db/schema.js";
-import {
-  taskCancelQueued,
-  taskFindActiveOfSession,
-  taskInterruptRunningOfSession,
-  taskLockOpenOfSession,
-  taskMarkCancelling,
-} from "../../src/sql/task-cancel.js";
-import { taskExpireQueued } from "../../src/sql/task-expire.js";
-import {
-  gateIsQueueFull,
-  gateIsTenantQueueFull,
-  QUEUE_FULL_SQLSTATE,
-  gateRefuseIfQueueOverflows,
-  TENANT_QUEUE_FULL_SQLSTATE,
-} from "../../src/sql/gate-check.js";
 import { gateQueuePositions } from "../../src/sql/gate-status.js";
+import { taskExpireQueued } from "../../src/sql/task-expire.js";
 import { taskFindByIdempotencyKey, taskInsertQueued, type TaskToInsert } from "../../src/sql/task-insert.js";
-import { notifyChannels } from "../../src/sql/notify.js";
-import {
-  taskAnyQueued,
-  taskList,
-  taskReadOwnedActive,
-  taskRead,
-  taskReadStatuses,
-  taskReadMany,
-  type TaskListFilter,
-} from "../../src/sql/task-read.js";
-import { taskSaveUpstream } from "../../src/sql/task-upstream.js";
 import { isTerminal } from "../../src/sql/task-row.js";
+import { taskSaveUpstream } from "../../src/sql/task-upstream.js";
 import { taskListUpstreamOrphans, taskMarkUpstreamReleased } from "../../src/sql/task-upstream-orphans.js";
 import {
   addOwnedTask,
   addSession,
   addTask,
-  rowIsFree,
-  sqlStateOf,
   taskById,
-  tieWithinMillisecond,
-  NOTIFIED,
   useSqlTestDatabase,
   whileTaskHeld,
 } from "../support/sql-fixtures.js";
@@ -209,90 +182,6 @@ describe("taskFindByIdempotencyKey", () => {
   });
 });
 
-describe("cancel-task", () => {
-  it("cancels a queued task at once, and nothing else", async () => {
-    const id = await addSession(t.sql);
-    const queued = await addTask(t.sql, id, { status: "queued" });
-    const running = await addTask(t.sql, id, { status: "running" });
-    const cancelled = await taskCancelQueued(t.sql, queued.id);
-    expect(cancelled).toMatchObject({ status: "cancelled", version: queued.version + 1 });
-    expect(cancelled?.error?.code).toBe("CANCELLED");
-    expect(cancelled?.finishedAt).toBeInstanceOf(Date);
-    expect(cancelled?.cancelRequestedAt).toBeInstanceOf(Date);
-    expect(await taskCancelQueued(t.sql, queued.id)).toBeNull();
-    expect(await taskCancelQueued(t.sql, running.id)).toBeNull();
-    expect((await taskById(t.sql, running.id)).status).toBe("running");
-  });
-
-  it("marks a running task cancelling, and only a running one", async () => {
-    const id = await addSession(t.sql);
-    const running = await addTask(t.sql, id, { status: "running" });
-    const queued = await addTask(t.sql, id, { status: "queued" });
-    expect(await taskMarkCancelling(t.sql, running.id)).toMatchObject({
-      status: "cancelling",
-      version: running.version + 1,
-    });
-    expect(await taskMarkCancelling(t.sql, running.id)).toBeNull();
-    expect(await taskMarkCancelling(t.sql, queued.id)).toBeNull();
-    expect((await taskById(t.sql, queued.id)).status).toBe("queued");
-  });
-
-  it("finds the session's running or cancelling task", async () => {
-    const id = await addSession(t.sql);
-    await addTask(t.sql, id, { status: "completed" });
-    await addTask(t.sql, id, { status: "queued" });
-    expect(await taskFindActiveOfSession(t.sql, id)).toBeNull();
-    const cancelling = await addTask(t.sql, id, { status: "cancelling" });
-    expect((await taskFindActiveOfSession(t.sql, id))?.id).toBe(cancelling.id);
-    await addTask(t.sql, await addSession(t.sql), { status: "running" });
-    expect((await taskFindActiveOfSession(t.sql, id))?.id).toBe(cancelling.id);
-  });
-
-  it("interrupts the session's running turn and tells its owner at commit", async () => {
-    const id = await addSession(t.sql, { tenant: "a" });
-    const running = await addTask(t.sql, id, { status: "running" });
-    const heard: string[] = [];
-    const listening = await t.sql.listen(notifyChannels.cancel, (payload) => heard.push(payload));
-    try {
-      const row = await t.sql.begin((tx) => taskInterruptRunningOfSession(tx, id, null, "a"));
-      expect(row).toMatchObject({ id: running.id, status: "cancelling" });
-      expect(row).not.toHaveProperty("notified");
-      await expect.poll(() => heard, NOTIFIED).toEqual([running.id]);
-    } finally {
-      await listening.unlisten();
-    }
-    expect(await taskInterruptRunningOfSession(t.sql, id, null, null)).toBeNull();
-  });
-
-  it("interrupts nothing for another tenant, a taken key, or a session with nothing running", async () => {
-    const id = await addSession(t.sql, { tenant: "a" });
-    const running = await addTask(t.sql, id, { status: "running", idempotencyKey: "k" });
-    expect(await taskInterruptRunningOfSession(t.sql, id, null, "b")).toBeNull();
-    expect(await taskInterruptRunningOfSession(t.sql, id, "k", "a")).toBeNull();
-    expect((await taskById(t.sql, running.id)).status).toBe("running");
-    expect((await taskInterruptRunningOfSession(t.sql, id, "new", null))?.id).toBe(running.id);
-    const queuedOnly = await addSession(t.sql);
-    await addTask(t.sql, queuedOnly, { status: "queued" });
-    expect(await taskInterruptRunningOfSession(t.sql, queuedOnly, null, null)).toBeNull();
-  });
-
-  it("locks the session's queued and running tasks in queue order, not the others", async () => {
-    const id = await addSession(t.sql);
-    const running = await addTask(t.sql, id, { status: "running" });
-    const q1 = await addTask(t.sql, id, { status: "queued" });
-    const cancelling = await addTask(t.sql, id, { status: "cancelling" });
-    const q2 = await addTask(t.sql, id, { status: "queued" });
-    await addTask(t.sql, id, { status: "completed" });
-    await addTask(t.sql, await addSession(t.sql), { status: "queued" });
-    await t.sql.begin(async (tx) => {
-      const rows = await taskLockOpenOfSession(tx, id);
-      expect(rows.map((r) => r.id)).toEqual([running.id, q1.id, q2.id]);
-      expect(await rowIsFree(t.sql, "tasks", q1.id)).toBe(false);
-      expect(await rowIsFree(t.sql, "tasks", cancelling.id)).toBe(true);
-    });
-  });
-});
-
 describe("taskExpireQueued", () => {
   it("expires queued tasks past their deadline, leaves the rest", async () => {
     const id = await addSession(t.sql);
@@ -319,136 +208,6 @@ describe("taskExpireQueued", () => {
   });
 });
 
-describe("gateRefuseIfQueueOverflows", () => {
-  const check = (ids: string[], maxQueued: number, limits: Record<string, unknown> = {}) =>
-    sqlStateOf(t.sql.begin((tx) => gateRefuseIfQueueOverflows(tx, ids, maxQueued, JSON.stringify(limits))));
-  const queue = async (tenant: string, n: number) => {
-    const id = await addSession(t.sql, { tenant });
-    const rows = [];
-    for (let i = 0; i < n; i++) rows.push(await addTask(t.sql, id, { status: "queued" }));
-    return rows.map((r) => r.id);
-  };
-
-  it("refuses only past the global limit, counting queued tasks only", async () => {
-    const ids = await queue("a", 3);
-    await addTask(t.sql, await addSession(t.sql), { status: "running" });
-    expect(await check(ids, 3)).toBeNull();
-    expect(await check(ids, 2)).toBe(QUEUE_FULL_SQLSTATE);
-    const err = await t.sql.begin((tx) => gateRefuseIfQueueOverflows(tx, ids, 2, "{}")).catch((e) => e);
-    expect(gateIsQueueFull(err)).toBe(true);
-    expect(gateIsTenantQueueFull(err)).toBe(false);
-  });
-
-  it("refuses nothing when none of the tasks exists (nothing was inserted)", async () => {
-    await queue("a", 3);
-    expect(await check([MISSING], 1)).toBeNull();
-  });
-
-  it("refuses a tenant past its own limit, not another tenant with the global one", async () => {
-    const a = await queue("a", 2);
-    const b = await queue("b", 2);
-    const limits = { a: { queued: 1 } };
-    expect(await check([a[1]], 10, limits)).toBe(TENANT_QUEUE_FULL_SQLSTATE);
-    expect(await check([b[1]], 10, limits)).toBeNull();
-    expect(await check([a[1]], 10, { a: { queued: 2 } })).toBeNull();
-    const err = await t.sql
-      .begin((tx) => gateRefuseIfQueueOverflows(tx, [a[1]], 10, JSON.stringify(limits)))
-      .catch((e) => e);
-    expect(gateIsTenantQueueFull(err)).toBe(true);
-  });
-
-  it("answers the global refusal first when both limits are passed", async () => {
-    const a = await queue("a", 3);
-    expect(await check([a[2]], 2, { a: { queued: 1 } })).toBe(QUEUE_FULL_SQLSTATE);
-  });
-});
-
-describe("read-tasks", () => {
-  it("reads a task for its tenant or null (any), not for another tenant", async () => {
-    const row = await addTask(t.sql, await addSession(t.sql, { tenant: "a" }));
-    expect((await taskRead(t.sql, row.id))?.id).toBe(row.id);
-    expect((await taskRead(t.sql, row.id, "a"))?.id).toBe(row.id);
-    expect(await taskRead(t.sql, row.id, "b")).toBeNull();
-    expect(await taskRead(t.sql, MISSING)).toBeNull();
-  });
-
-  it("reads several tasks' rows or statuses; missing ids are absent", async () => {
-    const id = await addSession(t.sql);
-    const a = await addTask(t.sql, id, { status: "running" });
-    const b = await addTask(t.sql, id, { status: "completed" });
-    await addTask(t.sql, id);
-    expect((await taskReadMany(t.sql, [a.id, b.id, MISSING])).map((r) => r.id).sort()).toEqual(
-      [a.id, b.id].sort(),
-    );
-    const statuses = await taskReadStatuses(t.sql, [a.id, b.id, MISSING]);
-    expect(statuses.sort((x, y) => x.status.localeCompare(y.status))).toEqual([
-      { id: b.id, status: "completed" },
-      { id: a.id, status: "running" },
-    ]);
-  });
-
-  it("knows whether anything is queued", async () => {
-    const id = await addSession(t.sql);
-    expect(await taskAnyQueued(t.sql)).toBe(false);
-    await addTask(t.sql, id, { status: "running" });
-    await addTask(t.sql, id, { status: "expired" });
-    expect(await taskAnyQueued(t.sql)).toBe(false);
-    await addTask(t.sql, id, { status: "queued" });
-    expect(await taskAnyQueued(t.sql)).toBe(true);
-  });
-
-  it("reads the tasks among the ids this boot still owns and runs", async () => {
-    const id = await addSession(t.sql);
-    const boot = randomUUID();
-    const running = await addTask(t.sql, id, { status: "running", ownerBoot: boot });
-    const cancelling = await addTask(t.sql, id, { status: "cancelling", ownerBoot: boot });
-    const settled = await addTask(t.sql, id, { status: "completed", ownerBoot: boot });
-    const foreign = await addTask(t.sql, id, { status: "running" });
-    const owned = await taskReadOwnedActive(t.sql, [running.id, cancelling.id, settled.id, foreign.id], boot);
-    expect(owned.map((r) => r.id).sort()).toEqual([running.id, cancelling.id].sort());
-  });
-
-  describe("taskList", () => {
-    const filter = (f: Partial<TaskListFilter>): TaskListFilter => ({
-      tenant: null,
-      sessionId: null,
-      status: null,
-      after: null,
-      limit: 100,
-      ...f,
-    });
-    const ids = (rows: { id: string }[]) => rows.map((r) => r.id);
-
-    it("pages newest first, ties within a millisecond by id, and filters by tenant, session and status", async () => {
-      const a = await addSession(t.sql, { tenant: "a" });
-      const b = await addSession(t.sql, { tenant: "b" });
-      const t0 = await addTask(t.sql, a, { status: "completed", createdAt: "2026-01-01T00:00:00Z" });
-      const t1 = await addTask(t.sql, b, { status: "queued", createdAt: "2026-01-01T00:01:00Z" });
-      const t2 = await addTask(t.sql, a, { status: "queued", createdAt: "2026-01-01T00:02:00Z" });
-      const t3 = await addTask(t.sql, a, { status: "queued", createdAt: "2026-01-01T00:02:00Z" });
-      const [tieHigh, tieLow] = await tieWithinMillisecond(
-        t.sql,
-        "tasks",
-        [t2.id, t3.id],
-        "2026-01-01T00:02:00Z",
-      );
-      expect(ids(await taskList(t.sql, filter({})))).toEqual([tieHigh, tieLow, t1.id, t0.id]);
-
-      const page1 = await taskList(t.sql, filter({ limit: 2 }));
-      expect(ids(page1)).toEqual([tieHigh, tieLow]);
-      const after = { createdAt: page1[1].createdAt.toISOString(), id: page1[1].id };
-      expect(ids(await taskList(t.sql, filter({ after })))).toEqual([t1.id, t0.id]);
-
-      expect(ids(await taskList(t.sql, filter({ tenant: "b" })))).toEqual([t1.id]);
-      expect(ids(await taskList(t.sql, filter({ sessionId: a, status: "completed" })))).toEqual([t0.id]);
-      expect(ids(await taskList(t.sql, filter({ tenant: "a", status: "queued" })))).toEqual([
-        tieHigh,
-        tieLow,
-      ]);
-    });
-  });
-});
-
 describe("taskSaveUpstream", () => {
   const upstream = { taskId: randomUUID(), position: 3, queueDeadlineAt: null };
 
@@ -471,7 +230,7 @@ describe("taskSaveUpstream", () => {
   });
 });
 
-describe("upstream orphans", () => {
+describe("taskListUpstreamOrphans / taskMarkUpstreamReleased", () => {
   it("lists ended chained turns not yet released, oldest first, with their agent", async () => {
     const s = await addSession(t.sql, { agent: "chain" });
     const up = () => ({ taskId: randomUUID(), position: null, queueDeadlineAt: null });
@@ -505,7 +264,7 @@ describe("upstream orphans", () => {
   });
 });
 
-describe("task-row", () => {
+describe("TaskRow / isTerminal", () => {
   it("a task row read back has exactly the schema's columns, and the terminal statuses are the ended ones", async () => {
     const row = await addTask(t.sql, await addSession(t.sql));
     expect(Object.keys(row).sort()).toEqual(Object.keys(getTableColumns(tasks)).sort());
