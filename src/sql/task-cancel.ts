@@ -1,7 +1,7 @@
 import type { Queryable } from "../db/client.js";
 import { notifyChannels } from "./notify.js";
 import type { TaskRow } from "./task-row.js";
-import { ACTIVE, CANCELLABLE, taskWithStatusSets } from "./task-status-sets.js";
+import { CANCELLABLE, taskWithStatusSets } from "./task-status-sets.js";
 
 /**
  * A queued task is cancelled at once: nothing runs it yet, so no owner needs to agree. Guarded by
@@ -26,13 +26,6 @@ export async function taskMarkCancelling(q: Queryable, taskId: string): Promise<
     update tasks set status = 'cancelling', cancel_requested_at = now(), version = version + 1
     where id = ${taskId} and status = 'running'
     returning *`;
-  return row ?? null;
-}
-
-/** The running (or cancelling) task of a session, if any. */
-export async function taskFindActiveOfSession(q: Queryable, sessionId: string): Promise<TaskRow | null> {
-  const [row] = await taskWithStatusSets(q)<TaskRow[]>`
-    select * from tasks where session_id = ${sessionId} and status in ${ACTIVE} limit 1`;
   return row ?? null;
 }
 

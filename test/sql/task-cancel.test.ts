@@ -8,7 +8,6 @@ import { describe, expect, it } from "vitest";
 import { notifyChannels } from "../../src/sql/notify.js";
 import {
   taskCancelQueued,
-  taskFindActiveOfSession,
   taskInterruptRunningOfSession,
   taskLockOpenOfSession,
   taskMarkCancelling,
@@ -51,19 +50,6 @@ describe("taskMarkCancelling", () => {
     expect(await taskMarkCancelling(t.sql, running.id)).toBeNull();
     expect(await taskMarkCancelling(t.sql, queued.id)).toBeNull();
     expect((await taskById(t.sql, queued.id)).status).toBe("queued");
-  });
-});
-
-describe("taskFindActiveOfSession", () => {
-  it("finds the session's running or cancelling task, not another session's", async () => {
-    const other = await addTask(t.sql, await addSession(t.sql), { status: "running" });
-    const id = await addSession(t.sql);
-    await addTask(t.sql, id, { status: "completed" });
-    await addTask(t.sql, id, { status: "queued" });
-    expect(await taskFindActiveOfSession(t.sql, id)).toBeNull();
-    const cancelling = await addTask(t.sql, id, { status: "cancelling" });
-    expect((await taskFindActiveOfSession(t.sql, id))?.id).toBe(cancelling.id);
-    expect((await taskFindActiveOfSession(t.sql, other.sessionId))?.id).toBe(other.id);
   });
 });
 
