@@ -1,32 +1,23 @@
 /**
- * Direct tests of the event-log operations in src/sql on a real database: append-position,
- * event-writes, prune-events, read-events and notify. Each asserts what the operation promises
- * (gap-free seqs for still-queued tasks only, a flush's commit record, pruning with its head moved
- * in step, pages after a cursor, notifications at commit or never), so a wrong statement fails here.
+ * Direct tests of the event-log operations in src/sql on a real database: event-append,
+ * event-append-positions, event-writes, event-prune and event-read. Each asserts what the operation
+ * promises (gap-free seqs under the owner fence, task seq ranges, positions for still-queued tasks
+ * only, a flush's commit record, pruning with its head moved in step, pages after a cursor), so a
+ * wrong statement fails here. The notifications are test/sql/notify.test.ts's.
  */
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import type { Sql } from "../../src/db/client.js";
+import { eventAppend, type NewEvent } from "../../src/sql/event-append.js";
 import { eventAppendPositions } from "../../src/sql/event-append-positions.js";
 import { sessionLock } from "../../src/sql/session-lock.js";
 import { eventWriteCommitted, eventWritePrune, eventWriteRecord } from "../../src/sql/event-writes.js";
-import {
-  notifyChannels,
-  Notifier,
-  notifyArchived,
-  notifyCancel,
-  notifyGate,
-  notifyInTransaction,
-  notifyPermission,
-  notifySessionHeads,
-  notifySessions,
-} from "../../src/sql/notify.js";
 import { eventPrune } from "../../src/sql/event-prune.js";
 import { eventReadPayload, eventReadAfter } from "../../src/sql/event-read.js";
 import {
+  addOwnedTask,
   addSession,
   addTask,
-  NOTIFIED,
   someoneWaitsForALock,
   taskById,
   useSqlTestDatabase,
@@ -110,7 +101,102 @@ describe("eventAppendPositions", () => {
   });
 });
 
-describe("event-writes", () => {
+describe("eventAppend", () => {
+  const delta = (taskId: string | null, n: number, payload?: unknown): NewEvent => ({
+    taskId,
+    type: "message.delta",
+    data: { n },
+    payload,
+  });
+  const headOf = async (id: string) =>
+    (await t.sql<{ lastSeq: number }[]>`select last_seq from sessions where id = ${id}`)[0].lastSeq;
+
+  it("appends after the head, gap-free and in input order, and moves the head and the task's seq range", async () => {
+    const id = await addSession(t.sql, { lastSeq: 4 });
+    const task = await addTask(t.sql, id, { status: "running" });
+    const other = await addSession(t.sql, { lastSeq: 1 });
+    await t.sql`update sessions set last_activity_at = '2020-01-01T00:00:00Z' where id = ${id}`;
+    const stored = await t.sql.begin((tx) =>
+      eventAppend(tx, id, [delta(task.id, 1, { full: 1 }), delta(null, 2), delta(task.id, 3)]),
+    );
+    expect(stored.map((e) => [e.sessionId, e.seq, e.taskId, e.type, e.data])).toEqual([
+      [id, 5, task.id, "message.delta", { n: 1 }],
+      [id, 6, null, "message.delta", { n: 2 }],
+      [id, 7, task.id, "message.delta", { n: 3 }],
+    ]);
+    expect(stored[0].at).toBeInstanceOf(Date);
+    expect(await headOf(id)).toBe(7);
+    expect(await headOf(other)).toBe(1);
+    const [session] = await t.sql`select last_activity_at from sessions where id = ${id}`;
+    expect(session.lastActivityAt.getFullYear()).toBeGreaterThan(2020);
+    expect(await eventReadPayload(t.sql, id, 5)).toMatchObject({ payload: { full: 1 } });
+    expect(await eventReadPayload(t.sql, id, 6)).toMatchObject({ payload: null });
+    expect(await taskById(t.sql, task.id)).toMatchObject({ firstSeq: 5, lastSeq: 7 });
+
+    // A later flush keeps the task's first seq and moves its last.
+    await t.sql.begin((tx) => eventAppend(tx, id, [delta(task.id, 4)]));
+    expect(await taskById(t.sql, task.id)).toMatchObject({ firstSeq: 5, lastSeq: 8 });
+    expect(await seqsOf(t.sql, id)).toEqual([5, 6, 7, 8]);
+  });
+
+  it("leaves the task row alone for a task.position event", async () => {
+    const id = await addSession(t.sql);
+    const queued = await addTask(t.sql, id, { status: "queued" });
+    const stored = await eventAppend(t.sql, id, [
+      { taskId: queued.id, type: "task.position", data: { position: 1 } },
+    ]);
+    expect(stored.map((e) => e.seq)).toEqual([1]);
+    expect(await taskById(t.sql, queued.id)).toMatchObject({ firstSeq: null, lastSeq: null });
+  });
+
+  it("with a fence, appends only for the task's current owner while it is active", async () => {
+    const { row, fence } = await addOwnedTask(t.sql, "running", 2);
+    const id = row.sessionId;
+    const refused = [
+      { ...fence, bootId: randomUUID() },
+      { ...fence, attempt: 1 },
+      { ...fence, taskId: (await addOwnedTask(t.sql)).row.id },
+    ];
+    for (const f of refused) expect(await eventAppend(t.sql, id, [delta(row.id, 1)], f)).toEqual([]);
+    expect(await headOf(id)).toBe(0);
+    expect(await seqsOf(t.sql, id)).toEqual([]);
+
+    expect((await eventAppend(t.sql, id, [delta(row.id, 1)], fence)).map((e) => e.seq)).toEqual([1]);
+    await t.sql`update tasks set status = 'cancelling' where id = ${row.id}`;
+    expect((await eventAppend(t.sql, id, [delta(row.id, 2)], fence)).map((e) => e.seq)).toEqual([2]);
+    // Ended: the owner's late events are dropped.
+    await t.sql`update tasks set status = 'completed', finished_at = now() where id = ${row.id}`;
+    expect(await eventAppend(t.sql, id, [delta(row.id, 3)], fence)).toEqual([]);
+    expect(await headOf(id)).toBe(2);
+    expect(await taskById(t.sql, row.id)).toMatchObject({ firstSeq: 1, lastSeq: 2 });
+  });
+
+  it("leaves no gap after a rolled-back append, and serializes concurrent writers of one session", async () => {
+    const id = await addSession(t.sql);
+    await t.sql
+      .begin(async (tx) => {
+        await eventAppend(tx, id, [delta(null, 1), delta(null, 2)]);
+        throw new Error("flush failed");
+      })
+      .catch(() => {});
+    expect(await headOf(id)).toBe(0);
+    await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        t.sql.begin((tx) => eventAppend(tx, id, [delta(null, i), delta(null, i)])),
+      ),
+    );
+    expect(await seqsOf(t.sql, id)).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
+    expect(await headOf(id)).toBe(12);
+  });
+
+  it("writes nothing and takes no seq for no events", async () => {
+    const id = await addSession(t.sql, { lastSeq: 3 });
+    expect(await eventAppend(t.sql, id, [])).toEqual([]);
+    expect(await headOf(id)).toBe(3);
+  });
+});
+
+describe("eventWriteRecord / eventWriteCommitted / eventWritePrune", () => {
   it("remembers a flush that committed, not one that rolled back", async () => {
     const committed = randomUUID();
     const rolledBack = randomUUID();
@@ -182,7 +268,7 @@ describe("eventPrune", () => {
   });
 });
 
-describe("read-events", () => {
+describe("eventReadAfter", () => {
   it("reads one page of a session's events after a cursor, in seq order", async () => {
     const id = await sessionWithEvents(t.sql, 6);
     await sessionWithEvents(t.sql, 6);
@@ -196,7 +282,9 @@ describe("read-events", () => {
     expect((await eventReadAfter(t.sql, id, 5, 10)).map((e) => e.seq)).toEqual([6]);
     expect(await eventReadAfter(t.sql, id, 6, 10)).toEqual([]);
   });
+});
 
+describe("eventReadPayload", () => {
   it("reads one event's whole payload, null for a missing one", async () => {
     const id = await sessionWithEvents(t.sql, 2);
     expect(await eventReadPayload(t.sql, id, 2)).toEqual({
@@ -205,184 +293,5 @@ describe("read-events", () => {
       payload: { full: 2 },
     });
     expect(await eventReadPayload(t.sql, id, 3)).toBeNull();
-  });
-});
-
-describe("notify", () => {
-  /** Listens on `channel` for the test; every payload heard, in order. */
-  async function listen(channel: string): Promise<{ heard: string[]; stop(): Promise<void> }> {
-    const heard: string[] = [];
-    const l = await t.sql.listen(channel, (payload) => heard.push(payload));
-    return { heard, stop: () => l.unlisten() };
-  }
-  /** A payload sent after everything before it: once it is heard, so is all that was committed. */
-  async function heardUpTo(channel: string, l: { heard: string[] }): Promise<string[]> {
-    const marker = `marker-${randomUUID()}`;
-    await t.sql`select pg_notify(${channel}, ${marker})`;
-    await expect.poll(() => l.heard.includes(marker), NOTIFIED).toBe(true);
-    return l.heard.filter((p) => p !== marker);
-  }
-
-  it("sends session heads at commit, `*` when too many to list, nothing for none or on rollback", async () => {
-    const l = await listen(notifyChannels.sessions);
-    try {
-      await t.sql.begin((tx) => notifySessions(tx, new Map()));
-      await t.sql
-        .begin(async (tx) => {
-          await notifySessions(tx, new Map([["rolled-back", 1]]));
-          throw new Error("rollback");
-        })
-        .catch(() => {});
-      await t.sql.begin((tx) => notifySessions(tx, new Map([["s1", 4]])));
-      const many = new Map(Array.from({ length: 300 }, () => [randomUUID(), 1] as [string, number]));
-      await t.sql.begin((tx) => notifySessions(tx, many));
-      expect(await heardUpTo(notifyChannels.sessions, l)).toEqual([JSON.stringify([["s1", 4]]), "*"]);
-    } finally {
-      await l.stop();
-    }
-  });
-
-  it("sends the gate, cancel, permission and archive hints on their channels", async () => {
-    const ls = await Promise.all(
-      [notifyChannels.gate, notifyChannels.cancel, notifyChannels.permissions, notifyChannels.archived].map(
-        (c) => listen(c),
-      ),
-    );
-    try {
-      await notifyGate(t.sql);
-      await notifyCancel(t.sql, "task-1");
-      await notifyPermission(t.sql, "request-1");
-      await notifyArchived(t.sql, "session-1");
-      expect(await heardUpTo(notifyChannels.gate, ls[0])).toEqual([""]);
-      expect(await heardUpTo(notifyChannels.cancel, ls[1])).toEqual(["task-1"]);
-      expect(await heardUpTo(notifyChannels.permissions, ls[2])).toEqual(["request-1"]);
-      expect(await heardUpTo(notifyChannels.archived, ls[3])).toEqual(["session-1"]);
-    } finally {
-      await Promise.all(ls.map((l) => l.stop()));
-    }
-  });
-
-  it("sends a change's notifications inside its transaction: every channel at commit, none on rollback", async () => {
-    const ls = await Promise.all(
-      [
-        notifyChannels.sessions,
-        notifyChannels.gate,
-        notifyChannels.cancel,
-        notifyChannels.archived,
-        notifyChannels.permissions,
-      ].map((c) => listen(c)),
-    );
-    try {
-      const all = {
-        heads: new Map([["s9", 7]]),
-        gate: true,
-        cancel: ["task-9"],
-        archived: ["session-9"],
-        permissions: ["request-9"],
-      };
-      await t.sql
-        .begin(async (tx) => {
-          await notifyInTransaction(tx, { ...all, cancel: ["rolled-back"] });
-          throw new Error("rollback");
-        })
-        .catch(() => {});
-      await t.sql.begin((tx) => notifyInTransaction(tx, all));
-      expect(await heardUpTo(notifyChannels.sessions, ls[0])).toEqual([JSON.stringify([["s9", 7]])]);
-      expect(await heardUpTo(notifyChannels.gate, ls[1])).toEqual([""]);
-      expect(await heardUpTo(notifyChannels.cancel, ls[2])).toEqual(["task-9"]);
-      expect(await heardUpTo(notifyChannels.archived, ls[3])).toEqual(["session-9"]);
-      expect(await heardUpTo(notifyChannels.permissions, ls[4])).toEqual(["request-9"]);
-    } finally {
-      await Promise.all(ls.map((l) => l.stop()));
-    }
-  });
-
-  it("Notifier sends cancel, archive and permission hints after the commit too, each once", async () => {
-    const ls = await Promise.all(
-      [notifyChannels.cancel, notifyChannels.archived, notifyChannels.permissions].map((c) => listen(c)),
-    );
-    try {
-      const errors: unknown[] = [];
-      const notifier = new Notifier(
-        () => t.sql,
-        (err) => errors.push(err),
-      );
-      notifier.add({ permissions: ["request-7"] });
-      notifier.add({ cancel: ["task-7", "task-8"], archived: ["session-7"] });
-      await expect.poll(() => [ls[0].heard.length, errors.map(String)], NOTIFIED).toEqual([2, []]);
-      expect(await heardUpTo(notifyChannels.cancel, ls[0])).toEqual(["task-7", "task-8"]);
-      expect(await heardUpTo(notifyChannels.archived, ls[1])).toEqual(["session-7"]);
-      expect(await heardUpTo(notifyChannels.permissions, ls[2])).toEqual(["request-7"]);
-      expect(errors).toEqual([]);
-    } finally {
-      await Promise.all(ls.map((l) => l.stop()));
-    }
-  });
-
-  it("sends the heads the transaction wrote, for existing sessions only", async () => {
-    const a = await addSession(t.sql, { lastSeq: 2 });
-    const l = await listen(notifyChannels.sessions);
-    try {
-      await t.sql.begin(async (tx) => {
-        await tx`update sessions set last_seq = 9 where id = ${a}`;
-        await notifySessionHeads(tx, [a, randomUUID()]);
-      });
-      await t.sql.begin((tx) => notifySessionHeads(tx, [randomUUID()]));
-      const heard = await heardUpTo(notifyChannels.sessions, l);
-      expect(heard.map((p) => JSON.parse(p))).toEqual([[[a, 9]]]);
-    } finally {
-      await l.stop();
-    }
-  });
-
-  it("sends `*` for the heads of too many sessions to list", async () => {
-    const many = await t.sql<{ id: string }[]>`
-      insert into sessions (workspace, agent) select '/ws', 'simulated' from generate_series(1, 200) returning id`;
-    const l = await listen(notifyChannels.sessions);
-    try {
-      await t.sql.begin((tx) =>
-        notifySessionHeads(
-          tx,
-          many.map((s) => s.id),
-        ),
-      );
-      expect(await heardUpTo(notifyChannels.sessions, l)).toEqual(["*"]);
-    } finally {
-      await l.stop();
-    }
-  });
-
-  it("Notifier coalesces heads (the highest seq of each session) and the gate hint", async () => {
-    const sessions = await listen(notifyChannels.sessions);
-    const gate = await listen(notifyChannels.gate);
-    try {
-      const errors: unknown[] = [];
-      const notifier = new Notifier(
-        () => t.sql,
-        (err) => errors.push(err),
-      );
-      // The first request is sent at once; the next ones pile up behind it and go out as one.
-      notifier.add({ heads: new Map([["s0", 1]]) });
-      notifier.add({
-        heads: new Map([
-          ["s1", 5],
-          ["s2", 1],
-        ]),
-        gate: true,
-      });
-      notifier.add({ heads: new Map([["s1", 2]]) });
-      await expect.poll(() => gate.heard.length, NOTIFIED).toBe(1);
-      expect(await heardUpTo(notifyChannels.sessions, sessions)).toEqual([
-        JSON.stringify([["s0", 1]]),
-        JSON.stringify([
-          ["s1", 5],
-          ["s2", 1],
-        ]),
-      ]);
-      expect(errors).toEqual([]);
-    } finally {
-      await sessions.stop();
-      await gate.stop();
-    }
   });
 });

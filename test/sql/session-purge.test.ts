@@ -5,14 +5,24 @@
  */
 import { randomUUID } from "node:crypto";
 import { beforeEach, describe, expect, it } from "vitest";
-import type { Sql } from "../../src/db/client.js";
+import { connect, type Sql } from "../../src/db/client.js";
 import {
   sessionFindExpiredArchived,
+  sessionLimitLockWait,
   sessionLockArchivedForPurge,
   sessionPurge,
   sessionTables,
 } from "../../src/sql/session-purge.js";
-import { addSession, addTask, sessionRowCounts, useSqlTestDatabase } from "../support/sql-fixtures.js";
+import {
+  addSession,
+  addTask,
+  LOCK_NOT_AVAILABLE,
+  rowIsFree,
+  sessionRowCounts,
+  someoneWaitsForALock,
+  sqlStateOf,
+  useSqlTestDatabase,
+} from "../support/sql-fixtures.js";
 
 const db = useSqlTestDatabase();
 
@@ -127,6 +137,120 @@ describe("sessionFindExpiredArchived", () => {
     await archivedDaysAgo(db.sql, ending, 40);
     expect(await sessionFindExpiredArchived(db.sql, { defaultDays: 30, tenants: [] }, 10)).toEqual([]);
     expect(await db.sql.begin((tx) => sessionLockArchivedForPurge(tx, ending, false))).toBe("busy");
+  });
+});
+
+/** Runs `fn` while another transaction holds the session row; answers what `fn` answered. */
+async function whileSessionHeld<T>(sessionId: string, fn: () => Promise<T>): Promise<T> {
+  let release: () => void = () => {};
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let locked: () => void = () => {};
+  const isLocked = new Promise<void>((resolve) => {
+    locked = resolve;
+  });
+  const holder = db.sql.begin(async (tx) => {
+    await tx`select 1 from sessions where id = ${sessionId} for update`;
+    locked();
+    await released;
+  });
+  try {
+    await isLocked;
+    return await fn();
+  } finally {
+    release();
+    await holder;
+  }
+}
+
+describe("sessionLockArchivedForPurge", () => {
+  it("locks an archived session with no active turn until the transaction ends; a queued or ended turn does not hold it", async () => {
+    const id = await addSession(db.sql, { archived: true });
+    await addTask(db.sql, id, { status: "completed" });
+    await addTask(db.sql, id, { status: "queued" });
+    for (const wait of [true, false]) {
+      await db.sql.begin(async (tx) => {
+        expect(await sessionLockArchivedForPurge(tx, id, wait)).toBe("locked");
+        expect(await rowIsFree(db.sql, "sessions", id)).toBe(false);
+      });
+      expect(await rowIsFree(db.sql, "sessions", id)).toBe(true);
+    }
+  });
+
+  it("answers busy while a turn of it runs or is ending", async () => {
+    for (const status of ["running", "cancelling"] as const) {
+      const id = await addSession(db.sql, { archived: true });
+      await addTask(db.sql, id, { status });
+      expect(await db.sql.begin((tx) => sessionLockArchivedForPurge(tx, id, true))).toBe("busy");
+      expect(await db.sql.begin((tx) => sessionLockArchivedForPurge(tx, id, false))).toBe("busy");
+    }
+  });
+
+  it("answers missing for a session that is gone or not archived", async () => {
+    const open = await addSession(db.sql);
+    for (const id of [open, randomUUID()])
+      for (const wait of [true, false])
+        expect(await db.sql.begin((tx) => sessionLockArchivedForPurge(tx, id, wait))).toBe("missing");
+  });
+
+  it("without wait, skips a session another transaction holds; with wait, takes it once released", async () => {
+    const id = await addSession(db.sql, { archived: true });
+    let waiting: Promise<string> | undefined;
+    await whileSessionHeld(id, async () => {
+      expect(await db.sql.begin((tx) => sessionLockArchivedForPurge(tx, id, false))).toBe("skipped");
+      waiting = db.sql.begin((tx) => sessionLockArchivedForPurge(tx, id, true));
+      await someoneWaitsForALock(db.sql);
+    });
+    expect(await waiting).toBe("locked");
+  });
+
+  it("with wait, answers missing when the holder un-archived the session meanwhile", async () => {
+    const id = await addSession(db.sql, { archived: true });
+    let waiting: Promise<string> | undefined;
+    await db.sql.begin(async (tx) => {
+      await tx`update sessions set archived_at = null where id = ${id}`;
+      waiting = db.sql.begin((t2) => sessionLockArchivedForPurge(t2, id, true));
+      await someoneWaitsForALock(db.sql);
+    });
+    expect(await waiting).toBe("missing");
+  });
+});
+
+describe("sessionLimitLockWait", () => {
+  it("makes the transaction give up on a held row after the limit", async () => {
+    const id = await addSession(db.sql, { archived: true });
+    await whileSessionHeld(id, async () => {
+      expect(
+        await sqlStateOf(
+          db.sql.begin(async (tx) => {
+            await sessionLimitLockWait(tx, 50);
+            return sessionLockArchivedForPurge(tx, id, true);
+          }),
+        ),
+      ).toBe(LOCK_NOT_AVAILABLE);
+    });
+  });
+
+  it("sets at least one millisecond, in whole milliseconds, for that transaction only", async () => {
+    // One connection, so the read after the commit is on the connection the transaction ran on.
+    const one = connect(db.url, { max: 1 });
+    try {
+      const shown = await one.sql.begin(async (tx) => {
+        const seen: string[] = [];
+        for (const ms of [0, 2.7, 1500]) {
+          await sessionLimitLockWait(tx, ms);
+          const [row] = await tx<{ lockTimeout: string }[]>`show lock_timeout`;
+          seen.push(row.lockTimeout);
+        }
+        return seen;
+      });
+      expect(shown).toEqual(["1ms", "2ms", "1500ms"]);
+      const [after] = await one.sql<{ lockTimeout: string }[]>`show lock_timeout`;
+      expect(after.lockTimeout).toBe("0");
+    } finally {
+      await one.close();
+    }
   });
 });
 

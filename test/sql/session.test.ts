@@ -1,6 +1,7 @@
 /**
- * Direct tests of the session operations in src/sql on a real database: insert-session,
- * archive-session, lock-session, read-sessions and session-busy. Each asserts what the operation
+ * Direct tests of the session operations in src/sql on a real database: session-insert,
+ * session-archive, session-lock, session-read and session-busy (session-fork and session-purge
+ * have files of their own). Each asserts what the operation
  * promises (idempotency per tenant, derived status, tenant filters, keyset pages, row locks, the
  * ifBusy=reject refusal and its exceptions), so a wrong statement fails here.
  */
@@ -329,5 +330,19 @@ describe("sessionRefuseIfBusy", () => {
     expect(await check(id, null, "b")).toBeNull();
     expect(await check(id, null, "a")).toBe(SESSION_BUSY_SQLSTATE);
     expect(await check(id, null, null)).toBe(SESSION_BUSY_SQLSTATE);
+  });
+});
+
+describe("sessionIsBusy", () => {
+  it("recognizes the busy refusal and nothing else: other database errors, plain errors, no error", async () => {
+    const id = await addSession(t.sql);
+    await addTask(t.sql, id, { status: "queued" });
+    const busy = await t.sql.begin((tx) => sessionRefuseIfBusy(tx, id, null, null)).catch((e) => e);
+    expect(sessionIsBusy(busy)).toBe(true);
+    const other = await t.sql`select 1/0`.catch((e) => e);
+    expect(other.code).toBe("22012");
+    expect(sessionIsBusy(other)).toBe(false);
+    for (const notBusy of [new Error(SESSION_BUSY_SQLSTATE), null, undefined, "MG409"])
+      expect(sessionIsBusy(notBusy)).toBe(false);
   });
 });
