@@ -1,6 +1,11 @@
 /**
- * Every option of the gateway, with its default and what it means (docs/configuration.md). Read once at
- * start; a bad value stops the process with a message naming the variable and what it accepts.
+ * Every option of the gateway, read once at start from the environment (docs/configuration.md);
+ * a bad value stops the process with a message naming the variable and what it accepts.
+ * `options` is the one list of the options that are one variable each (variable, parser, default,
+ * doc): `Config`'s plain fields are typed from it, loadConfig reads them in one loop, the docs
+ * test checks the table's defaults against it, and unknownVariables knows its names. The few
+ * fields computed otherwise (paths resolved, tracing from the OTEL_* variables) are `computedFields`,
+ * written out after the loop, as are the checks across fields.
  */
 import { isIPv4, isIPv6 } from "node:net";
 import { isAbsolute, join, resolve } from "node:path";
@@ -13,208 +18,10 @@ import {
   WebhookConfigError,
 } from "./webhooks/endpoints-config.js";
 
-export interface Config {
-  /** Tasks running at once, across all instances. Default 5. */
-  maxActive: number;
-  /** Tasks waiting at once, across all instances; one more is refused with GATEWAY_BUSY. Default 20. */
-  maxQueued: number;
-  /** A task still queued after this ends `expired` (GATEWAY_BUSY / queue_timeout). Default 600000. */
-  queueTimeoutMs: number;
-  /** Default run deadline of a turn. Default 600000 (the `short` load class). */
-  turnTimeoutMs: number;
-  /** An agent's permission request nobody answers within this gets the reject option. Default 600000. */
-  permissionTimeoutMs: number;
-  /** Largest tool input a permission request is shown whole for (UTF-8 bytes of its text); larger is denied unasked. Default 262144. */
-  permissionInputMaxBytes: number;
-  /** How long an instance owns a running task without renewing its lease. Default 30000. */
-  leaseMs: number;
-  /** How often an instance renews its leases and its instance row. Default 5000. */
-  heartbeatMs: number;
-  /** How often expired leases and queue timeouts are settled. Default 10000. */
-  sweepMs: number;
-  /** A warm agent process with no turn is reaped after this. Default 900000. */
-  agentIdleMs: number;
-  /** The largest claude-code transcript kept in Postgres per session (a larger one is not stored); 0 turns the store off. Default 67108864. */
-  transcriptMaxBytes: number;
-  /** A chained turn (driver `mooring`) with no successful contact with its upstream gateway for this long fails UPSTREAM_LOST. Default 600000. */
-  upstreamSilentMs: number;
-  /**
-   * Largest WebSocket message (a frame, a fragmented message, and what a compressed one inflates
-   * to) a downstream gateway takes from an upstream; larger fails the chained turn
-   * UPSTREAM_FAILED (reason upstream_message_too_large). Default 4194304: a replay batch holds up
-   * to 500 events, so it is larger than MOORING_WS_MAX_PAYLOAD_BYTES.
-   */
-  upstreamMaxMessageBytes: number;
-  /** Largest event (its `data` as JSON, UTF-8) taken from an upstream; larger fails the chained turn UPSTREAM_FAILED (reason upstream_event_too_large). Default 1048576. */
-  upstreamMaxEventBytes: number;
-  /** Largest REST answer body (decoded) taken from an upstream, read as a stream and cut past it; larger fails the chained turn UPSTREAM_FAILED (reason upstream_body_too_large). Default 8388608. */
-  upstreamMaxBodyBytes: number;
-  /** While following an upstream turn by polling: the shortest time between two polls, doubling (to the entry's reconnectMaxMs) while the upstream answers early with nothing new. Default 250. */
-  upstreamPollMinMs: number;
-  /** Context window in tokens for the context indicator (`[1m]` models use 1000000). Default 200000. */
-  contextWindow: number;
-  /** On SIGTERM, running turns may finish this long before they are interrupted. Default 20000. */
-  shutdownGraceMs: number;
-  /** On a drain (SIGHUP or `POST /v1/instances/:instanceId/drain`), running turns may finish this long before they are handed over. Default 600000. */
-  drainTimeoutMs: number;
-  /** Tests only: every wait the gateway times by itself (not instants, not the database's time) is divided by this (src/clock.ts). Default 1. */
-  timeScale: number;
-  /** What an interrupted turn becomes: `fail` (settle only) or `continue` (queue a continuation). Default fail. */
-  recovery: "fail" | "continue";
-  /** Postgres URL; unset starts an embedded Postgres under `dataDir`. */
-  databaseUrl: string | undefined;
-  /** Where the embedded Postgres keeps its data. Default ./.mooring. */
-  dataDir: string;
-  /** Where the embedded Postgres keeps a pristine cluster to copy into a new data folder instead of running initdb; `off`: initdb every time. Default node_modules/.cache/mooring. */
-  clusterTemplateDir: string | undefined;
-  /** Listening address. Default 127.0.0.1. */
-  host: string;
-  /** Listening port (0 picks a free one). Default 8787. */
-  port: number;
-  /** Bearer tokens; when set every route but health needs one. They form the tenant `default`. Default unset. */
-  apiTokens: string[];
-  /** Tenants with their tokens, limits, roots and agents: JSON or a JSON file path (docs/tenants.md). Default unset. */
-  tenants: TenantSpec[];
-  /** Roots a session workspace must lie inside; empty allows any. Default unset. */
-  workspaceRoots: string[];
-  /** The agent registry: JSON or a JSON file path (docs/agents.md). Default unset (built-ins only). */
-  agents: string | undefined;
-  /** pino level. Default info. */
-  logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
-  /** Log output: `auto` (readable on a terminal, JSON otherwise), `json` or `pretty`. Default auto. */
-  logFormat: "auto" | "json" | "pretty";
-  /** Largest accepted request body in bytes; larger answers 413. Default 1048576. */
-  bodyLimitBytes: number;
-  /** Milliseconds a connection may take to send a request's headers (slowloris). Default 10000. */
-  headersTimeoutMs: number;
-  /** Milliseconds a connection may take to send a whole request, body included. Default 30000. */
-  requestTimeoutMs: number;
-  /** Milliseconds an idle keep-alive connection is held between requests. Default 5000. */
-  keepAliveTimeoutMs: number;
-  /** Open HTTP connections at once (WebSockets and streams included); more are closed. Default 4096. */
-  maxConnections: number;
-  /** Connections of one address that have not finished a request yet; a new one closes its oldest. Default 64. */
-  maxPendingPerAddress: number;
-  /** Largest accepted prompt in characters. Default 200000. */
-  maxPromptChars: number;
-  /** Events kept per session; older ones are pruned by the sweep and a cursor before them gets RESYNC_REQUIRED. Default 0 (keep all). */
-  eventRetention: number;
-  /**
-   * Archived sessions are deleted, with everything that belongs to them, this many days after their
-   * archive (a tenant's `archivedRetentionDays` overrides it). Default 0 (keep forever).
-   */
-  archivedRetentionDays: number;
-  /**
-   * How long the event log waits after an agent event before writing (batching). Default 2: under
-   * load batches still form, because a flush waits for the one in flight; 20 added up to 20 ms to
-   * every agent event's delivery (bench/results/history.md).
-   */
-  eventFlushMs: number;
-  /** Event log flush size: a flush happens at this many buffered events even before the interval. Default 64. */
-  eventFlushMax: number;
-  /**
-   * Event log writers working in parallel, each for its share of the sessions (one session always
-   * uses the same one, so its events stay in order). Each holds a pooled connection while it flushes.
-   * Default 4.
-   */
-  eventFlushLanes: number;
-  /** Polling backstop for queued work and subscribed sessions, in ms. Default 1000. */
-  pollMs: number;
-  /**
-   * Bytes a WebSocket client may leave unread before it is closed with 4008; also how much the
-   * gateway queues for permessage-deflate before a connection waits for it to drain. Default 4194304.
-   */
-  wsMaxBufferedBytes: number;
-  /** Largest accepted WebSocket frame in bytes; larger closes the socket with 1009. Default 1048576. */
-  wsMaxPayloadBytes: number;
-  /** Server ping interval on WebSockets in ms; a peer silent for twice this is dropped. Default 15000. */
-  wsPingMs: number;
-  /** Calls in one JSON-RPC batch; a larger batch answers one -32600 error and none of it runs. Default 100. */
-  rpcMaxBatch: number;
-  /** JSON-RPC calls one WebSocket may have unanswered; a message past it is refused (GATEWAY_BUSY). Default 200. */
-  wsMaxInFlight: number;
-  /** Long-poll waits (`waitMs`) held at once per instance; past it a task read answers at once. Default 1000. */
-  maxLongPolls: number;
-  /** A list page stops before its items pass this many bytes of JSON (at least one item); follow nextCursor. Default 1048576. */
-  listPageBytes: number;
-  /** Workspace checkpoints before and after every turn (docs/api.md, Workspace checkpoints). Default true. */
-  checkpoints: boolean;
-  /** Files larger than this many bytes are left out of a checkpoint, with a notice. Default 10485760. */
-  checkpointMaxFileBytes: number;
-  /** At most this many files go into one checkpoint; the rest are left out, with a notice. Default 20000. */
-  checkpointMaxFiles: number;
-  /** Interval of the comment lines (`: ping`) that keep an idle SSE stream open through proxies, in ms. Default 15000. */
-  sseHeartbeatMs: number;
-  /** Instance id reported in hello and /readyz; must be unique per live process. Default `<hostname>:<port>` (`<hostname>:<random>` when PORT=0). */
-  instanceId: string | undefined;
-  /** The instance group: only instances of a session's group run its turns (workspaces on one host). Default `default`. */
-  instanceGroup: string;
-  /** Browser origins (exact `scheme://host[:port]`) allowed besides the gateway's own; `*` any (only with tokens). Default unset. */
-  corsOrigins: string[];
-  /** Host names accepted in `Host` besides loopback ones (`.example.com` also matches subdomains). Default unset. */
-  allowedHosts: string[];
-  /** Variable names (or `PREFIX*`) kept from agents besides MOORING_*, DATABASE_URL and PG*. Default unset. */
-  agentEnvDeny: string[];
-  /** Webhook endpoints of the tenant `default`: `[{url, secret | secretEnv, events}]` as JSON or a JSON file path (docs/api.md, Webhooks). Default unset. */
-  webhooks: WebhookEndpointSpec[];
-  /** Waits before each retry of a webhook delivery, in ms, comma-separated; after the last the delivery is `failed`. Default 5000,300000,1800000,7200000,18000000,36000000 (about a day). */
-  webhookRetryScheduleMs: number[];
-  /** A webhook request not answered within this counts as a failed attempt. Default 10000. */
-  webhookTimeoutMs: number;
-  /** How often each instance looks for due webhook deliveries (a commit that adds one also wakes it here). Default 1000. */
-  webhookPollMs: number;
-  /** How long a claimed delivery is held before another instance may try it; larger than the timeout. Default 60000. */
-  webhookLeaseMs: number;
-  /** Deliveries one instance sends at once (one slow endpoint holds at most MOORING_WEBHOOK_ENDPOINT_CONCURRENCY of them). Default 4. */
-  webhookConcurrency: number;
-  /** Webhook requests to one URL in flight at once across all instances, so a slow or dead receiver holds up no other. Default 2. */
-  webhookEndpointConcurrency: number;
-  /** `true` serves GET /metrics without a token even when MOORING_API_TOKENS is set (private networks). Default false. */
-  metricsPublic: boolean;
-  /** The agent of a session an ACP client creates on `/acp` without naming one (`_meta.mooring.agent`). Default claude-code. */
-  acpAgent: string;
-  /**
-   * Tracing with OpenTelemetry (docs/operations.md, Tracing), from the standard OTEL_* variables:
-   * null (off, the default) unless OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT
-   * is set (or OTEL_TRACES_EXPORTER=otlp), and always with OTEL_SDK_DISABLED=true or
-   * OTEL_TRACES_EXPORTER=none.
-   */
-  tracing: TracingOptions | null;
-}
-
-/** Where and how spans are exported (OTLP over HTTP with JSON bodies), from the OTEL_* variables. */
-export interface TracingOptions {
-  /** The full URL spans are posted to (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces). */
-  url: string;
-  /** Headers sent with each export (OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TRACES_HEADERS); never logged. */
-  headers: Record<string, string>;
-  /** One export's timeout (OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, OTEL_EXPORTER_OTLP_TIMEOUT). Default 10000. */
-  timeoutMs: number;
-  /** service.name (OTEL_SERVICE_NAME, else service.name of OTEL_RESOURCE_ATTRIBUTES). Default mooring. */
-  serviceName: string;
-  /** OTEL_RESOURCE_ATTRIBUTES: `key=value,...`, percent-decoded. */
-  resourceAttributes: Record<string, string>;
-  /** OTEL_TRACES_SAMPLER. Default parentbased_always_on. */
-  sampler: TracesSampler;
-  /** OTEL_TRACES_SAMPLER_ARG: the ratio of the traceidratio samplers. Default 1. */
-  samplerRatio: number;
-  /** OTEL_BSP_SCHEDULE_DELAY: ms between two exports. Default 5000. */
-  scheduleDelayMs: number;
-  /** OTEL_BSP_MAX_QUEUE_SIZE: spans buffered before new ones are dropped. Default 2048. */
-  maxQueueSize: number;
-  /** OTEL_BSP_MAX_EXPORT_BATCH_SIZE: spans per export. Default 512. */
-  maxExportBatchSize: number;
-}
-
-export type TracesSampler =
-  | "always_on"
-  | "always_off"
-  | "traceidratio"
-  | "parentbased_always_on"
-  | "parentbased_always_off"
-  | "parentbased_traceidratio";
-
+// The parsers come first: the option list below builds its parsers when the module loads.
 type Parser<T> = (name: string, raw: string) => T;
+/** A parser given the whole environment too, for values that name other variables (a tenant's secretEnv). */
+type EnvParser<T> = (name: string, raw: string, env: NodeJS.ProcessEnv) => T;
 
 export class ConfigError extends Error {}
 
@@ -307,27 +114,23 @@ const variableNames: Parser<string[]> = (name, raw) => {
   return values;
 };
 
-const tenantSpecs =
-  (env: NodeJS.ProcessEnv): Parser<TenantSpec[]> =>
-  (name, raw) => {
-    try {
-      return parseTenants(name, raw, env);
-    } catch (err) {
-      if (err instanceof TenantConfigError) throw new ConfigError(err.message);
-      throw err;
-    }
-  };
+const tenantSpecs: EnvParser<TenantSpec[]> = (name, raw, env) => {
+  try {
+    return parseTenants(name, raw, env);
+  } catch (err) {
+    if (err instanceof TenantConfigError) throw new ConfigError(err.message);
+    throw err;
+  }
+};
 
-const webhookEndpoints =
-  (env: NodeJS.ProcessEnv): Parser<WebhookEndpointSpec[]> =>
-  (name, raw) => {
-    try {
-      return parseWebhooksOption(name, raw, env);
-    } catch (err) {
-      if (err instanceof WebhookConfigError) throw new ConfigError(err.message);
-      throw err;
-    }
-  };
+const webhookEndpoints: EnvParser<WebhookEndpointSpec[]> = (name, raw, env) => {
+  try {
+    return parseWebhooksOption(name, raw, env);
+  } catch (err) {
+    if (err instanceof WebhookConfigError) throw new ConfigError(err.message);
+    throw err;
+  }
+};
 
 /** A comma-separated list of waits in ms, each from 1 to a week. */
 const delays: Parser<number[]> = (name, raw) => {
@@ -352,9 +155,9 @@ const absolutePaths: Parser<string[]> = (name, raw) => {
   return roots;
 };
 
-function read<T>(env: NodeJS.ProcessEnv, name: string, parse: Parser<T>, fallback: T): T {
+function read<T>(env: NodeJS.ProcessEnv, name: string, parse: EnvParser<T>, fallback: T): T {
   const raw = env[name];
-  return raw === undefined || raw === "" ? fallback : parse(name, raw);
+  return raw === undefined || raw === "" ? fallback : parse(name, raw, env);
 }
 
 /** The defaults of the MOORING_UPSTREAM_* bounds (also what a chained conversation uses when given none). */
@@ -365,6 +168,565 @@ export const upstreamLimitDefaults = {
   pollMinMs: 250,
 };
 
+/** One option: a variable read by itself into one `Config` field. */
+interface Option<T> {
+  /** The environment variable. */
+  env: string;
+  /** Turns the variable's value into the field's; throws ConfigError naming the variable. */
+  parse: EnvParser<T>;
+  /** The field when the variable is unset or empty; docs/configuration.md states it (test/unit/config-docs.test.ts). */
+  default: T;
+  /** What the option means. */
+  doc: string;
+}
+
+// T is the parser's type, as narrow as it says (`oneOf("a", "b")`: "a" | "b"); the default must fit it.
+const option = <const T>(o: Option<T> & { default: NoInfer<T> }): Option<T> => o;
+
+/**
+ * Every option that is one variable read into one field, in the order loadConfig reads them: the
+ * plain fields of `Config` are derived from it, and docs/configuration.md's table is checked against
+ * it. Fields computed otherwise are `computedFields`.
+ */
+export const options = {
+  maxActive: option({
+    env: "MOORING_MAX_ACTIVE",
+    parse: integer(1, 100000),
+    default: 5,
+    doc: "Tasks running at once, across all instances.",
+  }),
+  maxQueued: option({
+    env: "MOORING_MAX_QUEUED",
+    parse: integer(0, 1000000),
+    default: 20,
+    doc: "Tasks waiting at once, across all instances; one more is refused with GATEWAY_BUSY.",
+  }),
+  queueTimeoutMs: option({
+    env: "MOORING_QUEUE_TIMEOUT_MS",
+    parse: integer(1),
+    default: 600_000,
+    doc: "A task still queued after this ends `expired` (GATEWAY_BUSY / queue_timeout).",
+  }),
+  turnTimeoutMs: option({
+    env: "MOORING_TURN_TIMEOUT_MS",
+    parse: integer(1, 3_600_000),
+    // the `short` load class
+    default: 600_000,
+    doc: "Default run deadline of a turn.",
+  }),
+  permissionTimeoutMs: option({
+    env: "MOORING_PERMISSION_TIMEOUT_MS",
+    parse: integer(1, 86_400_000),
+    default: 600_000,
+    doc: "An agent's permission request nobody answers within this gets the reject option.",
+  }),
+  permissionInputMaxBytes: option({
+    env: "MOORING_PERMISSION_INPUT_MAX_BYTES",
+    parse: integer(2048, 16_777_216),
+    default: 262_144,
+    doc: "Largest tool input a permission request is shown whole for (UTF-8 bytes of its text); larger is denied unasked.",
+  }),
+  leaseMs: option({
+    env: "MOORING_LEASE_MS",
+    parse: integer(100),
+    default: 30_000,
+    doc: "How long an instance owns a running task without renewing its lease.",
+  }),
+  heartbeatMs: option({
+    env: "MOORING_HEARTBEAT_MS",
+    parse: integer(10),
+    default: 5_000,
+    doc: "How often an instance renews its leases and its instance row; below MOORING_LEASE_MS.",
+  }),
+  sweepMs: option({
+    env: "MOORING_SWEEP_MS",
+    parse: integer(10),
+    default: 10_000,
+    doc: "How often expired leases and queue timeouts are settled.",
+  }),
+  agentIdleMs: option({
+    env: "MOORING_AGENT_IDLE_MS",
+    parse: integer(1),
+    default: 900_000,
+    doc: "A warm agent process with no turn is reaped after this.",
+  }),
+  transcriptMaxBytes: option({
+    env: "MOORING_TRANSCRIPT_MAX_BYTES",
+    parse: integer(0),
+    default: 64 * 1024 * 1024,
+    doc: "The largest claude-code transcript kept in Postgres per session (a larger one is not stored); 0 turns the store off.",
+  }),
+  upstreamSilentMs: option({
+    env: "MOORING_UPSTREAM_SILENT_MS",
+    parse: integer(1),
+    default: 600_000,
+    doc: "A chained turn (driver `mooring`) with no successful contact with its upstream gateway for this long fails UPSTREAM_LOST.",
+  }),
+  upstreamMaxMessageBytes: option({
+    env: "MOORING_UPSTREAM_MAX_MESSAGE_BYTES",
+    parse: integer(1024),
+    // A replay batch holds up to 500 events, so it is larger than MOORING_WS_MAX_PAYLOAD_BYTES.
+    default: upstreamLimitDefaults.maxMessageBytes,
+    doc: "Largest WebSocket message (a frame, a fragmented message, and what a compressed one inflates to) a downstream gateway takes from an upstream; larger fails the chained turn UPSTREAM_FAILED (reason upstream_message_too_large).",
+  }),
+  upstreamMaxEventBytes: option({
+    env: "MOORING_UPSTREAM_MAX_EVENT_BYTES",
+    parse: integer(1024),
+    default: upstreamLimitDefaults.maxEventBytes,
+    doc: "Largest event (its `data` as JSON, UTF-8) taken from an upstream; larger fails the chained turn UPSTREAM_FAILED (reason upstream_event_too_large).",
+  }),
+  upstreamMaxBodyBytes: option({
+    env: "MOORING_UPSTREAM_MAX_BODY_BYTES",
+    parse: integer(1024),
+    default: upstreamLimitDefaults.maxBodyBytes,
+    doc: "Largest REST answer body (decoded) taken from an upstream, read as a stream and cut past it; larger fails the chained turn UPSTREAM_FAILED (reason upstream_body_too_large).",
+  }),
+  upstreamPollMinMs: option({
+    env: "MOORING_UPSTREAM_POLL_MIN_MS",
+    parse: integer(10),
+    default: upstreamLimitDefaults.pollMinMs,
+    doc: "While following an upstream turn by polling: the shortest time between two polls, doubling (to the entry's reconnectMaxMs) while the upstream answers early with nothing new.",
+  }),
+  contextWindow: option({
+    env: "MOORING_CONTEXT_WINDOW",
+    parse: integer(1),
+    default: 200_000,
+    doc: "Context window in tokens for the context indicator (`[1m]` models use 1000000).",
+  }),
+  shutdownGraceMs: option({
+    env: "MOORING_SHUTDOWN_GRACE_MS",
+    parse: integer(0),
+    default: 20_000,
+    doc: "On SIGTERM, running turns may finish this long before they are interrupted.",
+  }),
+  drainTimeoutMs: option({
+    env: "MOORING_DRAIN_TIMEOUT_MS",
+    parse: integer(0),
+    default: 600_000,
+    doc: "On a drain (SIGHUP or `POST /v1/instances/:instanceId/drain`), running turns may finish this long before they are handed over.",
+  }),
+  timeScale: option({
+    env: "MOORING_TIME_SCALE",
+    parse: integer(1, 1000),
+    default: 1,
+    doc: "Tests only: every wait the gateway times by itself (not instants, not the database's time) is divided by this (src/clock.ts).",
+  }),
+  recovery: option({
+    env: "MOORING_RECOVERY",
+    parse: oneOf("fail", "continue"),
+    default: "fail",
+    doc: "What an interrupted turn becomes: `fail` (settle only) or `continue` (queue a continuation).",
+  }),
+  acpAgent: option({
+    env: "MOORING_ACP_AGENT",
+    parse: text,
+    default: "claude-code",
+    doc: "The agent of a session an ACP client creates on `/acp` without naming one (`_meta.mooring.agent`).",
+  }),
+  databaseUrl: option<string | undefined>({
+    env: "DATABASE_URL",
+    parse: text,
+    default: undefined,
+    doc: "Postgres URL; unset starts an embedded Postgres under `dataDir`.",
+  }),
+  host: option({
+    env: "HOST",
+    parse: text,
+    default: "127.0.0.1",
+    doc: "Listening address.",
+  }),
+  port: option({
+    env: "PORT",
+    parse: integer(0, 65535),
+    default: 8787,
+    doc: "Listening port (0 picks a free one).",
+  }),
+  apiTokens: option({
+    env: "MOORING_API_TOKENS",
+    parse: list(","),
+    default: [],
+    doc: "Bearer tokens; when set every route but health needs one. They form the tenant `default`.",
+  }),
+  tenants: option({
+    env: "MOORING_TENANTS",
+    parse: tenantSpecs,
+    default: [],
+    doc: "Tenants with their tokens, limits, roots and agents: JSON or a JSON file path (docs/tenants.md).",
+  }),
+  workspaceRoots: option({
+    env: "MOORING_WORKSPACE_ROOTS",
+    parse: absolutePaths,
+    default: [],
+    doc: "Roots a session workspace must lie inside; empty allows any.",
+  }),
+  agents: option<string | undefined>({
+    env: "MOORING_AGENTS",
+    parse: text,
+    default: undefined,
+    doc: "The agent registry: JSON or a JSON file path (docs/agents.md); unset: built-ins only.",
+  }),
+  logLevel: option({
+    env: "LOG_LEVEL",
+    parse: oneOf("fatal", "error", "warn", "info", "debug", "trace", "silent"),
+    default: "info",
+    doc: "pino level.",
+  }),
+  logFormat: option({
+    env: "MOORING_LOG_FORMAT",
+    parse: oneOf("auto", "json", "pretty"),
+    default: "auto",
+    doc: "Log output: `auto` (readable on a terminal, JSON otherwise), `json` or `pretty`.",
+  }),
+  bodyLimitBytes: option({
+    env: "MOORING_BODY_LIMIT_BYTES",
+    parse: integer(1024),
+    default: 1_048_576,
+    doc: "Largest accepted request body in bytes; larger answers 413.",
+  }),
+  headersTimeoutMs: option({
+    env: "MOORING_HEADERS_TIMEOUT_MS",
+    parse: integer(100, 600_000),
+    default: 10_000,
+    doc: "Milliseconds a connection may take to send a request's headers (slowloris).",
+  }),
+  requestTimeoutMs: option({
+    env: "MOORING_REQUEST_TIMEOUT_MS",
+    parse: integer(100, 3_600_000),
+    default: 30_000,
+    doc: "Milliseconds a connection may take to send a whole request, body included.",
+  }),
+  keepAliveTimeoutMs: option({
+    env: "MOORING_KEEP_ALIVE_TIMEOUT_MS",
+    parse: integer(100, 600_000),
+    default: 5_000,
+    doc: "Milliseconds an idle keep-alive connection is held between requests.",
+  }),
+  maxConnections: option({
+    env: "MOORING_MAX_CONNECTIONS",
+    parse: integer(16, 1_000_000),
+    default: 4096,
+    doc: "Open HTTP connections at once (WebSockets and streams included); more are closed.",
+  }),
+  maxPendingPerAddress: option({
+    env: "MOORING_MAX_PENDING_PER_ADDRESS",
+    parse: integer(1, 100_000),
+    default: 64,
+    doc: "Connections of one address that have not finished a request yet; a new one closes its oldest.",
+  }),
+  maxPromptChars: option({
+    env: "MOORING_MAX_PROMPT_CHARS",
+    parse: integer(1),
+    default: 200_000,
+    doc: "Largest accepted prompt in characters.",
+  }),
+  eventRetention: option({
+    env: "MOORING_EVENT_RETENTION",
+    parse: integer(0),
+    default: 0,
+    doc: "Events kept per session (0 keeps all); older ones are pruned by the sweep and a cursor before them gets RESYNC_REQUIRED.",
+  }),
+  archivedRetentionDays: option({
+    env: "MOORING_ARCHIVED_RETENTION_DAYS",
+    parse: integer(0, 36_500),
+    default: 0,
+    doc: "Archived sessions are deleted, with everything that belongs to them, this many days after their archive (0 keeps them forever; a tenant's `archivedRetentionDays` overrides it).",
+  }),
+  eventFlushMs: option({
+    env: "MOORING_EVENT_FLUSH_MS",
+    parse: integer(1, 1000),
+    // Under load batches still form, because a flush waits for the one in flight; 20 added up to
+    // 20 ms to every agent event's delivery (bench/results/history.md).
+    default: 2,
+    doc: "How long the event log waits after an agent event before writing (batching).",
+  }),
+  eventFlushMax: option({
+    env: "MOORING_EVENT_FLUSH_MAX",
+    parse: integer(1, 10000),
+    default: 64,
+    doc: "Event log flush size: a flush happens at this many buffered events even before the interval.",
+  }),
+  eventFlushLanes: option({
+    env: "MOORING_EVENT_FLUSH_LANES",
+    parse: integer(1, 16),
+    default: 4,
+    doc: "Event log writers working in parallel, each for its share of the sessions (one session always uses the same one, so its events stay in order). Each holds a pooled connection while it flushes.",
+  }),
+  pollMs: option({
+    env: "MOORING_POLL_MS",
+    parse: integer(10),
+    default: 1000,
+    doc: "Polling backstop for queued work and subscribed sessions, in ms.",
+  }),
+  wsMaxBufferedBytes: option({
+    env: "MOORING_WS_MAX_BUFFERED_BYTES",
+    parse: integer(1024),
+    default: 4_194_304,
+    doc: "Bytes a WebSocket client may leave unread before it is closed with 4008; also how much the gateway queues for permessage-deflate before a connection waits for it to drain.",
+  }),
+  wsMaxPayloadBytes: option({
+    env: "MOORING_WS_MAX_PAYLOAD_BYTES",
+    parse: integer(1024),
+    default: 1_048_576,
+    doc: "Largest accepted WebSocket frame in bytes; larger closes the socket with 1009.",
+  }),
+  wsPingMs: option({
+    env: "MOORING_WS_PING_MS",
+    parse: integer(10),
+    default: 15_000,
+    doc: "Server ping interval on WebSockets in ms; a peer silent for twice this is dropped.",
+  }),
+  rpcMaxBatch: option({
+    env: "MOORING_RPC_MAX_BATCH",
+    parse: integer(1, 10_000),
+    default: 100,
+    doc: "Calls in one JSON-RPC batch; a larger batch answers one -32600 error and none of it runs.",
+  }),
+  wsMaxInFlight: option({
+    env: "MOORING_WS_MAX_IN_FLIGHT",
+    parse: integer(1, 100_000),
+    default: 200,
+    doc: "JSON-RPC calls one WebSocket may have unanswered; a message past it is refused (GATEWAY_BUSY).",
+  }),
+  maxLongPolls: option({
+    env: "MOORING_MAX_LONG_POLLS",
+    parse: integer(0, 1_000_000),
+    default: 1000,
+    doc: "Long-poll waits (`waitMs`) held at once per instance; past it a task read answers at once.",
+  }),
+  listPageBytes: option({
+    env: "MOORING_LIST_PAGE_BYTES",
+    parse: integer(1024),
+    default: 1_048_576,
+    doc: "A list page stops before its items pass this many bytes of JSON (at least one item); follow nextCursor.",
+  }),
+  checkpoints: option({
+    env: "MOORING_CHECKPOINTS",
+    parse: flag,
+    default: true,
+    doc: "Workspace checkpoints before and after every turn (docs/api.md, Workspace checkpoints).",
+  }),
+  checkpointMaxFileBytes: option({
+    env: "MOORING_CHECKPOINT_MAX_FILE_BYTES",
+    parse: integer(0),
+    default: 10_485_760,
+    doc: "Files larger than this many bytes are left out of a checkpoint, with a notice.",
+  }),
+  checkpointMaxFiles: option({
+    env: "MOORING_CHECKPOINT_MAX_FILES",
+    parse: integer(1),
+    default: 20_000,
+    doc: "At most this many files go into one checkpoint; the rest are left out, with a notice.",
+  }),
+  sseHeartbeatMs: option({
+    env: "MOORING_SSE_HEARTBEAT_MS",
+    parse: integer(10),
+    default: 15_000,
+    doc: "Interval of the comment lines (`: ping`) that keep an idle SSE stream open through proxies, in ms.",
+  }),
+  instanceId: option<string | undefined>({
+    env: "MOORING_INSTANCE_ID",
+    parse: text,
+    default: undefined,
+    doc: "Instance id reported in hello and /readyz; must be unique per live process. Unset: the gateway takes `<hostname>:<port>` (`<hostname>:<random>` when PORT=0).",
+  }),
+  instanceGroup: option({
+    env: "MOORING_INSTANCE_GROUP",
+    parse: groupName,
+    default: "default",
+    doc: "The instance group: only instances of a session's group run its turns (workspaces on one host).",
+  }),
+  corsOrigins: option({
+    env: "MOORING_CORS_ORIGINS",
+    parse: origins,
+    default: [],
+    doc: "Browser origins (exact `scheme://host[:port]`) allowed besides the gateway's own; `*` any (only with tokens).",
+  }),
+  allowedHosts: option({
+    env: "MOORING_ALLOWED_HOSTS",
+    parse: hostNames,
+    default: [],
+    doc: "Host names accepted in `Host` besides loopback ones (`.example.com` also matches subdomains).",
+  }),
+  agentEnvDeny: option({
+    env: "MOORING_AGENT_ENV_DENY",
+    parse: variableNames,
+    default: [],
+    doc: "Variable names (or `PREFIX*`) kept from agents besides MOORING_*, DATABASE_URL and PG*.",
+  }),
+  metricsPublic: option({
+    env: "MOORING_METRICS_PUBLIC",
+    parse: flag,
+    default: false,
+    doc: "`true` serves GET /metrics without a token even when MOORING_API_TOKENS is set (private networks).",
+  }),
+  webhooks: option({
+    env: "MOORING_WEBHOOKS",
+    parse: webhookEndpoints,
+    default: [],
+    doc: "Webhook endpoints of the tenant `default`: `[{url, secret | secretEnv, events}]` as JSON or a JSON file path (docs/api.md, Webhooks); not with MOORING_TENANTS.",
+  }),
+  webhookRetryScheduleMs: option({
+    env: "MOORING_WEBHOOK_RETRY_SCHEDULE_MS",
+    parse: delays,
+    default: defaultWebhookRetryScheduleMs,
+    doc: "Waits before each retry of a webhook delivery, in ms, comma-separated; after the last the delivery is `failed`.",
+  }),
+  webhookTimeoutMs: option({
+    env: "MOORING_WEBHOOK_TIMEOUT_MS",
+    parse: integer(100, 600_000),
+    default: 10_000,
+    doc: "A webhook request not answered within this counts as a failed attempt.",
+  }),
+  webhookPollMs: option({
+    env: "MOORING_WEBHOOK_POLL_MS",
+    parse: integer(10),
+    default: 1000,
+    doc: "How often each instance looks for due webhook deliveries (a commit that adds one also wakes it here).",
+  }),
+  webhookLeaseMs: option({
+    env: "MOORING_WEBHOOK_LEASE_MS",
+    parse: integer(1000),
+    default: 60_000,
+    doc: "How long a claimed delivery is held before another instance may try it; larger than MOORING_WEBHOOK_TIMEOUT_MS.",
+  }),
+  webhookConcurrency: option({
+    env: "MOORING_WEBHOOK_CONCURRENCY",
+    parse: integer(1, 64),
+    default: 4,
+    doc: "Deliveries one instance sends at once (one slow endpoint holds at most MOORING_WEBHOOK_ENDPOINT_CONCURRENCY of them).",
+  }),
+  webhookEndpointConcurrency: option({
+    env: "MOORING_WEBHOOK_ENDPOINT_CONCURRENCY",
+    parse: integer(1, 64),
+    default: 2,
+    doc: "Webhook requests to one URL in flight at once across all instances, so a slow or dead receiver holds up no other.",
+  }),
+};
+
+/** The fields of `Config` that come straight from `options`, typed by them. */
+type OptionFields = { [K in keyof typeof options]: (typeof options)[K] extends Option<infer T> ? T : never };
+
+/**
+ * The configuration: a field per entry of `options` (its doc is there), and the fields computed
+ * after them, which are documented here and listed in `computedFields`.
+ */
+export interface Config extends OptionFields {
+  /** Where the embedded Postgres keeps its data (MOORING_DATA_DIR resolved against the working folder). Default ./.mooring. */
+  dataDir: string;
+  /**
+   * Where the embedded Postgres keeps a pristine cluster to copy into a new data folder instead of
+   * running initdb (MOORING_CLUSTER_TEMPLATE_DIR resolved against the working folder); `off`:
+   * initdb every time. Default node_modules/.cache/mooring.
+   */
+  clusterTemplateDir: string | undefined;
+  /**
+   * Tracing with OpenTelemetry (docs/operations.md, Tracing), from the standard OTEL_* variables:
+   * null (off, the default) unless OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT
+   * is set (or OTEL_TRACES_EXPORTER=otlp), and always with OTEL_SDK_DISABLED=true or
+   * OTEL_TRACES_EXPORTER=none.
+   */
+  tracing: TracingOptions | null;
+}
+
+/**
+ * The `Config` fields that are not one variable parsed (a path resolved, or several variables
+ * together), each with the variables loadConfig reads for it: unknownVariables knows them, and
+ * test/unit/config-docs.test.ts checks that these and `options` are every field and every read.
+ */
+export const computedFields = {
+  dataDir: ["MOORING_DATA_DIR"],
+  clusterTemplateDir: ["MOORING_CLUSTER_TEMPLATE_DIR"],
+  tracing: [
+    "OTEL_SDK_DISABLED",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_SERVICE_NAME",
+    "OTEL_TRACES_SAMPLER",
+    "OTEL_TRACES_SAMPLER_ARG",
+    "OTEL_BSP_SCHEDULE_DELAY",
+    "OTEL_BSP_MAX_QUEUE_SIZE",
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+  ],
+} satisfies Record<Exclude<keyof Config, keyof OptionFields>, string[]>;
+
+/** Where and how spans are exported (OTLP over HTTP with JSON bodies), from the OTEL_* variables. */
+export interface TracingOptions {
+  /** The full URL spans are posted to (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces). */
+  url: string;
+  /** Headers sent with each export (OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TRACES_HEADERS); never logged. */
+  headers: Record<string, string>;
+  /** One export's timeout (OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, OTEL_EXPORTER_OTLP_TIMEOUT). Default 10000. */
+  timeoutMs: number;
+  /** service.name (OTEL_SERVICE_NAME, else service.name of OTEL_RESOURCE_ATTRIBUTES). Default mooring. */
+  serviceName: string;
+  /** OTEL_RESOURCE_ATTRIBUTES: `key=value,...`, percent-decoded. */
+  resourceAttributes: Record<string, string>;
+  /** OTEL_TRACES_SAMPLER. Default parentbased_always_on. */
+  sampler: TracesSampler;
+  /** OTEL_TRACES_SAMPLER_ARG: the ratio of the traceidratio samplers. Default 1. */
+  samplerRatio: number;
+  /** OTEL_BSP_SCHEDULE_DELAY: ms between two exports. Default 5000. */
+  scheduleDelayMs: number;
+  /** OTEL_BSP_MAX_QUEUE_SIZE: spans buffered before new ones are dropped. Default 2048. */
+  maxQueueSize: number;
+  /** OTEL_BSP_MAX_EXPORT_BATCH_SIZE: spans per export. Default 512. */
+  maxExportBatchSize: number;
+}
+
+export type TracesSampler =
+  | "always_on"
+  | "always_off"
+  | "traceidratio"
+  | "parentbased_always_on"
+  | "parentbased_always_off"
+  | "parentbased_traceidratio";
+
+/** Build the configuration from an environment (default `process.env`). Throws ConfigError. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const fields: Record<string, unknown> = {};
+  for (const [field, o] of Object.entries(options) as [string, Option<unknown>][]) {
+    // A list default is copied: a caller that changes its configuration changes no other's.
+    const fallback = Array.isArray(o.default) ? [...o.default] : o.default;
+    fields[field] = read(env, o.env, o.parse, fallback);
+  }
+  // The computed fields (computedFields).
+  const config: Config = {
+    ...(fields as OptionFields),
+    dataDir: resolve(read(env, "MOORING_DATA_DIR", text, "./.mooring")),
+    clusterTemplateDir: offOrPath(read(env, "MOORING_CLUSTER_TEMPLATE_DIR", text, defaultClusterTemplateDir)),
+    tracing: tracingOptions(env),
+  };
+  if (config.webhookLeaseMs <= config.webhookTimeoutMs) {
+    throw new ConfigError(
+      `MOORING_WEBHOOK_LEASE_MS (${config.webhookLeaseMs}) must be larger than MOORING_WEBHOOK_TIMEOUT_MS (${config.webhookTimeoutMs})`,
+    );
+  }
+  if (config.webhooks.length > 0 && config.tenants.length > 0) {
+    throw new ConfigError(
+      'MOORING_WEBHOOKS is for the single-tenant gateway: with MOORING_TENANTS give each tenant its "webhooks"',
+    );
+  }
+  if (config.corsOrigins.includes("*") && !tokensRequired(config)) {
+    throw new ConfigError(
+      "MOORING_CORS_ORIGINS=* lets every website call the gateway and is accepted only with MOORING_API_TOKENS set; list the exact origins instead",
+    );
+  }
+  if (config.heartbeatMs >= config.leaseMs) {
+    throw new ConfigError(
+      `MOORING_HEARTBEAT_MS (${config.heartbeatMs}) must be smaller than MOORING_LEASE_MS (${config.leaseMs})`,
+    );
+  }
+  return config;
+}
+
 /**
  * The OpenTelemetry options from the standard variables (opentelemetry.io/docs/specs/otel/configuration/sdk-environment-variables/),
  * or null when tracing is off. mooring exports OTLP over HTTP with JSON bodies: OTEL_*_PROTOCOL may
@@ -372,7 +734,8 @@ export const upstreamLimitDefaults = {
  * is refused, so a gRPC port is never sent HTTP.
  */
 function tracingOptions(env: NodeJS.ProcessEnv): TracingOptions | null {
-  const disabled = read(env, "OTEL_SDK_DISABLED", oneOf("true", "false", "TRUE", "FALSE"), "false").toLowerCase() === "true";
+  const disabled =
+    read(env, "OTEL_SDK_DISABLED", oneOf("true", "false", "TRUE", "FALSE"), "false").toLowerCase() === "true";
   const exporter = read(env, "OTEL_TRACES_EXPORTER", oneOf("otlp", "none"), null as "otlp" | "none" | null);
   const tracesEndpoint = read<string | null>(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", httpUrl, null);
   const endpoint = read<string | null>(env, "OTEL_EXPORTER_OTLP_ENDPOINT", httpUrl, null);
@@ -471,139 +834,6 @@ const ratio: Parser<number> = (name, raw) => {
   return n;
 };
 
-/** Build the configuration from an environment (default `process.env`). Throws ConfigError. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const config: Config = {
-    maxActive: read(env, "MOORING_MAX_ACTIVE", integer(1, 100000), 5),
-    maxQueued: read(env, "MOORING_MAX_QUEUED", integer(0, 1000000), 20),
-    queueTimeoutMs: read(env, "MOORING_QUEUE_TIMEOUT_MS", integer(1), 600_000),
-    turnTimeoutMs: read(env, "MOORING_TURN_TIMEOUT_MS", integer(1, 3_600_000), 600_000),
-    permissionTimeoutMs: read(env, "MOORING_PERMISSION_TIMEOUT_MS", integer(1, 86_400_000), 600_000),
-    permissionInputMaxBytes: read(
-      env,
-      "MOORING_PERMISSION_INPUT_MAX_BYTES",
-      integer(2048, 16_777_216),
-      262_144,
-    ),
-    leaseMs: read(env, "MOORING_LEASE_MS", integer(100), 30_000),
-    heartbeatMs: read(env, "MOORING_HEARTBEAT_MS", integer(10), 5_000),
-    sweepMs: read(env, "MOORING_SWEEP_MS", integer(10), 10_000),
-    agentIdleMs: read(env, "MOORING_AGENT_IDLE_MS", integer(1), 900_000),
-    transcriptMaxBytes: read(env, "MOORING_TRANSCRIPT_MAX_BYTES", integer(0), 64 * 1024 * 1024),
-    upstreamSilentMs: read(env, "MOORING_UPSTREAM_SILENT_MS", integer(1), 600_000),
-    upstreamMaxMessageBytes: read(
-      env,
-      "MOORING_UPSTREAM_MAX_MESSAGE_BYTES",
-      integer(1024),
-      upstreamLimitDefaults.maxMessageBytes,
-    ),
-    upstreamMaxEventBytes: read(
-      env,
-      "MOORING_UPSTREAM_MAX_EVENT_BYTES",
-      integer(1024),
-      upstreamLimitDefaults.maxEventBytes,
-    ),
-    upstreamMaxBodyBytes: read(
-      env,
-      "MOORING_UPSTREAM_MAX_BODY_BYTES",
-      integer(1024),
-      upstreamLimitDefaults.maxBodyBytes,
-    ),
-    upstreamPollMinMs: read(
-      env,
-      "MOORING_UPSTREAM_POLL_MIN_MS",
-      integer(10),
-      upstreamLimitDefaults.pollMinMs,
-    ),
-    contextWindow: read(env, "MOORING_CONTEXT_WINDOW", integer(1), 200_000),
-    shutdownGraceMs: read(env, "MOORING_SHUTDOWN_GRACE_MS", integer(0), 20_000),
-    drainTimeoutMs: read(env, "MOORING_DRAIN_TIMEOUT_MS", integer(0), 600_000),
-    timeScale: read(env, "MOORING_TIME_SCALE", integer(1, 1000), 1),
-    recovery: read(env, "MOORING_RECOVERY", oneOf("fail", "continue"), "fail"),
-    acpAgent: read(env, "MOORING_ACP_AGENT", text, "claude-code"),
-    databaseUrl: read<string | undefined>(env, "DATABASE_URL", text, undefined),
-    dataDir: resolve(read(env, "MOORING_DATA_DIR", text, "./.mooring")),
-    clusterTemplateDir: offOrPath(read(env, "MOORING_CLUSTER_TEMPLATE_DIR", text, defaultClusterTemplateDir)),
-    host: read(env, "HOST", text, "127.0.0.1"),
-    port: read(env, "PORT", integer(0, 65535), 8787),
-    apiTokens: read(env, "MOORING_API_TOKENS", list(","), []),
-    tenants: read(env, "MOORING_TENANTS", tenantSpecs(env), []),
-    workspaceRoots: read(env, "MOORING_WORKSPACE_ROOTS", absolutePaths, []),
-    agents: read<string | undefined>(env, "MOORING_AGENTS", text, undefined),
-    logLevel: read(
-      env,
-      "LOG_LEVEL",
-      oneOf("fatal", "error", "warn", "info", "debug", "trace", "silent"),
-      "info",
-    ),
-    logFormat: read(env, "MOORING_LOG_FORMAT", oneOf("auto", "json", "pretty"), "auto"),
-    bodyLimitBytes: read(env, "MOORING_BODY_LIMIT_BYTES", integer(1024), 1_048_576),
-    headersTimeoutMs: read(env, "MOORING_HEADERS_TIMEOUT_MS", integer(100, 600_000), 10_000),
-    requestTimeoutMs: read(env, "MOORING_REQUEST_TIMEOUT_MS", integer(100, 3_600_000), 30_000),
-    keepAliveTimeoutMs: read(env, "MOORING_KEEP_ALIVE_TIMEOUT_MS", integer(100, 600_000), 5_000),
-    maxConnections: read(env, "MOORING_MAX_CONNECTIONS", integer(16, 1_000_000), 4096),
-    maxPendingPerAddress: read(env, "MOORING_MAX_PENDING_PER_ADDRESS", integer(1, 100_000), 64),
-    maxPromptChars: read(env, "MOORING_MAX_PROMPT_CHARS", integer(1), 200_000),
-    eventRetention: read(env, "MOORING_EVENT_RETENTION", integer(0), 0),
-    archivedRetentionDays: read(env, "MOORING_ARCHIVED_RETENTION_DAYS", integer(0, 36_500), 0),
-    eventFlushMs: read(env, "MOORING_EVENT_FLUSH_MS", integer(1, 1000), 2),
-    eventFlushMax: read(env, "MOORING_EVENT_FLUSH_MAX", integer(1, 10000), 64),
-    eventFlushLanes: read(env, "MOORING_EVENT_FLUSH_LANES", integer(1, 16), 4),
-    pollMs: read(env, "MOORING_POLL_MS", integer(10), 1000),
-    wsMaxBufferedBytes: read(env, "MOORING_WS_MAX_BUFFERED_BYTES", integer(1024), 4_194_304),
-    wsMaxPayloadBytes: read(env, "MOORING_WS_MAX_PAYLOAD_BYTES", integer(1024), 1_048_576),
-    wsPingMs: read(env, "MOORING_WS_PING_MS", integer(10), 15_000),
-    rpcMaxBatch: read(env, "MOORING_RPC_MAX_BATCH", integer(1, 10_000), 100),
-    wsMaxInFlight: read(env, "MOORING_WS_MAX_IN_FLIGHT", integer(1, 100_000), 200),
-    maxLongPolls: read(env, "MOORING_MAX_LONG_POLLS", integer(0, 1_000_000), 1000),
-    listPageBytes: read(env, "MOORING_LIST_PAGE_BYTES", integer(1024), 1_048_576),
-    checkpoints: read(env, "MOORING_CHECKPOINTS", flag, true),
-    checkpointMaxFileBytes: read(env, "MOORING_CHECKPOINT_MAX_FILE_BYTES", integer(0), 10_485_760),
-    checkpointMaxFiles: read(env, "MOORING_CHECKPOINT_MAX_FILES", integer(1), 20_000),
-    sseHeartbeatMs: read(env, "MOORING_SSE_HEARTBEAT_MS", integer(10), 15_000),
-    instanceId: read<string | undefined>(env, "MOORING_INSTANCE_ID", text, undefined),
-    instanceGroup: read(env, "MOORING_INSTANCE_GROUP", groupName, "default"),
-    corsOrigins: read(env, "MOORING_CORS_ORIGINS", origins, []),
-    allowedHosts: read(env, "MOORING_ALLOWED_HOSTS", hostNames, []),
-    agentEnvDeny: read(env, "MOORING_AGENT_ENV_DENY", variableNames, []),
-    metricsPublic: read(env, "MOORING_METRICS_PUBLIC", flag, false),
-    webhooks: read(env, "MOORING_WEBHOOKS", webhookEndpoints(env), []),
-    webhookRetryScheduleMs: read(
-      env,
-      "MOORING_WEBHOOK_RETRY_SCHEDULE_MS",
-      delays,
-      defaultWebhookRetryScheduleMs,
-    ),
-    webhookTimeoutMs: read(env, "MOORING_WEBHOOK_TIMEOUT_MS", integer(100, 600_000), 10_000),
-    webhookPollMs: read(env, "MOORING_WEBHOOK_POLL_MS", integer(10), 1000),
-    webhookLeaseMs: read(env, "MOORING_WEBHOOK_LEASE_MS", integer(1000), 60_000),
-    webhookConcurrency: read(env, "MOORING_WEBHOOK_CONCURRENCY", integer(1, 64), 4),
-    webhookEndpointConcurrency: read(env, "MOORING_WEBHOOK_ENDPOINT_CONCURRENCY", integer(1, 64), 2),
-    tracing: tracingOptions(env),
-  };
-  if (config.webhookLeaseMs <= config.webhookTimeoutMs) {
-    throw new ConfigError(
-      `MOORING_WEBHOOK_LEASE_MS (${config.webhookLeaseMs}) must be larger than MOORING_WEBHOOK_TIMEOUT_MS (${config.webhookTimeoutMs})`,
-    );
-  }
-  if (config.webhooks.length > 0 && config.tenants.length > 0) {
-    throw new ConfigError(
-      'MOORING_WEBHOOKS is for the single-tenant gateway: with MOORING_TENANTS give each tenant its "webhooks"',
-    );
-  }
-  if (config.corsOrigins.includes("*") && !tokensRequired(config)) {
-    throw new ConfigError(
-      "MOORING_CORS_ORIGINS=* lets every website call the gateway and is accepted only with MOORING_API_TOKENS set; list the exact origins instead",
-    );
-  }
-  if (config.heartbeatMs >= config.leaseMs) {
-    throw new ConfigError(
-      `MOORING_HEARTBEAT_MS (${config.heartbeatMs}) must be smaller than MOORING_LEASE_MS (${config.leaseMs})`,
-    );
-  }
-  return config;
-}
-
 /** Whether any token is configured (MOORING_API_TOKENS or MOORING_TENANTS): then every route but health needs one. */
 export function tokensRequired(config: Pick<Config, "apiTokens" | "tenants">): boolean {
   return config.apiTokens.length > 0 || config.tenants.length > 0;
@@ -634,21 +864,8 @@ export function checkStartupConfig(config: Config): void {
  */
 const CLI_VARIABLES = ["MOORING_URL", "MOORING_TOKEN", "MOORING_CONNECT_TIMEOUT_MS", "MOORING_AGENT"];
 
-/**
- * Every variable loadConfig reads, found by letting it read an empty environment that records
- * each name asked for: the list cannot drift from the reads above.
- */
-function optionNames(): string[] {
-  const names = new Set<string>();
-  const recorder = new Proxy({} as NodeJS.ProcessEnv, {
-    get: (_target, name) => {
-      if (typeof name === "string") names.add(name);
-      return undefined;
-    },
-  });
-  loadConfig(recorder);
-  return [...names];
-}
+/** Every variable loadConfig reads: the options', then the computed fields'. */
+const optionNames = [...Object.values(options).map((o) => o.env), ...Object.values(computedFields).flat()];
 
 export interface UnknownVariable {
   name: string;
@@ -659,8 +876,7 @@ export interface UnknownVariable {
 /** MOORING_* variables in `env` that neither the gateway nor the CLI reads: typos, mostly. */
 export function unknownVariables(env: NodeJS.ProcessEnv = process.env): UnknownVariable[] {
   // HOST, PORT, LOG_LEVEL and DATABASE_URL too: MOORING_PORT is nearest to PORT.
-  const options = optionNames();
-  const known = new Set([...options, ...CLI_VARIABLES]);
+  const known = new Set([...optionNames, ...CLI_VARIABLES]);
   const stem = (option: string) => option.replace(/^MOORING_/, "");
   return Object.keys(env)
     .filter((name) => name.startsWith("MOORING_") && !known.has(name))
@@ -668,7 +884,7 @@ export function unknownVariables(env: NodeJS.ProcessEnv = process.env): UnknownV
     .map((name) => {
       let closest: string | null = null;
       let best = Number.POSITIVE_INFINITY;
-      for (const option of options) {
+      for (const option of optionNames) {
         const d = editDistance(stem(name), stem(option));
         if (d < best) [best, closest] = [d, option];
       }
