@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import type { Sql } from "../../src/db/client.js";
+import { connect, type Sql } from "../../src/db/client.js";
 import { appendPositionEvents } from "../../src/sql/append-position.js";
 import { lockSessionRow } from "../../src/sql/lock-session.js";
 import { eventWriteCommitted, pruneEventWrites, recordEventWrite } from "../../src/sql/event-writes.js";
@@ -18,7 +18,6 @@ import {
   notifyGate,
   notifyInTransaction,
   notifyPermission,
-  notifySessionHeads,
   notifySessions,
 } from "../../src/sql/notify.js";
 import { pruneEvents } from "../../src/sql/prune-events.js";
@@ -313,35 +312,27 @@ describe("notify", () => {
     }
   });
 
-  it("sends the heads the transaction wrote, for existing sessions only", async () => {
-    const a = await addSession(t.sql, { lastSeq: 2 });
+  it("Notifier sends a head without a new event (-1), `*` for too many heads, and sets synchronous_commit for its own transaction only", async () => {
     const l = await listen(channels.sessions);
+    const one = connect(t.url, { max: 1 });
     try {
-      await t.sql.begin(async (tx) => {
-        await tx`update sessions set last_seq = 9 where id = ${a}`;
-        await notifySessionHeads(tx, [a, randomUUID()]);
-      });
-      await t.sql.begin((tx) => notifySessionHeads(tx, [randomUUID()]));
-      const heard = await heardUpTo(channels.sessions, l);
-      expect(heard.map((p) => JSON.parse(p))).toEqual([[[a, 9]]]);
-    } finally {
-      await l.stop();
-    }
-  });
-
-  it("sends `*` for the heads of too many sessions to list", async () => {
-    const many = await t.sql<{ id: string }[]>`
-      insert into sessions (workspace, agent) select '/ws', 'simulated' from generate_series(1, 200) returning id`;
-    const l = await listen(channels.sessions);
-    try {
-      await t.sql.begin((tx) =>
-        notifySessionHeads(
-          tx,
-          many.map((s) => s.id),
-        ),
+      const errors: unknown[] = [];
+      const notifier = new Notifier(
+        () => one.sql,
+        (err) => errors.push(err),
       );
-      expect(await heardUpTo(channels.sessions, l)).toEqual(["*"]);
+      notifier.add({ heads: new Map([["s-1", -1]]) });
+      await expect.poll(() => l.heard.length, NOTIFIED).toBe(1);
+      notifier.add({
+        heads: new Map(Array.from({ length: 300 }, () => [randomUUID(), 1] as [string, number])),
+      });
+      expect(await heardUpTo(channels.sessions, l)).toEqual([JSON.stringify([["s-1", -1]]), "*"]);
+      expect(errors).toEqual([]);
+      // The same connection: the setting ended with the notification's transaction.
+      const [setting] = await one.sql<{ synchronousCommit: string }[]>`show synchronous_commit`;
+      expect(setting).toEqual({ synchronousCommit: "on" });
     } finally {
+      await one.close();
       await l.stop();
     }
   });

@@ -1,13 +1,16 @@
 /**
  * Unit tests of the event log's pure flush planning (src/stream): `takeBatch` (how many pending
  * events go in one transaction), `groupBySessionAndFence` (one append per session and writer,
- * deltas merged) and `planFlush` (the statements of one flush, their order and the row locks).
+ * deltas merged), `planFlush` (the statements of one flush, their order and the row locks) and
+ * the notification a flush declares from its answers (`flushChange`).
  * No database: a plan's statements are called with a recording query tag to see what they send.
  */
 import { describe, expect, it } from "vitest";
 import type { Tx } from "../../src/db/client.js";
 import type { OwnerFence } from "../../src/sql/append-events.js";
 import { groupBySessionAndFence, takeBatch } from "../../src/stream/event-batch.js";
+import { flushChange } from "../../src/domain/committer.js";
+import type { StoredEvent } from "../../src/sql/append-events.js";
 import { planFlush, type Work } from "../../src/stream/event-lane.js";
 import type { PendingEvent, SessionWrite } from "../../src/stream/event-log.js";
 
@@ -25,7 +28,12 @@ function fence(taskId: string, attempt = 1): OwnerFence {
   return { taskId, bootId: "boot-1", attempt };
 }
 
-function delta(sessionId: string, taskId: string, text: string, f: OwnerFence | undefined = fence(taskId)): PendingEvent {
+function delta(
+  sessionId: string,
+  taskId: string,
+  text: string,
+  f: OwnerFence | undefined = fence(taskId),
+): PendingEvent {
   return { sessionId, taskId, type: "message.delta", data: { text }, fence: f };
 }
 
@@ -77,7 +85,11 @@ describe("takeBatch", () => {
 
   it("takes events that fill the bound exactly", () => {
     const each = MAX_BYTES / 2 - OVERHEAD;
-    const pending = [toolResult(S1, "t1", "x".repeat(each)), toolResult(S1, "t1", "y".repeat(each)), delta(S1, "t1", "z")];
+    const pending = [
+      toolResult(S1, "t1", "x".repeat(each)),
+      toolResult(S1, "t1", "y".repeat(each)),
+      delta(S1, "t1", "z"),
+    ];
     const batch = takeBatch(pending);
     expect(batch).toHaveLength(2);
     expect(pending).toHaveLength(1);
@@ -109,7 +121,9 @@ describe("takeBatch", () => {
     });
     const inputs = [input("x".repeat(MAX_BYTES / 2)), input("y".repeat(MAX_BYTES / 2))];
     expect(takeBatch([...inputs])).toHaveLength(1);
-    const structured = Array.from({ length: 3 }, () => toolResult(S1, "t1", { lines: ["x".repeat(MAX_BYTES)] }));
+    const structured = Array.from({ length: 3 }, () =>
+      toolResult(S1, "t1", { lines: ["x".repeat(MAX_BYTES)] }),
+    );
     expect(takeBatch([...structured])).toHaveLength(3);
   });
 });
@@ -118,12 +132,19 @@ describe("groupBySessionAndFence", () => {
   it("merges a run of one task's deltas into one event, in order", () => {
     const groups = groupBySessionAndFence([delta(S1, "t1", "a"), delta(S1, "t1", "b"), delta(S1, "t1", "c")]);
     expect(groups).toHaveLength(1);
-    expect(groups[0].events).toEqual([{ taskId: "t1", type: "message.delta", data: { text: "abc" }, payload: undefined }]);
+    expect(groups[0].events).toEqual([
+      { taskId: "t1", type: "message.delta", data: { text: "abc" }, payload: undefined },
+    ]);
   });
 
   it("does not merge across another event type, and keeps each session's order", () => {
     const tool = toolResult(S1, "t1", "out");
-    const groups = groupBySessionAndFence([delta(S1, "t1", "a"), tool, delta(S1, "t1", "b"), delta(S1, "t1", "c")]);
+    const groups = groupBySessionAndFence([
+      delta(S1, "t1", "a"),
+      tool,
+      delta(S1, "t1", "b"),
+      delta(S1, "t1", "c"),
+    ]);
     expect(groups.map((g) => g.events.map((e) => [e.type, e.data]))).toEqual([
       [
         ["message.delta", { text: "a" }],
@@ -142,7 +163,13 @@ describe("groupBySessionAndFence", () => {
       { sessionId: S1, taskId: null, type: "session.notice", data: { text: "n" } },
       delta(S2, "t2", "v"),
     ]);
-    expect(groups.map((g) => [g.sessionId, g.fence ? `${g.fence.taskId}:${g.fence.attempt}` : null, g.events.length])).toEqual([
+    expect(
+      groups.map((g) => [
+        g.sessionId,
+        g.fence ? `${g.fence.taskId}:${g.fence.attempt}` : null,
+        g.events.length,
+      ]),
+    ).toEqual([
       [S2, "t2:1", 1],
       [S1, "t1:1", 1],
       [S1, "t1b:1", 1],
@@ -166,7 +193,12 @@ function recordingTx(): { tx: Tx; sent: { text: string; values: unknown[] }[] } 
 const noop = () => {};
 
 function settle(sessionId: string, f: OwnerFence): Work {
-  return { kind: "settle", request: { sessionId, fence: f, settlement: { status: "completed" } } as never, after: 0, done: noop };
+  return {
+    kind: "settle",
+    request: { sessionId, fence: f, settlement: { status: "completed" } } as never,
+    after: 0,
+    done: noop,
+  };
 }
 
 function write(w: SessionWrite): Work {
@@ -174,7 +206,12 @@ function write(w: SessionWrite): Work {
 }
 
 function cursor(turnCount: number) {
-  return { agentSessionId: `agent-${turnCount}`, turnCount, lastAssistantMessageId: null, pastAgentSessionIds: [] };
+  return {
+    agentSessionId: `agent-${turnCount}`,
+    turnCount,
+    lastAssistantMessageId: null,
+    pastAgentSessionIds: [],
+  };
 }
 
 function usage(inputTokens: number) {
@@ -184,7 +221,8 @@ function usage(inputTokens: number) {
 /** The plan's steps in a compact form: kind, and session (or item indexes) where it helps. */
 function shape(plan: ReturnType<typeof planFlush>): string[] {
   return plan.steps.map((step) => {
-    if (step.kind === "append") return `append ${step.group.sessionId.slice(-1)}:${step.group.fence?.taskId ?? "-"}`;
+    if (step.kind === "append")
+      return `append ${step.group.sessionId.slice(-1)}:${step.group.fence?.taskId ?? "-"}`;
     if (step.kind === "write") return `write ${step.items.join(",")}`;
     if (step.kind === "settle") return `settle ${step.item}`;
     return "lock";
@@ -194,7 +232,7 @@ function shape(plan: ReturnType<typeof planFlush>): string[] {
 describe("planFlush", () => {
   it("plans nothing for an empty flush", () => {
     const plan = planFlush([], []);
-    expect(plan).toEqual({ steps: [], statements: [], notifySessions: [] });
+    expect(plan).toEqual({ steps: [], statements: [] });
   });
 
   it("goes through sessions in id order, whatever order they came in, one statement per step", () => {
@@ -202,7 +240,6 @@ describe("planFlush", () => {
     const plan = planFlush(groups, []);
     expect(shape(plan)).toEqual(["append 1:t1", "append 2:t2", "append 3:t3"]);
     expect(plan.statements).toHaveLength(plan.steps.length);
-    expect(plan.notifySessions).toEqual([S1, S2, S3]);
   });
 
   it("orders one session's statements: events, then session writes, then settlements", () => {
@@ -214,7 +251,6 @@ describe("planFlush", () => {
   it("locks the session row before a settlement with no events of its turn in the flush", () => {
     const plan = planFlush([], [settle(S1, fence("t1"))]);
     expect(shape(plan)).toEqual(["lock", "settle 0"]);
-    expect(plan.notifySessions).toEqual([S1]);
     const { tx, sent } = recordingTx();
     void plan.statements[0](tx);
     expect(sent[0].text).toMatch(/from sessions where id = \$ for update/);
@@ -227,15 +263,25 @@ describe("planFlush", () => {
   });
 
   it("does not lock again when gateway-level events (no fence) of the session are appended first", () => {
-    const groups = groupBySessionAndFence([{ sessionId: S1, taskId: null, type: "session.notice", data: {} }]);
+    const groups = groupBySessionAndFence([
+      { sessionId: S1, taskId: null, type: "session.notice", data: {} },
+    ]);
     expect(shape(planFlush(groups, [settle(S1, fence("t1"))]))).toEqual(["append 1:-", "settle 0"]);
   });
 
   it("locks when the session's appended events belong to another turn or another attempt", () => {
     const otherTask = groupBySessionAndFence([delta(S1, "t2", "a")]);
-    expect(shape(planFlush(otherTask, [settle(S1, fence("t1"))]))).toEqual(["lock", "append 1:t2", "settle 0"]);
+    expect(shape(planFlush(otherTask, [settle(S1, fence("t1"))]))).toEqual([
+      "lock",
+      "append 1:t2",
+      "settle 0",
+    ]);
     const otherAttempt = groupBySessionAndFence([delta(S1, "t1", "a", fence("t1", 2))]);
-    expect(shape(planFlush(otherAttempt, [settle(S1, fence("t1", 1))]))).toEqual(["lock", "append 1:t1", "settle 0"]);
+    expect(shape(planFlush(otherAttempt, [settle(S1, fence("t1", 1))]))).toEqual([
+      "lock",
+      "append 1:t1",
+      "settle 0",
+    ]);
   });
 
   it("locks once for several settlements of one session, and keeps them in the order they came", () => {
@@ -253,8 +299,6 @@ describe("planFlush", () => {
     ];
     const plan = planFlush([], items);
     expect(shape(plan)).toEqual(["write 0,1,2,3"]);
-    // A session write alone does not grow the log: no notification for it.
-    expect(plan.notifySessions).toEqual([]);
     const { tx, sent } = recordingTx();
     void plan.statements[0](tx);
     expect(sent).toHaveLength(1);
@@ -285,8 +329,64 @@ describe("planFlush", () => {
       write({ sessionId: S1, fence: fence("t1"), cursor: cursor(1) }),
     ];
     const plan = planFlush(groups, items);
-    expect(shape(plan)).toEqual(["append 1:t1", "write 3", "append 2:t2", "settle 0", "lock", "write 1", "settle 2"]);
-    expect(plan.notifySessions).toEqual([S1, S2, S3]);
+    expect(shape(plan)).toEqual([
+      "append 1:t1",
+      "write 3",
+      "append 2:t2",
+      "settle 0",
+      "lock",
+      "write 1",
+      "settle 2",
+    ]);
     expect(plan.statements).toHaveLength(plan.steps.length);
+  });
+});
+
+describe("flushChange's notification", () => {
+  const stored = (sessionId: string, seq: number, type = "message.delta"): StoredEvent => ({
+    sessionId,
+    seq,
+    taskId: "t",
+    type,
+    at: new Date(0),
+    data: {},
+  });
+
+  it("declares, after the commit, each session's head as its appends and settlements answered, and the gate when a turn settled", () => {
+    const groups = groupBySessionAndFence([delta(S2, "t2", "a"), delta(S1, "t1", "b")]);
+    const plan = planFlush(groups, [settle(S2, fence("t2"))]);
+    expect(shape(plan)).toEqual(["append 1:t1", "append 2:t2", "settle 0"]);
+    const answers = [
+      [stored(S1, 4), stored(S1, 5)],
+      [stored(S2, 7)],
+      { row: {}, event: stored(S2, 8, "task.completed") },
+    ];
+    const { effects } = flushChange(plan, "w").outcome({ steps: answers });
+    expect(effects.notify).toEqual({
+      when: "afterCommit",
+      heads: new Map([
+        [S1, 5],
+        [S2, 8],
+      ]),
+      gate: true,
+    });
+    expect(effects.events?.map((e) => [e.sessionId, e.seq])).toEqual([
+      [S1, 4],
+      [S1, 5],
+      [S2, 7],
+      [S2, 8],
+    ]);
+  });
+
+  it("notifies no gate for a settlement the fence refused or that found input pending, nothing for a flush that grew no log", () => {
+    const groups = groupBySessionAndFence([delta(S1, "t1", "a")]);
+    const plan = planFlush(groups, [settle(S1, fence("t1")), settle(S1, fence("t2"))]);
+    expect(shape(plan)).toEqual(["lock", "append 1:t1", "settle 0", "settle 1"]);
+    const { effects } = flushChange(plan, "w").outcome({
+      steps: [null, [stored(S1, 3)], "input-pending", null],
+    });
+    expect(effects.notify).toEqual({ when: "afterCommit", heads: new Map([[S1, 3]]), gate: false });
+    const writes = planFlush([], [write({ sessionId: S1, fence: fence("t1"), cursor: cursor(1) })]);
+    expect(flushChange(writes, "w").outcome({ steps: [null] }).effects.notify).toBeUndefined();
   });
 });

@@ -272,7 +272,7 @@ function admitted(
     value: results,
     effects: {
       events,
-      notify: { when: "afterCommit", heads, gate: heads.size > 0 },
+      notify: { when: "afterCommit", heads, gate: heads.size > 0, cancel },
       claimed,
       cancel,
       queueMoved: results.some((r) => r.created) || claimed.length > 0,

@@ -13,5 +13,5 @@ export async function requestDrainIn(
   leaseMs: number,
 ): Promise<{ value: string[]; effects: Effects }> {
   const boots = await requestDrain(tx, instanceId, leaseMs);
-  return { value: boots, effects: { notify: { drain: boots, when: "inTransaction" } } };
+  return { value: boots, effects: { notify: { drain: boots, when: "afterCommit" } } };
 }

@@ -14,5 +14,5 @@ export async function recordRevertIn(
   const events = await appendEvents(tx, sessionId, [
     { taskId: null, type: "session.reverted", data: revert },
   ]);
-  return { value: null, effects: { events, notify: { when: "inTransaction", heads: headsOf(events) } } };
+  return { value: null, effects: { events, notify: { when: "afterCommit", heads: headsOf(events) } } };
 }
