@@ -248,7 +248,7 @@ describe("cancel-task", () => {
     expect((await findActiveTaskOfSession(t.sql, id))?.id).toBe(cancelling.id);
   });
 
-  it("interrupts the session's running turn and tells its owner at commit", async () => {
+  it("interrupts the session's running turn, notifying nothing itself (the admission declares the cancel)", async () => {
     const id = await addSession(t.sql, { tenant: "a" });
     const running = await addTask(t.sql, id, { status: "running" });
     const heard: string[] = [];
@@ -256,8 +256,9 @@ describe("cancel-task", () => {
     try {
       const row = await t.sql.begin((tx) => interruptRunningTaskOfSession(tx, id, null, "a"));
       expect(row).toMatchObject({ id: running.id, status: "cancelling" });
-      expect(row).not.toHaveProperty("notified");
-      await expect.poll(() => heard, NOTIFIED).toEqual([running.id]);
+      // A marker sent after it: once heard, anything the interrupt's commit sent was heard first.
+      await t.sql`select pg_notify(${channels.cancel}, 'marker')`;
+      await expect.poll(() => heard, NOTIFIED).toEqual(["marker"]);
     } finally {
       await listening.unlisten();
     }
