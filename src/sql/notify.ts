@@ -44,7 +44,9 @@ export interface Notifications {
 
 /**
  * `notifications` sent inside the transaction `q` belongs to, so they are delivered at its commit
- * or never: one statement per channel used, in the order the channels are listed above.
+ * or never: one statement per channel used, in the order the channels are listed above. Only an
+ * archive's (domain/committer.ts says why): a NOTIFY in a transaction holds the notify lock
+ * across its commit's WAL flush.
  */
 export async function notifyInTransaction(q: Queryable, notifications: Notifications): Promise<void> {
   const { heads, gate, cancel = [], archived = [], permissions = [], drain = [], input = [] } = notifications;
@@ -61,7 +63,7 @@ export async function notifyInput(q: Queryable, taskId: string): Promise<void> {
   await q`select pg_notify(${channels.input}, ${taskId})`;
 }
 
-/** Sent inside the writer's transaction, so it is delivered at commit or never. */
+/** Sent inside the writer's transaction, so it is delivered at its commit or never. */
 export async function notifySessions(q: Queryable, heads: Map<string, number>): Promise<void> {
   if (heads.size === 0) return;
   let payload = JSON.stringify([...heads]);

@@ -1,6 +1,6 @@
 /**
  * Recording a workspace revert (domain/checkpoints.ts) once its files are restored: the
- * `session.reverted` event, its session's subscribers told at the commit.
+ * `session.reverted` event, its session's subscribers told after the commit.
  */
 import type { Tx } from "../../db/client.js";
 import { appendEvents } from "../../sql/append-events.js";
