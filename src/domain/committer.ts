@@ -18,17 +18,23 @@
  * - `events`: committed events go to this instance's subscribers (stream/session-feeds.ts), the
  *   metrics and the change bus.
  * - `notify`: the Postgres notifications other instances hear, by channel (session heads, gate,
- *   cancel, archived, permissions; sql/notify.ts), and when they go out: `inTransaction`, sent by
- *   the committer as the transaction's last statements, so they are delivered at its commit or
- *   never; or `afterCommit`, right after the commit through the coalescing `Notifier` (a NOTIFY
- *   inside a transaction holds a global lock until its commit is on disk: the hot paths, admission,
- *   claim and positions, send theirs after). A pipelined change can only notify after its commit
- *   (its effects are known from its answers), except the event log's flush, whose one NOTIFY
- *   (`flushChange`) reads the heads it wrote in SQL and is part of its pipelined transaction.
- *   Nothing else sends a notification (test/unit/import-layers.test.ts).
+ *   cancel, archived, permissions, drain, input; sql/notify.ts), and when they go out. The rule:
+ *   `afterCommit`, right after the commit through the coalescing `Notifier`, in a transaction of its
+ *   own that does not wait for its WAL flush. A NOTIFY inside a durable transaction holds a global
+ *   lock from its pre-commit until its commit is on disk, so every notifying commit waited for the
+ *   previous one's fsync (measured: bench/results/notes.md). A notification after the commit can be
+ *   lost when the process dies in between: every channel has a poll behind it (session feeds,
+ *   the sweeper's claim poll, the lease heartbeat reading `cancelling`, the permission and input
+ *   polls, the instance heartbeat reading a drain request). One exception, `inTransaction` (sent by
+ *   the committer as the transaction's last statements: delivered at its commit or never): an
+ *   archive, rare, whose mooring_archived has no poll behind it on other instances (their warm
+ *   agent and checkpoint refs of the session). The event log's flush notifies its sessions' heads
+ *   from the seqs it answered.
+ *   Nothing else sends a notification (test/unit/import-layers.test.ts); the webhook outbox trigger
+ *   (migrations/0012) notifies mooring_webhooks in the transactions that write a delivery.
  * - `claimed`: tasks this instance claimed; the worker starts them.
  * - `cancel`: tasks whose owner should stop them; stopped at once when this instance runs them
- *   (other instances hear mooring_cancel, sent by the transaction).
+ *   (other instances hear mooring_cancel, declared in `notify`).
  * - `sessionsChanged`: sessions whose tasks changed without a new event (a turn going
  *   `cancelling`): their subscribers and long-polls here re-read.
  * - `archived`: sessions archived; their warm agents here close (others hear mooring_archived).
@@ -53,17 +59,11 @@ import { requestContext } from "../log.js";
 import type { MetricsReporter } from "../metrics/reporter.js";
 import type { StoredEvent } from "../sql/event-append.js";
 import { eventWriteCommitted, eventWriteRecord } from "../sql/event-writes.js";
-import {
-  type Notifications,
-  Notifier,
-  notifyGate,
-  notifyInTransaction,
-  notifySessionHeads,
-} from "../sql/notify.js";
+import { type Notifications, Notifier, notifyInTransaction } from "../sql/notify.js";
 import type { TaskRow } from "../sql/task-row.js";
 import type { ChangeBus } from "../stream/change-bus.js";
 import type { FlushSender } from "../stream/event-lane.js";
-import { committedEvents, type FlushPlan } from "../stream/flush-plan.js";
+import { committedEvents, type FlushPlan, settledInFlush } from "../stream/flush-plan.js";
 import { EventLog, type EventLogOptions } from "../stream/event-log.js";
 
 /** When a change's notifications go out (see the module comment). */
@@ -229,22 +229,23 @@ export function headsOf(events: StoredEvent[]): Map<string, number> {
 
 /**
  * A flush of the event log (stream/event-lane.ts) as a state change: the plan's statements in
- * order, the NOTIFY of its sessions' new heads (read in SQL from the rows it wrote, which it holds
- * locked) and of the gate when a turn settled (a slot is free), both delivered at its commit, and
- * the flush's record in `event_writes` (a retry asks it whether a lost answer had committed). Its
- * answers are the plan's, in order; its effects, the events it committed.
+ * order and the flush's record in `event_writes` (a retry asks it whether a lost answer had
+ * committed). Its answers are the plan's, in order; its effects, the events it committed and,
+ * after the commit, the notification of its sessions' new heads (the seqs its appends and
+ * settlements answered) and of the gate when a turn settled (a slot is free).
  */
 export function flushChange(plan: FlushPlan, writeId: string) {
   return {
     statements: (q: Tx) => ({
       steps: plan.statements.map((statement) => statement(q)),
-      heads: notifySessionHeads(q, plan.notifySessions),
-      gate: plan.steps.some((s) => s.kind === "settle") ? notifyGate(q) : Promise.resolve(),
       record: eventWriteRecord(q, writeId),
     }),
-    outcome: ({ steps }: { steps: unknown[] }) => ({
-      value: steps,
-      effects: { events: committedEvents(plan, steps) } as Effects<"afterCommit">,
-    }),
+    outcome: ({ steps }: { steps: unknown[] }) => {
+      const events = committedEvents(plan, steps);
+      const settled = settledInFlush(plan, steps) > 0;
+      const effects: Effects<"afterCommit"> = { events };
+      if (events.length > 0) effects.notify = { when: "afterCommit", heads: headsOf(events), gate: settled };
+      return { value: steps, effects };
+    },
   };
 }

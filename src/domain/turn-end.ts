@@ -68,7 +68,7 @@ export async function endTurnsIn(
     )),
   );
   // A slot is free (here and, through mooring_gate, on every instance); a continuation may be queued.
-  const notify = { when: "inTransaction" as const, heads: headsOf(events), gate: true };
+  const notify = { when: "afterCommit" as const, heads: headsOf(events), gate: true };
   return { value: rows, effects: { events, gateChanged: true, queueMoved: true, notify } };
 }
 

@@ -109,11 +109,11 @@ export class Steering {
       const [event] = events;
       return {
         value: answer(task.id, task.sessionId, { seq: event.seq, text, at: event.at }, true),
-        // In the transaction: the instance running the turn hears it at the commit.
+        // After the commit: the instance running the turn hears it, or reads it at its next poll.
         effects: {
           events,
           inputAdded: [task.id],
-          notify: { when: "inTransaction" as const, heads: headsOf(events), input: [task.id] },
+          notify: { when: "afterCommit" as const, heads: headsOf(events), input: [task.id] },
         },
       };
     });

@@ -44,7 +44,9 @@ export interface Notifications {
 
 /**
  * `notifications` sent inside the transaction `q` belongs to, so they are delivered at its commit
- * or never: one statement per channel used, in the order the channels are listed above.
+ * or never: one statement per channel used, in the order the channels are listed above. Only an
+ * archive's (domain/committer.ts says why): a NOTIFY in a transaction holds the notify lock
+ * across its commit's WAL flush.
  */
 export async function notifyInTransaction(q: Queryable, notifications: Notifications): Promise<void> {
   const { heads, gate, cancel = [], archived = [], permissions = [], drain = [], input = [] } = notifications;
@@ -61,7 +63,7 @@ export async function notifyInput(q: Queryable, taskId: string): Promise<void> {
   await q`select pg_notify(${notifyChannels.input}, ${taskId})`;
 }
 
-/** Sent inside the writer's transaction, so it is delivered at commit or never. */
+/** Sent inside the writer's transaction, so it is delivered at its commit or never. */
 export async function notifySessions(q: Queryable, heads: Map<string, number>): Promise<void> {
   if (heads.size === 0) return;
   let payload = JSON.stringify([...heads]);
@@ -91,19 +93,21 @@ export async function notifyArchived(q: Queryable, sessionId: string): Promise<v
 }
 
 /**
- * Notifications sent after the commits they describe (the hot paths: submit, claim, positions;
- * and a client's permission answer), coalesced: whatever piles up while one is in flight goes out in
- * the next, as one statement of its own. Why not inside the transactions: NOTIFY takes a global
- * lock at commit that is held until the commit is flushed to disk, so every notifying commit
- * waits for the previous one's fsync, and the gate lock, held until commit, waited with it
- * (bench/results/history.md). A notification-only statement writes nothing to flush. They are
- * hints either way: one lost to a crash right after a commit is covered by the polling backstops.
- * One per instance, owned by the committer (domain/committer.ts), so every writer's coalesce.
+ * A change's notifications, sent after its commit (every change but an archive: domain/committer.ts),
+ * coalesced: whatever piles up while one is in flight goes out in the next, as one statement in a
+ * transaction of its own with `synchronous_commit = off`. Why not inside the changes' transactions:
+ * a NOTIFY takes a database-wide lock at commit (`PreCommit_Notify`) and keeps it until the commit
+ * is done, its WAL flush included, so every notifying commit waited for the previous one's fsync
+ * and none shared a group commit (bench/results/notes.md, history.md). The notifying transaction
+ * here writes nothing but its commit record and does not wait for it to reach the disk, so the lock
+ * is held for microseconds. The cost: a notification may be lost when this process dies between a
+ * commit and its send; they are hints, and every listener has a poll behind it.
+ * One per instance, owned by the committer, so every writer's coalesce.
  */
 export class Notifier {
   private heads = new Map<string, number>();
   private gate = false;
-  /** mooring_cancel, mooring_archived, mooring_permissions payloads not sent yet. */
+  /** mooring_cancel, mooring_archived, mooring_permissions, mooring_drain, mooring_input payloads. */
   private others: { channel: string; payload: string }[] = [];
   /** One notification statement in flight; what piles up meanwhile goes in the next. */
   private readonly sends: SingleFlight;
@@ -118,7 +122,7 @@ export class Notifier {
   /** A committed change's notifications, sent with whatever else is pending. */
   add(notifications: Notifications): void {
     for (const [id, seq] of notifications.heads ?? [])
-      if ((this.heads.get(id) ?? -1) < seq) this.heads.set(id, seq);
+      if (!this.heads.has(id) || (this.heads.get(id) ?? -1) < seq) this.heads.set(id, seq);
     if (notifications.gate) this.gate = true;
     for (const payload of notifications.cancel ?? [])
       this.others.push({ channel: notifyChannels.cancel, payload });
@@ -134,38 +138,22 @@ export class Notifier {
   }
 
   private async send(): Promise<void> {
-    if (this.others.length > 0) {
-      // The rarer channels (a cancel, an archive, an answer) go in a statement of their own, so the
-      // hot paths' statement below stays as it was.
-      const others = this.others;
-      this.others = [];
-      await this.q()`
-        select pg_notify(channel, payload)
-        from unnest(${others.map((o) => o.channel)}::text[], ${others.map((o) => o.payload)}::text[]) as o(channel, payload)`;
+    const pending = this.others;
+    this.others = [];
+    if (this.heads.size > 0) {
+      let payload = JSON.stringify([...this.heads]);
+      if (payload.length > MAX_PAYLOAD) payload = "*";
+      pending.push({ channel: notifyChannels.sessions, payload });
+      this.heads = new Map();
     }
-    if (this.heads.size === 0 && !this.gate) return;
-    const heads = this.heads;
-    const gate = this.gate;
-    this.heads = new Map();
+    if (this.gate) pending.push({ channel: notifyChannels.gate, payload: "" });
     this.gate = false;
-    let payload = heads.size > 0 ? JSON.stringify([...heads]) : null;
-    if (payload && payload.length > MAX_PAYLOAD) payload = "*";
+    if (pending.length === 0) return;
+    // One statement is one transaction (SET LOCAL as a function): the setting is read at its
+    // commit and ends with it. unnest keeps the order, so a session's heads follow its cancel.
     await this.q()`
-      select case when ${payload}::text is not null then pg_notify(${notifyChannels.sessions}, ${payload}::text) end,
-             case when ${gate} then pg_notify(${notifyChannels.gate}, '') end`;
+      select pg_notify(n.channel, n.payload), set_config('synchronous_commit', 'off', true)
+      from unnest(${pending.map((n) => n.channel)}::text[], ${pending.map((n) => n.payload)}::text[])
+        as n(channel, payload)`;
   }
-}
-
-/**
- * `notifySessions` for a pipelined transaction (db/pipeline.ts), whose statements cannot use an
- * earlier statement's answer: the heads are read from the session rows this transaction wrote
- * (it holds them locked, so they are its own final values). Same payload and channel; delivered
- * at commit, or never.
- */
-export function notifySessionHeads(q: Queryable, sessionIds: string[]): Promise<unknown> {
-  return q`
-    select pg_notify(${notifyChannels.sessions}, case when length(h) > ${MAX_PAYLOAD} then '*' else h end)
-    from (select json_agg(json_build_array(id, last_seq))::text as h
-          from sessions where id = any(${sessionIds}::uuid[])) heads
-    where h is not null`;
 }

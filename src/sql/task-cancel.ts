@@ -1,5 +1,4 @@
 import type { Queryable } from "../db/client.js";
-import { notifyChannels } from "./notify.js";
 import type { TaskRow } from "./task-row.js";
 import { CANCELLABLE, taskWithStatusSets } from "./task-status-sets.js";
 
@@ -30,8 +29,9 @@ export async function taskMarkCancelling(q: Queryable, taskId: string): Promise<
 }
 
 /**
- * ifBusy=interrupt: the session's running task becomes `cancelling` and its owner is told on
- * channel mooring_cancel (at commit). Nothing happens when the idempotency key is already taken
+ * ifBusy=interrupt: the session's running task becomes `cancelling`; its owner is told on channel
+ * mooring_cancel after the commit (the admission declares it), or reads it at its next heartbeat.
+ * Nothing happens when the idempotency key is already taken
  * (the repeat answers with its earlier task and interrupts nothing). One statement, so a pipelined
  * admission sends it with the rest; sent after the session row lock, before the insert.
  */
@@ -42,19 +42,14 @@ export async function taskInterruptRunningOfSession(
   /** The submitting tenant: another tenant's turn is never touched (null: any, an admin). */
   tenant: string | null,
 ): Promise<TaskRow | null> {
-  const [row] = await q<(TaskRow & { notified: unknown })[]>`
-    with cancelling as (
-      update tasks set status = 'cancelling', cancel_requested_at = now(), version = version + 1
-      where session_id = ${sessionId} and status = 'running'
-        and (${tenant}::text is null or tenant = ${tenant})
-        and (${idempotencyKey}::text is null or not exists (
-          select 1 from tasks where session_id = ${sessionId} and idempotency_key = ${idempotencyKey}))
-      returning *
-    )
-    select cancelling.*, pg_notify(${notifyChannels.cancel}, cancelling.id::text) as notified from cancelling`;
-  if (!row) return null;
-  const { notified: _, ...task } = row;
-  return task as TaskRow;
+  const [row] = await q<TaskRow[]>`
+    update tasks set status = 'cancelling', cancel_requested_at = now(), version = version + 1
+    where session_id = ${sessionId} and status = 'running'
+      and (${tenant}::text is null or tenant = ${tenant})
+      and (${idempotencyKey}::text is null or not exists (
+        select 1 from tasks where session_id = ${sessionId} and idempotency_key = ${idempotencyKey}))
+    returning *`;
+  return row ?? null;
 }
 
 /**

@@ -1,8 +1,9 @@
 /**
  * The event log writer. Events are batched: a flush every `flushMs` or every `flushMax` events,
- * whichever comes first, in one transaction with one NOTIFY (NOTIFY takes a global lock at commit,
- * so one per flush, not per event). Consecutive text deltas of a turn are coalesced within a flush.
- * Clients only ever see committed events: subscribers are fed after the commit.
+ * whichever comes first, in one transaction; its sessions' new heads are notified after the commit,
+ * coalesced with the instance's other notifications (sql/notify.ts, Notifier). Consecutive text
+ * deltas of a turn are coalesced within a flush. Clients only ever see committed events:
+ * subscribers are fed after the commit.
  *
  * A running turn's session writes (its agent's resume cursor, its context usage) and its
  * settlement ride along in the same flush, fenced like its events: a transaction of their own per

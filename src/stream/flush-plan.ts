@@ -29,8 +29,6 @@ export type Step =
 export interface FlushPlan {
   steps: Step[];
   statements: ((q: Tx) => Promise<unknown>)[];
-  /** Sessions whose log grows in this flush. */
-  notifySessions: string[];
 }
 
 /**
@@ -59,14 +57,13 @@ export function planFlush(groups: Group[], items: SessionWork[]): FlushPlan {
       writes.set(turn, [...(writes.get(turn) ?? []), i]);
     }
   }
-  const plan: FlushPlan = { steps: [], statements: [], notifySessions: [] };
+  const plan: FlushPlan = { steps: [], statements: [] };
   const add = (step: Step, statement: (q: Tx) => Promise<unknown>) => {
     plan.steps.push(step);
     plan.statements.push(statement);
   };
   for (const sessionId of [...bySession.keys()].sort()) {
     const session = bySession.get(sessionId)!;
-    if (session.groups.length > 0 || session.settles.length > 0) plan.notifySessions.push(sessionId);
     const lockedByAppend = (fence: OwnerFence) =>
       session.groups.some(
         (g) => !g.fence || (g.fence.taskId === fence.taskId && g.fence.attempt === fence.attempt),
@@ -112,4 +109,14 @@ export function committedEvents(plan: FlushPlan, answers: unknown[]): StoredEven
     }
   }
   return events;
+}
+
+/** How many turns a flush settled (each frees a slot). */
+export function settledInFlush(plan: FlushPlan, answers: unknown[]): number {
+  let settled = 0;
+  for (const [i, step] of plan.steps.entries()) {
+    const answer = answers[i] as Awaited<ReturnType<typeof taskSettleOwned>>;
+    if (step.kind === "settle" && answer && answer !== "input-pending") settled++;
+  }
+  return settled;
 }

@@ -241,6 +241,8 @@ it("admission: ifBusy=interrupt makes the running turn cancelling and declares i
     jumpsQueue: true,
   });
   expect(seen.effects?.cancel).toEqual([running.id]);
+  // Its owner elsewhere hears it after the commit (the statement itself notifies nothing).
+  expect(seen.effects?.notify?.cancel).toEqual([running.id]);
   expect(hinted("cancel")).toEqual([[running.id]]);
 });
 
@@ -417,8 +419,8 @@ it("cancel: a running turn goes cancelling and its owner is told; a finished one
   expect(stopped.effects).toEqual({
     cancel: [running.id],
     sessionsChanged: [session],
-    // Other instances hear it at the commit (the committer sends these inside the transaction).
-    notify: { when: "inTransaction", cancel: [running.id], heads: new Map([[session, -1]]) },
+    // Other instances hear it after the commit (the committer hands these to its Notifier).
+    notify: { when: "afterCommit", cancel: [running.id], heads: new Map([[session, -1]]) },
   });
   expect(hinted("cancel")).toEqual([[running.id]]);
   expect(hinted("session")).toEqual([[session, null]]);

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import type { Queryable, Tx } from "../../src/db/client.js";
+import { connect, type Queryable, type Tx } from "../../src/db/client.js";
 import {
   notifyArchived,
   notifyCancel,
@@ -17,10 +17,9 @@ import {
   notifyInTransaction,
   notifyPermission,
   Notifier,
-  notifySessionHeads,
   notifySessions,
 } from "../../src/sql/notify.js";
-import { addSession, NOTIFIED, useSqlTestDatabase } from "../support/sql-fixtures.js";
+import { NOTIFIED, useSqlTestDatabase } from "../support/sql-fixtures.js";
 
 const t = useSqlTestDatabase();
 
@@ -196,44 +195,32 @@ describe("notifyInTransaction", () => {
   });
 });
 
-describe("notifySessionHeads", () => {
-  it("sends the heads the transaction wrote, for existing sessions only, at commit and not before", async () => {
-    const a = await addSession(t.sql, { lastSeq: 2 });
-    const l = await listen(notifyChannels.sessions);
-    try {
-      await t.sql.begin(async (tx) => {
-        await tx`update sessions set last_seq = 9 where id = ${a}`;
-        await notifySessionHeads(tx, [a, randomUUID()]);
-        expect(await heardUpTo(notifyChannels.sessions, l)).toEqual([]);
-      });
-      await t.sql.begin((tx) => notifySessionHeads(tx, [randomUUID()]));
-      await rolledBack((tx) => notifySessionHeads(tx, [a]));
-      const heard = await heardUpTo(notifyChannels.sessions, l);
-      expect(heard.map((p) => JSON.parse(p))).toEqual([[[a, 9]]]);
-    } finally {
-      await l.stop();
-    }
-  });
-
-  it("sends `*` for the heads of too many sessions to list", async () => {
-    const many = await t.sql<{ id: string }[]>`
-      insert into sessions (workspace, agent) select '/ws', 'simulated' from generate_series(1, 200) returning id`;
-    const l = await listen(notifyChannels.sessions);
-    try {
-      await t.sql.begin((tx) =>
-        notifySessionHeads(
-          tx,
-          many.map((s) => s.id),
-        ),
-      );
-      expect(await heardUpTo(notifyChannels.sessions, l)).toEqual(["*"]);
-    } finally {
-      await l.stop();
-    }
-  });
-});
-
 describe("Notifier", () => {
+  it("sends a head without a new event (-1), `*` for too many heads, and sets synchronous_commit for its own transaction only", async () => {
+    const l = await listen(notifyChannels.sessions);
+    const one = connect(t.url, { max: 1 });
+    try {
+      const errors: unknown[] = [];
+      const notifier = new Notifier(
+        () => one.sql,
+        (err) => errors.push(err),
+      );
+      notifier.add({ heads: new Map([["s-1", -1]]) });
+      await expect.poll(() => l.heard.length, NOTIFIED).toBe(1);
+      notifier.add({
+        heads: new Map(Array.from({ length: 300 }, () => [randomUUID(), 1] as [string, number])),
+      });
+      expect(await heardUpTo(notifyChannels.sessions, l)).toEqual([JSON.stringify([["s-1", -1]]), "*"]);
+      expect(errors).toEqual([]);
+      // The same connection: the setting ended with the notification's transaction.
+      const [setting] = await one.sql<{ synchronousCommit: string }[]>`show synchronous_commit`;
+      expect(setting).toEqual({ synchronousCommit: "on" });
+    } finally {
+      await one.close();
+      await l.stop();
+    }
+  });
+
   it("sends cancel, archive, permission, drain and input hints after the commit too, each once", async () => {
     const ls = await Promise.all(
       [

@@ -54,7 +54,7 @@ describe("taskMarkCancelling", () => {
 });
 
 describe("taskInterruptRunningOfSession", () => {
-  it("interrupts the session's running turn and tells its owner at commit", async () => {
+  it("interrupts the session's running turn, notifying nothing itself (the admission declares the cancel)", async () => {
     const id = await addSession(t.sql, { tenant: "a" });
     const running = await addTask(t.sql, id, { status: "running" });
     const heard: string[] = [];
@@ -62,8 +62,9 @@ describe("taskInterruptRunningOfSession", () => {
     try {
       const row = await t.sql.begin((tx) => taskInterruptRunningOfSession(tx, id, null, "a"));
       expect(row).toMatchObject({ id: running.id, status: "cancelling" });
-      expect(row).not.toHaveProperty("notified");
-      await expect.poll(() => heard, NOTIFIED).toEqual([running.id]);
+      // A marker sent after it: once heard, anything the interrupt's commit sent was heard first.
+      await t.sql`select pg_notify(${notifyChannels.cancel}, 'marker')`;
+      await expect.poll(() => heard, NOTIFIED).toEqual(["marker"]);
     } finally {
       await listening.unlisten();
     }

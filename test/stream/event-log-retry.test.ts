@@ -61,6 +61,8 @@ it("does not append a batch twice when the commit's answer was lost", async () =
   // the statements must already be prepared on the connection for the commit to go through blind.
   eventLog.append({ sessionId: session.id, taskId: null, type: "session.notice", data: { message: "n0" } });
   await eventLog.flush();
+  // The flush's notification goes after its commit, on the one connection: answered before this.
+  await through.sql`select 1`;
   for (let i = 1; i <= 3; i++) {
     eventLog.append({
       sessionId: session.id,

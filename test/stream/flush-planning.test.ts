@@ -1,13 +1,16 @@
 /**
  * Unit tests of the event log's pure flush planning (src/stream): `takeBatch` (how many pending
  * events go in one transaction), `groupBySessionAndFence` (one append per session and writer,
- * deltas merged) and `planFlush` (the statements of one flush, their order and the row locks).
+ * deltas merged), `planFlush` (the statements of one flush, their order and the row locks) and
+ * the notification a flush declares from its answers (`flushChange`).
  * No database: a plan's statements are called with a recording query tag to see what they send.
  */
 import { describe, expect, it } from "vitest";
 import type { Tx } from "../../src/db/client.js";
 import type { OwnerFence } from "../../src/sql/event-append.js";
 import { groupBySessionAndFence, takeBatch } from "../../src/stream/event-batch.js";
+import { flushChange } from "../../src/domain/committer.js";
+import type { StoredEvent } from "../../src/sql/event-append.js";
 import { planFlush, type SessionWork } from "../../src/stream/flush-plan.js";
 import type { PendingEvent, SessionWrite } from "../../src/stream/event-log.js";
 
@@ -229,7 +232,7 @@ function shape(plan: ReturnType<typeof planFlush>): string[] {
 describe("planFlush", () => {
   it("plans nothing for an empty flush", () => {
     const plan = planFlush([], []);
-    expect(plan).toEqual({ steps: [], statements: [], notifySessions: [] });
+    expect(plan).toEqual({ steps: [], statements: [] });
   });
 
   it("goes through sessions in id order, whatever order they came in, one statement per step", () => {
@@ -237,7 +240,6 @@ describe("planFlush", () => {
     const plan = planFlush(groups, []);
     expect(shape(plan)).toEqual(["append 1:t1", "append 2:t2", "append 3:t3"]);
     expect(plan.statements).toHaveLength(plan.steps.length);
-    expect(plan.notifySessions).toEqual([S1, S2, S3]);
   });
 
   it("orders one session's statements: events, then session writes, then settlements", () => {
@@ -249,7 +251,6 @@ describe("planFlush", () => {
   it("locks the session row before a settlement with no events of its turn in the flush", () => {
     const plan = planFlush([], [settle(S1, fence("t1"))]);
     expect(shape(plan)).toEqual(["lock", "settle 0"]);
-    expect(plan.notifySessions).toEqual([S1]);
     const { tx, sent } = recordingTx();
     void plan.statements[0](tx);
     expect(sent[0].text).toMatch(/from sessions where id = \$ for update/);
@@ -298,8 +299,6 @@ describe("planFlush", () => {
     ];
     const plan = planFlush([], items);
     expect(shape(plan)).toEqual(["write 0,1,2,3"]);
-    // A session write alone does not grow the log: no notification for it.
-    expect(plan.notifySessions).toEqual([]);
     const { tx, sent } = recordingTx();
     void plan.statements[0](tx);
     expect(sent).toHaveLength(1);
@@ -339,7 +338,55 @@ describe("planFlush", () => {
       "write 1",
       "settle 2",
     ]);
-    expect(plan.notifySessions).toEqual([S1, S2, S3]);
     expect(plan.statements).toHaveLength(plan.steps.length);
+  });
+});
+
+describe("flushChange's notification", () => {
+  const stored = (sessionId: string, seq: number, type = "message.delta"): StoredEvent => ({
+    sessionId,
+    seq,
+    taskId: "t",
+    type,
+    at: new Date(0),
+    data: {},
+  });
+
+  it("declares, after the commit, each session's head as its appends and settlements answered, and the gate when a turn settled", () => {
+    const groups = groupBySessionAndFence([delta(S2, "t2", "a"), delta(S1, "t1", "b")]);
+    const plan = planFlush(groups, [settle(S2, fence("t2"))]);
+    expect(shape(plan)).toEqual(["append 1:t1", "append 2:t2", "settle 0"]);
+    const answers = [
+      [stored(S1, 4), stored(S1, 5)],
+      [stored(S2, 7)],
+      { row: {}, event: stored(S2, 8, "task.completed") },
+    ];
+    const { effects } = flushChange(plan, "w").outcome({ steps: answers });
+    expect(effects.notify).toEqual({
+      when: "afterCommit",
+      heads: new Map([
+        [S1, 5],
+        [S2, 8],
+      ]),
+      gate: true,
+    });
+    expect(effects.events?.map((e) => [e.sessionId, e.seq])).toEqual([
+      [S1, 4],
+      [S1, 5],
+      [S2, 7],
+      [S2, 8],
+    ]);
+  });
+
+  it("notifies no gate for a settlement the fence refused or that found input pending, nothing for a flush that grew no log", () => {
+    const groups = groupBySessionAndFence([delta(S1, "t1", "a")]);
+    const plan = planFlush(groups, [settle(S1, fence("t1")), settle(S1, fence("t2"))]);
+    expect(shape(plan)).toEqual(["lock", "append 1:t1", "settle 0", "settle 1"]);
+    const { effects } = flushChange(plan, "w").outcome({
+      steps: [null, [stored(S1, 3)], "input-pending", null],
+    });
+    expect(effects.notify).toEqual({ when: "afterCommit", heads: new Map([[S1, 3]]), gate: false });
+    const writes = planFlush([], [write({ sessionId: S1, fence: fence("t1"), cursor: cursor(1) })]);
+    expect(flushChange(writes, "w").outcome({ steps: [null] }).effects.notify).toBeUndefined();
   });
 });

@@ -272,7 +272,13 @@ function admitted(
     value: results,
     effects: {
       events,
-      notify: { when: "afterCommit", heads, gate: heads.size > 0 },
+      notify: {
+        when: "afterCommit",
+        heads,
+        gate: heads.size > 0,
+        // The owner of an interrupted turn elsewhere hears mooring_cancel (or reads it at its heartbeat).
+        ...(cancel.length > 0 ? { cancel } : {}),
+      },
       claimed,
       cancel,
       queueMoved: results.some((r) => r.created) || claimed.length > 0,

@@ -1,7 +1,11 @@
 /**
  * Archiving a session, one transaction: the session marked archived, each open task cancelled
  * (changes/cancel.ts), and the archive itself declared (its warm agents close here; other
- * instances hear mooring_archived). Answers how many tasks it cancelled.
+ * instances hear mooring_archived). Its notifications go inside the transaction, the one change
+ * that does so: nothing polls for archived sessions on other instances (their warm agent and
+ * checkpoint refs), so the notification is delivered at the commit or never, not lost after it;
+ * an archive is too rare for the commit-time notify lock to matter. Answers how many tasks it
+ * cancelled.
  */
 import type { Tx } from "../../db/client.js";
 import { sessionMarkArchived } from "../../sql/session-archive.js";

@@ -21,7 +21,7 @@ export async function cancelTaskIn(
     // The answer (and a repeated cancel's answer) must include the terminal event.
     queued.lastSeq = events[events.length - 1].seq;
     const notify = {
-      when: "inTransaction" as const,
+      when: "afterCommit" as const,
       heads: new Map([[queued.sessionId, queued.lastSeq]]),
       gate: true,
     };
@@ -36,7 +36,7 @@ export async function cancelTaskIn(
       sessionsChanged: [cancelling.sessionId],
       // Other instances: the owner stops the turn; subscribers re-read the task.
       notify: {
-        when: "inTransaction",
+        when: "afterCommit",
         cancel: [cancelling.id],
         heads: new Map([[cancelling.sessionId, -1]]),
       },

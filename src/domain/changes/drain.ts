@@ -1,7 +1,7 @@
 /**
  * Asking every live boot of an instance to drain, one transaction: the row says so (read back by
- * that boot's heartbeat) and the notification commits with it, so the owner hears it or reads the
- * row. Answers the boots asked.
+ * that boot's heartbeat) and the notification goes after the commit, so the owner hears it or, if
+ * it was lost, reads the row. Answers the boots asked.
  */
 import type { Tx } from "../../db/client.js";
 import { instanceRequestDrain } from "../../sql/instance.js";
@@ -13,5 +13,5 @@ export async function requestDrainIn(
   leaseMs: number,
 ): Promise<{ value: string[]; effects: Effects }> {
   const boots = await instanceRequestDrain(tx, instanceId, leaseMs);
-  return { value: boots, effects: { notify: { drain: boots, when: "inTransaction" } } };
+  return { value: boots, effects: { notify: { drain: boots, when: "afterCommit" } } };
 }

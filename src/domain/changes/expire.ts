@@ -16,6 +16,6 @@ export async function expireQueuedIn(tx: Tx): Promise<{ value: TaskRow[]; effect
     await Promise.all(rows.map((row) => eventAppend(tx, row.sessionId, [taskTerminalEvent(row)])))
   ).flat();
   if (rows.length === 0) return { value: rows, effects: {} };
-  const notify = { when: "inTransaction" as const, heads: headsOf(events), gate: true };
+  const notify = { when: "afterCommit" as const, heads: headsOf(events), gate: true };
   return { value: rows, effects: { events, queueMoved: true, notify } };
 }

@@ -1,6 +1,6 @@
 /**
  * Recording a workspace revert (domain/checkpoints.ts) once its files are restored: the
- * `session.reverted` event, its session's subscribers told at the commit.
+ * `session.reverted` event, its session's subscribers told after the commit.
  */
 import type { Tx } from "../../db/client.js";
 import { eventAppend } from "../../sql/event-append.js";
@@ -11,6 +11,8 @@ export async function recordRevertIn(
   sessionId: string,
   revert: Record<string, unknown>,
 ): Promise<{ value: null; effects: Effects }> {
-  const events = await eventAppend(tx, sessionId, [{ taskId: null, type: "session.reverted", data: revert }]);
-  return { value: null, effects: { events, notify: { when: "inTransaction", heads: headsOf(events) } } };
+  const events = await eventAppend(tx, sessionId, [
+    { taskId: null, type: "session.reverted", data: revert },
+  ]);
+  return { value: null, effects: { events, notify: { when: "afterCommit", heads: headsOf(events) } } };
 }

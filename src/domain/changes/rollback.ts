@@ -52,6 +52,6 @@ export async function rollbackIn(
   ]);
   return {
     value: dropped,
-    effects: { events, notify: { when: "inTransaction", heads: headsOf(events) } },
+    effects: { events, notify: { when: "afterCommit", heads: headsOf(events) } },
   };
 }
