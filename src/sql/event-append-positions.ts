@@ -11,10 +11,10 @@ import type { StoredEvent } from "./event-append.js";
  * ended. The task rows are only read, never locked: a claim's SKIP LOCKED would pass over a locked
  * head of the queue.
  *
- * One statement (the filter, gap-free seq allocation as in append-events.ts, the insert), so the
+ * One statement (the filter, gap-free seq allocation as in event-append.ts, the insert), so the
  * announcement can be sent as one pipelined transaction with the lock (db/pipeline.ts) instead of
  * holding the session row across round trips (bench/results/history.md). Position events do not
- * touch the task rows' seq range, as in append-events.ts.
+ * touch the task rows' seq range, as in event-append.ts.
  */
 export async function eventAppendPositions(
   tx: Tx,

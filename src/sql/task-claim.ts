@@ -60,7 +60,7 @@ export interface ClaimedTask {
  * one round trip however many tasks are claimed, while the gate lock is held (appending them one
  * by one afterwards cost a round trip per task under the lock; bench/results/history.md). Each
  * claimed task is the only one of its session (the head rule), so the session's `last_seq`
- * allocates exactly one seq, gap-free as in append-events.ts, and the task's first/last seq are
+ * allocates exactly one seq, gap-free as in event-append.ts, and the task's first/last seq are
  * set by the claim's own update. The event's data is `startedEvent` (domain/task-events.ts)
  * built in SQL: `{attempt, deadlineAt}` with deadlineAt as JavaScript's toISOString writes it.
  *

@@ -28,7 +28,7 @@ export interface TaskToInsert {
 /**
  * Inserts a queued task with its `task.queued` event, in one statement. The session row's update
  * takes the turn index and the event's seq together, so turn indexes are dense and ordered per
- * session and seqs stay gap-free (as in append-events.ts); one statement per admission instead of
+ * session and seqs stay gap-free (as in event-append.ts); one statement per admission instead of
  * two in the gate's transaction (bench/results/history.md). The event's data is `{position,
  * turnIndex, continuesTaskId}`: `position` is this task's place in the fair claim order
  * (sql/gate-status.ts, gateQueuePositions), counted without ranking the queue: the new task is the
