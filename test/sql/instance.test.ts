@@ -8,23 +8,16 @@ import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import {
   instanceHeartbeat,
-  type InstanceInfo,
   instanceList,
   instanceMarkDraining,
   instanceMarkStopped,
   instanceRegister,
 } from "../../src/sql/instance.js";
-import { addSession, addTask, useSqlTestDatabase } from "../support/sql-fixtures.js";
+import { addSession, addTask, instanceInfo, useSqlTestDatabase } from "../support/sql-fixtures.js";
 
 const t = useSqlTestDatabase();
 
-const instance = (instanceId: string, bootId = randomUUID()): InstanceInfo => ({
-  bootId,
-  instanceId,
-  host: "host",
-  pid: 42,
-  version: "1.0.0",
-});
+const instance = instanceInfo;
 
 const rowOf = async (bootId: string) => {
   const [row] = await t.sql`select * from instances where boot_id = ${bootId}`;

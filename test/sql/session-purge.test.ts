@@ -277,26 +277,10 @@ describe("sessionPurge", () => {
 
   it("the sweep passes over a session whose row another transaction holds", async () => {
     const held = await fullSession(db.sql);
-    let release: () => void = () => {};
-    const released = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let locked: () => void = () => {};
-    const isLocked = new Promise<void>((resolve) => {
-      locked = resolve;
-    });
-    const holder = db.sql.begin(async (tx) => {
-      await tx`select 1 from sessions where id = ${held} for update`;
-      locked();
-      await released;
-    });
-    try {
-      await isLocked;
-      expect(await db.sql.begin((tx) => sessionLockArchivedForPurge(tx, held, false))).toBe("skipped");
-    } finally {
-      release();
-      await holder;
-    }
+    const answer = await whileSessionHeld(held, () =>
+      db.sql.begin((tx) => sessionLockArchivedForPurge(tx, held, false)),
+    );
+    expect(answer).toBe("skipped");
     expect(await rowsOf(db.sql, held)).toEqual(FULL);
   });
 });

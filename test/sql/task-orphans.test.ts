@@ -8,7 +8,7 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import type { Tx } from "../../src/db/client.js";
-import { type InstanceInfo, instanceRegister } from "../../src/sql/instance.js";
+import { instanceRegister } from "../../src/sql/instance.js";
 import { sessionLock } from "../../src/sql/session-lock.js";
 import { taskLockExpiredLeases, taskLockOwn, taskLockPreviousBoot } from "../../src/sql/task-orphans.js";
 import type { TaskRow } from "../../src/sql/task-row.js";
@@ -18,6 +18,7 @@ import {
   interruptLocked,
   rowIsFree,
   someoneWaitsForALock,
+  instanceInfo,
   taskById,
   useSqlTestDatabase,
   whileTaskHeld,
@@ -25,13 +26,7 @@ import {
 
 const t = useSqlTestDatabase();
 
-const instance = (instanceId: string, bootId = randomUUID()): InstanceInfo => ({
-  bootId,
-  instanceId,
-  host: "host",
-  pid: 42,
-  version: "1.0.0",
-});
+const instance = instanceInfo;
 
 const inTx = <T>(fn: (tx: Tx) => Promise<T>) => t.sql.begin((tx) => fn(tx)) as Promise<T>;
 const ids = (rows: TaskRow[]) => rows.map((r) => r.id).sort();

@@ -10,6 +10,7 @@ import { taskOwnerOf, taskRestartSettlement } from "../../src/sql/task-orphans.j
 import { taskSettleOwned } from "../../src/sql/task-settle.js";
 import type { OwnerFence } from "../../src/sql/event-append.js";
 import type { TaskRow } from "../../src/sql/task-row.js";
+import type { InstanceInfo } from "../../src/sql/instance.js";
 import type { TaskStatus } from "../../src/contract/task-status.js";
 import { claimTestDatabase, type TestDatabase } from "./db.js";
 
@@ -224,3 +225,12 @@ export async function interruptLocked(q: Tx, locked: Promise<TaskRow[]>): Promis
   );
   return settled.flatMap((s) => (s ? [s.row] : []));
 }
+
+/** An instance's identity for src/sql/instance.ts (a fresh boot unless given). */
+export const instanceInfo = (instanceId: string, bootId = randomUUID()): InstanceInfo => ({
+  bootId,
+  instanceId,
+  host: "host",
+  pid: 42,
+  version: "1.0.0",
+});
