@@ -121,6 +121,7 @@ export class Committer {
     this.notifier = new Notifier(
       () => db.sql,
       (err) => log.debug({ err: String(err) }, "notification after commit failed (the polls cover it)"),
+      () => metrics.notificationsSent(),
     );
     const flushes: FlushSender = {
       sendFlush: (plan, writeId, fanOut) => this.send(flushChange(plan, writeId), fanOut),

@@ -35,6 +35,7 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
   private readonly refused: Counter<"code">;
   private readonly flushSeconds: Histogram;
   private readonly appended: Counter;
+  private readonly notifications: Counter;
   private readonly spawns: Counter<"agent" | "kind">;
   private readonly webhookAttempts: Counter<"result">;
   private readonly purgedSessions: Counter<"trigger">;
@@ -70,14 +71,26 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
         if (typeof n === "number") this.set(n);
       },
     });
-    gateGauge("mooring_gate_active", "Tasks running across all instances (global, from the database).", (g) => g.active);
-    gateGauge("mooring_gate_queued", "Tasks queued across all instances (global, from the database).", (g) => g.queued);
-    new Gauge({ name: "mooring_gate_max_active", help: "MOORING_MAX_ACTIVE: tasks allowed to run at once.", registers }).set(
-      sources.maxActive,
+    gateGauge(
+      "mooring_gate_active",
+      "Tasks running across all instances (global, from the database).",
+      (g) => g.active,
     );
-    new Gauge({ name: "mooring_gate_max_queued", help: "MOORING_MAX_QUEUED: tasks allowed to wait at once.", registers }).set(
-      sources.maxQueued,
+    gateGauge(
+      "mooring_gate_queued",
+      "Tasks queued across all instances (global, from the database).",
+      (g) => g.queued,
     );
+    new Gauge({
+      name: "mooring_gate_max_active",
+      help: "MOORING_MAX_ACTIVE: tasks allowed to run at once.",
+      registers,
+    }).set(sources.maxActive);
+    new Gauge({
+      name: "mooring_gate_max_queued",
+      help: "MOORING_MAX_QUEUED: tasks allowed to wait at once.",
+      registers,
+    }).set(sources.maxQueued);
     new Gauge({
       name: "mooring_db_up",
       help: "1 when this instance read the database on this scrape, else 0.",
@@ -86,7 +99,11 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
         this.set((await metrics.gate()) ? 1 : 0);
       },
     });
-    const connection = (name: string, help: string, pick: (c: ReturnType<MetricSources["connections"]>) => number) =>
+    const connection = (
+      name: string,
+      help: string,
+      pick: (c: ReturnType<MetricSources["connections"]>) => number,
+    ) =>
       new Gauge({
         name,
         help,
@@ -97,7 +114,11 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
       });
     connection("mooring_ws_connections", "Open WebSocket connections on this instance.", (c) => c.ws);
     connection("mooring_sse_connections", "Open SSE streams on this instance.", (c) => c.sse);
-    connection("mooring_subscriptions", "Event subscriptions (sockets and SSE) on this instance.", (c) => c.subscriptions);
+    connection(
+      "mooring_subscriptions",
+      "Event subscriptions (sockets and SSE) on this instance.",
+      (c) => c.subscriptions,
+    );
     new Counter({
       name: "mooring_ws_stray_responses_total",
       help: "JSON-RPC responses WebSocket peers sent to no call of the gateway's, dropped unanswered.",
@@ -156,6 +177,11 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
       help: "Session events this instance committed.",
       registers,
     });
+    this.notifications = new Counter({
+      name: "mooring_notification_transactions_total",
+      help: "Transactions of notifications this instance sent after the commits they describe (each commits without waiting for its WAL flush).",
+      registers,
+    });
     this.purgedSessions = new Counter({
       name: "mooring_sessions_purged_total",
       help: "Archived sessions this instance deleted with all their rows, by trigger: retention (the sweep) or request (a purge).",
@@ -204,6 +230,10 @@ export class GatewayMetrics implements MetricsReporter, DeliveryReporter {
 
   eventFlush(seconds: number): void {
     this.flushSeconds.observe(seconds);
+  }
+
+  notificationsSent(): void {
+    this.notifications.inc();
   }
 
   eventsCommitted(events: readonly { type: string }[]): void {

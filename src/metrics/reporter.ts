@@ -15,6 +15,8 @@ export interface MetricsReporter {
   eventFlush(seconds: number): void;
   /** Events this instance committed (agent events and state changes), terminal ones included. */
   eventsCommitted(events: readonly { type: string }[]): void;
+  /** The Notifier committed one transaction of notifications (after the commits they describe). */
+  notificationsSent(): void;
   /** An agent process was started for a session. */
   agentSpawned(agent: string, kind: SpawnKind): void;
   /** One session was deleted with its rows (`rows`: how many, by table), by the retention sweep or a purge request. */
@@ -31,6 +33,7 @@ export const noMetrics: MetricsReporter = {
   submitRefused() {},
   eventFlush() {},
   eventsCommitted() {},
+  notificationsSent() {},
   agentSpawned() {},
   sessionPurged() {},
 };

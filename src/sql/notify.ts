@@ -115,6 +115,8 @@ export class Notifier {
   constructor(
     private readonly q: () => Queryable,
     onError: (err: unknown) => void = () => {},
+    /** Each notification transaction committed (mooring_notification_transactions_total). */
+    private readonly onSent: () => void = () => {},
   ) {
     this.sends = new SingleFlight(() => this.send(), onError);
   }
@@ -155,5 +157,6 @@ export class Notifier {
       select pg_notify(n.channel, n.payload), set_config('synchronous_commit', 'off', true)
       from unnest(${pending.map((n) => n.channel)}::text[], ${pending.map((n) => n.payload)}::text[])
         as n(channel, payload)`;
+    this.onSent();
   }
 }

@@ -51,6 +51,7 @@ describe("a gateway's metrics", () => {
       mooring_submit_refused_total: "counter",
       mooring_event_flush_seconds: "histogram",
       mooring_events_appended_total: "counter",
+      mooring_notification_transactions_total: "counter",
       mooring_ws_connections: "gauge",
       mooring_sse_connections: "gauge",
       mooring_subscriptions: "gauge",
@@ -102,6 +103,10 @@ describe("a gateway's metrics", () => {
       before.value("mooring_events_appended_total")!,
     );
     expect(m.value("mooring_event_flush_seconds_count")).toBeGreaterThan(0);
+    // The events' heads went out after their commits, in the Notifier's own transactions.
+    expect(m.value("mooring_notification_transactions_total")).toBeGreaterThan(
+      before.value("mooring_notification_transactions_total") ?? 0,
+    );
 
     expect((await call(gw.url, "POST", `/v1/tasks/${hang.id}/cancel`)).status).toBe(200);
     expect((await waitTask(gw.url, hang.id)).status).toBe("cancelled");
