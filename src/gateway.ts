@@ -62,6 +62,8 @@ export interface Holding {
   /** Event subscribers (sockets and SSE) and the session feeds serving them. */
   subscribers: number;
   feeds: number;
+  /** Event subscriptions of `/acp` connections' runs, in process on the feeds (counted in `subscribers` too). */
+  localSubscriptions: number;
   /** Long-poll waits and the tasks they watch. */
   longPolls: number;
   watchedTasks: number;
@@ -256,6 +258,7 @@ export async function startGateway(
     sseStreams: http.connections?.sse.count ?? 0,
     subscribers: parts?.feeds.subscriberCount ?? 0,
     feeds: parts?.feeds.feedCount ?? 0,
+    localSubscriptions: http.connections?.acp.localSubscriptions ?? 0,
     longPolls: parts?.tasks.watch.waiters ?? 0,
     watchedTasks: parts?.tasks.watch.tasks ?? 0,
   });

@@ -7,6 +7,7 @@ import { type FollowOptions, Follower, type FollowSettings, type Transport } fro
 import { type FetchLike, Http } from "./http.js";
 import { Run } from "./run.js";
 import type { WebSocketFactory } from "./socket.js";
+import type { LocalEventSource } from "./stream.js";
 import type {
   CreateSessionInput,
   EventPage,
@@ -56,6 +57,11 @@ export interface MooringClientOptions {
   minPollIntervalMs?: number;
   /** Node: opens the WebSocket (default: the `ws` package, imported at run time). */
   webSocket?: WebSocketFactory;
+  /**
+   * Inside the gateway itself (its `/acp` connections): runs take their events from its own feeds,
+   * not over a socket to itself; `transport: "ws"` (the default) then streams through it.
+   */
+  localEvents?: LocalEventSource;
   /** The bound of a run's buffer for a slow consumer. Defaults 256 events, 1 MiB. */
   maxBufferedEvents?: number;
   maxBufferedBytes?: number;
@@ -116,6 +122,7 @@ export class MooringClient {
       longPollMs: options.longPollMs ?? 25_000,
       minPollMs: options.minPollIntervalMs ?? 0,
       webSocket: options.webSocket,
+      local: options.localEvents,
       maxBufferedEvents: options.maxBufferedEvents ?? 256,
       maxBufferedBytes: options.maxBufferedBytes ?? 1024 * 1024,
     };

@@ -35,7 +35,14 @@ import { RunBuffer } from "./buffer.js";
 import type { FetchLike, Http } from "./http.js";
 import type { WebSocketFactory } from "./socket.js";
 import { type PollHost, Poller, StreamAgain } from "./poll.js";
-import { Disconnect, type StreamHost, streamSse, streamWs } from "./stream.js";
+import {
+  Disconnect,
+  type LocalEventSource,
+  type StreamHost,
+  streamLocal,
+  streamSse,
+  streamWs,
+} from "./stream.js";
 import {
   isTerminalEvent,
   isTerminalStatus,
@@ -74,6 +81,8 @@ export interface FollowSettings {
   /** The shortest time between two polling rounds; doubles after each round that brought nothing, up to backoffMaxMs. */
   minPollMs: number;
   webSocket?: WebSocketFactory;
+  /** Streams through the gateway's own feeds instead of a socket (stream.ts, LocalEventSource). */
+  local?: LocalEventSource;
   maxBufferedEvents: number;
   maxBufferedBytes: number;
 }
@@ -235,6 +244,8 @@ export class Follower implements StreamHost, PollHost {
           );
         } else if (isTerminalStatus(this.task.status)) {
           await this.poller.catchUp(); // a finished task's tail needs no stream
+        } else if (mode === "ws" && this.settings.local) {
+          await streamLocal(this, this.settings.local);
         } else if (mode === "ws") {
           await streamWs(this);
         } else {

@@ -5,4 +5,5 @@ export * from "./errors.js";
 export type { FollowOptions, FollowState, StateChange, Transport } from "./follow.js";
 export type { FetchLike } from "./http.js";
 export { Run, type RunHandlers } from "./run.js";
+export type { LocalEventSource } from "./stream.js";
 export * from "./types.js";

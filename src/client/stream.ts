@@ -6,7 +6,7 @@
  * A full buffer stops reading (unsubscribe, or end the request) until the consumer caught up.
  */
 import type { RunBuffer } from "./buffer.js";
-import { MooringApiError } from "./errors.js";
+import { apiError, MooringApiError } from "./errors.js";
 import type { Clock } from "./clock.js";
 import type { FetchLike } from "./http.js";
 import { errorOf } from "./http.js";
@@ -22,6 +22,27 @@ export interface StreamSettings {
   clock: Clock;
   pingMs: number;
   webSocket?: WebSocketFactory;
+  local?: LocalEventSource;
+}
+
+/**
+ * A session's events from inside the gateway that serves them (its `/acp` connections' clients):
+ * the same replay-then-live feed a socket's `events.subscribe` joins, with no socket in between.
+ * `subscribe` checks what the socket's subscribe checks for this client's token and rejects with
+ * the gateway's error (`{ code, message, status?, details? }`, e.g. RESYNC_REQUIRED) when it
+ * refuses; then every event after `afterSeq` reaches `onEvents` in contiguous runs, until the
+ * returned unsubscribe, or `onEnd` (the session was purged). Events are shared with the gateway's
+ * other subscribers: read them, never change them.
+ */
+export interface LocalEventSource {
+  /** The gateway's boot id (what its socket's hello says). */
+  readonly bootId?: string;
+  subscribe(
+    sessionId: string,
+    afterSeq: number,
+    onEvents: (events: MooringEvent[]) => void,
+    onEnd: (reason: string) => void,
+  ): Promise<() => void>;
 }
 
 /** What a transport needs of the run it streams for (the Follower). */
@@ -66,7 +87,8 @@ export async function streamWs(host: StreamHost): Promise<void> {
   ended.catch(() => {});
   let subscribed = false;
   let socket: RpcSocket | null = null;
-  const subscribe = () => socket!.call("events.subscribe", { sessionId: host.sessionId, afterSeq: host.cursor });
+  const subscribe = () =>
+    socket!.call("events.subscribe", { sessionId: host.sessionId, afterSeq: host.cursor });
   const pauseThenResume = async () => {
     try {
       await socket!.call("events.unsubscribe", { sessionId: host.sessionId });
@@ -102,7 +124,9 @@ export async function streamWs(host: StreamHost): Promise<void> {
         onClose: (c) =>
           finish(
             new Disconnect(
-              c.code === 4008 ? "closed 4008: too slow" : `socket closed (${c.code}${c.reason ? `: ${c.reason}` : ""})`,
+              c.code === 4008
+                ? "closed 4008: too slow"
+                : `socket closed (${c.code}${c.reason ? `: ${c.reason}` : ""})`,
               c.code === 4008,
             ),
           ),
@@ -137,6 +161,93 @@ export async function streamWs(host: StreamHost): Promise<void> {
   }
 }
 
+/** A local source's refusal as the API error the REST and socket paths raise for it. */
+function refusalOf(err: unknown): unknown {
+  const e = err as { code?: unknown; message?: unknown; status?: unknown; details?: unknown };
+  if (!e || typeof e.code !== "string") return err;
+  return apiError(e.code, String(e.message ?? e.code), {
+    status: typeof e.status === "number" ? e.status : undefined,
+    details: (e.details as Record<string, unknown> | undefined) ?? {},
+  });
+}
+
+/**
+ * Follows through the gateway's own feeds (a local source) until the terminal event; throws like
+ * streamWs. A full buffer unsubscribes, and the stream subscribes again from the cursor once the
+ * consumer caught up, as the socket does.
+ */
+export async function streamLocal(host: StreamHost, source: LocalEventSource): Promise<void> {
+  let finish!: (err?: unknown) => void;
+  let settled = false;
+  const ended = new Promise<void>((resolve, reject) => {
+    finish = (err) => {
+      settled = true;
+      if (err) reject(err);
+      else resolve();
+    };
+  });
+  ended.catch(() => {});
+  /** The subscription taking events now; each one stops taking them once stopped. */
+  let current: { live: boolean; stop: () => void } | null = null;
+  const stopCurrent = () => {
+    if (!current) return;
+    current.live = false;
+    current.stop();
+  };
+  const open = async (): Promise<void> => {
+    const sub = { live: true, stop: () => {} };
+    current = sub;
+    const take = (events: MooringEvent[]) => {
+      if (!sub.live || settled) return;
+      for (const e of events) {
+        const taken = host.accept(e);
+        if (taken === "gap") return finish(new Disconnect("a gap in the event seqs", true));
+        if (host.reachedTerminal) return finish();
+        if (taken === "full") {
+          stopCurrent();
+          void pauseThenResume();
+          return;
+        }
+      }
+    };
+    const end = (reason: string) => {
+      if (sub.live) finish(new Disconnect(`the session's feed ended (${reason})`));
+    };
+    let unsubscribe: () => void;
+    try {
+      unsubscribe = await source.subscribe(host.sessionId, host.cursor, take, end);
+    } catch (err) {
+      throw refusalOf(err);
+    }
+    sub.stop = unsubscribe;
+    // Stopped (full, terminal, aborted) before the subscription was even answered.
+    if (!sub.live || settled) {
+      sub.live = false;
+      unsubscribe();
+    }
+  };
+  const pauseThenResume = async () => {
+    try {
+      await host.buffer.drained();
+      if (host.signal.aborted) throw host.stopReason;
+      await open();
+    } catch (err) {
+      finish(err);
+    }
+  };
+  const untrack = host.track(() => finish(host.stopReason));
+  try {
+    if (source.bootId) host.noteBoot(source.bootId);
+    await open();
+    if (host.reachedTerminal) return;
+    host.streaming("subscribed in process");
+    await ended;
+  } finally {
+    untrack();
+    stopCurrent();
+  }
+}
+
 /** Follows over Server-Sent Events until the terminal event; throws like streamWs. */
 export async function streamSse(host: StreamHost): Promise<void> {
   const controller = new AbortController();
@@ -168,7 +279,9 @@ export async function streamSse(host: StreamHost): Promise<void> {
         { headers, signal: controller.signal },
       );
     } catch (err) {
-      throw new Disconnect(idle ? `no answer for ${idleMs} ms` : `event stream failed: ${(err as Error).message}`);
+      throw new Disconnect(
+        idle ? `no answer for ${idleMs} ms` : `event stream failed: ${(err as Error).message}`,
+      );
     }
     const bootId = res.headers.get("x-mooring-boot-id");
     if (bootId) host.noteBoot(bootId);

@@ -13,6 +13,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { AcpTestClient, agentText, rpcErrorOf as errorOf, seqOf } from "../support/acp-client.js";
 import { useGateway } from "../support/use-gateway.js";
+import { eventually } from "../support/gateway.js";
 
 const A = "acp-tenant-alpha-token-1111";
 const B = "acp-tenant-beta-token-2222";
@@ -101,6 +102,23 @@ describe.each(["http", "ws"] as const)("/acp over %s", (kind) => {
     const result = updates.find((n) => n.update.sessionUpdate === "tool_call_update")!.update as any;
     expect(result.status).toBe("completed");
     expect(result.content[0].content.text).toHaveLength(100);
+  });
+
+  it("streams a turn through the gateway's own feeds, with no loopback WebSocket", async () => {
+    const c = await open(kind);
+    const sessionId = await newSession(c);
+    const running = c.agent.request("session/prompt", {
+      sessionId,
+      prompt: [{ type: "text", text: "[deltas 1] [hang]" }],
+    });
+    await c.updates.waitFor(
+      (n) => n.sessionId === sessionId && n.update.sessionUpdate === "agent_message_chunk",
+    );
+    expect(suite.gw.holding()).toMatchObject({ localSubscriptions: 1, subscribers: 1, sockets: 0 });
+    await c.agent.notify("session/cancel", { sessionId });
+    expect((await running).stopReason).toBe("cancelled");
+    await eventually(async () => suite.gw.holding().localSubscriptions === 0);
+    expect(suite.gw.holding().subscribers).toBe(0);
   });
 
   it("cancels the running turn: the prompt answers cancelled", async () => {

@@ -19,6 +19,7 @@ import type { Config } from "../../../config.js";
 import type { Service } from "../../../lib/service.js";
 import type { Caller } from "../../../domain/tenants.js";
 import type { Services } from "../../services.js";
+import { localEventSource } from "../../local-events.js";
 import { callerOf, rawToken } from "../auth.js";
 
 const CONNECTION_HEADER = "acp-connection-id";
@@ -28,7 +29,10 @@ const ownerOf = (caller: Caller | null): string =>
   caller ? `${caller.tenant.name}\u0000${caller.label}` : "";
 
 /** The route's connections; `stop` ends them all (the SDK's server, then the SSE responses left). */
-export type AcpRoute = Service;
+export interface AcpRoute extends Service {
+  /** Event subscriptions of the connections' runs open now, on the gateway's own feeds. */
+  readonly localSubscriptions: number;
+}
 
 export function registerAcpRoute(app: FastifyInstance, s: Services, config: Config, log: Logger): AcpRoute {
   const server = new AcpServer({
@@ -49,12 +53,19 @@ export function registerAcpRoute(app: FastifyInstance, s: Services, config: Conf
     return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
   };
 
-  /** The ACP agent of one connection, acting with the token of the request that opened it. */
+  const local = { open: 0 };
+
+  /**
+   * The ACP agent of one connection, acting with the token of the request that opened it. Its runs
+   * follow their events on this gateway's own feeds, as the caller's socket would (the same
+   * checks), not through a socket to itself; every other call goes over HTTP to itself.
+   */
   const agentFor = (req: FastifyRequest, onClosed: () => void) => {
     const token = rawToken(req.raw) ?? undefined;
     const acpLog = log.child({ component: "acp" });
+    const caller = callerOf(req) ?? s.tenants.openCaller;
     const appForConnection = mooringAcpAgent({
-      mooring: new MooringClient({ url: selfUrl(), token }),
+      mooring: new MooringClient({ url: selfUrl(), token, localEvents: localEventSource(s, caller, local) }),
       defaultAgent: config.acpAgent,
       version: s.identity.version,
       warn: (msg, fields) => acpLog.warn(fields ?? {}, msg),
@@ -132,6 +143,9 @@ export function registerAcpRoute(app: FastifyInstance, s: Services, config: Conf
   });
 
   return {
+    get localSubscriptions() {
+      return local.open;
+    },
     name: "acp connections",
     start() {},
     stop: async () => {
