@@ -180,12 +180,18 @@ describe("taskWithStatusSets", () => {
       expect(rows).toHaveLength(51);
       const statement = sentWith("from sessions s");
       for (const mode of ["force_custom_plan", "force_generic_plan"]) {
+        // Prepared and EXECUTEd, as the gateway's prepared statements are: a parameterised EXPLAIN
+        // is planned with its values (a custom plan) whatever plan_cache_mode says.
         const plan = await db.sql.begin(async (tx) => {
           await tx.unsafe(`set local plan_cache_mode = ${mode}`);
-          const [row] = await tx.unsafe(
-            `explain (analyze, buffers, format json) ${statement.text}`,
-            statement.parameters as postgres.ParameterOrJSON<never>[],
+          await tx.unsafe(`prepare deep_page as ${statement.text}`).simple();
+          const [{ types }] = await tx.unsafe<{ types: string[] }[]>(
+            "select parameter_types::text[] as types from pg_prepared_statements where name = 'deep_page'",
           );
+          const literal = (v: unknown) => `'${String(v).replaceAll("'", "''")}'`;
+          const args = types.map((type, i) => `${literal(statement.parameters[i])}::${type}`).join(", ");
+          const [row] = await tx.unsafe(`explain (analyze, buffers, format json) execute deep_page(${args})`);
+          await tx.unsafe("deallocate deep_page");
           return (Object.values(row)[0] as { Plan: PlanNode }[])[0].Plan;
         });
         const scan = findNode(plan, (n) => n["Node Type"] === "Index Scan");
