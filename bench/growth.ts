@@ -25,6 +25,7 @@
  * figure. Sizes: the events table and its indexes per 10⁶ events.
  */
 import { randomUUID } from "node:crypto";
+import { once } from "node:events";
 import { connect, type Sql as GatewaySql, type Tx } from "../src/db/client.js";
 import { applyMigrations } from "../src/db/migrate.js";
 import { taskClaim } from "../src/sql/task-claim.js";
@@ -216,7 +217,7 @@ async function atSize(ctx: BenchContext, n: number): Promise<Record<string, numb
       let rss: number;
       try {
         await first.waitReady(600_000, 20);
-        reconcile = reconcileMs(first);
+        reconcile = await reconcileMs(first);
         await sleep(3000);
         rss = first.rss() / 2 ** 20;
       } finally {
@@ -241,7 +242,13 @@ async function atSize(ctx: BenchContext, n: number): Promise<Record<string, numb
   }
 }
 
-function reconcileMs(gateway: GatewayProcess): number {
+async function reconcileMs(gateway: GatewayProcess): Promise<number> {
+  // The gateway answers /readyz before its logger has written the "ready" line (a 10^6 run once
+  // read the log between the two), so wait for the line, a while at most.
+  const deadline = Date.now() + 10_000;
+  while (!gateway.output().includes('"ready"') && Date.now() < deadline) {
+    await Promise.race([once(gateway.child.stdout!, "data"), sleep(500)]);
+  }
   for (const line of gateway.output().split("\n")) {
     if (!line.includes('"ready"')) continue;
     try {

@@ -129,7 +129,12 @@ describe("taskWithStatusSets", () => {
 
   it("reads a page of sessions as a walk of a page index, never a sort of all sessions", async () => {
     await seedHistory();
-    const after = { createdAt: "2026-01-01T00:00:00.000Z", id: "00000000-0000-4000-8000-000000000000" };
+    // Halfway down the history: a cursor older than every session leaves nothing to walk, and
+    // then either index is as good as the other.
+    const after = {
+      createdAt: new Date(Date.now() - 1000 * 60_000).toISOString(),
+      id: "00000000-0000-4000-8000-000000000000",
+    };
     const pages = [
       { tenant: "default", after: null, index: "sessions_tenant_page_idx" },
       { tenant: "default", after, index: "sessions_tenant_page_idx" },
@@ -148,6 +153,57 @@ describe("taskWithStatusSets", () => {
       const plan = await planOf(sentWith("from sessions s"));
       expect(plan).toContain(`Index Scan Backward using ${page.index}`);
       expect(plan).not.toMatch(/Sort|Seq Scan on sessions/);
+    }
+  });
+
+  it("starts a tenant's deep page at its cursor, not at the tenant's newest session", async () => {
+    // 20000 sessions of one tenant (about 110 pages of sessions_tenant_page_idx) and a cursor 90%
+    // down: a walk from the tenant's newest entry passes ~100 index pages before the first row
+    // of the page; a walk from the cursor reads a few index pages and the page's heap pages.
+    await db.sql`
+      insert into sessions (id, tenant, workspace, agent, created_at)
+      select md5('deep' || g)::uuid, 'deep', '/w', 'simulated', now() - g * interval '1 second'
+      from generate_series(1, 20000) g`;
+    try {
+      await db.sql`analyze sessions`;
+      const [cursor] = await db.sql<{ createdAt: Date; id: string }[]>`
+        select created_at, id from sessions where tenant = 'deep' order by created_at desc, id desc offset 18000 limit 1`;
+      const after = { createdAt: cursor.createdAt.toISOString(), id: cursor.id };
+      sent.length = 0;
+      const rows = await sessionList<{ id: string }>(traced, {
+        tenant: "deep",
+        workspace: null,
+        status: null,
+        after,
+        limit: 51,
+      });
+      expect(rows).toHaveLength(51);
+      const statement = sentWith("from sessions s");
+      for (const mode of ["force_custom_plan", "force_generic_plan"]) {
+        // Prepared and EXECUTEd, as the gateway's prepared statements are: a parameterised EXPLAIN
+        // is planned with its values (a custom plan) whatever plan_cache_mode says.
+        const plan = await db.sql.begin(async (tx) => {
+          await tx.unsafe(`set local plan_cache_mode = ${mode}`);
+          await tx.unsafe(`prepare deep_page as ${statement.text}`).simple();
+          const [{ types }] = await tx.unsafe<{ types: string[] }[]>(
+            "select parameter_types::text[] as types from pg_prepared_statements where name = 'deep_page'",
+          );
+          const literal = (v: unknown) => `'${String(v).replaceAll("'", "''")}'`;
+          const args = types.map((type, i) => `${literal(statement.parameters[i])}::${type}`).join(", ");
+          const [row] = await tx.unsafe(`explain (analyze, buffers, format json) execute deep_page(${args})`);
+          await tx.unsafe("deallocate deep_page");
+          return (Object.values(row)[0] as { Plan: PlanNode }[])[0].Plan;
+        });
+        const scan = findNode(plan, (n) => n["Node Type"] === "Index Scan");
+        expect(scan?.["Index Name"], mode).toBe("sessions_tenant_page_idx");
+        // The scan's own pages: its figures include those of the status column's subplan.
+        const blocks = (n: PlanNode) => (n["Shared Hit Blocks"] ?? 0) + (n["Shared Read Blocks"] ?? 0);
+        const own = scan ? blocks(scan) - (scan.Plans ?? []).reduce((sum, n) => sum + blocks(n), 0) : -1;
+        expect(own, mode).toBeGreaterThan(0);
+        expect(own, mode).toBeLessThan(30);
+      }
+    } finally {
+      await db.sql`delete from sessions where tenant = 'deep'`;
     }
   });
 
@@ -174,3 +230,20 @@ describe("taskWithStatusSets", () => {
     expect(templates.size).toBe(1);
   });
 });
+
+interface PlanNode {
+  "Node Type": string;
+  "Index Name"?: string;
+  "Shared Hit Blocks"?: number;
+  "Shared Read Blocks"?: number;
+  Plans?: PlanNode[];
+}
+
+function findNode(node: PlanNode, test: (n: PlanNode) => boolean): PlanNode | undefined {
+  if (test(node)) return node;
+  for (const child of node.Plans ?? []) {
+    const found = findNode(child, test);
+    if (found) return found;
+  }
+  return undefined;
+}
