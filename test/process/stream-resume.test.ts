@@ -102,7 +102,7 @@ describe("event log", () => {
       expect(heads.at(-1)).toBe(log.length);
       // One notification per transaction: each names that transaction's last seq, so they are
       // distinct, and there are far fewer than events (and than agent emissions). They need not
-      // arrive in seq order: the admission notifies right after its commit, a flush at its commit,
+      // arrive in seq order: the admission and the flush notify right after their commits,
       // and a receiver reads up to the highest head it has seen.
       expect(new Set(heads).size).toBe(heads.length);
       expect(log.length).toBeGreaterThan(10);
@@ -117,8 +117,9 @@ describe("event log", () => {
     const a = await createSession(t.url, t.workspace);
     const b = await createSession(t.url, t.workspace);
     const notifications: string[] = [];
-    // A notification of the test's own, for a session nobody has, sent after the flush: Postgres
-    // delivers a channel's notifications in commit order, so once it is here so is any other.
+    // The flush's notification goes out after its commit (docs/architecture.md, Notifications):
+    // once it is here, a notification of the test's own for a session nobody has is sent; Postgres
+    // delivers a channel's notifications in commit order, so once the marker is here so is any other.
     const marker = randomUUID();
     let markerSeen = false;
     const listener = await t.sql.listen("mooring_sessions", (payload) => {
@@ -153,6 +154,7 @@ describe("event log", () => {
       expect(inA[2].data.text).toBe("t0t1t2");
       expect(seqs(inB)).toEqual(range(1, 50));
       expect(published).toEqual([53]);
+      await eventually(async () => notifications.length > 0, 5000);
       await t.sql`select pg_notify('mooring_sessions', ${JSON.stringify([[marker, 0]])})`;
       await eventually(async () => markerSeen, 5000);
       expect(notifications).toHaveLength(1);
