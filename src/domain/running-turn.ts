@@ -16,6 +16,12 @@ export class RunningTurn {
   readonly controller = new AbortController();
   cause: StopCause | null = null;
   done: Promise<void> = Promise.resolve();
+  /**
+   * Its settlement is being written (domain/turn-settler.ts): a heartbeat that finds its lease gone
+   * is most likely reading that very commit, not a takeover (a takeover's settlement is fenced out
+   * and says so).
+   */
+  settling = false;
   /** When this process started the turn; a heartbeat sent earlier cannot know about it. */
   readonly startedLocallyAt = Date.now();
   constructor(readonly row: TaskRow) {}

@@ -63,8 +63,12 @@ export class TurnSettler {
       : noSpan;
     if (settlement.error && (settlement.status === "failed" || settlement.status === "interrupted"))
       parent.fail(settlement.error.code);
+    turn.settling = true;
     try {
-      return await this.settleTraced(to, settlement, span, inputAfter);
+      const inputPending = await this.settleTraced(to, settlement, span, inputAfter);
+      // Not settled: the turn takes the input that came, and runs on.
+      if (inputPending) turn.settling = false;
+      return inputPending;
     } finally {
       span.end();
     }

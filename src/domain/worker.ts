@@ -193,6 +193,8 @@ export class Worker implements ClaimLimit, Service {
         // A turn claimed while the renewal was in flight may be missing from its answer.
         if (turn.startedLocallyAt >= sentAt) continue;
         const lease = byId.get(taskId);
+        // A turn whose settlement is being written: its own commit took the task out of the answer.
+        if (!lease && turn.settling) continue;
         if (!lease || lease.attempt !== turn.row.attempt) {
           // A stopped turn may still be finishing (flushing, settling): say it once.
           if (turn.cause !== "lost") {
