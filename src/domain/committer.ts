@@ -63,7 +63,7 @@ import { type Notifications, Notifier, notifyInTransaction } from "../sql/notify
 import type { TaskRow } from "../sql/task-row.js";
 import type { ChangeBus } from "../stream/change-bus.js";
 import type { FlushSender } from "../stream/event-lane.js";
-import { committedEvents, type FlushPlan, settledInFlush } from "../stream/flush-plan.js";
+import { committedOf, type FlushPlan } from "../stream/flush-plan.js";
 import { EventLog, type EventLogOptions } from "../stream/event-log.js";
 
 /** When a change's notifications go out (see the module comment). */
@@ -242,8 +242,8 @@ export function flushChange(plan: FlushPlan, writeId: string) {
       record: eventWriteRecord(q, writeId),
     }),
     outcome: ({ steps }: { steps: unknown[] }) => {
-      const events = committedEvents(plan, steps);
-      const settled = settledInFlush(plan, steps) > 0;
+      const { events, settled: turnsSettled } = committedOf(plan, steps);
+      const settled = turnsSettled > 0;
       const effects: Effects<"afterCommit"> = { events };
       if (events.length > 0) effects.notify = { when: "afterCommit", heads: headsOf(events), gate: settled };
       return { value: steps, effects };

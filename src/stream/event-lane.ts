@@ -40,7 +40,7 @@ export interface FlushSender {
   /**
    * Sends `plan` as one pipelined transaction, with the NOTIFY of its sessions' heads (and of the
    * gate when a turn settled) and its record `writeId` (sql/event-writes.ts); once committed,
-   * applies its effects (the events it committed, `committedEvents`) inside `fanOut`, which traces
+   * applies its effects (the events it committed, `committedOf`) inside `fanOut`, which traces
    * them. Resolves with each of the plan's statements' answers, in plan order.
    */
   sendFlush(

@@ -98,25 +98,22 @@ export function planFlush(groups: Group[], items: SessionWork[]): FlushPlan {
   return plan;
 }
 
-/** The events a flush committed, in seq order per session: its appends' and its settlements'. */
-export function committedEvents(plan: FlushPlan, answers: unknown[]): StoredEvent[] {
+/**
+ * What a flush committed: its events, in seq order per session (its appends' and its
+ * settlements'), and how many turns it settled (each frees a slot).
+ */
+export function committedOf(plan: FlushPlan, answers: unknown[]): { events: StoredEvent[]; settled: number } {
   const events: StoredEvent[] = [];
+  let settled = 0;
   for (const [i, step] of plan.steps.entries()) {
     if (step.kind === "append") events.push(...(answers[i] as StoredEvent[]));
     else if (step.kind === "settle") {
-      const settled = answers[i] as Awaited<ReturnType<typeof taskSettleOwned>>;
-      if (settled && settled !== "input-pending") events.push(settled.event);
+      const answer = answers[i] as Awaited<ReturnType<typeof taskSettleOwned>>;
+      if (answer && answer !== "input-pending") {
+        events.push(answer.event);
+        settled++;
+      }
     }
   }
-  return events;
-}
-
-/** How many turns a flush settled (each frees a slot). */
-export function settledInFlush(plan: FlushPlan, answers: unknown[]): number {
-  let settled = 0;
-  for (const [i, step] of plan.steps.entries()) {
-    const answer = answers[i] as Awaited<ReturnType<typeof taskSettleOwned>>;
-    if (step.kind === "settle" && answer && answer !== "input-pending") settled++;
-  }
-  return settled;
+  return { events, settled };
 }
