@@ -151,8 +151,9 @@ try {
     `updates (HOT share): ${tables.map((t) => `${t.relname} ${t.upd} (${t.upd ? Math.round((100 * t.hot) / t.upd) : 0}%)`).join(", ")}`,
   );
   if (statements) {
-    const rows = await db.sql<{ calls: number; ms: number; query: string }[]>`
-      select calls::int, total_exec_time as ms, regexp_replace(query, '\\s+', ' ', 'g') as query
+    const rows = await db.sql<{ calls: number; ms: number; blocks: number; query: string }[]>`
+      select calls::int, total_exec_time as ms, (shared_blks_hit + shared_blks_read)::float as blocks,
+             regexp_replace(query, '\\s+', ' ', 'g') as query
       from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
       order by total_exec_time desc`;
     const totalMs = rows.reduce((a, r) => a + r.ms, 0);
@@ -162,7 +163,7 @@ try {
     );
     for (const r of rows.slice(0, 25)) {
       console.log(
-        `${(r.calls / turns).toFixed(2).padStart(6)}/turn ${((r.ms / turns) * 1000).toFixed(0).padStart(5)} µs/turn  ${r.query.slice(0, 150)}`,
+        `${(r.calls / turns).toFixed(2).padStart(6)}/turn ${((r.ms / turns) * 1000).toFixed(0).padStart(5)} µs/turn ${(r.blocks / Math.max(r.calls, 1)).toFixed(0).padStart(5)} blocks/call  ${r.query.slice(0, 130)}`,
       );
     }
   }

@@ -78,6 +78,24 @@ describe("gateRefuseIfQueueOverflows", () => {
     const a = await queue("a", 3);
     expect(await check([a[2]], 2, { a: { queued: 1 } })).toBe(QUEUE_FULL_SQLSTATE);
   });
+
+  it("refuses no task that is no longer queued (its claim started it: the queue did not grow)", async () => {
+    const a = await queue("a", 3);
+    const started = (await addTask(t.sql, await addSession(t.sql, { tenant: "a" }), { status: "running" }))
+      .id;
+    expect(await check([started], 1)).toBeNull();
+    expect(await check([started], 1, { a: { queued: 1 } })).toBeNull();
+    // With one still-queued task beside it, the queue's limits apply again.
+    expect(await check([started, a[0]], 1)).toBe(QUEUE_FULL_SQLSTATE);
+    expect(await check([started, a[0]], 10, { a: { queued: 2 } })).toBe(TENANT_QUEUE_FULL_SQLSTATE);
+  });
+
+  it("checks every tenant of the still-queued tasks, not only the first", async () => {
+    const a = await queue("a", 1);
+    const b = await queue("b", 3);
+    expect(await check([a[0], b[0]], 10, { b: { queued: 2 } })).toBe(TENANT_QUEUE_FULL_SQLSTATE);
+    expect(await check([a[0], b[0]], 10, { b: { queued: 3 } })).toBeNull();
+  });
 });
 
 describe("gateIsQueueFull / gateIsTenantQueueFull", () => {
@@ -113,6 +131,17 @@ describe("gateLock", () => {
       where locktype = 'advisory' and objid = ${GATE_LOCK_KEY}
         and database = (select oid from pg_database where datname = current_database())`;
     expect(n).toBe(0);
+  });
+
+  it("turns bitmap scans off for its own transaction only (index scans mark dead entries; see gate-lock.ts)", async () => {
+    const inside = await t.sql.begin(async (tx) => {
+      await gateLock(tx);
+      const [{ enableBitmapscan }] = await tx`show enable_bitmapscan`;
+      return enableBitmapscan;
+    });
+    expect(inside).toBe("off");
+    const [{ enableBitmapscan: after }] = await t.sql`show enable_bitmapscan`;
+    expect(after).toBe("on");
   });
 });
 
