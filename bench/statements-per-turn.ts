@@ -5,7 +5,8 @@
  * server preloads it). A profiling aid, not a benchmark: `npx tsx bench/statements-per-turn.ts [N]`.
  *
  * pg_stat_statements needs `shared_preload_libraries = 'pg_stat_statements'` and a restart; without
- * it only the commit and row counts are printed.
+ * it only the commit and row counts are printed. BENCH_CPU_PROF=<dir> profiles the gateway (V8 CPU
+ * profile; `npx tsx bench/profile-summary.ts <file>` sums it by package and function).
  */
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
@@ -49,6 +50,10 @@ const databases = await BenchDatabases.open((line) => console.log(line));
 const db = await databases.create("statements");
 const gateway = await spawnGateway({
   env: gatewayEnv(db.url, { MOORING_MAX_ACTIVE: "100000", MOORING_MAX_QUEUED: "1000000" }),
+  // BENCH_CPU_PROF=<dir>: the gateway writes a V8 CPU profile there when it stops.
+  nodeFlags: process.env.BENCH_CPU_PROF
+    ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
+    : undefined,
 });
 const client = new HttpClient(gateway.url, CLIENTS * 2);
 try {
