@@ -42,6 +42,8 @@ async function listen(channel: string, log?: string[]): Promise<Listening> {
 /**
  * Everything heard on `channel` up to now: a marker is sent on it from another connection, and once
  * the marker is heard, so is everything committed before it. The payloads without the marker.
+ * Only what committed before the marker: a Notifier sends on its own connection after `add`
+ * returned, so a test first waits to hear its last send (else the marker can commit first).
  */
 async function heardUpTo(channel: string, l: { heard: string[] }): Promise<string[]> {
   const marker = `marker-${randomUUID()}`;
@@ -210,6 +212,9 @@ describe("Notifier", () => {
       notifier.add({
         heads: new Map(Array.from({ length: 300 }, () => [randomUUID(), 1] as [string, number])),
       });
+      // Its send is on its own connection: heard before the marker is sent, or the marker (sent on
+      // another connection) may commit first and the `*` be missing (seen in CI under load).
+      await expect.poll(() => l.heard.length, NOTIFIED).toBe(2);
       expect(await heardUpTo(notifyChannels.sessions, l)).toEqual([JSON.stringify([["s-1", -1]]), "*"]);
       expect(errors).toEqual([]);
       // The same connection: the setting ended with the notification's transaction.

@@ -151,13 +151,15 @@ class SimulatedConversation implements AgentConversation {
     if (!this.alive) throw new AgentFailure("AGENT_CRASHED", "The simulated agent is no longer running.");
     // Steered input (docs/simulated-agent.md): kept until the next directive boundary, then echoed.
     const inbox: string[] = [];
+    const taken = { count: 0 };
     let wake: (() => void) | null = null;
     const release = input?.take((steered) => {
       inbox.push(steered);
+      taken.count++;
       wake?.();
     });
     try {
-      return await this.run(prompt, sink, signal, inbox, (w) => {
+      return await this.run(prompt, sink, signal, inbox, taken, (w) => {
         wake = w;
       });
     } finally {
@@ -170,6 +172,8 @@ class SimulatedConversation implements AgentConversation {
     sink: TurnSink,
     signal: AbortSignal,
     inbox: string[],
+    /** Inputs the agent has taken in this turn, echoed or not. */
+    taken: { readonly count: number },
     onWake: (wake: (() => void) | null) => void,
   ): Promise<TurnOutcome> {
     await this.applyRewind(sink);
@@ -187,6 +191,8 @@ class SimulatedConversation implements AgentConversation {
     let text = "";
     let toolCalls = 0;
     const budget = new Budget();
+    /** The `[input]` directives reached so far: the Nth waits until N inputs were taken. */
+    let inputsAwaited = 0;
     /** Each steered input the agent took, echoed once as `steered TEXT `. */
     const echo = () => {
       for (let steered = inbox.shift(); steered !== undefined; steered = inbox.shift()) {
@@ -200,7 +206,11 @@ class SimulatedConversation implements AgentConversation {
       echo();
       switch (directive.kind) {
         case "input":
-          if (inbox.length === 0) {
+          // Counted, not read off the inbox: an input that came before this directive was reached
+          // (echoed at its boundary), or with the one before it, counts for it; waiting for the
+          // inbox to fill instead waited for one more input than the client sends.
+          inputsAwaited++;
+          while (taken.count < inputsAwaited) {
             const arrived = await new Promise<boolean>((resolve) => {
               const onAbort = () => done(false);
               const done = (value: boolean) => {
@@ -276,10 +286,18 @@ class SimulatedConversation implements AgentConversation {
         case "writebin":
         case "delete": {
           const id = `tool-${++toolCalls}`;
-          const input = { path: directive.path, ...(directive.kind === "delete" ? {} : { count: directive.count }) };
+          const input = {
+            path: directive.path,
+            ...(directive.kind === "delete" ? {} : { count: directive.count }),
+          };
           sink.emit({ type: "tool.call", id, name: `simulated_${directive.kind}`, input });
           await editFile(await this.resolveWorkspace(), directive);
-          sink.emit({ type: "tool.result", id, isError: false, output: `${directive.kind} ${directive.path}` });
+          sink.emit({
+            type: "tool.result",
+            id,
+            isError: false,
+            output: `${directive.kind} ${directive.path}`,
+          });
           break;
         }
         case "history": {
@@ -358,11 +376,17 @@ class SimulatedConversation implements AgentConversation {
  */
 async function editFile(
   workspace: string,
-  d: { kind: "write" | "append" | "writebin"; path: string; count: number } | { kind: "delete"; path: string },
+  d:
+    | { kind: "write" | "append" | "writebin"; path: string; count: number }
+    | { kind: "delete"; path: string },
 ): Promise<void> {
   const outside = () =>
-    new AgentFailure("AGENT_ERROR", `The simulated agent refused the path ${JSON.stringify(d.path)}: it leaves the workspace.`);
-  if (isAbsolute(d.path) || d.path.split("/").some((part) => part === ".." || part === ".git")) throw outside();
+    new AgentFailure(
+      "AGENT_ERROR",
+      `The simulated agent refused the path ${JSON.stringify(d.path)}: it leaves the workspace.`,
+    );
+  if (isAbsolute(d.path) || d.path.split("/").some((part) => part === ".." || part === ".git"))
+    throw outside();
   const full = resolve(workspace, d.path);
   if (!full.startsWith(workspace + sep)) throw outside();
   const root = await realpath(workspace);
