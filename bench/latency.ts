@@ -4,7 +4,9 @@
  * `task.started` received, and agent event → subscriber (the simulated agent's `[clock]` delta
  * carries the agent's wall clock when it emitted the event; the receipt time is taken on arrival
  * of the frame). Reference in the same run: a bare Postgres NOTIFY → LISTEN round trip at the
- * same rate.
+ * same rate. A second reference, printed beside it: a durable NOTIFY (a row inserted and the
+ * NOTIFY sent in one transaction, so LISTEN hears it only after the commit's WAL flush), the least
+ * any delivery of a committed event costs, since mooring commits each event before anyone sees it.
  */
 import postgres from "postgres";
 import { gatewayEnv, spawnGateway } from "./lib/gateway.js";
@@ -40,10 +42,17 @@ export const latency: Benchmark = {
     try {
       const mooring = await runMooring(ctx, db.url, s);
       const notify = await runNotify(db.url, s.seconds);
+      const durable = await runNotify(db.url, s.seconds, { durable: true });
       ctx.log(
-        `  submit→started p50 ${mooring.startedP50.toFixed(1)} p99 ${mooring.startedP99.toFixed(1)} ms; event→subscriber p50 ${mooring.eventP50.toFixed(1)} p99 ${mooring.eventP99.toFixed(1)} ms; NOTIFY p50 ${notify.p50.toFixed(2)} p99 ${notify.p99.toFixed(2)} ms; ${mooring.rate.toFixed(0)} turns/s achieved`,
+        `  submit→started p50 ${mooring.startedP50.toFixed(1)} p99 ${mooring.startedP99.toFixed(1)} ms; event→subscriber p50 ${mooring.eventP50.toFixed(1)} p99 ${mooring.eventP99.toFixed(1)} ms; NOTIFY p50 ${notify.p50.toFixed(2)} p99 ${notify.p99.toFixed(2)} ms; durable NOTIFY p50 ${durable.p50.toFixed(2)} p99 ${durable.p99.toFixed(2)} ms; ${mooring.rate.toFixed(0)} turns/s achieved`,
       );
-      return { ...mooring, notifyP50: notify.p50, notifyP99: notify.p99 };
+      return {
+        ...mooring,
+        notifyP50: notify.p50,
+        notifyP99: notify.p99,
+        durableP50: durable.p50,
+        durableP99: durable.p99,
+      };
     } finally {
       await ctx.databases.drop(db);
     }
@@ -95,6 +104,26 @@ export const latency: Benchmark = {
         ...upTo(ratio(m.eventP99, m.notifyP99), MAX_VS_NOTIFY, "NOTIFY → LISTEN p99"),
         note: `achieved ${m.rate?.toFixed(0)} turns/s; submit → task.completed p50 ${m.completedP50?.toFixed(1)} / p99 ${m.completedP99?.toFixed(1)} ms; HTTP submit answer p99 ${m.answerP99?.toFixed(1)} ms`,
       },
+      // What durability itself costs: the same two p99s against a NOTIFY that waits for a commit.
+      ...(m.durableP99 === undefined
+        ? []
+        : (["submit → task.started p99", "agent event → subscriber p99"] as const).map((figure) => {
+            const value = figure.startsWith("submit") ? m.startedP99 : m.eventP99;
+            return {
+              benchmark,
+              figure: `${figure}, against a durable NOTIFY`,
+              value,
+              unit: "ms",
+              reference: {
+                label: "insert + NOTIFY, one commit → LISTEN p99",
+                value: m.durableP99,
+                unit: "ms",
+              },
+              ratio: ratio(value, m.durableP99),
+              target: null,
+              met: null,
+            };
+          })),
     ];
   },
 };
@@ -186,20 +215,31 @@ async function runMooring(_ctx: BenchContext, databaseUrl: string, s: ReturnType
   }
 }
 
-/** A NOTIFY on one connection, received by LISTEN on another, at RATE per second. */
-export async function runNotify(databaseUrl: string, seconds: number) {
+/**
+ * A NOTIFY on one connection, received by LISTEN on another, at RATE per second. `durable`: each
+ * NOTIFY goes with an insert in one transaction, so it is heard after the commit's WAL flush.
+ */
+export async function runNotify(databaseUrl: string, seconds: number, { durable = false } = {}) {
   const listener = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   const notifier = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   const rtts: number[] = [];
   try {
     await listener.listen("bench_latency", (payload) => rtts.push(wallMs() - Number(payload)));
     await notifier`select 1`;
+    if (durable)
+      await notifier`create table if not exists bench_latency_log (id bigserial primary key, at float8)`;
     const n = Math.round(seconds * RATE);
     const t0 = wallMs();
     for (let i = 0; i < n; i++) {
       const wait = t0 + (i * 1000) / RATE - wallMs();
       if (wait > 0) await sleep(wait);
-      await notifier`select pg_notify('bench_latency', ${String(wallMs())})`;
+      if (durable) {
+        await notifier.begin(async (tx) => {
+          const at = wallMs();
+          await tx`insert into bench_latency_log (at) values (${at})`;
+          await tx`select pg_notify('bench_latency', ${String(at)})`;
+        });
+      } else await notifier`select pg_notify('bench_latency', ${String(wallMs())})`;
     }
     await sleep(100);
     return { p50: percentile(rtts, 50), p99: percentile(rtts, 99) };
