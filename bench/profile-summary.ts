@@ -23,9 +23,9 @@ const top = Number(topArg ?? 25);
 const profile = JSON.parse(readFileSync(file, "utf8")) as Profile;
 const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 const selfMicros = new Map<number, number>();
-profile.samples.forEach((id, i) =>
-  selfMicros.set(id, (selfMicros.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)),
-);
+for (const [i, id] of profile.samples.entries()) {
+  selfMicros.set(id, (selfMicros.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+}
 
 /** Who a frame belongs to: a package, a folder of the project, node itself, or a V8 pseudo-frame. */
 function ownerOf(url: string, name: string): string {
