@@ -2,9 +2,20 @@
  * One ACP connection's hold on one mooring session: it relays the session's events to the client
  * as `session/update`s (each once: a per-task cursor drops what a replay and a live follow both
  * saw), follows the turns running on it, and asks the client the turns' permission requests.
- * Updates go out one at a time, in the order they were taken, so the client sees seq order.
+ * Updates are handed to the ACP connection as they are taken, in that order, without waiting for
+ * the one before to be written: the connection writes its messages in the order it was given them
+ * (one queue), so the client sees seq order, and an update does not wait behind the previous one's
+ * write (a turn's run of events went out one write round trip after another). `follow` waits only
+ * when `MAX_UNSENT` updates are still being written (a client not reading: the run's buffer fills
+ * and its events wait in the gateway's log, not here).
  */
-import type { AgentContext, PermissionOption, RequestPermissionRequest } from "@agentclientprotocol/sdk";
+import type {
+  AgentContext,
+  PermissionOption,
+  RequestPermissionRequest,
+  RequestPermissionResponse,
+  SessionUpdate,
+} from "@agentclientprotocol/sdk";
 import { MooringApiError } from "../client/errors.js";
 import type { MooringClient } from "../client/client.js";
 import { isResyncItem, type MooringEvent, type Task } from "../client/types.js";
@@ -18,6 +29,9 @@ export interface PermissionView {
   options: { optionId: string; name: string; kind: string }[];
   expiresAt?: string;
 }
+
+/** Updates handed to the connection and not written yet, beyond which `follow` waits for room. */
+export const MAX_UNSENT = 64;
 
 const acpOptionKinds = new Set(["allow_once", "allow_always", "reject_once", "reject_always"]);
 
@@ -37,7 +51,12 @@ export class SessionLink {
   private readonly following = new Set<string>();
   /** Permission requests the client holds, by request id; aborting withdraws one ($/cancel_request). */
   private readonly asking = new Map<string, AbortController>();
+  /** Settles once every update handed over so far was written (or failed). */
   private sending: Promise<void> = Promise.resolve();
+  /** Updates handed over and not written yet (or failed). */
+  private unsent = 0;
+  /** Follows waiting for `unsent` to come down to half of MAX_UNSENT. */
+  private roomWaiters: (() => void)[] = [];
   private readonly closer = new AbortController();
   readonly signal: AbortSignal;
 
@@ -62,12 +81,11 @@ export class SessionLink {
     if ((this.cursors.get(key) ?? -1) >= event.seq) return this.sending;
     this.cursors.set(key, event.seq);
     const update = updateOf(event, context);
-    this.sending = this.sending
-      .then(() => this.deps.acp().notify("session/update", { sessionId: this.sessionId, update }))
-      .catch((err) => this.deps.warn("acp update not delivered", { err: String(err) }));
+    this.send(update, (err) => this.deps.warn("acp update not delivered", { err: String(err) }));
     if (event.taskId && event.type === "permission.requested" && live)
       this.ask(event.taskId, event.data as PermissionView, event.seq);
-    if (event.type === "permission.resolved") this.asking.get(String((event.data as { requestId?: unknown }).requestId))?.abort();
+    if (event.type === "permission.resolved")
+      this.asking.get(String((event.data as { requestId?: unknown }).requestId))?.abort();
     return this.sending;
   }
 
@@ -79,10 +97,35 @@ export class SessionLink {
   /** A notice that is not an event (the gateway restarted): no seq. */
   notice(message: string, mooring: Record<string, unknown>): Promise<void> {
     const update = noticeUpdate(message, this.deps.context, mooring);
-    this.sending = this.sending
-      .then(() => this.deps.acp().notify("session/update", { sessionId: this.sessionId, update }))
-      .catch(() => {});
+    this.send(update, () => {});
     return this.sending;
+  }
+
+  /**
+   * Hands one update to the connection now, behind every one handed before it (the connection's
+   * own queue keeps that order); `sending` settles once it, and all before it, are written or failed.
+   */
+  private send(update: SessionUpdate, failed: (err: unknown) => void): void {
+    let written: Promise<void>;
+    try {
+      written = this.deps.acp().notify("session/update", { sessionId: this.sessionId, update });
+    } catch (err) {
+      written = Promise.reject(err);
+    }
+    this.unsent++;
+    const settled = written.catch(failed).finally(() => {
+      this.unsent--;
+      if (this.roomWaiters.length > 0 && this.unsent <= MAX_UNSENT / 2)
+        for (const wake of this.roomWaiters.splice(0)) wake();
+    });
+    const before = this.sending;
+    this.sending = before.then(() => settled);
+  }
+
+  /** Resolves once fewer than MAX_UNSENT updates are still being written (at once when so). */
+  private room(): Promise<void> | null {
+    if (this.unsent < MAX_UNSENT) return null;
+    return new Promise((resolve) => this.roomWaiters.push(resolve));
   }
 
   /** Relays a run's events until its terminal one; resolves with the terminal task. */
@@ -94,9 +137,14 @@ export class SessionLink {
     try {
       for await (const item of run) {
         if (isResyncItem(item)) continue;
-        await this.relay(item, true);
+        void this.relay(item, true);
+        const room = this.room();
+        if (room) await room;
       }
-      return await run.done();
+      const task = await run.done();
+      // The prompt's answer goes after every update of its turn.
+      await this.sending;
+      return task;
     } finally {
       this.following.delete(run.taskId);
     }
@@ -121,7 +169,8 @@ export class SessionLink {
 
   /** Asks the client a pending request of a task (again, after a reload). */
   askPending(task: Task): void {
-    for (const request of (task.pendingPermissions ?? []) as PermissionView[]) this.ask(task.id, request, null);
+    for (const request of (task.pendingPermissions ?? []) as PermissionView[])
+      this.ask(task.id, request, null);
   }
 
   private ask(taskId: string, request: PermissionView, seq: number | null): void {
@@ -143,16 +192,31 @@ export class SessionLink {
       options,
       _meta: { mooring: { taskId, requestId: request.requestId, expiresAt: request.expiresAt, seq } },
     };
-    void this.sending
-      .then(() => this.deps.acp().request("session/request_permission", params, { cancellationSignal: withdraw.signal }))
+    // Handed over now, as an update is: behind the updates before it (its own event's) and before any after it.
+    let answered: Promise<RequestPermissionResponse>;
+    try {
+      answered = this.deps
+        .acp()
+        .request("session/request_permission", params, { cancellationSignal: withdraw.signal });
+    } catch (err) {
+      answered = Promise.reject(err);
+    }
+    void answered
       .then(async (answer) => {
         if (answer.outcome.outcome !== "selected" || withdraw.signal.aborted) return;
-        await this.deps.mooring.permissions.respond(taskId, request.requestId, { optionId: answer.outcome.optionId });
+        await this.deps.mooring.permissions.respond(taskId, request.requestId, {
+          optionId: answer.outcome.optionId,
+        });
       })
       .catch((err) => {
         // Answered elsewhere first, or withdrawn: the first answer won; nothing to do.
-        if (err instanceof MooringApiError && (err.code === "PERMISSION_RESOLVED" || err.code === "PERMISSION_NOT_FOUND")) return;
-        if (!withdraw.signal.aborted) this.deps.warn("acp permission request failed", { err: String(err), taskId });
+        if (
+          err instanceof MooringApiError &&
+          (err.code === "PERMISSION_RESOLVED" || err.code === "PERMISSION_NOT_FOUND")
+        )
+          return;
+        if (!withdraw.signal.aborted)
+          this.deps.warn("acp permission request failed", { err: String(err), taskId });
       })
       .finally(() => this.asking.delete(request.requestId));
   }

@@ -21,6 +21,7 @@ import type { Caller } from "../../../domain/tenants.js";
 import type { Services } from "../../services.js";
 import { localEventSource } from "../../local-events.js";
 import { callerOf, rawToken } from "../auth.js";
+import { deflateSendsHere } from "../../ws/deflate-frames.js";
 
 const CONNECTION_HEADER = "acp-connection-id";
 
@@ -137,6 +138,7 @@ export function registerAcpRoute(app: FastifyInstance, s: Services, config: Conf
         });
         slot.id = prepared.connectionId;
         owners.set(prepared.connectionId, ownerOf(callerOf(req)));
+        deflateSendsHere(socket);
         prepared.accept(socket as never);
       },
     });
