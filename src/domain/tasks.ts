@@ -158,7 +158,7 @@ export class TaskService {
       },
       span,
     );
-    if (admitted.created) return { task: await this.view(admitted.created), created: true };
+    if (admitted.created) return { task: await this.admittedView(admitted.created), created: true };
     if (admitted.existing) return { task: await this.view(admitted.existing), created: false };
     // Nothing inserted and no earlier task with the key: the session is missing, another tenant's
     // (answered as missing) or archived.
@@ -209,6 +209,16 @@ export class TaskService {
     const row = await taskRead(this.rt.db.sql, taskId, visibleTenant(tenant));
     if (!row) throw errors.taskNotFound(taskId);
     return row;
+  }
+
+  /**
+   * The view of a task this submit's own transaction created. One that started in it has no
+   * pending permission request at that commit (its agent had not run), so its view needs no read:
+   * the answer is the task as the admission left it (a request the agent makes a moment later is
+   * in GET /v1/tasks/:id and the stream). One that waits still reads its queue position.
+   */
+  private admittedView(row: TaskRow): Promise<TaskView> | TaskView {
+    return row.status === "running" ? taskView(row, null, undefined, undefined) : this.view(row);
   }
 
   async view(row: TaskRow): Promise<TaskView> {
