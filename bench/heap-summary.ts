@@ -62,6 +62,8 @@ const rows = [...new Set([...after.keys(), ...before.keys()])].map((key) => {
 rows.sort((x, y) => Math.abs(y.size) - Math.abs(x.size));
 const total = rows.reduce((s, r) => s + r.size, 0);
 const fmt = (n: number) => (per === 1 ? String(n) : (n / per).toFixed(2));
-console.log(`total self size${beforePath ? " difference" : ""}: ${fmt(total)} bytes${per === 1 ? "" : ` per ${per}`}`);
+console.log(
+  `total self size${beforePath ? " difference" : ""}: ${fmt(total)} bytes${per === 1 ? "" : ` per ${per}`}`,
+);
 console.log("bytes\tcount\tconstructor");
 for (const r of rows.slice(0, top)) console.log(`${fmt(r.size)}\t${fmt(r.count)}\t${r.key}`);

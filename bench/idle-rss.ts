@@ -13,7 +13,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import WebSocket from "ws";
 import { BenchDatabases } from "./lib/db.js";
 import { gatewayEnv, repoRoot, spawnGateway, track } from "./lib/gateway.js";
@@ -27,7 +27,13 @@ const idleMs = Number(process.env.BENCH_IDLE_MS ?? 1500);
 const snapshots = process.env.BENCH_IDLE_SNAPSHOTS === "1";
 const dir = process.env.BENCH_IDLE_DIR ?? "/tmp";
 /** With BENCH_IDLE_INSPECT=1: process.memoryUsage() of the gateway over the inspector, before and after a full GC. */
-const inspect = process.env.BENCH_IDLE_INSPECT === "1";
+const inspect = process.env.BENCH_IDLE_INSPECT === "1" || !!process.env.BENCH_IDLE_ALLOC;
+/**
+ * With BENCH_IDLE_ALLOC=file: a sampling heap profile of everything allocated while the
+ * subscribers connect, collected garbage included (what the young generation promotes grows the
+ * old space until the next full GC), written to `file` (.heapprofile, DevTools reads it).
+ */
+const allocFile = process.env.BENCH_IDLE_ALLOC;
 
 function memory(pid: number): Record<string, number> {
   const out: Record<string, number> = {};
@@ -40,8 +46,11 @@ function memory(pid: number): Record<string, number> {
 
 /** A minimal inspector client: evaluates expressions in the gateway and collects its garbage. */
 async function inspector(output: () => string) {
-  let url: string | undefined;
-  while (!(url = output().match(/Debugger listening on (ws:\S+)/)?.[1])) await sleep(50);
+  let url = output().match(/Debugger listening on (ws:\S+)/)?.[1];
+  while (!url) {
+    await sleep(50);
+    url = output().match(/Debugger listening on (ws:\S+)/)?.[1];
+  }
   const ws = new WebSocket(url);
   await once(ws, "open");
   let id = 0;
@@ -69,6 +78,7 @@ async function inspector(output: () => string) {
   };
   return {
     usage,
+    call,
     gc: () => call("HeapProfiler.collectGarbage"),
     close: () => ws.close(),
   };
@@ -111,6 +121,8 @@ const gateway = await spawnGateway({
   nodeFlags: [
     ...(snapshots ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`] : []),
     ...(inspect ? ["--inspect=127.0.0.1:0"] : []),
+    // e.g. BENCH_IDLE_NODE_FLAGS=--trace-gc (the gateway's output is printed at the end)
+    ...(process.env.BENCH_IDLE_NODE_FLAGS?.split(" ").filter(Boolean) ?? []),
   ],
 });
 const http = new HttpClient(gateway.url, 8);
@@ -125,7 +137,10 @@ const clients = Array.from({ length: processes }, () =>
 );
 try {
   await gateway.waitReady();
-  const session = await http.json<{ id: string }>("POST", "/v1/sessions", { workspace: "/tmp", agent: "simulated" });
+  const session = await http.json<{ id: string }>("POST", "/v1/sessions", {
+    workspace: "/tmp",
+    agent: "simulated",
+  });
   const task = await http.json<{ id: string }>("POST", `/v1/sessions/${session.id}/turns`, {
     prompt: "[clock] [tool 100] [tool 100] [sleep 5] [clock]",
   });
@@ -138,15 +153,41 @@ try {
   if (snapshots) await snapshot(gateway.pid, "before");
   const before = memory(gateway.pid);
   const usageBefore = await cdp?.usage();
+  if (cdp && allocFile)
+    await cdp.call("HeapProfiler.startSampling", {
+      samplingInterval: 1024,
+      includeObjectsCollectedByMajorGC: true,
+      // BENCH_IDLE_ALLOC_MINOR=0: what the young generation collected is left out (what is left: alive, or promoted and collected by a full GC).
+      includeObjectsCollectedByMinorGC: process.env.BENCH_IDLE_ALLOC_MINOR !== "0",
+    });
+  if (process.env.BENCH_IDLE_NODE_FLAGS) console.log("connecting");
   const { lastSeq } = await http.json<{ lastSeq: number }>("GET", `/v1/sessions/${session.id}`);
   const per = Math.ceil(n / processes);
   await Promise.all(
     clients.map((c, i) =>
-      ask(c, { cmd: "connect", url: gateway.url, sessionId: session.id, afterSeq: lastSeq, n: Math.min(per, n - i * per) }),
+      ask(c, {
+        cmd: "connect",
+        url: gateway.url,
+        sessionId: session.id,
+        afterSeq: lastSeq,
+        n: Math.min(per, n - i * per),
+      }),
     ),
   );
+  if (process.env.BENCH_IDLE_NODE_FLAGS) console.log("connected");
   await sleep(idleMs);
   const after = memory(gateway.pid);
+  if (cdp && allocFile) {
+    // Scavenges (allocating 64 MB of short-lived objects) so that the young garbage of the
+    // connections is collected by the young generation before the profile is read.
+    if (process.env.BENCH_IDLE_ALLOC_MINOR === "0")
+      await cdp.call("Runtime.evaluate", {
+        expression: "{ let k; for (let i = 0; i < 2e6; i++) k = { i, j: [i] }; }",
+      });
+    const profile = await cdp.call("HeapProfiler.stopSampling");
+    writeFileSync(allocFile, JSON.stringify(profile.result.profile));
+    console.log(`allocations while connecting: ${allocFile}`);
+  }
   const line = Object.keys(before)
     .map((k) => `${k} ${((after[k] - before[k]) / n / 1024).toFixed(1)}`)
     .join(", ");
@@ -177,5 +218,6 @@ try {
   await Promise.all(clients.map((c) => (c.exitCode === null ? once(c, "exit") : null)));
   http.close();
   await gateway.stop();
+  if (process.env.BENCH_IDLE_NODE_FLAGS) console.log(gateway.output());
   await databases.dropAll();
 }

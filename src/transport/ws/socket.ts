@@ -57,15 +57,19 @@ export function onSocketError(
  * socket's errors is a closure over the request and the reply. Together with the request's
  * headers, logger and stream state that was about 3 KB of heap per idle connection (heap
  * snapshots of 1000 idle subscribers, bench/results/notes.md). The errors go to the same handler,
- * with the request's logger only.
+ * logged by the connection's logger (the request's was one more logger per socket).
  */
-function releaseUpgrade(socket: WebSocket, req: FastifyRequest, socketErrors: SocketErrorLog): void {
+export function releaseUpgrade(
+  socket: WebSocket,
+  req: FastifyRequest,
+  socketErrors: SocketErrorLog,
+  log: FastifyBaseLogger,
+): void {
   const tcp = req.socket as typeof req.socket & { _httpMessage?: unknown };
   const response = tcp._httpMessage;
   if (response instanceof ServerResponse && response.socket === tcp) response.detachSocket(tcp);
   // At this point the plugin's is the socket's only error listener (ws adds none of its own).
   for (const listener of socket.listeners("error")) socket.off("error", listener as () => void);
-  const log = req.log;
   socket.on("error", (error) => onSocketError(socketErrors, log, error, socket));
 }
 
@@ -96,8 +100,6 @@ export function registerSocketRoute(
         throw errors.upgradeRequired();
       },
       wsHandler: (socket, req) => {
-        releaseUpgrade(socket, req, socketErrors);
-        sockets.add(socket);
         const caller = callerOf(req) ?? s.tenants.openCaller;
         let tenantLog = tenantLogs.get(caller.tenant);
         if (!tenantLog) {
@@ -105,6 +107,8 @@ export function registerSocketRoute(
           tenantLog = log.child(callerForLog(caller));
           tenantLogs.set(caller.tenant, tenantLog);
         }
+        releaseUpgrade(socket, req, socketErrors, tenantLog);
+        sockets.add(socket);
         const connection = new SocketConnection(
           socket,
           req.socket,
