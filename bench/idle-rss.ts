@@ -10,6 +10,7 @@
  *   npx tsx bench/idle-rss.ts                        # 1000 subscribers negotiating deflate
  *   BENCH_IDLE_DEFLATE=0 BENCH_IDLE_N=500 npx tsx bench/idle-rss.ts
  *   BENCH_APP_DIR=/path/to/other/checkout npx tsx bench/idle-rss.ts   # another checkout's gateway
+ *   BENCH_IDLE_BARE=1 npx tsx bench/idle-rss.ts     # the bare `ws` reference server (bench/fanout-bare-server.ts)
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
@@ -34,6 +35,8 @@ const inspect = process.env.BENCH_IDLE_INSPECT === "1" || !!process.env.BENCH_ID
  * old space until the next full GC), written to `file` (.heapprofile, DevTools reads it).
  */
 const allocFile = process.env.BENCH_IDLE_ALLOC;
+const bare = process.env.BENCH_IDLE_BARE === "1";
+const BARE_SESSION = "00000000-0000-0000-0000-000000000001";
 
 function memory(pid: number): Record<string, number> {
   const out: Record<string, number> = {};
@@ -116,14 +119,19 @@ async function snapshot(pid: number, label: string): Promise<void> {
 
 const databases = await BenchDatabases.open(console.log);
 const db = await databases.create("idle_rss");
+const nodeFlags = [
+  ...(snapshots ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`] : []),
+  ...(inspect ? ["--inspect=127.0.0.1:0"] : []),
+  // e.g. BENCH_IDLE_NODE_FLAGS=--trace-gc (the gateway's output is printed at the end)
+  ...(process.env.BENCH_IDLE_NODE_FLAGS?.split(" ").filter(Boolean) ?? []),
+];
 const gateway = await spawnGateway({
   env: gatewayEnv(db.url, { MOORING_INSTANCE_ID: "bench-idle-rss" }),
-  nodeFlags: [
-    ...(snapshots ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`] : []),
-    ...(inspect ? ["--inspect=127.0.0.1:0"] : []),
-    // e.g. BENCH_IDLE_NODE_FLAGS=--trace-gc (the gateway's output is printed at the end)
-    ...(process.env.BENCH_IDLE_NODE_FLAGS?.split(" ").filter(Boolean) ?? []),
-  ],
+  nodeFlags,
+  // BENCH_IDLE_BARE=1: the fan-out benchmark's bare `ws` server instead, as the reference.
+  command: bare
+    ? [process.execPath, ...nodeFlags, "--import", "tsx", `${repoRoot}/bench/fanout-bare-server.ts`]
+    : undefined,
 });
 const http = new HttpClient(gateway.url, 8);
 const clients = Array.from({ length: processes }, () =>
@@ -136,17 +144,23 @@ const clients = Array.from({ length: processes }, () =>
   ),
 );
 try {
-  await gateway.waitReady();
-  const session = await http.json<{ id: string }>("POST", "/v1/sessions", {
-    workspace: "/tmp",
-    agent: "simulated",
-  });
-  const task = await http.json<{ id: string }>("POST", `/v1/sessions/${session.id}/turns`, {
-    prompt: "[clock] [tool 100] [tool 100] [sleep 5] [clock]",
-  });
-  for (;;) {
-    const t = await http.json<{ status: string }>("GET", `/v1/tasks/${task.id}?waitMs=10000`);
-    if (!["queued", "running", "cancelling"].includes(t.status)) break;
+  let sessionId = BARE_SESSION;
+  if (bare) {
+    while (!gateway.output().includes("port ")) await sleep(50);
+  } else {
+    await gateway.waitReady();
+    const session = await http.json<{ id: string }>("POST", "/v1/sessions", {
+      workspace: "/tmp",
+      agent: "simulated",
+    });
+    sessionId = session.id;
+    const task = await http.json<{ id: string }>("POST", `/v1/sessions/${session.id}/turns`, {
+      prompt: "[clock] [tool 100] [tool 100] [sleep 5] [clock]",
+    });
+    for (;;) {
+      const t = await http.json<{ status: string }>("GET", `/v1/tasks/${task.id}?waitMs=10000`);
+      if (!["queued", "running", "cancelling"].includes(t.status)) break;
+    }
   }
   await sleep(500);
   const cdp = inspect ? await inspector(gateway.output) : null;
@@ -161,14 +175,16 @@ try {
       includeObjectsCollectedByMinorGC: process.env.BENCH_IDLE_ALLOC_MINOR !== "0",
     });
   if (process.env.BENCH_IDLE_NODE_FLAGS) console.log("connecting");
-  const { lastSeq } = await http.json<{ lastSeq: number }>("GET", `/v1/sessions/${session.id}`);
+  const lastSeq = bare
+    ? 0
+    : (await http.json<{ lastSeq: number }>("GET", `/v1/sessions/${sessionId}`)).lastSeq;
   const per = Math.ceil(n / processes);
   await Promise.all(
     clients.map((c, i) =>
       ask(c, {
         cmd: "connect",
         url: gateway.url,
-        sessionId: session.id,
+        sessionId,
         afterSeq: lastSeq,
         n: Math.min(per, n - i * per),
       }),
