@@ -22,7 +22,8 @@ export class EventService {
     if (afterSeq < row.prunedSeq) {
       throw errors.resyncRequired(afterSeq, row.prunedSeq + 1, "session");
     }
-    const session = await this.sessions.get(sessionId, tenant);
+    // The snapshot of the same read (reading the row again cost a round trip per subscribe).
+    const session = await this.sessions.viewOf(row);
     return { headSeq: row.lastSeq, session };
   }
 

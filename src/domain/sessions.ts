@@ -162,10 +162,14 @@ export class SessionService {
 
   /** A session `tenant` may see, with its recent turns unless `withTurns` is false. */
   async get(id: string, tenant: Tenant | null, options: { withTurns: boolean } = { withTurns: true }) {
-    const row = await this.row(id, tenant);
+    return this.viewOf(await this.row(id, tenant), options);
+  }
+
+  /** The view of a session row already read (and checked visible), with its recent turns unless `withTurns` is false. */
+  async viewOf(row: SessionRow, options: { withTurns: boolean } = { withTurns: true }) {
     const view = sessionView(row);
     if (!options.withTurns) return view;
-    const recent = await sessionReadRecentTurns(this.db.sql, id, SNAPSHOT_TURNS);
+    const recent = await sessionReadRecentTurns(this.db.sql, row.id, SNAPSHOT_TURNS);
     // A turn waiting for input shows its requests in the snapshot too.
     const { positions, pending, waitingForGroup } = await taskExtras(
       this.db.sql,

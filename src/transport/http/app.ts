@@ -43,7 +43,7 @@ import { quietPolledRoutes } from "./poll-log-level.js";
 import { registerRequestLines } from "./request-lines.js";
 import { validatorCompiler } from "./validator.js";
 import { SocketErrorLog } from "../ws/protocol-errors.js";
-import { registerSocketRoute, type SocketHub, WS_SUBPROTOCOL } from "../ws/socket.js";
+import { onSocketError, registerSocketRoute, type SocketHub, WS_SUBPROTOCOL } from "../ws/socket.js";
 
 const openRoutes = new Set(["/healthz", "/readyz"]);
 
@@ -221,10 +221,7 @@ export async function buildHttpApp(
   const socketErrors = new SocketErrorLog();
   await app.register(websocket, {
     // As the plugin's default (log, terminate), with client-caused errors at warn level, throttled.
-    errorHandler: (error, socket, req) => {
-      socketErrors.report(req.log, error);
-      socket.terminate();
-    },
+    errorHandler: (error, socket, req) => onSocketError(socketErrors, req.log, error, socket),
     options: {
       maxPayload: config.wsMaxPayloadBytes,
       // Only the documented subprotocol is accepted; one the client offers for something else
@@ -278,7 +275,7 @@ export async function buildHttpApp(
     },
     { prefix: "/v1" },
   );
-  const sockets = registerSocketRoute(app, services, config, log);
+  const sockets = registerSocketRoute(app, services, config, log, socketErrors);
   const bounds = boundConnections(app.server, config);
   // Just before fastify closes the server (the SSE streams, sockets and ACP connections ended
   // first, gateway/http-server.ts): without this, a connection that never sent a request held

@@ -13,16 +13,19 @@
  *   its subscriptions then go on from their cursors (the events wait in the log, not in memory).
  * Counting the second like the first closed readers that kept up perfectly well.
  */
-import type { FastifyInstance } from "fastify";
+import { ServerResponse } from "node:http";
+import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { WebSocket } from "ws";
 import type { Config } from "../../config.js";
+import type { Caller } from "../../domain/tenants.js";
 import { errors } from "../../errors.js";
 import type { Service } from "../../lib/service.js";
 import { callerForLog, callerOf, describeCaller } from "../http/auth.js";
 import { notReady } from "../readiness.js";
 import type { Services } from "../services.js";
 import { SocketConnection } from "./connection.js";
+import type { SocketErrorLog } from "./protocol-errors.js";
 import { CLOSE_GOING_AWAY } from "./socket-constants.js";
 
 export { CLOSE_GOING_AWAY, CLOSE_TOO_SLOW, WS_SUBPROTOCOL } from "./socket-constants.js";
@@ -36,13 +39,50 @@ export interface SocketHub extends Service {
   readonly strayResponses: number;
 }
 
+/** An error raised on a client's socket: logged (throttled when the client caused it), the socket cut. */
+export function onSocketError(
+  socketErrors: SocketErrorLog,
+  log: FastifyBaseLogger,
+  error: Error,
+  socket: WebSocket,
+): void {
+  socketErrors.report(log, error);
+  socket.terminate();
+}
+
+/**
+ * Lets the upgrade's HTTP request and reply go once the socket is open. @fastify/websocket leaves
+ * them reachable for the connection's life: its raw response stays attached to the TCP socket
+ * (`socket._httpMessage`, never finished: the reply is hijacked), and its listener for the
+ * socket's errors is a closure over the request and the reply. Together with the request's
+ * headers, logger and stream state that was about 3 KB of heap per idle connection (heap
+ * snapshots of 1000 idle subscribers, bench/results/notes.md). The errors go to the same handler,
+ * logged by the connection's logger (the request's was one more logger per socket).
+ */
+export function releaseUpgrade(
+  socket: WebSocket,
+  req: FastifyRequest,
+  socketErrors: SocketErrorLog,
+  log: FastifyBaseLogger,
+): void {
+  const tcp = req.socket as typeof req.socket & { _httpMessage?: unknown };
+  const response = tcp._httpMessage;
+  if (response instanceof ServerResponse && response.socket === tcp) response.detachSocket(tcp);
+  // At this point the plugin's is the socket's only error listener (ws adds none of its own).
+  for (const listener of socket.listeners("error")) socket.off("error", listener as () => void);
+  socket.on("error", (error) => onSocketError(socketErrors, log, error, socket));
+}
+
 export function registerSocketRoute(
   app: FastifyInstance,
   s: Services,
   config: Config,
   log: Logger,
+  socketErrors: SocketErrorLog,
 ): SocketHub {
   const sockets = new Set<WebSocket>();
+  /** One child logger per tenant, shared by its sockets (a child per socket cost ~300 bytes each). */
+  const tenantLogs = new WeakMap<Caller["tenant"], Logger>();
   const calls = { inFlight: 0 };
   const strays = { count: 0 };
   app.register(async (scope) => {
@@ -60,15 +100,21 @@ export function registerSocketRoute(
         throw errors.upgradeRequired();
       },
       wsHandler: (socket, req) => {
-        sockets.add(socket);
         const caller = callerOf(req) ?? s.tenants.openCaller;
+        let tenantLog = tenantLogs.get(caller.tenant);
+        if (!tenantLog) {
+          // What the socket logs names its tenant (docs/tenants.md).
+          tenantLog = log.child(callerForLog(caller));
+          tenantLogs.set(caller.tenant, tenantLog);
+        }
+        releaseUpgrade(socket, req, socketErrors, tenantLog);
+        sockets.add(socket);
         const connection = new SocketConnection(
           socket,
           req.socket,
           s,
           config,
-          // What the socket logs names its tenant (docs/tenants.md).
-          log.child(callerForLog(caller)),
+          tenantLog,
           calls,
           `ws ${describeCaller(req)}`,
           caller,
