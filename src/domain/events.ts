@@ -17,14 +17,25 @@ export class EventService {
    * still holds cannot be served gap-free: RESYNC_REQUIRED tells the client to reload the snapshot.
    */
   async openSubscription(sessionId: string, afterSeq: number, tenant: Tenant) {
+    const row = await this.openRow(sessionId, afterSeq, tenant);
+    // The snapshot of the same read (reading the row again cost a round trip per subscribe).
+    const session = await this.sessions.viewOf(row);
+    return { headSeq: row.lastSeq, session };
+  }
+
+  /** Where a stream that sends no snapshot (SSE) starts: the session's head only. */
+  async openStream(sessionId: string, afterSeq: number, tenant: Tenant): Promise<{ headSeq: number }> {
+    const row = await this.openRow(sessionId, afterSeq, tenant);
+    return { headSeq: row.lastSeq };
+  }
+
+  private async openRow(sessionId: string, afterSeq: number, tenant: Tenant) {
     // The one check a stream needs: the feed it then joins carries this session's events only.
     const row = await this.sessions.row(sessionId, tenant);
     if (afterSeq < row.prunedSeq) {
       throw errors.resyncRequired(afterSeq, row.prunedSeq + 1, "session");
     }
-    // The snapshot of the same read (reading the row again cost a round trip per subscribe).
-    const session = await this.sessions.viewOf(row);
-    return { headSeq: row.lastSeq, session };
+    return row;
   }
 
   /**

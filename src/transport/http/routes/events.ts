@@ -87,7 +87,7 @@ export function registerEventRoutes(
         if (!Number.isSafeInteger(n)) throw invalid("Last-Event-ID must be a seq", "Last-Event-ID");
         afterSeq = Math.max(afterSeq, n);
       }
-      const { headSeq } = await s.events.openSubscription(req.params.id, afterSeq, tenantOf(req, s.tenants));
+      const { headSeq } = await s.events.openStream(req.params.id, afterSeq, tenantOf(req, s.tenants));
       // HEAD (health checkers, proxies): what a GET would get, checks and headers, and no stream.
       if (req.method === "HEAD") return reply.headers(SSE_HEADERS).status(200).send();
       reply.hijack();
