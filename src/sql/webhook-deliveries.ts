@@ -45,22 +45,28 @@ export function webhookLockClaims(tx: Tx): Promise<unknown> {
  * cannot be combined with FOR UPDATE; the UPDATE re-checks the status and lease on the row as it
  * is now, so a retry or record committed meanwhile is not overwritten. The lease: until
  * `lease_until` no other instance picks the row, and a crashed sender's lease simply runs out.
+ *
+ * Its cost per delivery (bench/results/notes.md, "Webhook deliveries: one scan, HOT claims"): the
+ * pending rows (the backlog, `webhook_deliveries_due_idx`) are read once, for both `busy` and
+ * `due`, not once each; and no index holds `lease_until`, the one column the claim's UPDATE
+ * changes, so with the table's free space per page (its fillfactor) the claim is a HOT update,
+ * writing no index entry.
  */
 export function webhookClaimDueDeliveries(
   q: Queryable,
   opts: { endpoints: string[]; turnTenants: string[]; limit: number; leaseMs: number; perEndpoint: number },
 ): Promise<DeliveryRow[]> {
   return q<DeliveryRow[]>`
-    with busy as (
-      select url, count(*)::int as n from webhook_deliveries
-      where lease_until > now() and status = 'pending'
-      group by url
+    with pending as materialized (
+      select id, url, next_attempt_at, lease_until, endpoint_id, tenant from webhook_deliveries
+      where status = 'pending'
+    ), busy as (
+      select url, count(*)::int as n from pending where lease_until > now() group by url
     ), due as (
       select id, url, next_attempt_at,
         row_number() over (partition by url order by next_attempt_at, id) as rank
-      from webhook_deliveries
-      where status = 'pending' and next_attempt_at <= now()
-        and (lease_until is null or lease_until < now())
+      from pending
+      where next_attempt_at <= now() and (lease_until is null or lease_until < now())
         and (endpoint_id = any(${opts.endpoints}::text[])
              or (endpoint_id is null and tenant = any(${opts.turnTenants}::text[])))
     ), picked as (
