@@ -54,7 +54,15 @@ export function webhookLockClaims(tx: Tx): Promise<unknown> {
  */
 export function webhookClaimDueDeliveries(
   q: Queryable,
-  opts: { endpoints: string[]; turnTenants: string[]; limit: number; leaseMs: number; perEndpoint: number },
+  opts: {
+    endpoints: string[];
+    turnTenants: string[];
+    limit: number;
+    leaseMs: number;
+    perEndpoint: number;
+    /** Answer each row's trace context (default true); false (tracing off) skips its two lookups. */
+    traceContext?: boolean;
+  },
 ): Promise<DeliveryRow[]> {
   return q<DeliveryRow[]>`
     with pending as materialized (
@@ -79,9 +87,11 @@ export function webhookClaimDueDeliveries(
     from picked
     where d.id = picked.id and d.status = 'pending' and (d.lease_until is null or d.lease_until < now())
     -- The turn's trace context, so the delivery continues its trace (docs/operations.md, Tracing):
-    -- one index lookup of the event (session_id, seq) and its task per claimed row.
-    returning d.*, (select t.trace_context from events e join tasks t on t.id = e.task_id
-                    where e.session_id = d.session_id and e.seq = d.seq) as trace_context`;
+    -- one index lookup of the event (session_id, seq) and its task per claimed row, only when
+    -- the sender traces (the subquery is not run otherwise).
+    returning d.*, case when ${opts.traceContext ?? true}::boolean then
+                     (select t.trace_context from events e join tasks t on t.id = e.task_id
+                      where e.session_id = d.session_id and e.seq = d.seq) end as trace_context`;
 }
 
 /**

@@ -202,6 +202,27 @@ describe("webhookClaimDueDeliveries", () => {
       [untraced]: null,
     });
   });
+  it("skips the trace context lookup when the claimer does not trace (traceContext false)", async () => {
+    const sessionId = await addSession(db.sql, { lastSeq: 1 });
+    const task = await addTask(db.sql, sessionId, { status: "completed" });
+    await db.sql`update tasks set trace_context = '00-trace-span-01' where id = ${task.id}`;
+    await db.sql`insert into events (session_id, seq, task_id, type, data)
+                 values (${sessionId}, 1, ${task.id}, 'message.delta', '{}'::jsonb)`;
+    await db.sql`truncate webhook_deliveries`;
+    const id = await delivery({ sessionId, seq: 1 });
+    const rows = await pipelined(db.sql, (q) => [
+      webhookLockClaims(q),
+      webhookClaimDueDeliveries(q, {
+        endpoints: ["e1"],
+        turnTenants: [],
+        limit: 10,
+        leaseMs: 60_000,
+        perEndpoint: 2,
+        traceContext: false,
+      }),
+    ]).then(([, claimed]) => claimed);
+    expect(rows.map((r) => [r.id, r.traceContext])).toEqual([[id, null]]);
+  });
 });
 
 describe("webhookClaimDueDeliveries, its cost", () => {
