@@ -78,7 +78,21 @@ try {
       await sleep(20);
     }
   };
+  /**
+   * With webhooks on (BENCH_GATEWAY_ENV with MOORING_WEBHOOKS): until the outbox is sent, so the
+   * deliveries counted are exactly the turns' own (a backlog left by the warm-up would otherwise be
+   * counted in the run, and the run's own left out).
+   */
+  const drained = async () => {
+    for (;;) {
+      const [{ n }] = await db.sql<{ n: number }[]>`
+        select count(*)::int as n from webhook_deliveries where status = 'pending'`;
+      if (n === 0) return;
+      await sleep(20);
+    }
+  };
   await run(Math.min(200, turns));
+  await drained();
   // Only when the server preloads the module: the extension can be created without it, but not used.
   const statements = await db.sql`create extension if not exists pg_stat_statements`
     .then(() => db.sql`select pg_stat_statements_reset()`)
@@ -114,6 +128,7 @@ try {
   const started = performance.now();
   await run(turns);
   const seconds = (performance.now() - started) / 1000;
+  await drained();
   if (strace) {
     strace.kill("SIGINT");
     await new Promise((resolve) => strace.once("exit", resolve));
@@ -151,7 +166,7 @@ try {
   );
   const tables = await db.sql<{ relname: string; upd: number; hot: number }[]>`
     select relname, n_tup_upd::int as upd, n_tup_hot_upd::int as hot from pg_stat_user_tables
-    where relname in ('tasks', 'sessions', 'events') order by relname`;
+    where relname in ('tasks', 'sessions', 'events', 'webhook_deliveries') order by relname`;
   console.log(
     `updates (HOT share): ${tables.map((t) => `${t.relname} ${t.upd} (${t.upd ? Math.round((100 * t.hot) / t.upd) : 0}%)`).join(", ")}`,
   );

@@ -362,9 +362,9 @@ export const webhookDeliveries = pgTable(
   (t) => [
     index("webhook_deliveries_due_idx").on(t.nextAttemptAt).where(sql`status = 'pending'`),
     index("webhook_deliveries_tenant_idx").on(t.tenant, t.createdAt, t.id),
-    // The claim counts each URL's deliveries in flight (its per-endpoint concurrency): only leased
-    // rows, few at any time, since an attempt's record clears the lease.
-    index("webhook_deliveries_leased_idx").on(t.url).where(sql`lease_until is not null`),
+    // No index on lease_until (0022 dropped webhook_deliveries_leased_idx): the claim counts each
+    // URL's deliveries in flight from the pending rows it reads anyway (due_idx), and its UPDATE,
+    // which sets only lease_until, stays a HOT update (fillfactor: migrations/0023).
     // A purged session's deliveries (sql/session-purge.ts).
     index("webhook_deliveries_session_idx").on(t.sessionId),
   ],

@@ -45,22 +45,36 @@ export function webhookLockClaims(tx: Tx): Promise<unknown> {
  * cannot be combined with FOR UPDATE; the UPDATE re-checks the status and lease on the row as it
  * is now, so a retry or record committed meanwhile is not overwritten. The lease: until
  * `lease_until` no other instance picks the row, and a crashed sender's lease simply runs out.
+ *
+ * Its cost per delivery (bench/results/notes.md, "Webhook deliveries: one scan, HOT claims"): the
+ * pending rows (the backlog, `webhook_deliveries_due_idx`) are read once, for both `busy` and
+ * `due`, not once each; and no index holds `lease_until`, the one column the claim's UPDATE
+ * changes, so with the table's free space per page (its fillfactor) the claim is a HOT update,
+ * writing no index entry.
  */
 export function webhookClaimDueDeliveries(
   q: Queryable,
-  opts: { endpoints: string[]; turnTenants: string[]; limit: number; leaseMs: number; perEndpoint: number },
+  opts: {
+    endpoints: string[];
+    turnTenants: string[];
+    limit: number;
+    leaseMs: number;
+    perEndpoint: number;
+    /** Answer each row's trace context (default true); false (tracing off) skips its two lookups. */
+    traceContext?: boolean;
+  },
 ): Promise<DeliveryRow[]> {
   return q<DeliveryRow[]>`
-    with busy as (
-      select url, count(*)::int as n from webhook_deliveries
-      where lease_until > now() and status = 'pending'
-      group by url
+    with pending as materialized (
+      select id, url, next_attempt_at, lease_until, endpoint_id, tenant from webhook_deliveries
+      where status = 'pending'
+    ), busy as (
+      select url, count(*)::int as n from pending where lease_until > now() group by url
     ), due as (
       select id, url, next_attempt_at,
         row_number() over (partition by url order by next_attempt_at, id) as rank
-      from webhook_deliveries
-      where status = 'pending' and next_attempt_at <= now()
-        and (lease_until is null or lease_until < now())
+      from pending
+      where next_attempt_at <= now() and (lease_until is null or lease_until < now())
         and (endpoint_id = any(${opts.endpoints}::text[])
              or (endpoint_id is null and tenant = any(${opts.turnTenants}::text[])))
     ), picked as (
@@ -73,9 +87,11 @@ export function webhookClaimDueDeliveries(
     from picked
     where d.id = picked.id and d.status = 'pending' and (d.lease_until is null or d.lease_until < now())
     -- The turn's trace context, so the delivery continues its trace (docs/operations.md, Tracing):
-    -- one index lookup of the event (session_id, seq) and its task per claimed row.
-    returning d.*, (select t.trace_context from events e join tasks t on t.id = e.task_id
-                    where e.session_id = d.session_id and e.seq = d.seq) as trace_context`;
+    -- one index lookup of the event (session_id, seq) and its task per claimed row, only when
+    -- the sender traces (the subquery is not run otherwise).
+    returning d.*, case when ${opts.traceContext ?? true}::boolean then
+                     (select t.trace_context from events e join tasks t on t.id = e.task_id
+                      where e.session_id = d.session_id and e.seq = d.seq) end as trace_context`;
 }
 
 /**

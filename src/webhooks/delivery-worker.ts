@@ -133,6 +133,8 @@ export class DeliveryWorker implements Service {
             limit: Math.max(free, 0),
             leaseMs: this.options.webhookLeaseMs,
             perEndpoint: this.options.webhookEndpointConcurrency,
+            // Read only to continue the turn's trace (attempt()).
+            traceContext: this.tracer.on,
           },
           finished,
         ),

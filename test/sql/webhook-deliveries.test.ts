@@ -6,6 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { beforeEach, describe, expect, it } from "vitest";
+import type { Tx } from "../../src/db/client.js";
 import { pipelined } from "../../src/db/pipeline.js";
 import {
   type DeliveryRow,
@@ -200,6 +201,66 @@ describe("webhookClaimDueDeliveries", () => {
       [traced]: "00-trace-span-01",
       [untraced]: null,
     });
+  });
+  it("skips the trace context lookup when the claimer does not trace (traceContext false)", async () => {
+    const sessionId = await addSession(db.sql, { lastSeq: 1 });
+    const task = await addTask(db.sql, sessionId, { status: "completed" });
+    await db.sql`update tasks set trace_context = '00-trace-span-01' where id = ${task.id}`;
+    await db.sql`insert into events (session_id, seq, task_id, type, data)
+                 values (${sessionId}, 1, ${task.id}, 'message.delta', '{}'::jsonb)`;
+    await db.sql`truncate webhook_deliveries`;
+    const id = await delivery({ sessionId, seq: 1 });
+    const rows = await pipelined(db.sql, (q) => [
+      webhookLockClaims(q),
+      webhookClaimDueDeliveries(q, {
+        endpoints: ["e1"],
+        turnTenants: [],
+        limit: 10,
+        leaseMs: 60_000,
+        perEndpoint: 2,
+        traceContext: false,
+      }),
+    ]).then(([, claimed]) => claimed);
+    expect(rows.map((r) => [r.id, r.traceContext])).toEqual([[id, null]]);
+  });
+});
+
+describe("webhookClaimDueDeliveries, its cost", () => {
+  it("counts a lease on a row not due again yet as busy (busy is read from every pending row, not only due ones)", async () => {
+    await delivery({ url: SLOW, dueInMs: 60_000, leaseInMs: 60_000 });
+    await insert(SLOW, 3);
+    expect((await claim(10)).map((r) => r.url)).toEqual([SLOW]);
+    expect(await claim(10)).toEqual([]);
+  });
+
+  it("leases a row with a HOT update: no index holds lease_until, and the page keeps room", async () => {
+    const id = await delivery();
+    // This backend's table counters not yet reported, exact inside its transaction: the change
+    // across the claim is the claim's own.
+    const counters = async (tx: Tx) => {
+      const [row] = await tx<{ updated: number; hot: number }[]>`
+        select n_tup_upd::int as updated, n_tup_hot_upd::int as hot
+        from pg_stat_xact_user_tables where relname = 'webhook_deliveries'`;
+      return row;
+    };
+    const hot = await db.sql.begin(async (tx) => {
+      const before = await counters(tx);
+      await webhookLockClaims(tx);
+      const rows = await webhookClaimDueDeliveries(tx, {
+        endpoints: ["e1"],
+        turnTenants: [],
+        limit: 1,
+        leaseMs: 60_000,
+        perEndpoint: 2,
+      });
+      expect(rows.map((r) => r.id)).toEqual([id]);
+      const after = await counters(tx);
+      return { updated: after.updated - before.updated, hot: after.hot - before.hot };
+    });
+    expect(hot).toEqual({ updated: 1, hot: 1 });
+    const [table] = await db.sql<{ options: string[] }[]>`
+      select reloptions as options from pg_class where oid = 'webhook_deliveries'::regclass`;
+    expect(table.options).toContain("fillfactor=80");
   });
 });
 
