@@ -11,7 +11,7 @@
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { BenchDatabases } from "./lib/db.js";
-import { gatewayEnv, spawnGateway } from "./lib/gateway.js";
+import { cpuProfileFlags, gatewayEnv, spawnGateway } from "./lib/gateway.js";
 import { createSessions, HttpClient } from "./lib/http.js";
 import { sleep } from "./lib/stats.js";
 import { TEN_EVENT_PROMPT } from "./throughput.js";
@@ -50,10 +50,7 @@ const databases = await BenchDatabases.open((line) => console.log(line));
 const db = await databases.create("statements");
 const gateway = await spawnGateway({
   env: gatewayEnv(db.url, { MOORING_MAX_ACTIVE: "100000", MOORING_MAX_QUEUED: "1000000" }),
-  // BENCH_CPU_PROF=<dir>: the gateway writes a V8 CPU profile there when it stops.
-  nodeFlags: process.env.BENCH_CPU_PROF
-    ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
-    : undefined,
+  nodeFlags: cpuProfileFlags(),
 });
 const client = new HttpClient(gateway.url, CLIENTS * 2);
 try {

@@ -15,7 +15,7 @@ import { Logger, makeWorkerUtils, runMigrations } from "graphile-worker";
 import pg from "pg";
 import type { BenchDatabase } from "./lib/db.js";
 import { findPgbench } from "./lib/db.js";
-import { gatewayEnv, repoRoot, spawnGateway, track } from "./lib/gateway.js";
+import { cpuProfileFlags, gatewayEnv, repoRoot, spawnGateway, track } from "./lib/gateway.js";
 import { createSessions, HttpClient } from "./lib/http.js";
 import { sleep, wallMs } from "./lib/stats.js";
 import { atLeast, type BenchContext, type Benchmark, ratio, type Row, type Sample } from "./lib/types.js";
@@ -108,9 +108,7 @@ export async function runMooring(
       MOORING_INSTANCE_ID: "bench-throughput",
       ...env,
     }),
-    nodeFlags: process.env.BENCH_CPU_PROF
-      ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
-      : [],
+    nodeFlags: cpuProfileFlags(),
   });
   const client = new HttpClient(gateway.url, CLIENTS * 2);
   try {

@@ -67,6 +67,12 @@ export interface SpawnOptions {
   nodeFlags?: string[];
 }
 
+/** The gateway's node flags for BENCH_CPU_PROF=<dir>: a V8 CPU profile written there when it stops. */
+export function cpuProfileFlags(): string[] {
+  const dir = process.env.BENCH_CPU_PROF;
+  return dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : [];
+}
+
 export async function spawnGateway(options: SpawnOptions): Promise<GatewayProcess> {
   const port = options.env.PORT ?? String(await freePort());
   const env: Record<string, string> = {
